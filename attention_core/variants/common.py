@@ -1,0 +1,237 @@
+"""Building blocks shared by the variants: validation, masked softmax, dropout, dense path.
+
+Conventions: q (..., L, E), k (..., S, E), v (..., S, Ev); a mask broadcasts to
+(..., L, S), bool (True = may attend) or float (added to the scores).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attention_core.device import check_budget, compute_dtype, tensor_bytes
+
+SCALE_RULES = ("inv_sqrt", "one")
+
+
+def check_finite(name: str, t: torch.Tensor) -> None:
+    """Raise ``ValueError`` when ``t`` holds NaN or inf."""
+    if not torch.isfinite(t).all():
+        bad = "NaN" if torch.isnan(t).any() else "inf"
+        raise ValueError(f"{name} contains {bad}; attention needs finite inputs")
+
+
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Validate the shapes, dtypes and devices of q (..., L, E), k (..., S, E), v (..., S, Ev).
+
+    Raises:
+        ValueError: for non-tensors, fewer than 2 dims, empty sizes, mismatched E or S,
+            leading dims that do not broadcast, mixed dtypes or devices, integer dtypes,
+            or NaN/inf values.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., length, features), got {tuple(t.shape)}")
+        if t.shape[-1] < 1 or t.shape[-2] < 1:
+            raise ValueError(f"{name} has an empty dimension: {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating tensor, got {t.dtype}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must share the feature size E, got q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must share the length S, got k {tuple(k.shape)} and v {tuple(v.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError as err:
+        raise ValueError(
+            f"leading dims of q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} "
+            "do not broadcast"
+        ) from err
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v must share a device, got {q.device}, {k.device}, {v.device}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_finite(name, t)
+
+
+def scores_shape(q: torch.Tensor, k: torch.Tensor) -> torch.Size:
+    """Shape (..., L, S) of the score matrix of q (..., L, E) and k (..., S, E)."""
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    return torch.Size((*lead, q.shape[-2], k.shape[-2]))
+
+
+def check_mask(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+    """Validate a mask against the scores (..., L, S) and move it to q's device.
+
+    Raises:
+        ValueError: for a non-tensor, a dtype other than bool/float, NaN or +inf in a float
+            mask, or a shape that does not broadcast to the scores.
+    """
+    if mask is None:
+        return None
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise ValueError(f"mask must be bool (True = attend) or float (added), got {mask.dtype}")
+    target = scores_shape(q, k)
+    try:
+        shape = torch.broadcast_shapes(mask.shape, target)
+    except RuntimeError as err:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to scores {tuple(target)}"
+        ) from err
+    if shape != target:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} would enlarge scores {tuple(target)} to {tuple(shape)}"
+        )
+    if mask.is_floating_point() and (torch.isnan(mask).any() or (mask == math.inf).any()):
+        raise ValueError("a float mask may hold finite values and -inf only (no NaN, no +inf)")
+    return mask.to(q.device)
+
+
+def resolve_scale(scale: float | None, E: int, rule: str) -> float:
+    """Return the score scale: ``scale`` if given, else 1/sqrt(E) or 1 by ``rule``.
+
+    Raises:
+        ValueError: when ``scale`` is not a finite positive number.
+    """
+    if rule not in SCALE_RULES:
+        raise ValueError(f"unknown scale rule {rule!r}; valid: {SCALE_RULES}")
+    if scale is None:
+        return 1.0 / math.sqrt(E) if rule == "inv_sqrt" else 1.0
+    if isinstance(scale, bool) or not isinstance(scale, int | float):
+        raise ValueError(f"scale must be a positive number, got {scale!r}")
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a finite positive number, got {scale!r}")
+    return float(scale)
+
+
+def check_dropout(dropout_p: float) -> float:
+    """Return ``dropout_p`` as float.
+
+    Raises:
+        ValueError: unless 0 <= dropout_p < 1.
+    """
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, int | float):
+        raise ValueError(f"dropout_p must be a number in [0, 1), got {dropout_p!r}")
+    if not (0.0 <= float(dropout_p) < 1.0):
+        raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p!r}")
+    return float(dropout_p)
+
+
+def allowed_from_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Bool "may attend" tensor of a bool or float mask (-inf in a float mask = blocked)."""
+    if mask is None:
+        return None
+    if mask.dtype == torch.bool:
+        return mask
+    return mask != -math.inf
+
+
+def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Return scores with a bool mask's blocked cells set to the dtype's minimum, or a float
+    mask added. Shapes: scores (..., L, S), mask broadcastable to it."""
+    if mask is None:
+        return scores
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return scores + mask.to(scores.dtype)
+
+
+def stable_softmax(scores: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """Softmax over the last dim that subtracts the row maximum first and gives a zero row
+    where no key is allowed (never NaN).
+
+    Args:
+        scores: (..., L, S) floating scores, already masked with the dtype minimum.
+        allowed: bool, broadcastable to scores, True = may attend; or None.
+
+    Returns:
+        (..., L, S) weights; each row sums to 1, or to 0 where no key is allowed.
+    """
+    row_max = scores.amax(dim=-1, keepdim=True)  # (..., L, 1)
+    exp = torch.exp(scores - row_max)  # (..., L, S), every value in [0, 1]
+    if allowed is not None:
+        exp = exp.masked_fill(~allowed, 0.0)
+    total = exp.sum(dim=-1, keepdim=True)  # (..., L, 1)
+    safe_total = torch.where(total > 0, total, torch.ones_like(total))
+    return exp / safe_total
+
+
+def dropout_keep(
+    shape: torch.Size, p: float, generator: torch.Generator | None, device: torch.device
+) -> torch.Tensor:
+    """Bool keep-mask of ``shape`` with P(keep) = 1 - p, drawn from ``generator``."""
+    gen_device = generator.device if generator is not None else device
+    draws = torch.rand(shape, generator=generator, device=gen_device)
+    return (draws >= p).to(device)
+
+
+def apply_dropout(
+    weights: torch.Tensor, p: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Inverted dropout on weights: zero with probability p, scale survivors by 1/(1-p)."""
+    if p == 0.0:
+        return weights
+    keep = dropout_keep(weights.shape, p, generator, weights.device)
+    return weights * keep / (1.0 - p)
+
+
+def dense_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    mask: torch.Tensor | None,
+    scale: float,
+    dropout_p: float,
+    generator: torch.Generator | None,
+    memory_budget: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Explicit attention that forms the (..., L, S) weights.
+
+    softmax runs in float32 for half types; a row with no allowed key gives zeros.
+
+    Returns:
+        (output (..., L, Ev) in q's dtype, weights (..., L, S) in q's dtype, after dropout).
+
+    Raises:
+        MemoryBudgetError: when the score matrices would exceed the budget.
+    """
+    work = compute_dtype(q.dtype)
+    shape = scores_shape(q, k)
+    # scores and weights live at the same time
+    check_budget(2 * tensor_bytes(shape, work), f"attention scores {tuple(shape)}", memory_budget)
+    qw, kw, vw = q.to(work), k.to(work), v.to(work)
+    scores = (qw @ kw.transpose(-2, -1)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    scores = apply_mask(scores, mask)
+    weights = stable_softmax(scores, allowed_from_mask(mask))  # (..., L, S)
+    weights = apply_dropout(weights, dropout_p, generator)
+    out = weights @ vw  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+    return out.to(q.dtype), weights.to(q.dtype)
+
+
+def zero_rows_without_key(out: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Set output rows (..., L, Ev) to 0 where the mask allows no key (also clears NaN)."""
+    allowed = allowed_from_mask(mask)
+    if allowed is None:
+        return out
+    has_key = allowed.any(dim=-1, keepdim=True)  # (..., L, 1)
+    return out.masked_fill(~has_key, 0.0)
+
+
+def combine_with_pattern(mask: torch.Tensor | None, pattern: torch.Tensor) -> torch.Tensor:
+    """Intersect a user mask (bool or float) with a bool pattern (L, S)."""
+    if mask is None:
+        return pattern
+    if mask.dtype == torch.bool:
+        return mask & pattern
+    return mask.masked_fill(~pattern, -math.inf)
