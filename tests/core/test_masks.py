@@ -1,0 +1,115 @@
+"""Mask builders against literal matrices (True = may attend)."""
+
+import pytest
+import torch
+
+from attention_core import masks
+
+
+def _literal(rows: list[str]) -> torch.Tensor:
+    """Bool matrix from rows of '1'/'0' characters."""
+    return torch.tensor([[c == "1" for c in row] for row in rows], dtype=torch.bool)
+
+
+def test_causal_3():
+    expected = _literal(["100", "110", "111"])
+    assert torch.equal(masks.causal(3), expected)
+
+
+def test_causal_rectangular():
+    expected = _literal(["1000", "1100"])
+    assert torch.equal(masks.causal(2, 4), expected)
+
+
+def test_local_5_window_3():
+    # window_size // 2 = 1 key on each side
+    expected = _literal(["11000", "11100", "01110", "00111", "00011"])
+    assert torch.equal(masks.local(5, 3), expected)
+
+
+def test_local_even_window_matches_odd_below():
+    # window 4 -> 2 on each side, same as window 5
+    expected = _literal(["11100", "11110", "11111", "01111", "00111"])
+    assert torch.equal(masks.local(5, 4), expected)
+    assert torch.equal(masks.local(5, 5), expected)
+
+
+def test_local_window_1_is_identity():
+    assert torch.equal(masks.local(4, 1), torch.eye(4, dtype=torch.bool))
+
+
+def test_strided_5_stride_2():
+    expected = _literal(["10101", "01010", "10101", "01010", "10101"])
+    assert torch.equal(masks.strided(5, 2), expected)
+
+
+def test_block_5_size_2():
+    expected = _literal(["11000", "11000", "00110", "00110", "00001"])
+    assert torch.equal(masks.block(5, 2), expected)
+
+
+def test_padding_lengths_2_0():
+    expected = torch.tensor([[[True, True, False]], [[False, False, False]]])
+    got = masks.padding([2, 0], 3)
+    assert got.shape == (2, 1, 3)
+    assert torch.equal(got, expected)
+
+
+def test_combine_or_and():
+    a = _literal(["100", "110", "111"])
+    b = _literal(["110", "011", "001"])
+    assert torch.equal(masks.combine(a, b, how="or"), _literal(["110", "111", "111"]))
+    assert torch.equal(masks.combine(a, b, how="and"), _literal(["100", "010", "001"]))
+    assert torch.equal(masks.combine(a, b), masks.combine(a, b, how="or"))
+
+
+def test_combine_broadcasts_causal_with_padding():
+    got = masks.combine(masks.causal(3), masks.padding([2, 3], 3), how="and")
+    expected = torch.stack([_literal(["100", "110", "110"]), _literal(["100", "110", "111"])])
+    assert torch.equal(got, expected)
+
+
+def test_random_density_seed_and_diagonal():
+    L = 64
+    m1 = masks.random(L, 0.25, seed=3)
+    m2 = masks.random(L, 0.25, seed=3)
+    m3 = masks.random(L, 0.25, seed=4)
+    assert m1.dtype == torch.bool and m1.shape == (L, L)
+    assert torch.equal(m1, m2)
+    assert not torch.equal(m1, m3)
+    assert bool(torch.diagonal(m1).all())
+    off_diag = m1[~torch.eye(L, dtype=torch.bool)].float().mean().item()
+    assert abs(off_diag - 0.25) < 0.04
+
+
+def test_random_density_one_is_full():
+    assert bool(masks.random(6, 1.0, seed=0).all())
+
+
+@pytest.mark.parametrize("density", [0, 0.0, -0.1, 1.5])
+def test_random_bad_density(density):
+    with pytest.raises(ValueError, match="density"):
+        masks.random(4, density)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: masks.local(4, 0),
+        lambda: masks.strided(4, 0),
+        lambda: masks.block(4, 0),
+        lambda: masks.causal(0),
+        lambda: masks.padding([4], 3),
+        lambda: masks.padding([-1], 3),
+    ],
+)
+def test_builders_reject_bad_sizes(build):
+    with pytest.raises(ValueError):
+        build()
+
+
+def test_combine_rejects_unknown_how_and_non_bool():
+    with pytest.raises(ValueError, match="xor"):
+        masks.combine(masks.causal(2), how="xor")
+    with pytest.raises(ValueError):
+        masks.combine(masks.causal(2).float())
