@@ -70,9 +70,7 @@ class Param:
         else:
             value = float(value)
         if not (self.low <= value <= self.high):
-            raise ValueError(
-                f"{self.name} must lie in [{self.low}, {self.high}], got {value!r}"
-            )
+            raise ValueError(f"{self.name} must lie in [{self.low}, {self.high}], got {value!r}")
         return value
 
 
@@ -99,6 +97,8 @@ class VariantSpec:
             (True = may attend) that the variant applies; ``None`` for dense variants.
         supports_dropout: whether ``dropout_p > 0`` is accepted.
         default_scale: ``"inv_sqrt"`` for 1/sqrt(E), ``"one"`` for no scaling.
+        memory_model: ``memory_model(lead, L, S, E, Ev, itemsize, need_weights, **params)
+            -> int``, the estimated peak bytes of one call (lead = product of leading dims).
     """
 
     name: str
@@ -112,6 +112,7 @@ class VariantSpec:
     pattern: MaskFn | None = None
     supports_dropout: bool = True
     default_scale: str = "inv_sqrt"
+    memory_model: Callable[..., int] | None = None
 
     def param(self, name: str) -> Param:
         """Return the parameter called ``name``.

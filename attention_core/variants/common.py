@@ -34,7 +34,9 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., length, features), got {tuple(t.shape)}")
+            raise ValueError(
+                f"{name} must have shape (..., length, features), got {tuple(t.shape)}"
+            )
         if t.shape[-1] < 1 or t.shape[-2] < 1:
             raise ValueError(f"{name} has an empty dimension: {tuple(t.shape)}")
         if not t.is_floating_point():
@@ -90,7 +92,8 @@ def check_mask(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> t
         ) from err
     if shape != target:
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} would enlarge scores {tuple(target)} to {tuple(shape)}"
+            f"mask of shape {tuple(mask.shape)} would enlarge scores {tuple(target)} "
+            f"to {tuple(shape)}"
         )
     if mask.is_floating_point() and (torch.isnan(mask).any() or (mask == math.inf).any()):
         raise ValueError("a float mask may hold finite values and -inf only (no NaN, no +inf)")

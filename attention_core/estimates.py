@@ -1,0 +1,53 @@
+"""Peak-memory estimates of one attention call, from each variant's registry entry."""
+
+from __future__ import annotations
+
+import torch
+
+from attention_core.device import parse_dtype
+from attention_core.registry import get_variant
+
+
+def estimate_memory(
+    variant: str,
+    *,
+    batch: int,
+    heads: int,
+    L: int,
+    S: int | None = None,
+    E: int,
+    Ev: int | None = None,
+    dtype: str | torch.dtype = torch.float32,
+    need_weights: bool = False,
+    **params,
+) -> int:
+    """Estimated peak bytes of ``attend`` for the given sizes (an analytic model, not a
+    measurement: inputs, outputs and the largest intermediate the variant forms).
+
+    Args:
+        variant: registry name. batch, heads: leading dims. L, S: query and key lengths
+            (S defaults to L). E, Ev: feature sizes (Ev defaults to E). dtype: input dtype.
+        need_weights: include the (…, L, S) weights. **params: variant parameters.
+
+    Returns:
+        bytes (int).
+
+    Raises:
+        ValueError: for an unknown variant or parameter, or a size below 1.
+    """
+    spec = get_variant(variant)
+    resolved = spec.resolve_params(params)
+    S = L if S is None else S
+    Ev = E if Ev is None else Ev
+    for name, value in (
+        ("batch", batch),
+        ("heads", heads),
+        ("L", L),
+        ("S", S),
+        ("E", E),
+        ("Ev", Ev),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    itemsize = torch.empty((), dtype=parse_dtype(dtype)).element_size()
+    return int(spec.memory_model(batch * heads, L, S, E, Ev, itemsize, need_weights, **resolved))

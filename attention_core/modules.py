@@ -1,0 +1,148 @@
+"""MultiHeadSelfAttention: projections, head split/merge, and any registered variant.
+
+Layer names follow the tutorial (``q_linear``, ``k_linear``, ``v_linear``, ``out_linear``) so
+a reader can map the code to the text. Head splitting lives only here.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attention_core.registry import attend, get_variant
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Multi-head self-attention over x (B, L, D) with a registered variant.
+
+    Args:
+        embed_dim: model width D; must be divisible by num_heads.
+        num_heads: H; head_dim E = D // H.
+        variant: a name in ``VARIANTS`` (default ``"scaled"``).
+        dropout: dropout on the attention weights, used in training mode only.
+        bias: whether the four linear layers have a bias.
+        scale: score scale; ``None`` uses the variant's default (1/sqrt(E) for most).
+        **params: the variant's own parameters, validated now.
+
+    Raises:
+        ValueError: when embed_dim or num_heads is not a positive whole number, embed_dim is
+            not divisible by num_heads, dropout is outside [0, 1), or the variant or one of
+            its parameters is unknown or out of range.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        variant: str = "scaled",
+        dropout: float = 0.0,
+        bias: bool = True,
+        scale: float | None = None,
+        **params,
+    ):
+        super().__init__()
+        for name, value in (("embed_dim", embed_dim), ("num_heads", num_heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        if embed_dim % num_heads != 0:
+            divisors = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
+            raise ValueError(
+                f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}; "
+                f"choose num_heads among {divisors}"
+            )
+        if (
+            isinstance(dropout, bool)
+            or not isinstance(dropout, int | float)
+            or not (0.0 <= dropout < 1.0)
+        ):
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        spec = get_variant(variant)
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.variant = variant
+        self.params = spec.resolve_params(params)
+        self.dropout = float(dropout)
+        self.scale = scale
+        self.q_linear = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_linear = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.v_linear = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_linear = nn.Linear(embed_dim, embed_dim, bias=bias)
+
+    def set_variant(self, variant: str, **params) -> None:
+        """Switch to another registered variant (weights unchanged).
+
+        Raises:
+            ValueError: for an unknown variant or parameter.
+        """
+        self.params = get_variant(variant).resolve_params(params)
+        self.variant = variant
+
+    def split_heads(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, L, D) -> (B, H, L, E)."""
+        B, L, _ = t.shape
+        return t.view(B, L, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, L, E)
+
+    def merge_heads(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, H, L, E) -> (B, L, D)."""
+        B, _, L, _ = t.shape
+        return t.transpose(1, 2).reshape(B, L, self.embed_dim)  # (B, L, H, E) -> (B, L, D)
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        if x.dim() != 3 or x.shape[-1] != self.embed_dim or x.shape[1] < 1:
+            raise ValueError(
+                f"x must have shape (batch, length, {self.embed_dim}), got {tuple(x.shape)}"
+            )
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Project x (B, L, D) to q, k, v, each (B, H, L, E).
+
+        Raises:
+            ValueError: when x is not (B, L, embed_dim).
+        """
+        self._check_input(x)
+        q = self.split_heads(self.q_linear(x))  # (B, L, D) -> (B, H, L, E)
+        k = self.split_heads(self.k_linear(x))
+        v = self.split_heads(self.v_linear(x))
+        return q, k, v
+
+    @staticmethod
+    def _head_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
+        """(L, S) stays; (B, L, S) and (B, 1, S) gain a head axis; (B, H, L, S) stays."""
+        if mask is None or not isinstance(mask, torch.Tensor):
+            return mask
+        if mask.dim() == 3:
+            return mask.unsqueeze(1)  # (B, 1, L|1, S)
+        return mask
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = True):
+        """Attend over x.
+
+        Args:
+            x: (B, L, D).
+            mask: None, (L, L), (B, L, L), (B, 1, L) key padding, or (B, H, L, L); bool
+                (True = may attend) or float (added to the scores).
+            need_weights: return the per-head weights (forms B·H·L² values).
+
+        Returns:
+            (output (B, L, D), weights (B, H, L, L) or None).
+
+        Raises:
+            ValueError: for a badly shaped x or mask, NaN/inf input, or a budget overflow.
+        """
+        q, k, v = self.project_qkv(x)
+        result = attend(
+            q,
+            k,
+            v,
+            self.variant,
+            mask=self._head_mask(mask),
+            scale=self.scale,
+            need_weights=need_weights,
+            dropout_p=self.dropout if self.training else 0.0,
+            **self.params,
+        )
+        out = self.out_linear(self.merge_heads(result.output))  # (B, L, D)
+        return out, result.weights

