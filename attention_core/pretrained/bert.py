@@ -283,13 +283,7 @@ class Encoder(nn.Module):
         """
         resolved = get_variant(name).resolve_params(params)
         for layer in self.layers:
-            old = layer.attention
-            new = MultiHeadSelfAttention(
-                old.embed_dim, old.num_heads, variant=name, dropout=0.0, **resolved
-            )
-            new.load_state_dict(old.state_dict())
-            new.eval()
-            layer.attention = new
+            layer.attention.set_variant(name, **resolved)
         self.variant = name
         self.variant_params = resolved
 
