@@ -28,18 +28,19 @@ def _tile(mask: torch.Tensor | None, rows: slice, cols: slice) -> torch.Tensor |
     return mask[..., r, c]
 
 
-def _masked_scores(q_c, k_t, scale, mask_t):
-    """Scores of one tile with -inf where blocked: (..., cq, E) @ (..., E, ck) -> (..., cq, ck)."""
-    scores = (q_c @ k_t.transpose(-2, -1)) * scale
+def _masked_scores(q_c, k_t, mask_t):
+    """Scores of one tile with -inf where blocked; q_c is pre-scaled.
+    (..., cq, E) @ (..., E, ck) -> (..., cq, ck)."""
+    scores = q_c @ k_t.transpose(-2, -1)
     if mask_t is None:
         return scores
     if mask_t.dtype == torch.bool:
-        return scores.masked_fill(~mask_t, -torch.inf)
-    return scores + mask_t.to(scores.dtype)
+        return scores.masked_fill_(~mask_t, -torch.inf)
+    return scores.add_(mask_t.to(scores.dtype))
 
 
-def _query_chunk(q_c, k, v, scale, mask_rows, rows, key_chunk, dropout_p, generator, keeps):
-    """Online-softmax pass of one query chunk over all key tiles.
+def _query_chunk(q_c, k, v, mask_rows, rows, key_chunk, dropout_p, generator, keeps):
+    """Online-softmax pass of one (pre-scaled) query chunk over all key tiles.
 
     Returns (out (..., cq, Ev), row max m (..., cq, 1), row sum l (..., cq, 1)).
     """
@@ -54,24 +55,24 @@ def _query_chunk(q_c, k, v, scale, mask_rows, rows, key_chunk, dropout_p, genera
         mask_t = _tile(mask_rows, slice(None), cols)
         if mask_t is not None and not bool(allowed_from_mask(mask_t).any()):
             continue  # the whole tile is blocked (e.g. the future under a causal mask)
-        scores = _masked_scores(q_c, k[..., cols, :], scale, mask_t)  # (..., cq, ck)
-        m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (..., cq, 1)
+        p = _masked_scores(q_c, k[..., cols, :], mask_t)  # (..., cq, ck) scores
+        m_new = torch.maximum(m, p.amax(dim=-1, keepdim=True))  # (..., cq, 1)
         m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
-        p = torch.exp(scores - m_safe)  # (..., cq, ck); blocked cells give exp(-inf) = 0
+        p = p.sub_(m_safe).exp_()  # (..., cq, ck) in [0, 1]; blocked cells give 0
         correction = torch.exp(m - m_safe)  # (..., cq, 1); 0 while the row saw no key
-        l_sum = l_sum * correction + p.sum(dim=-1, keepdim=True)
+        l_sum = l_sum.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
         if dropout_p > 0:
             keep = dropout_keep(p.shape, dropout_p, generator, p.device)
             if keeps is not None:
                 keeps[(rows.start, start)] = keep
             p = p * keep / (1.0 - dropout_p)
-        acc = acc * correction + p @ v[..., cols, :]  # (..., cq, ck) @ (..., ck, Ev)
+        acc = acc.mul_(correction).add_(p @ v[..., cols, :])  # (..., cq, ck) @ (..., ck, Ev)
         m = m_new
     out = torch.where(l_sum > 0, acc / torch.where(l_sum > 0, l_sum, 1.0), 0.0)
     return out, m, l_sum
 
 
-def _weights_pass(q, k, scale, mask, stats, chunk, key_chunk, dropout_p, keeps, budget):
+def _weights_pass(q, k, mask, stats, chunk, key_chunk, dropout_p, keeps, budget):
     """Rebuild the exact weights exp(s − m) / l tile by tile into (..., L, S)."""
     L, S = q.shape[-2], k.shape[-2]
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
@@ -83,9 +84,7 @@ def _weights_pass(q, k, scale, mask, stats, chunk, key_chunk, dropout_p, keeps, 
         inv = torch.where(l_sum > 0, 1.0 / torch.where(l_sum > 0, l_sum, 1.0), 0.0)
         for start_k in range(0, S, key_chunk):
             cols = slice(start_k, min(start_k + key_chunk, S))
-            scores = _masked_scores(
-                q[..., rows, :], k[..., cols, :], scale, _tile(mask, rows, cols)
-            )
+            scores = _masked_scores(q[..., rows, :], k[..., cols, :], _tile(mask, rows, cols))
             tile = torch.exp(scores - m_safe) * inv  # (..., cq, ck)
             keep = keeps.get((start_q, start_k)) if keeps is not None else None
             if dropout_p > 0:
@@ -133,7 +132,7 @@ def chunked_attention(
         f"score tile {(*lead, chunk, key_chunk)}",
         memory_budget,
     )
-    qw, kw, vw = q.to(work), k.to(work), v.to(work)
+    qw, kw, vw = q.to(work) * scale, k.to(work), v.to(work)  # q pre-scaled once
     out = qw.new_empty((*lead, L, v.shape[-1]))  # (..., L, Ev)
     stats = {}
     keeps = {} if (need_weights and dropout_p > 0) else None
@@ -143,7 +142,6 @@ def chunked_attention(
             qw[..., rows, :],
             kw,
             vw,
-            scale,
             _tile(mask, rows, slice(None)),
             rows,
             key_chunk,
@@ -157,7 +155,7 @@ def chunked_attention(
     weights = None
     if need_weights:
         weights = _weights_pass(
-            qw, kw, scale, mask, stats, chunk, key_chunk, dropout_p, keeps, memory_budget
+            qw, kw, mask, stats, chunk, key_chunk, dropout_p, keeps, memory_budget
         ).to(q.dtype)
     return AttentionResult(out.to(q.dtype), weights)
 

@@ -150,23 +150,26 @@ def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 
 def stable_softmax(scores: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-    """Softmax over the last dim that subtracts the row maximum first and gives a zero row
-    where no key is allowed (never NaN).
+    """Softmax over the last dim that never gives NaN: a zero row where no key is allowed.
+
+    ``torch.softmax`` subtracts the row maximum internally (one fused pass); blocked cells
+    must already hold the dtype's minimum (or -inf). A fully blocked row would come out
+    uniform (or NaN with -inf), so it is set to zeros.
 
     Args:
-        scores: (..., L, S) floating scores, already masked with the dtype minimum.
+        scores: (..., L, S) floating scores, already masked.
         allowed: bool, broadcastable to scores, True = may attend; or None.
 
     Returns:
         (..., L, S) weights; each row sums to 1, or to 0 where no key is allowed.
     """
-    row_max = scores.amax(dim=-1, keepdim=True)  # (..., L, 1)
-    exp = torch.exp(scores - row_max)  # (..., L, S), every value in [0, 1]
-    if allowed is not None:
-        exp = exp.masked_fill(~allowed, 0.0)
-    total = exp.sum(dim=-1, keepdim=True)  # (..., L, 1)
-    safe_total = torch.where(total > 0, total, torch.ones_like(total))
-    return exp / safe_total
+    weights = torch.softmax(scores, dim=-1)  # (..., L, S)
+    if allowed is None:
+        return weights
+    has_key = allowed.any(dim=-1, keepdim=True)  # (..., L, 1)
+    if bool(has_key.all()):
+        return weights
+    return weights.masked_fill(~has_key, 0.0)
 
 
 def dropout_keep(
