@@ -1,0 +1,1 @@
+"""Attention Lab dashboard: a Streamlit app over ``attention_core`` (see ``app.py``)."""

@@ -1,0 +1,104 @@
+"""Attention Lab: page config, the shared sidebar and the page list (routing only).
+
+Run it with ``streamlit run dashboard/app.py``.
+
+How the framework fits together (follow this when adding a page):
+
+* **Pages** live in ``dashboard/views/<page>.py``, one per file, and are listed below in
+  :data:`PAGES` with ``st.navigation``; a page's title is ``t("common.page_<page>")``.
+* **Strings** come from :func:`dashboard.i18n.t` with keys ``"<namespace>.<name>"`` stored in
+  ``dashboard/locales/{en,zh}/<namespace>.json``; a page uses its own namespace plus
+  ``common``. The sidebar language switch is the query parameter ``lang``.
+* **Controls** are made with :mod:`dashboard.state` helpers (``slider_int``, ``select``, …)
+  or :mod:`dashboard.controls` groups, with keys ``"<page>.<param>"``: each value is read
+  from the URL (bad values fall back to defaults with one visible notice per page), shown
+  as a widget, and written back, so the URL always reproduces the view.
+* **Data**: tensor maths only in :mod:`dashboard.data` (cached, plain-value arguments);
+  :mod:`dashboard.charts` turns DataFrames into Altair charts; :mod:`dashboard.exports`
+  adds download buttons.
+* This file runs on every rerun: it resets the URL bookkeeping, draws the language and
+  device choice, runs the page, then shows URL notices above the page, fills the
+  copy-link box, and drops query keys the page did not use.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from dashboard import controls, state  # noqa: E402
+from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t  # noqa: E402
+
+VIEWS_DIR = Path(__file__).parent / "views"
+PAGES = (
+    ("playground", ":material/play_circle:"),
+    ("step_by_step", ":material/stairs:"),
+    ("scaling", ":material/straighten:"),
+    ("multihead", ":material/grid_view:"),
+    ("variants", ":material/tune:"),
+    ("properties", ":material/rule:"),
+    ("gradients", ":material/trending_down:"),
+    ("practice", ":material/build:"),
+    ("real_model", ":material/psychology:"),
+)
+DEFAULT_BASE_URL = "http://localhost:8501/"
+
+
+def language_switch() -> str:
+    """Draw the English/中文 switch (query parameter ``lang``) and return the language."""
+    return state.radio(
+        "",
+        LANG_KEY,
+        t("common.lang_label"),
+        LANGS,
+        "en",
+        format_func=LANG_NAMES.get,
+        horizontal=True,
+    )
+
+
+def current_url() -> str:
+    """Return the full URL of the current view: the page address plus the query string."""
+    from urllib.parse import urlencode
+
+    base = st.context.url or DEFAULT_BASE_URL
+    base = base.split("?", 1)[0]
+    query = urlencode(st.query_params.to_dict())
+    return f"{base}?{query}" if query else base
+
+
+def main() -> None:
+    """Draw the shared sidebar and run the selected page."""
+    st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
+    state.begin_run()
+    language_switch()
+    controls.device_controls()
+    pages = [
+        st.Page(
+            VIEWS_DIR / f"{name}.py",
+            title=t(f"common.page_{name}"),
+            icon=icon,
+            url_path=name,
+            default=(i == 0),
+        )
+        for i, (name, icon) in enumerate(PAGES)
+    ]
+    page = st.navigation(pages)
+    link_box = st.sidebar.container()
+    notice_box = st.container()
+    page.run()
+    state.render_notices(notice_box)
+    state.finish_run()
+    with link_box:
+        st.caption(t("common.copy_link_label"))
+        st.code(current_url(), language=None, wrap_lines=True)
+        st.caption(t("common.copy_link_note"))
+
+
+main()

@@ -1,0 +1,252 @@
+"""DataFrame -> Altair chart builders (no Streamlit, no torch).
+
+Every title, axis label and tooltip title is passed in already translated. Heatmaps refuse
+tables over :data:`MAX_CHART_ROWS` rows: the data layer pools big matrices first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import pandas as pd
+
+MAX_CHART_ROWS = 128 * 128
+SEQUENTIAL_SCHEME = "yellowgreenblue"
+DIVERGING_SCHEME = "redblue"
+PANEL_WIDTH = 220
+SINGLE_WIDTH = 520
+MIN_CELL_PX = 3
+MAX_CELL_PX = 44
+LABEL_LIMIT_PX = 90
+FONT_SIZE = 13
+
+
+def _check_rows(df: pd.DataFrame, needed: Sequence[str]) -> None:
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        raise ValueError(f"chart data lacks columns {missing}; has {list(df.columns)}")
+    if len(df) > MAX_CHART_ROWS:
+        raise ValueError(
+            f"chart data has {len(df)} rows, over the limit of {MAX_CHART_ROWS}; pool it first"
+        )
+
+
+def _side_px(n_cells: int, total: int) -> int:
+    cell = min(MAX_CELL_PX, max(MIN_CELL_PX, total // max(n_cells, 1)))
+    return cell * n_cells
+
+
+def heatmap_chart(
+    df: pd.DataFrame,
+    *,
+    title: str,
+    x_title: str,
+    y_title: str,
+    value_title: str,
+    row_order: Sequence[str],
+    col_order: Sequence[str],
+    score_title: str | None = None,
+    panel_title: str | None = None,
+    subtitle: str | None = None,
+    domain: tuple[float, float] | None = None,
+    diverging: bool = False,
+    columns: int = 4,
+    annotate: bool = False,
+    value_format: str = ".3f",
+    width: int | None = None,
+) -> alt.Chart:
+    """A heatmap (Altair rect marks) of a tidy table, optionally one panel per head.
+
+    Args:
+        df: columns ``row``, ``col``, ``value``; optional ``score`` (shown in tooltips when
+            ``score_title`` is given) and ``panel`` (faceted when ``panel_title`` is given).
+        title: chart title; subtitle: e.g. "pooled to 64×64".
+        x_title, y_title, value_title, score_title, panel_title: translated labels used on
+            axes, legend and tooltips.
+        row_order, col_order: axis label order (top-to-bottom, left-to-right).
+        domain: explicit colour domain (lo, hi); give the same one to every panel so they
+            share one scale. Default: the data range (0..max for sequential data).
+        diverging: use a red-blue scale centred on 0 (for signed values like scores).
+        columns: panels per row when faceting.
+        annotate: print each value in its cell (small matrices only).
+        value_format: d3 format of values in tooltips and annotations.
+        width: total width in pixels of one panel (default depends on faceting).
+
+    Returns:
+        An ``alt.Chart`` (faceted or layered).
+
+    Raises:
+        ValueError: for missing columns or more than :data:`MAX_CHART_ROWS` rows.
+    """
+    needed = ["row", "col", "value"]
+    if panel_title is not None:
+        needed.append("panel")
+    if score_title is not None:
+        needed.append("score")
+    _check_rows(df, needed)
+    faceted = panel_title is not None
+    total = width or (PANEL_WIDTH if faceted else SINGLE_WIDTH)
+    cell_w = _side_px(len(col_order), total) // max(len(col_order), 1)
+    cell_h = cell_w
+    lo, hi = domain if domain is not None else _default_domain(df["value"], diverging)
+    if diverging:
+        bound = max(abs(lo), abs(hi)) or 1.0
+        scale = alt.Scale(scheme=DIVERGING_SCHEME, domain=[-bound, bound], reverse=True)
+    else:
+        scale = alt.Scale(scheme=SEQUENTIAL_SCHEME, domain=[lo, hi if hi > lo else lo + 1.0])
+    show_labels = len(col_order) <= 40
+    tooltip = [
+        alt.Tooltip("row:N", title=y_title),
+        alt.Tooltip("col:N", title=x_title),
+        alt.Tooltip("value:Q", title=value_title, format=value_format),
+    ]
+    if score_title is not None:
+        tooltip.append(alt.Tooltip("score:Q", title=score_title, format=value_format))
+    if faceted:
+        tooltip.insert(0, alt.Tooltip("panel:N", title=panel_title))
+    axis_x = alt.Axis(
+        labelAngle=-60, labelLimit=LABEL_LIMIT_PX, labels=show_labels, ticks=show_labels
+    )
+    axis_y = alt.Axis(labelLimit=LABEL_LIMIT_PX, labels=show_labels, ticks=show_labels)
+    base = alt.Chart(df).encode(
+        x=alt.X("col:N", sort=list(col_order), title=x_title, axis=axis_x),
+        y=alt.Y("row:N", sort=list(row_order), title=y_title, axis=axis_y),
+    )
+    rect = base.mark_rect().encode(
+        color=alt.Color("value:Q", scale=scale, title=value_title),
+        tooltip=tooltip,
+    )
+    layer = rect
+    if annotate:
+        mid = (lo + hi) / 2 if not diverging else 0.0
+        threshold = abs(hi - mid) / 2 if diverging else mid
+        text_color = (
+            alt.condition(f"abs(datum.value) > {threshold}", alt.value("white"), alt.value("black"))
+            if diverging
+            else alt.condition(f"datum.value > {threshold}", alt.value("white"), alt.value("black"))
+        )
+        text = base.mark_text(fontSize=FONT_SIZE - 2).encode(
+            text=alt.Text("value:Q", format=value_format), color=text_color, tooltip=tooltip
+        )
+        layer = alt.layer(rect, text)
+    props = {"width": cell_w * len(col_order), "height": cell_h * len(row_order)}
+    if faceted:
+        panel_order = list(dict.fromkeys(df["panel"]))
+        chart = layer.properties(**props).facet(
+            facet=alt.Facet("panel:N", title=None, sort=panel_order, header=_header()),
+            columns=columns,
+        )
+    else:
+        chart = layer.properties(**props)
+    return _finish(chart, title, subtitle)
+
+
+def _header() -> alt.Header:
+    return alt.Header(labelFontSize=FONT_SIZE, labelFontWeight="bold")
+
+
+def _default_domain(values: pd.Series, diverging: bool) -> tuple[float, float]:
+    lo, hi = float(values.min()), float(values.max())
+    if not diverging:
+        lo = min(lo, 0.0)
+    return lo, hi
+
+
+def _finish(chart: alt.Chart, title: str, subtitle: str | None) -> alt.Chart:
+    params = alt.TitleParams(title, subtitle=subtitle or "", fontSize=FONT_SIZE + 3, anchor="start")
+    return chart.properties(title=params)
+
+
+def line_chart(
+    df: pd.DataFrame,
+    *,
+    x: str,
+    y: str,
+    title: str,
+    x_title: str,
+    y_title: str,
+    color: str | None = None,
+    color_title: str | None = None,
+    log_x: bool = False,
+    log_y: bool = False,
+    points: bool = True,
+    height: int = 300,
+) -> alt.Chart:
+    """A line chart with points and tooltips.
+
+    Args:
+        df: tidy table with numeric ``x`` and ``y`` columns and optional ``color`` column.
+        title, x_title, y_title, color_title: translated labels.
+        log_x, log_y: logarithmic axes.
+        points: draw a point per row.
+        height: pixels.
+
+    Returns:
+        An ``alt.Chart``.
+
+    Raises:
+        ValueError: for missing columns or too many rows.
+    """
+    _check_rows(df, [x, y] + ([color] if color else []))
+    enc = {
+        "x": alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log" if log_x else "linear")),
+        "y": alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),
+        "tooltip": [alt.Tooltip(f"{x}:Q", title=x_title), alt.Tooltip(f"{y}:Q", title=y_title)],
+    }
+    if color:
+        enc["color"] = alt.Color(f"{color}:N", title=color_title or color)
+        enc["tooltip"].insert(0, alt.Tooltip(f"{color}:N", title=color_title or color))
+    chart = alt.Chart(df).mark_line(point=points).encode(**enc).properties(height=height)
+    return _finish(chart, title, None)
+
+
+def bar_chart(
+    df: pd.DataFrame,
+    *,
+    x: str,
+    y: str,
+    title: str,
+    x_title: str,
+    y_title: str,
+    sort: Sequence[str] | None = None,
+    value_format: str = ".3f",
+    height: int = 260,
+) -> alt.Chart:
+    """A vertical bar chart of a categorical ``x`` against a numeric ``y``, with tooltips.
+
+    Args:
+        df: table with columns ``x`` (categories) and ``y`` (numbers).
+        title, x_title, y_title: translated labels.
+        sort: category order (default: as in ``df``).
+        value_format: d3 format of the value in tooltips.
+        height: pixels.
+
+    Returns:
+        An ``alt.Chart``.
+
+    Raises:
+        ValueError: for missing columns or too many rows.
+    """
+    _check_rows(df, [x, y])
+    order = list(sort) if sort is not None else list(dict.fromkeys(df[x]))
+    chart = (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{x}:N", sort=order, title=x_title, axis=alt.Axis(labelAngle=-30)),
+            y=alt.Y(f"{y}:Q", title=y_title),
+            tooltip=[
+                alt.Tooltip(f"{x}:N", title=x_title),
+                alt.Tooltip(f"{y}:Q", title=y_title, format=value_format),
+            ],
+        )
+        .properties(height=height)
+    )
+    return _finish(chart, title, None)
+
+
+# --- lab pages ---
+
+
+# --- real model ---

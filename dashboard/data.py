@@ -1,0 +1,723 @@
+"""The only place the dashboard touches torch and ``attention_core``.
+
+Every public function takes plain values (names, sizes, seeds, tuples) so that Streamlit can
+cache it: ``st.cache_resource`` for results holding read-only numpy arrays, ``st.cache_data``
+for small tables (DataFrames). Arrays handed out are marked read-only.
+
+Inputs are either random vectors or token embeddings: each token gets a deterministic
+pseudo-random vector seeded by its text (so a repeated word gets the same vector) plus a
+sinusoidal position code; projections are seeded random ``nn.Linear`` layers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+import attention_core as core
+from attention_core import masks
+from attention_core.device import available_devices, format_bytes, pick_device
+
+MAX_SEQ_LEN = 1024
+FULL_HEATMAP_MAX = 128
+POOLED_SIDE = 64
+MAX_CHART_ROWS = FULL_HEATMAP_MAX * FULL_HEATMAP_MAX
+MAX_SENTENCE_TOKENS = 128
+MASK_KINDS = ("none", "causal", "padding")
+INPUT_KINDS = ("random", "preset_en", "preset_zh", "typed")
+PRESET_SENTENCES = {
+    "preset_en": "the cat sat on the mat because it was comfortable",
+    "preset_zh": "那只猫坐在垫子上，它看起来很舒服。",
+}
+POSITION_BASE = 10000.0
+ZERO_WEIGHT_TOL = 0.0
+_CJK = (
+    "\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+)
+_TOKEN_RE = re.compile(rf"[{_CJK}]|(?:(?![{_CJK}])\w)+|[^\w\s]")
+
+
+# ---------------------------------------------------------------- registry and devices
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A variant parameter as plain values (mirrors :class:`attention_core.Param`)."""
+
+    name: str
+    kind: str
+    default: int | float | bool
+    low: int | float
+    high: int | float
+    step: int | float
+    help: str
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    """A registry entry as plain values, for building controls."""
+
+    name: str
+    label: str
+    explanation: str
+    time_complexity: str
+    memory_complexity: str
+    exact: bool
+    supports_dropout: bool
+    params: tuple[ParamInfo, ...]
+
+
+@st.cache_resource
+def variant_catalogue() -> dict[str, VariantInfo]:
+    """Return every registered variant, in registry order, as plain :class:`VariantInfo`."""
+    return {
+        name: VariantInfo(
+            name=spec.name,
+            label=spec.label,
+            explanation=spec.explanation,
+            time_complexity=spec.time_complexity,
+            memory_complexity=spec.memory_complexity,
+            exact=spec.exact,
+            supports_dropout=spec.supports_dropout,
+            params=tuple(
+                ParamInfo(p.name, p.kind, p.default, p.low, p.high, p.step, p.help)
+                for p in spec.params
+            ),
+        )
+        for name, spec in core.VARIANTS.items()
+    }
+
+
+@st.cache_resource
+def device_options() -> tuple[str, tuple[str, ...]]:
+    """Return ``(automatic choice, every available device)``, e.g. ``("cpu", ("cpu",))``."""
+    return pick_device().device.type, available_devices()
+
+
+def _device(name: str) -> torch.device:
+    return pick_device(None if name == "auto" else name).device
+
+
+# ---------------------------------------------------------------- tokens and inputs
+
+
+def tokens_for(sentence: str) -> tuple[str, ...]:
+    """Split a sentence into tokens: words for Latin text, characters for CJK, punctuation alone.
+
+    Args:
+        sentence: any text.
+
+    Returns:
+        The tokens in order, e.g. ``("the", "cat", ".")`` or ``("那", "只", "猫", "，")``.
+    """
+    return tuple(_TOKEN_RE.findall(sentence))
+
+
+def input_tokens(input_kind: str, sentence: str, seq_len: int) -> tuple[str, ...]:
+    """Return the token labels of an input: positions for random vectors, else the tokens.
+
+    Args:
+        input_kind: one of :data:`INPUT_KINDS`.
+        sentence: the typed sentence (used only for ``"typed"``).
+        seq_len: number of random vectors (used only for ``"random"``).
+
+    Returns:
+        Token strings; at most :data:`MAX_SENTENCE_TOKENS` for sentences. A typed sentence
+        without tokens gives the English preset.
+
+    Raises:
+        ValueError: for an unknown input kind or a bad sequence length.
+    """
+    if input_kind == "random":
+        _check_int("seq_len", seq_len, 1, MAX_SEQ_LEN)
+        return tuple(str(i) for i in range(seq_len))
+    if input_kind == "typed":
+        tokens = tokens_for(sentence) or tokens_for(PRESET_SENTENCES["preset_en"])
+    elif input_kind in PRESET_SENTENCES:
+        tokens = tokens_for(PRESET_SENTENCES[input_kind])
+    else:
+        raise ValueError(f"unknown input kind {input_kind!r}; valid: {', '.join(INPUT_KINDS)}")
+    return tokens[:MAX_SENTENCE_TOKENS]
+
+
+def axis_labels(tokens: tuple[str, ...]) -> list[str]:
+    """Return unique axis labels ``"<position> <token>"`` (a word may repeat in a sentence)."""
+    return [f"{i} {tok}" for i, tok in enumerate(tokens)]
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be a whole number in [{low}, {high}], got {value!r}")
+    return value
+
+
+def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
+    """Return the (L, D) sinusoidal position code of "Attention Is All You Need"."""
+    pos = torch.arange(seq_len, dtype=torch.float32)[:, None]  # (L, 1)
+    dims = torch.arange(0, d_model, 2, dtype=torch.float32)  # (ceil(D/2),)
+    freq = torch.exp(-math.log(POSITION_BASE) * dims / d_model)  # (ceil(D/2),)
+    angles = pos * freq  # (L, ceil(D/2))
+    code = torch.zeros(seq_len, d_model)
+    code[:, 0::2] = torch.sin(angles)
+    code[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return code
+
+
+def token_embeddings(tokens: tuple[str, ...], d_model: int, seed: int) -> torch.Tensor:
+    """Return (L, D) embeddings: a seeded random vector per token text plus positions.
+
+    The vector of a token depends only on its lower-cased text and ``seed``, so repeated
+    words share it; the sinusoidal position code tells them apart.
+    """
+    rows = []
+    for tok in tokens:
+        token_id = zlib.crc32(tok.lower().encode("utf-8"))
+        gen = torch.Generator().manual_seed(token_id * 1_000_003 + seed)
+        rows.append(torch.randn(d_model, generator=gen))  # (D,)
+    return torch.stack(rows) + sinusoidal_positions(len(tokens), d_model)  # (L, D)
+
+
+def build_input(
+    input_kind: str, sentence: str, seq_len: int, d_model: int, seed: int
+) -> tuple[torch.Tensor, tuple[str, ...]]:
+    """Return the input x (1, L, D) and its token labels.
+
+    Raises:
+        ValueError: for an unknown input kind or bad sizes.
+    """
+    tokens = input_tokens(input_kind, sentence, seq_len)
+    if input_kind == "random":
+        gen = torch.Generator().manual_seed(seed)
+        x = torch.randn(1, len(tokens), d_model, generator=gen)  # (1, L, D)
+    else:
+        x = token_embeddings(tokens, d_model, seed)[None]  # (1, L, D)
+    return x, tokens
+
+
+def build_mask(mask_kind: str, seq_len: int, pad_len: int) -> torch.Tensor | None:
+    """Return the bool mask (True = may attend) for a mask kind, or ``None``.
+
+    Args:
+        mask_kind: ``"none"``, ``"causal"`` ((L, L)) or ``"padding"`` ((1, 1, L): the last
+            ``L - pad_len`` keys are padding).
+        seq_len: L.
+        pad_len: number of real tokens for ``"padding"``, in [1, L].
+
+    Raises:
+        ValueError: for an unknown kind or ``pad_len`` out of range.
+    """
+    if mask_kind == "none":
+        return None
+    if mask_kind == "causal":
+        return masks.causal(seq_len)  # (L, L)
+    if mask_kind == "padding":
+        _check_int("pad_len", pad_len, 1, seq_len)
+        return masks.padding([pad_len], seq_len)  # (1, 1, L)
+    raise ValueError(f"unknown mask kind {mask_kind!r}; valid: {', '.join(MASK_KINDS)}")
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+# ---------------------------------------------------------------- pooling and tidy frames
+
+
+def pool_edges(n: int, max_side: int) -> np.ndarray:
+    """Return ``min(n, max_side) + 1`` bin edges splitting ``range(n)`` into near-equal bins."""
+    side = min(n, max_side)
+    return np.linspace(0, n, side + 1).round().astype(int)
+
+
+def pool_matrix(matrix: np.ndarray, max_side: int = POOLED_SIDE) -> np.ndarray:
+    """Average-pool a 2-D matrix so that neither side exceeds ``max_side``.
+
+    Args:
+        matrix: (R, C) array.
+        max_side: the largest side of the result (>= 1).
+
+    Returns:
+        (min(R, max_side), min(C, max_side)) array of block means; unchanged when small.
+
+    Raises:
+        ValueError: for a non-2-D matrix or ``max_side < 1``.
+    """
+    if matrix.ndim != 2:
+        raise ValueError(f"pool_matrix needs a 2-D matrix, got shape {matrix.shape}")
+    if max_side < 1:
+        raise ValueError(f"max_side must be >= 1, got {max_side}")
+    rows, cols = matrix.shape
+    if rows <= max_side and cols <= max_side:
+        return matrix
+    r_edges, c_edges = pool_edges(rows, max_side), pool_edges(cols, max_side)
+    sums = np.add.reduceat(np.add.reduceat(matrix, r_edges[:-1], axis=0), c_edges[:-1], axis=1)
+    counts = np.outer(np.diff(r_edges), np.diff(c_edges))  # (r, c) cells per block
+    return sums / counts
+
+
+def heatmap_side(seq_len: int, panels: int = 1) -> int:
+    """Return the side each of ``panels`` heatmaps is drawn at (full up to 128, else pooled).
+
+    Full resolution when ``seq_len <= 128`` and all panels together stay within
+    :data:`MAX_CHART_ROWS`; otherwise pooled to at most 64 and small enough that
+    ``panels * side**2 <= MAX_CHART_ROWS``.
+    """
+    if seq_len <= FULL_HEATMAP_MAX and panels * seq_len * seq_len <= MAX_CHART_ROWS:
+        return seq_len
+    return max(1, min(seq_len, POOLED_SIDE, math.isqrt(MAX_CHART_ROWS // max(panels, 1))))
+
+
+def _bin_labels(labels: list[str], edges: np.ndarray) -> list[str]:
+    out = []
+    for start, stop in zip(edges[:-1], edges[1:], strict=True):
+        out.append(labels[start] if stop - start == 1 else f"{start}–{stop - 1}")
+    return out
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """A tidy heatmap table and whether it was pooled.
+
+    Attributes:
+        frame: columns ``row``, ``col`` (labels), ``row_index``, ``col_index``, ``value``,
+            optional ``score`` and ``panel``; one row per cell.
+        shape: (rows, cols) drawn per panel.
+        pooled: True when cells are block averages of a bigger matrix.
+        row_order, col_order: label order for the axes.
+    """
+
+    frame: pd.DataFrame
+    shape: tuple[int, int]
+    pooled: bool
+    row_order: tuple[str, ...]
+    col_order: tuple[str, ...]
+
+
+def heatmap_frame(
+    values: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str],
+    scores: np.ndarray | None = None,
+    panels: list[str] | None = None,
+    max_side: int | None = None,
+) -> Heatmap:
+    """Turn one or more (R, C) matrices into a tidy, pooled-if-needed heatmap table.
+
+    Args:
+        values: (R, C) or (P, R, C) array (P panels, e.g. heads).
+        row_labels, col_labels: R and C axis labels (unique).
+        scores: optional array of the same shape shown in tooltips (e.g. raw scores).
+        panels: P panel names for a 3-D ``values``.
+        max_side: side limit; default :func:`heatmap_side` of the larger side and P.
+
+    Returns:
+        A :class:`Heatmap` with at most :data:`MAX_CHART_ROWS` rows.
+
+    Raises:
+        ValueError: when shapes and labels disagree.
+    """
+    stack = values[None] if values.ndim == 2 else values
+    if stack.ndim != 3:
+        raise ValueError(f"values must be 2-D or 3-D, got shape {values.shape}")
+    n_panels, rows, cols = stack.shape
+    if len(row_labels) != rows or len(col_labels) != cols:
+        raise ValueError(
+            f"labels ({len(row_labels)}, {len(col_labels)}) do not match shape {(rows, cols)}"
+        )
+    if scores is not None and scores.shape != values.shape:
+        raise ValueError(f"scores shape {scores.shape} != values shape {values.shape}")
+    names = panels if panels is not None else [""] * n_panels
+    if len(names) != n_panels:
+        raise ValueError(f"{len(names)} panel names for {n_panels} panels")
+    side = max_side or heatmap_side(max(rows, cols), n_panels)
+    score_stack = None if scores is None else (scores[None] if scores.ndim == 2 else scores)
+    pooled = rows > side or cols > side
+    r_lab = _bin_labels(row_labels, pool_edges(rows, side)) if pooled else list(row_labels)
+    c_lab = _bin_labels(col_labels, pool_edges(cols, side)) if pooled else list(col_labels)
+    parts = []
+    for p in range(n_panels):
+        v = pool_matrix(np.asarray(stack[p], dtype=np.float64), side)  # (r, c)
+        r, c = v.shape
+        part = {
+            "row": np.repeat(r_lab, c),
+            "col": np.tile(c_lab, r),
+            "row_index": np.repeat(np.arange(r), c),
+            "col_index": np.tile(np.arange(c), r),
+            "value": v.ravel(),
+        }
+        if score_stack is not None:
+            part["score"] = pool_matrix(np.asarray(score_stack[p], dtype=np.float64), side).ravel()
+        if panels is not None:
+            part["panel"] = names[p]
+        parts.append(pd.DataFrame(part))
+    frame = pd.concat(parts, ignore_index=True)
+    shape = (len(r_lab), len(c_lab))
+    return Heatmap(frame, shape, pooled, tuple(r_lab), tuple(c_lab))
+
+
+def weights_table(weights: np.ndarray, row_labels: list[str], col_labels: list[str]) -> str:
+    """Return a 2-D (or per-head 3-D) weight array as CSV text with labelled rows/columns."""
+    if weights.ndim == 2:
+        return pd.DataFrame(weights, index=row_labels, columns=col_labels).to_csv()
+    frames = [
+        pd.DataFrame(w, index=row_labels, columns=col_labels).assign(head=h)
+        for h, w in enumerate(weights)
+    ]
+    return pd.concat(frames).rename_axis("query").reset_index().to_csv(index=False)
+
+
+# ---------------------------------------------------------------- playground / multi-head
+
+
+@dataclass(frozen=True)
+class AttentionRun:
+    """One computation of a multi-head self-attention layer, as read-only numpy arrays.
+
+    Attributes:
+        tokens: the L token labels.
+        weights: (H, L, L) post-softmax weights, or ``None`` when they would exceed the budget.
+        scores: (H, L, L) raw scaled scores q·k·scale before the mask, or ``None`` likewise.
+        output: (L, D) layer output.
+        sparsity: fraction of weights that are exactly 0 (``nan`` without weights).
+        seconds: wall time of the computation (projections, attention, output projection).
+        peak_bytes: peak memory of the computation.
+        peak_measured: True when measured (CUDA), False when the library's estimate (CPU).
+        device: device name the computation ran on.
+        d_k: per-head width.
+    """
+
+    tokens: tuple[str, ...]
+    weights: np.ndarray | None
+    scores: np.ndarray | None
+    output: np.ndarray
+    sparsity: float
+    seconds: float
+    peak_bytes: int
+    peak_measured: bool
+    device: str
+    d_k: int
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def attention_run(
+    variant: str,
+    params: tuple[tuple[str, int | float | bool], ...],
+    seq_len: int,
+    d_model: int,
+    heads: int,
+    mask_kind: str,
+    pad_len: int,
+    dropout: float,
+    seed: int,
+    input_kind: str,
+    sentence: str,
+    device: str,
+) -> AttentionRun:
+    """Run one seeded multi-head self-attention layer and return everything the pages show.
+
+    Args:
+        variant: registry name. params: the variant's ``(name, value)`` pairs.
+        seq_len: L for random input (sentences use their own token count).
+        d_model: model width D; heads: H, must divide D.
+        mask_kind: ``"none"``, ``"causal"`` or ``"padding"``; pad_len: real tokens for padding.
+        dropout: dropout on the weights (applied, seeded, when > 0).
+        seed: seeds the input, the projections and the dropout.
+        input_kind: one of :data:`INPUT_KINDS`; sentence: text for ``"typed"``.
+        device: ``"auto"`` or a device name.
+
+    Returns:
+        An :class:`AttentionRun`. Weights are skipped (``None``) when the (H, L, L) matrix
+        would exceed the memory budget while the output alone fits.
+
+    Raises:
+        MemoryBudgetError: when even the output cannot be computed within the budget.
+        ValueError: for any invalid combination (heads not dividing d_model, bad params…).
+    """
+    dev = _device(device)
+    x, tokens = build_input(input_kind, sentence, seq_len, d_model, seed)
+    L = len(tokens)
+    torch.manual_seed(seed)
+    module = core.MultiHeadSelfAttention(d_model, heads, variant, **dict(params)).to(dev).eval()
+    mask = build_mask(mask_kind, L, min(pad_len, L))
+    x = x.to(dev)
+    if mask is not None:
+        mask = mask.to(dev)
+        if mask.dim() == 3:
+            mask = mask.unsqueeze(1)  # (1, 1, L) key padding -> (1, 1, 1, L) for the head axis
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    spec = core.get_variant(variant)
+    scale = (
+        module.scale
+        if module.scale is not None
+        else (1.0 if spec.default_scale == "one" else 1.0 / math.sqrt(module.head_dim))
+    )
+
+    def forward(need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+        _synchronize(dev)
+        start = time.perf_counter()
+        with torch.no_grad():
+            q, k, v = module.project_qkv(x)  # each (1, H, L, E)
+            result = core.attend(
+                q,
+                k,
+                v,
+                variant,
+                mask=mask,
+                need_weights=need_weights,
+                dropout_p=dropout,
+                generator=gen,
+                **dict(params),
+            )
+            out = module.out_linear(module.merge_heads(result.output))  # (1, L, D)
+        _synchronize(dev)
+        return out, result.weights, time.perf_counter() - start
+
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    try:
+        out, weights, seconds = forward(True)
+    except core.MemoryBudgetError:
+        out, weights, seconds = forward(False)
+    if dev.type == "cuda":
+        peak, measured = int(torch.cuda.max_memory_allocated(dev)), True
+    else:
+        peak = core.estimate_memory(
+            variant,
+            batch=1,
+            heads=heads,
+            L=L,
+            E=d_model // heads,
+            need_weights=weights is not None,
+            **dict(params),
+        )
+        measured = False
+    scores_np = weights_np = None
+    sparsity = float("nan")
+    if weights is not None:
+        with torch.no_grad():
+            q, k, _ = module.project_qkv(x)  # (1, H, L, E)
+            # (1, H, L, E) @ (1, H, E, L) -> (1, H, L, L)
+            scores = (q @ k.transpose(-2, -1)) * scale
+        weights_np = _readonly(weights[0].float().cpu().numpy())  # (H, L, L)
+        scores_np = _readonly(scores[0].float().cpu().numpy())  # (H, L, L)
+        sparsity = float((np.abs(weights_np) <= ZERO_WEIGHT_TOL).mean())
+    return AttentionRun(
+        tokens=tokens,
+        weights=weights_np,
+        scores=scores_np,
+        output=_readonly(out[0].float().cpu().numpy()),
+        sparsity=sparsity,
+        seconds=seconds,
+        peak_bytes=int(peak),
+        peak_measured=measured,
+        device=str(dev),
+        d_k=d_model // heads,
+    )
+
+
+def describe_bytes(nbytes: int) -> str:
+    """Human-readable size, e.g. ``"4.0 MiB"``."""
+    return format_bytes(nbytes)
+
+
+def head_entropy(weights: np.ndarray) -> np.ndarray:
+    """Mean row entropy (nats) of each head.
+
+    Args:
+        weights: (H, L, S) or (L, S) non-negative weights with rows summing to 1 or 0.
+
+    Returns:
+        (H,) array (or a 0-d array for 2-D input): mean over query rows of -Σ w log w.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    safe = np.where(w > 0, w, 1.0)
+    return -(w * np.log(safe)).sum(axis=-1).mean(axis=-1)  # (H, L) -> (H,)
+
+
+def mean_distance(weights: np.ndarray) -> np.ndarray:
+    """Mean attention distance of each head: Σ_j w_ij |i - j|, averaged over queries i.
+
+    Args:
+        weights: (H, L, S) or (L, S) weights.
+
+    Returns:
+        (H,) array (or 0-d) in token positions.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    L, S = w.shape[-2:]
+    dist = np.abs(np.arange(L)[:, None] - np.arange(S)[None, :])  # (L, S)
+    return (w * dist).sum(axis=-1).mean(axis=-1)  # (H, L) -> (H,)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def pattern_gallery(seq_len: int, seed: int) -> tuple[Heatmap, pd.DataFrame]:
+    """The tutorial's eight synthetic head patterns as one heatmap table plus statistics.
+
+    Args:
+        seq_len: L in [2, 64]. seed: seed of the four random heads.
+
+    Returns:
+        (heatmap with panels named by pattern, table with columns ``pattern``, ``entropy``,
+        ``mean_distance``).
+
+    Raises:
+        ValueError: when seq_len or seed is out of range.
+    """
+    from attention_core.experiments.patterns import head_patterns
+
+    patterns = head_patterns(seq_len, seed)
+    names = list(patterns)
+    stack = np.stack([patterns[n] for n in names])  # (8, L, L)
+    labels = [str(i) for i in range(seq_len)]
+    heatmap = heatmap_frame(stack, labels, labels, panels=names)
+    stats = pd.DataFrame(
+        {"pattern": names, "entropy": head_entropy(stack), "mean_distance": mean_distance(stack)}
+    )
+    return heatmap, stats
+
+
+# ---------------------------------------------------------------- step by step
+
+
+STEP_D_MODEL = 8
+
+
+@dataclass(frozen=True)
+class StepByStep:
+    """Every intermediate of single-head attention on a few tokens (float64, read-only).
+
+    Attributes:
+        tokens: the n tokens.
+        matrices: name -> array, in teaching order: ``X`` (n, D), ``W_Q``/``W_K``/``W_V``
+            (D, d_k), ``Q``/``K``/``V`` (n, d_k), ``scores`` = QKᵀ (n, n), ``scaled`` =
+            scores/√d_k, ``mask`` (1 = may attend), ``weights`` (softmax rows), ``output``
+            = weights·V (n, d_k).
+        d_k: key width.
+        library_max_diff: max |weights - attention_core.attend weights| (a cross-check).
+    """
+
+    tokens: tuple[str, ...]
+    matrices: dict[str, np.ndarray]
+    d_k: int
+    library_max_diff: float
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def step_by_step(
+    sentence_kind: str, n_tokens: int, seed: int, d_k: int, causal: bool
+) -> StepByStep:
+    """Compute the tutorial's Q, K, V walkthrough explicitly, in float64.
+
+    Args:
+        sentence_kind: ``"preset_en"`` or ``"preset_zh"``.
+        n_tokens: how many leading tokens to use, in [2, 12].
+        seed: seeds the embeddings and the projection matrices.
+        d_k: width of queries/keys/values, in [1, 8].
+        causal: apply a causal mask.
+
+    Returns:
+        A :class:`StepByStep`.
+
+    Raises:
+        ValueError: for an unknown sentence or sizes out of range.
+    """
+    if sentence_kind not in PRESET_SENTENCES:
+        raise ValueError(
+            f"unknown sentence {sentence_kind!r}; valid: {', '.join(PRESET_SENTENCES)}"
+        )
+    tokens = tokens_for(PRESET_SENTENCES[sentence_kind])
+    _check_int("n_tokens", n_tokens, 2, min(12, len(tokens)))
+    _check_int("d_k", d_k, 1, STEP_D_MODEL)
+    tokens = tokens[:n_tokens]
+    x = token_embeddings(tokens, STEP_D_MODEL, seed).double()  # (n, D)
+    gen = torch.Generator().manual_seed(seed)
+    w_q, w_k, w_v = (
+        torch.randn(STEP_D_MODEL, d_k, generator=gen, dtype=torch.float64) / math.sqrt(STEP_D_MODEL)
+        for _ in range(3)
+    )  # each (D, d_k)
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (n, D) @ (D, d_k) -> (n, d_k)
+    scores = q @ k.T  # (n, d_k) @ (d_k, n) -> (n, n)
+    scaled = scores / math.sqrt(d_k)
+    mask = masks.causal(n_tokens) if causal else torch.ones(n_tokens, n_tokens, dtype=torch.bool)
+    masked = scaled.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(masked, dim=-1)  # (n, n)
+    output = weights @ v  # (n, n) @ (n, d_k) -> (n, d_k)
+    check = core.attend(q, k, v, "scaled", mask=mask, need_weights=True)
+    diff = float((check.weights - weights).abs().max())
+    named = {
+        "X": x,
+        "W_Q": w_q,
+        "W_K": w_k,
+        "W_V": w_v,
+        "Q": q,
+        "K": k,
+        "V": v,
+        "scores": scores,
+        "scaled": scaled,
+        "mask": mask.double(),
+        "weights": weights,
+        "output": output,
+    }
+    return StepByStep(
+        tokens=tokens,
+        matrices={name: _readonly(t.numpy().copy()) for name, t in named.items()},
+        d_k=d_k,
+        library_max_diff=diff,
+    )
+
+
+def cell_breakdown(result: StepByStep, i: int, j: int) -> dict[str, float | bool]:
+    """The numbers behind one weight: q_i·k_j, ÷√d_k, mask, exp, row sum, weight.
+
+    Uses the numerically stable form: ``exp(s_ij - max_j s_ij)`` over the allowed keys.
+
+    Args:
+        result: a :class:`StepByStep`.
+        i, j: query and key positions.
+
+    Returns:
+        dict with ``dot``, ``sqrt_d_k``, ``scaled``, ``allowed``, ``row_max``, ``exp``,
+        ``row_sum``, ``weight``.
+
+    Raises:
+        ValueError: when i or j is out of range.
+    """
+    n = len(result.tokens)
+    _check_int("i", i, 0, n - 1)
+    _check_int("j", j, 0, n - 1)
+    m = result.matrices
+    allowed_row = m["mask"][i] > 0
+    scaled_row = m["scaled"][i]
+    row_max = float(scaled_row[allowed_row].max())
+    exps = np.where(allowed_row, np.exp(scaled_row - row_max), 0.0)
+    return {
+        "dot": float(m["Q"][i] @ m["K"][j]),
+        "sqrt_d_k": math.sqrt(result.d_k),
+        "scaled": float(scaled_row[j]),
+        "allowed": bool(allowed_row[j]),
+        "row_max": row_max,
+        "exp": float(exps[j]),
+        "row_sum": float(exps.sum()),
+        "weight": float(m["weights"][i, j]),
+    }
+
+
+# --- lab pages ---
+
+
+# --- real model ---

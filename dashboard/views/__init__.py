@@ -1,0 +1,1 @@
+"""One Streamlit page per module; ``dashboard/app.py`` lists them with ``st.navigation``."""
