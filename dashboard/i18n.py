@@ -71,12 +71,29 @@ def lookup(key: str, lang: str) -> str | None:
     return load_namespace(lang, namespace).get(name)
 
 
-def t(key: str, lang: str | None = None, **fmt: object) -> str:
-    """Translate ``key`` into the current (or given) language and fill ``{placeholders}``.
+def t(key: str, /, **fmt: object) -> str:
+    """Translate ``key`` into the current language and fill ``{placeholders}``.
 
     Args:
+        key: ``"<namespace>.<name>"`` (positional, so ``key`` may also be a placeholder).
+        **fmt: values for ``str.format`` placeholders in the text.
+
+    Returns:
+        The translated, formatted text.
+
+    Raises:
+        KeyError: when the key exists in no language, or a placeholder has no value.
+        ValueError: for a malformed key.
+    """
+    return t_in(current_lang(), key, **fmt)
+
+
+def t_in(lang: str, key: str, /, **fmt: object) -> str:
+    """Translate ``key`` into ``lang`` and fill ``{placeholders}``.
+
+    Args:
+        lang: a language in :data:`LANGS`.
         key: ``"<namespace>.<name>"``.
-        lang: force a language; default :func:`current_lang`.
         **fmt: values for ``str.format`` placeholders in the text.
 
     Returns:
@@ -86,13 +103,12 @@ def t(key: str, lang: str | None = None, **fmt: object) -> str:
         KeyError: when the key exists in no language, or a placeholder has no value.
         ValueError: for a malformed key or unknown language.
     """
-    lang = lang or current_lang()
     text = lookup(key, lang)
     if text is None:
         text = lookup(key, DEFAULT_LANG)
         if text is None:
             raise KeyError(f"missing i18n key {key!r} in every language")
-        warnings.warn(f"i18n key {key!r} missing in {lang!r}; using English", stacklevel=2)
+        warnings.warn(f"i18n key {key!r} missing in {lang!r}; using English", stacklevel=3)
     return text.format(**fmt) if fmt else text
 
 

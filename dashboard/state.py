@@ -524,7 +524,10 @@ def _choice_widget(
     _prepare(key, default, lambda raw: parse_choice(raw, options), lambda v: v in options)
     widget = getattr(_where(where), kind)
     extra = {} if horizontal is None else {"horizontal": horizontal}
-    value = widget(label, options, key=key, format_func=format_func, help=help, **extra)
+    shown = {_serialise(o): str(format_func(o)) for o in options}  # labels fixed in this run
+    value = widget(
+        label, options, key=key, format_func=lambda o: shown[_serialise(o)], help=help, **extra
+    )
     write(key, value)
     return value
 
