@@ -1,11 +1,78 @@
 """Experiments a teacher runs on attention, returning tidy tables or frozen dataclasses.
 
 No plotting here: the dashboard turns these tables into charts.
+
+* :mod:`~attention_core.experiments.patterns` — the tutorial's eight synthetic head patterns.
+* :mod:`~attention_core.experiments.scaling` — scores and softmax with and without 1/sqrt(d_k).
+* :mod:`~attention_core.experiments.equivariance` — f(Px) = P f(x), and what breaks it.
+* :mod:`~attention_core.experiments.gradients` — gradient norms of W_Q, W_K, W_V and x.
+* :mod:`~attention_core.experiments.complexity` — measured time and peak memory against L.
+* :mod:`~attention_core.experiments.stability` — naive vs stable softmax, precision, memory.
 """
 
+from attention_core.experiments.complexity import (
+    COMPLEXITY_COLUMNS,
+    measure_complexity,
+    measure_peak_bytes,
+)
+from attention_core.experiments.equivariance import (
+    EquivarianceResult,
+    check_perm,
+    check_permutation_equivariance,
+    equivariance_table,
+    random_perm,
+    sinusoidal_positions,
+)
+from attention_core.experiments.gradients import (
+    GRAD_TENSORS,
+    GradientNorms,
+    GradientProblem,
+    gradient_norms_vs_dk,
+    gradient_table,
+    make_gradient_problem,
+    measure_gradient_norms,
+)
 from attention_core.experiments.patterns import PATTERN_NAMES, head_patterns
+from attention_core.experiments.scaling import (
+    SCALING_COLUMNS,
+    measure_scaling,
+    softmax_entropy,
+    softmax_jacobian_norm,
+)
+from attention_core.experiments.stability import (
+    chunked_vs_full_memory,
+    compare_softmax_stability,
+    naive_softmax,
+    precision_comparison,
+    softmax_overflow_sweep,
+)
 
 __all__ = [
+    "COMPLEXITY_COLUMNS",
+    "GRAD_TENSORS",
     "PATTERN_NAMES",
+    "SCALING_COLUMNS",
+    "EquivarianceResult",
+    "GradientNorms",
+    "GradientProblem",
+    "check_perm",
+    "check_permutation_equivariance",
+    "chunked_vs_full_memory",
+    "compare_softmax_stability",
+    "equivariance_table",
+    "gradient_norms_vs_dk",
+    "gradient_table",
     "head_patterns",
+    "make_gradient_problem",
+    "measure_complexity",
+    "measure_gradient_norms",
+    "measure_peak_bytes",
+    "measure_scaling",
+    "naive_softmax",
+    "precision_comparison",
+    "random_perm",
+    "sinusoidal_positions",
+    "softmax_entropy",
+    "softmax_jacobian_norm",
+    "softmax_overflow_sweep",
 ]

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -26,7 +27,16 @@ INITS = ("scaled", "randn")
 NO_SCALING = "none"
 GRAD_TENSORS = ("W_Q", "W_K", "W_V", "input")
 TABLE_COLUMNS = ("variant", "scaling", "tensor", "grad_norm", "loss", "scale")
-VS_DK_COLUMNS = ("d_k", "scaling", "tensor", "grad_norm", "scale")
+VS_DK_COLUMNS = (
+    "d_k",
+    "scaling",
+    "tensor",
+    "grad_norm",
+    "grad_norm_std",
+    "grad_norm_min",
+    "grad_norm_max",
+    "scale",
+)
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -217,9 +227,12 @@ def gradient_norms_vs_dk(
         **params: the variant's own parameters.
 
     Returns:
-        Long DataFrame with columns d_k, scaling (``"scaled"`` or ``"unscaled"``), tensor
-        (``"W_Q"``, ``"W_K"``, ``"W_V"``, ``"input"``), grad_norm (mean over trials) and
-        scale (the factor used): 8 rows per d_k.
+        Long DataFrame with the columns :data:`VS_DK_COLUMNS`: d_k, scaling (``"scaled"``
+        or ``"unscaled"``), tensor (``"W_Q"``, ``"W_K"``, ``"W_V"``, ``"input"``),
+        grad_norm (mean over trials) with its std, min and max over trials, and scale (the
+        factor used): 8 rows per d_k. Without scaling the W_Q and W_K norms swing widely
+        between seeds: the scores' larger factor pushes them up while a saturated softmax
+        (Jacobian -> 0) pulls single runs to almost nothing.
 
     Raises:
         ValueError: for a bad d_k list, variant, parameter, size, init, seed or trials.
@@ -237,13 +250,16 @@ def gradient_norms_vs_dk(
                 for t in range(trials)
             ]
             for tensor in GRAD_TENSORS:
-                mean_norm = sum(getattr(r, tensor) for r in runs) / trials
+                norms = np.array([getattr(r, tensor) for r in runs])  # (trials,)
                 rows.append(
                     {
                         "d_k": d_k,
                         "scaling": scaling,
                         "tensor": tensor,
-                        "grad_norm": mean_norm,
+                        "grad_norm": float(norms.mean()),
+                        "grad_norm_std": float(norms.std()),
+                        "grad_norm_min": float(norms.min()),
+                        "grad_norm_max": float(norms.max()),
                         "scale": runs[0].scale,
                     }
                 )

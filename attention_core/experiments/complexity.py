@@ -1,0 +1,199 @@
+"""Time and peak memory of attention variants against sequence length, measured.
+
+Time is the median of ``repeats`` calls timed with ``time.perf_counter`` after one warm-up
+call. Peak memory is measured, not guessed: on CUDA with ``torch.cuda.max_memory_allocated``
+after a reset; on CPU by replaying the allocation and free events that
+``torch.profiler.profile(profile_memory=True)`` records during one call and taking the
+highest running total. Both count only what the call allocates on top of its inputs. The
+analytic :func:`attention_core.estimate_memory` is reported beside it, labelled estimated.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable
+
+import pandas as pd
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from attention_core.device import MemoryBudgetError, format_bytes, resolve_budget
+from attention_core.estimates import estimate_memory
+from attention_core.experiments.scaling import check_whole
+from attention_core.registry import attend, get_variant
+
+MAX_LENGTH = 1 << 20
+MAX_REPEATS = 100
+MEMORY_EVENT = "[memory]"
+COMPLEXITY_COLUMNS = (
+    "variant",
+    "L",
+    "status",
+    "time_ms",
+    "peak_bytes_measured",
+    "peak_bytes_estimated",
+    "memory_method",
+    "note",
+)
+Progress = Callable[[float], None]
+
+
+def measure_peak_bytes(fn: Callable[[], object], device: torch.device) -> tuple[float, str]:
+    """Peak bytes allocated while ``fn()`` runs, above what was allocated before it.
+
+    Args:
+        fn: the call to measure (run once).
+        device: where it allocates; ``cuda`` uses the caching allocator's statistics,
+            anything else the CPU profiler's allocation events.
+
+    Returns:
+        (peak bytes, method label). The peak is NaN when this PyTorch build exposes no
+        allocation events; the label then says so.
+    """
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return float(torch.cuda.max_memory_allocated(device) - base), "measured (CUDA allocator)"
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    results = getattr(prof.profiler, "kineto_results", None)
+    if results is None:
+        return math.nan, "not measurable (no profiler events)"
+    events = sorted(
+        (e for e in results.events() if e.name() == MEMORY_EVENT), key=lambda e: e.start_ns()
+    )
+    running = peak = 0
+    for event in events:
+        running += event.nbytes()  # positive for an allocation, negative for a free
+        peak = max(peak, running)
+    return float(peak), "measured (torch.profiler CPU allocations)"
+
+
+def time_call(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
+    """Median wall time in milliseconds of ``repeats`` calls, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def _attend_no_grad(q, k, v, variant: str, budget: int, params: dict) -> torch.Tensor:
+    """Output (B, H, L, E) of ``attend`` without autograd and without weights."""
+    with torch.no_grad():
+        return attend(q, k, v, variant, memory_budget=budget, **params).output
+
+
+def measure_complexity(
+    variants: Iterable[str] = ("scaled", "local", "linear", "chunked"),
+    lengths: Iterable[int] = (128, 256, 512, 1024),
+    batch: int = 1,
+    heads: int = 4,
+    E: int = 64,
+    repeats: int = 3,
+    progress: Progress | None = None,
+    device: str = "cpu",
+    memory_budget: int | None = None,
+    params: dict[str, dict] | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Measure time and peak memory of ``attend`` for each variant and length.
+
+    For each (variant, L): q, k, v ~ N(0, 1) of shape (B, H, L, E) in float32 on
+    ``device``; ``attend(q, k, v, variant, need_weights=False)`` under ``torch.no_grad``.
+    A combination whose estimated memory exceeds the budget is not run: its row has status
+    ``"skipped"`` and a note saying why (likewise when attend raises MemoryBudgetError).
+
+    Args:
+        variants: registered variant names.
+        lengths: sequence lengths L (= S), whole numbers in [1, 2**20].
+        batch: B, in [1, 64]. heads: H, in [1, 64]. E: head size, in [1, 1024].
+        repeats: timed calls per cell, in [1, 100]; the median is reported.
+        progress: optional callback(fraction in [0, 1]) called after each cell, for a UI
+            progress bar.
+        device: ``"cpu"`` or ``"cuda"``.
+        memory_budget: bytes; default as :func:`attention_core.device.resolve_budget`.
+        params: optional ``{variant: {param: value}}`` overrides of the defaults.
+        seed: non-negative seed of the inputs.
+
+    Returns:
+        DataFrame with the columns :data:`COMPLEXITY_COLUMNS`, one row per (variant, L):
+        status ``"ok"`` or ``"skipped"``, ``time_ms`` (median), ``peak_bytes_measured``
+        (see :func:`measure_peak_bytes`; NaN when skipped), ``peak_bytes_estimated`` (the
+        analytic model), ``memory_method`` and a ``note``.
+
+    Raises:
+        ValueError: for an empty list, an unknown variant or parameter, a bad size, repeat
+            count, device or budget.
+    """
+    names = [get_variant(name).name for name in variants]
+    if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable):
+        raise ValueError(f"lengths must be a list of whole numbers, got {lengths!r}")
+    Ls = sorted({check_whole("L", n, 1, MAX_LENGTH) for n in lengths})
+    if not names or not Ls:
+        raise ValueError(f"need at least one variant and length, got {names!r} and {Ls!r}")
+    B = check_whole("batch", batch, 1, 64)
+    H = check_whole("heads", heads, 1, 64)
+    E = check_whole("E", E, 1, 1024)
+    repeats = check_whole("repeats", repeats, 1, MAX_REPEATS)
+    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but CUDA is not available")
+    torch_device = torch.device(device)
+    budget = resolve_budget(memory_budget)
+    params = params or {}
+    for name in names:
+        get_variant(name).resolve_params(params.get(name, {}))
+    total = len(names) * len(Ls)
+    rows = []
+    for L in Ls:
+        generator = torch.Generator().manual_seed(seed)
+        # (B, H, L, E) each; drawn on the CPU so every device sees the same numbers
+        q, k, v = (torch.randn(B, H, L, E, generator=generator).to(torch_device) for _ in "qkv")
+        for name in names:
+            extra = params.get(name, {})
+            estimated = estimate_memory(name, batch=B, heads=H, L=L, E=E, **extra)
+            row = {
+                "variant": name,
+                "L": L,
+                "status": "ok",
+                "time_ms": math.nan,
+                "peak_bytes_measured": math.nan,
+                "peak_bytes_estimated": float(estimated),
+                "memory_method": "",
+                "note": "",
+            }
+            if estimated > budget:
+                row["status"] = "skipped"
+                row["note"] = (
+                    f"estimated {format_bytes(estimated)} is over the budget of "
+                    f"{format_bytes(budget)}"
+                )
+            else:
+                call = functools.partial(_attend_no_grad, q, k, v, name, budget, extra)
+                try:
+                    row["time_ms"] = time_call(call, repeats, torch_device)
+                    peak, method = measure_peak_bytes(call, torch_device)
+                    row["peak_bytes_measured"] = peak
+                    row["memory_method"] = method
+                except MemoryBudgetError as err:
+                    row["status"] = "skipped"
+                    row["note"] = str(err)
+            rows.append(row)
+            if progress is not None:
+                progress(len(rows) / total)
+    return pd.DataFrame(rows, columns=list(COMPLEXITY_COLUMNS))

@@ -1,0 +1,241 @@
+"""Permutation equivariance of self-attention, and what breaks it.
+
+Self-attention with no mask and no positions treats its input as a set: shuffling the
+tokens shuffles the output the same way, f(Px) = P f(x). A causal mask (query i sees only
+keys j <= i), positional encodings added to x, and position-based sparse patterns (local,
+strided, block) tie the result to positions and break it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attention_core import masks
+from attention_core.experiments.scaling import check_whole
+from attention_core.modules import MultiHeadSelfAttention
+from attention_core.registry import get_variant
+
+TOLERANCE = 1e-5
+MAX_SEQ_LEN = 1024
+MAX_EMBED_DIM = 1024
+SINUSOID_BASE = 10_000.0
+TABLE_COLUMNS = ("variant", "causal", "positional", "max_abs_diff", "holds")
+
+
+@dataclass(frozen=True)
+class EquivarianceResult:
+    """Outcome of one permutation-equivariance check.
+
+    Attributes:
+        max_abs_diff: max |f(Px) - P f(x)| over every token and feature.
+        perm: the permutation used, P x = x[perm].
+        holds: ``max_abs_diff < tolerance``.
+        tolerance: the threshold (1e-5, float32 round-off is about 1e-7).
+        variant: the attention variant.
+        causal: whether a causal mask was applied.
+        positional: whether sinusoidal positional encodings were added to x.
+        per_position_diff: max |f(Px) - P f(x)| of each position (L,), as a tuple.
+    """
+
+    max_abs_diff: float
+    perm: tuple[int, ...]
+    holds: bool
+    tolerance: float
+    variant: str
+    causal: bool
+    positional: bool
+    per_position_diff: tuple[float, ...]
+
+
+def sinusoidal_positions(seq_len: int, embed_dim: int) -> torch.Tensor:
+    """Sinusoidal positional encodings of "Attention Is All You Need".
+
+    PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(pos / 10000^(2i/D)).
+
+    Args:
+        seq_len: L, in [1, 1024].
+        embed_dim: D, in [1, 1024].
+
+    Returns:
+        float32 tensor (L, D).
+
+    Raises:
+        ValueError: for a size out of range.
+    """
+    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
+    D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
+    position = torch.arange(L, dtype=torch.float64).unsqueeze(1)  # (L, 1)
+    even = torch.arange(0, D, 2, dtype=torch.float64)  # (ceil(D/2),)
+    freq = torch.exp(-math.log(SINUSOID_BASE) * even / D)  # (ceil(D/2),)
+    angles = position * freq  # (L, 1) * (ceil(D/2),) -> (L, ceil(D/2))
+    pe = torch.zeros(L, D, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles[:, : D // 2])
+    return pe.float()
+
+
+def check_perm(perm: Sequence[int], seq_len: int) -> tuple[int, ...]:
+    """Return ``perm`` as a tuple after checking it is a permutation of range(seq_len).
+
+    Raises:
+        ValueError: naming the bad permutation (wrong length, repeats, out of range or
+            not whole numbers).
+    """
+    if isinstance(perm, str | bytes) or not isinstance(perm, Iterable):
+        raise ValueError(f"perm must be a sequence of whole numbers, got {perm!r}")
+    values = tuple(perm)
+    for p in values:
+        if isinstance(p, bool) or not isinstance(p, int | np.integer):
+            raise ValueError(f"perm must hold whole numbers, got {perm!r}")
+    if sorted(int(p) for p in values) != list(range(seq_len)):
+        raise ValueError(
+            f"perm must be a permutation of 0..{seq_len - 1} (each once), got {list(values)!r}"
+        )
+    return tuple(int(p) for p in values)
+
+
+def random_perm(seq_len: int, seed: int = 0) -> tuple[int, ...]:
+    """A seeded random permutation of range(seq_len) that is not the identity (for L > 1).
+
+    Returns:
+        tuple of L ints.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(seq_len, generator=generator).tolist()
+    if seq_len > 1 and perm == list(range(seq_len)):
+        perm = perm[1:] + perm[:1]  # a cyclic shift is never the identity
+    return tuple(perm)
+
+
+def check_permutation_equivariance(
+    variant: str = "scaled",
+    embed_dim: int = 8,
+    num_heads: int = 2,
+    seq_len: int = 5,
+    perm: Sequence[int] | None = None,
+    causal: bool = False,
+    positional: bool = False,
+    seed: int = 0,
+    **params,
+) -> EquivarianceResult:
+    """Measure max |f(Px) - P f(x)| for a multi-head self-attention layer f.
+
+    f is a seeded :class:`MultiHeadSelfAttention` in eval mode (no dropout) applied to
+    x (1, L, D) ~ N(0, 1). With ``positional``, f adds sinusoidal encodings of the
+    positions 0..L-1 to its input first, so a token's encoding follows its new place, not
+    the token. With ``causal``, f uses a causal mask.
+
+    Args:
+        variant: a registered attention variant.
+        embed_dim: D, in [1, 1024], divisible by num_heads.
+        num_heads: H.
+        seq_len: L, in [1, 1024].
+        perm: a permutation of range(L), e.g. the tutorial's (2, 0, 4, 1, 3); ``None`` for
+            a seeded random one (never the identity when L > 1).
+        causal: apply a causal mask.
+        positional: add sinusoidal positional encodings to the input.
+        seed: non-negative seed of the layer's weights, the input and a random perm.
+        **params: the variant's own parameters.
+
+    Returns:
+        EquivarianceResult; ``holds`` is True when the difference is below 1e-5.
+
+    Raises:
+        ValueError: for an unknown variant or parameter, a bad size or seed, or a perm that
+            is not a permutation of range(L).
+    """
+    spec = get_variant(variant)
+    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
+    D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
+    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    order = random_perm(L, seed) if perm is None else check_perm(perm, L)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = MultiHeadSelfAttention(D, num_heads, variant=spec.name, **params).eval()
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, L, D, generator=generator)  # (1, L, D)
+    mask = masks.causal(L) if causal else None  # (L, L) or None
+    offset = sinusoidal_positions(L, D) if positional else torch.zeros(L, D)  # (L, D)
+    index = torch.tensor(order)  # (L,)
+
+    def f(tokens: torch.Tensor) -> torch.Tensor:
+        out, _ = layer(tokens + offset, mask=mask, need_weights=False)  # (1, L, D)
+        return out
+
+    with torch.no_grad():
+        permuted_then_f = f(x[:, index, :])  # f(Px), (1, L, D)
+        f_then_permuted = f(x)[:, index, :]  # P f(x), (1, L, D)
+    diff = (permuted_then_f - f_then_permuted).abs()  # (1, L, D)
+    per_position = diff.amax(dim=(0, 2))  # (L,)
+    max_diff = diff.max().item()
+    return EquivarianceResult(
+        max_abs_diff=max_diff,
+        perm=order,
+        holds=max_diff < TOLERANCE,
+        tolerance=TOLERANCE,
+        variant=spec.name,
+        causal=bool(causal),
+        positional=bool(positional),
+        per_position_diff=tuple(per_position.tolist()),
+    )
+
+
+def equivariance_table(
+    variants: Iterable[str],
+    embed_dim: int = 8,
+    num_heads: int = 2,
+    seq_len: int = 5,
+    perm: Sequence[int] | None = None,
+    positional: bool = False,
+    seed: int = 0,
+    params: dict[str, dict] | None = None,
+) -> pd.DataFrame:
+    """Run :func:`check_permutation_equivariance` per variant, without and with a causal mask.
+
+    Args:
+        variants: registered variant names.
+        embed_dim, num_heads, seq_len, perm, positional, seed: as
+            :func:`check_permutation_equivariance`.
+        params: optional ``{variant: {param: value}}`` overrides of the defaults.
+
+    Returns:
+        DataFrame with the columns :data:`TABLE_COLUMNS`, two rows per variant (causal
+        False, then True).
+
+    Raises:
+        ValueError: for an empty or unknown variant list, or any bad argument.
+    """
+    names = list(variants)
+    if not names:
+        raise ValueError("variants must name at least one variant, got an empty list")
+    params = params or {}
+    rows = []
+    for name in names:
+        for causal in (False, True):
+            result = check_permutation_equivariance(
+                name,
+                embed_dim,
+                num_heads,
+                seq_len,
+                perm,
+                causal=causal,
+                positional=positional,
+                seed=seed,
+                **params.get(name, {}),
+            )
+            rows.append(
+                {
+                    "variant": name,
+                    "causal": causal,
+                    "positional": positional,
+                    "max_abs_diff": result.max_abs_diff,
+                    "holds": result.holds,
+                }
+            )
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
