@@ -4,7 +4,8 @@ No plotting here: the dashboard turns these tables into charts.
 
 * :mod:`~attention_core.experiments.patterns` — the tutorial's eight synthetic head patterns.
 * :mod:`~attention_core.experiments.scaling` — scores and softmax with and without 1/sqrt(d_k).
-* :mod:`~attention_core.experiments.equivariance` — f(Px) = P f(x), and what breaks it.
+* :mod:`~attention_core.experiments.equivariance` — f(Px) = P f(x) and what breaks it;
+  causality, row sums, chunked = exact.
 * :mod:`~attention_core.experiments.gradients` — gradient norms of W_Q, W_K, W_V and x.
 * :mod:`~attention_core.experiments.complexity` — measured time and peak memory against L.
 * :mod:`~attention_core.experiments.stability` — naive vs stable softmax, precision, memory.
@@ -16,11 +17,15 @@ from attention_core.experiments.complexity import (
     measure_peak_bytes,
 )
 from attention_core.experiments.equivariance import (
+    CausalLeakResult,
     EquivarianceResult,
+    check_causal_leak,
+    check_chunked_exact,
     check_perm,
     check_permutation_equivariance,
     equivariance_table,
     random_perm,
+    row_sums,
     sinusoidal_positions,
 )
 from attention_core.experiments.gradients import (
@@ -40,6 +45,7 @@ from attention_core.experiments.scaling import (
     softmax_jacobian_norm,
 )
 from attention_core.experiments.stability import (
+    checkpointing_estimate,
     chunked_vs_full_memory,
     compare_softmax_stability,
     naive_softmax,
@@ -52,11 +58,15 @@ __all__ = [
     "GRAD_TENSORS",
     "PATTERN_NAMES",
     "SCALING_COLUMNS",
+    "CausalLeakResult",
     "EquivarianceResult",
     "GradientNorms",
     "GradientProblem",
+    "check_causal_leak",
+    "check_chunked_exact",
     "check_perm",
     "check_permutation_equivariance",
+    "checkpointing_estimate",
     "chunked_vs_full_memory",
     "compare_softmax_stability",
     "equivariance_table",
@@ -71,6 +81,7 @@ __all__ = [
     "naive_softmax",
     "precision_comparison",
     "random_perm",
+    "row_sums",
     "sinusoidal_positions",
     "softmax_entropy",
     "softmax_jacobian_norm",

@@ -1,9 +1,12 @@
-"""Permutation equivariance of self-attention, and what breaks it.
+"""Mathematical properties of self-attention, checked numerically.
 
-Self-attention with no mask and no positions treats its input as a set: shuffling the
-tokens shuffles the output the same way, f(Px) = P f(x). A causal mask (query i sees only
-keys j <= i), positional encodings added to x, and position-based sparse patterns (local,
-strided, block) tie the result to positions and break it.
+* Permutation equivariance: with no mask and no positions, self-attention treats its input
+  as a set: shuffling the tokens shuffles the output the same way, f(Px) = P f(x). A causal
+  mask (query i sees only keys j <= i), positional encodings added to x, and position-based
+  sparse patterns (local, strided, block) tie the result to positions and break it.
+* Causality: under a causal mask, changing future tokens never changes earlier outputs.
+* Rows of the weights sum to 1 (they are a softmax).
+* Exactness: chunked attention equals full attention.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ MAX_SEQ_LEN = 1024
 MAX_EMBED_DIM = 1024
 SINUSOID_BASE = 10_000.0
 TABLE_COLUMNS = ("variant", "causal", "positional", "max_abs_diff", "holds")
+PERTURB_SCALE = 1.0
 
 
 @dataclass(frozen=True)
@@ -239,3 +243,177 @@ def equivariance_table(
                 }
             )
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+@dataclass(frozen=True)
+class CausalLeakResult:
+    """Outcome of perturbing the tokens after position ``cutoff``.
+
+    Attributes:
+        cutoff: tokens 0..cutoff are kept, tokens cutoff+1..L-1 are replaced.
+        causal: whether the causal mask was applied.
+        past_max_abs_diff: max |output change| at positions 0..cutoff (0 when nothing leaks).
+        future_max_abs_diff: max |output change| at positions cutoff+1..L-1 (the perturbed
+            tokens themselves; large, which shows the perturbation took effect).
+        leaks: ``past_max_abs_diff >= tolerance``.
+        tolerance: 1e-5.
+        per_position_diff: max |output change| of each position (L,), as a tuple.
+    """
+
+    cutoff: int
+    causal: bool
+    past_max_abs_diff: float
+    future_max_abs_diff: float
+    leaks: bool
+    tolerance: float
+    per_position_diff: tuple[float, ...]
+
+
+def _seeded_layer(variant: str, embed_dim: int, num_heads: int, seed: int, params: dict):
+    """A :class:`MultiHeadSelfAttention` in eval mode, weights seeded without touching the
+    global RNG state."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return MultiHeadSelfAttention(embed_dim, num_heads, variant=variant, **params).eval()
+
+
+def check_causal_leak(
+    variant: str = "scaled",
+    embed_dim: int = 8,
+    num_heads: int = 2,
+    seq_len: int = 6,
+    cutoff: int | None = None,
+    causal: bool = True,
+    seed: int = 0,
+    **params,
+) -> CausalLeakResult:
+    """Replace every token after ``cutoff`` with new random vectors; see which outputs move.
+
+    Under a causal mask output i depends on tokens 0..i only, so outputs 0..cutoff must not
+    change (difference 0 up to float round-off). Without the mask they do: the past leaks
+    the future.
+
+    Args:
+        variant: a registered attention variant.
+        embed_dim: D, divisible by num_heads. num_heads: H.
+        seq_len: L, in [2, 1024].
+        cutoff: last kept position, in [0, L - 2]; default L // 2 - 1.
+        causal: apply a causal mask (``False`` shows the leak).
+        seed: non-negative seed of the layer, the input and the perturbation.
+        **params: the variant's own parameters.
+
+    Returns:
+        CausalLeakResult.
+
+    Raises:
+        ValueError: for an unknown variant or parameter, or a bad size, cutoff or seed.
+    """
+    spec = get_variant(variant)
+    L = check_whole("seq_len", seq_len, 2, MAX_SEQ_LEN)
+    D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
+    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    cut = L // 2 - 1 if cutoff is None else check_whole("cutoff", cutoff, 0, L - 2)
+    layer = _seeded_layer(spec.name, D, num_heads, seed, params)
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, L, D, generator=generator)  # (1, L, D)
+    perturbed = x.clone()
+    future = L - cut - 1
+    noise = torch.randn(1, future, D, generator=generator) * PERTURB_SCALE  # (1, L-cut-1, D)
+    perturbed[:, cut + 1 :, :] = noise
+    mask = masks.causal(L) if causal else None
+    with torch.no_grad():
+        before, _ = layer(x, mask=mask, need_weights=False)  # (1, L, D)
+        after, _ = layer(perturbed, mask=mask, need_weights=False)  # (1, L, D)
+    per_position = (after - before).abs().amax(dim=(0, 2))  # (L,)
+    past = per_position[: cut + 1].max().item()
+    return CausalLeakResult(
+        cutoff=cut,
+        causal=bool(causal),
+        past_max_abs_diff=past,
+        future_max_abs_diff=per_position[cut + 1 :].max().item(),
+        leaks=past >= TOLERANCE,
+        tolerance=TOLERANCE,
+        per_position_diff=tuple(per_position.tolist()),
+    )
+
+
+def row_sums(
+    variant: str = "scaled",
+    seq_len: int = 8,
+    embed_dim: int = 8,
+    num_heads: int = 2,
+    causal: bool = False,
+    seed: int = 0,
+    **params,
+) -> pd.DataFrame:
+    """Row sums of the weights of every head of a seeded layer.
+
+    Args:
+        variant: a registered variant. seq_len: L in [1, 1024]. embed_dim: D, divisible by
+            num_heads. causal: apply a causal mask. seed: non-negative seed.
+        **params: the variant's own parameters.
+
+    Returns:
+        DataFrame with columns head, query, row_sum (H·L rows); every row_sum is 1 up to
+        float round-off (a softmax row), 0 only for a query with no key.
+
+    Raises:
+        ValueError: for an unknown variant or parameter, or a bad size or seed.
+    """
+    spec = get_variant(variant)
+    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
+    D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
+    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    layer = _seeded_layer(spec.name, D, num_heads, seed, params)
+    x = torch.randn(1, L, D, generator=torch.Generator().manual_seed(seed))  # (1, L, D)
+    mask = masks.causal(L) if causal else None
+    with torch.no_grad():
+        _, weights = layer(x, mask=mask, need_weights=True)  # (1, H, L, L)
+    sums = weights[0].double().sum(dim=-1)  # (H, L)
+    H = sums.shape[0]
+    return pd.DataFrame(
+        {
+            "head": np.repeat(np.arange(H), L),
+            "query": np.tile(np.arange(L), H),
+            "row_sum": sums.reshape(-1).numpy(),
+        }
+    )
+
+
+def check_chunked_exact(
+    seq_len: int = 64,
+    head_dim: int = 16,
+    num_heads: int = 2,
+    chunk_size: int = 16,
+    key_chunk_size: int = 16,
+    causal: bool = False,
+    seed: int = 0,
+) -> float:
+    """Max |chunked attention - full attention| on the same seeded q, k, v.
+
+    Args:
+        seq_len: L, in [1, 1024]. head_dim: E, in [1, 1024]. num_heads: H, in [1, 64].
+        chunk_size, key_chunk_size: the chunked variant's query chunk and key tile.
+        causal: apply a causal mask to both.
+        seed: non-negative seed.
+
+    Returns:
+        the largest absolute difference of the (1, H, L, E) outputs, float32 (about 1e-7).
+
+    Raises:
+        ValueError: for a bad size, chunk size or seed.
+    """
+    from attention_core.registry import attend
+
+    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
+    E = check_whole("head_dim", head_dim, 1, MAX_EMBED_DIM)
+    H = check_whole("num_heads", num_heads, 1, 64)
+    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    generator = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, H, L, E, generator=generator) for _ in "qkv")  # (1, H, L, E)
+    mask = masks.causal(L) if causal else None
+    full = attend(q, k, v, "stable", mask=mask).output  # (1, H, L, E)
+    chunked = attend(
+        q, k, v, "chunked", mask=mask, chunk_size=chunk_size, key_chunk_size=key_chunk_size
+    ).output  # (1, H, L, E)
+    return (chunked - full).abs().max().item()

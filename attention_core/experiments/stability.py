@@ -311,3 +311,51 @@ def chunked_vs_full_memory(
                 {"L": L, "strategy": strategy, "variant": variant, "estimated_bytes": nbytes}
             )
     return pd.DataFrame(rows, columns=list(MEMORY_COLUMNS))
+
+
+CHECKPOINT_COLUMNS = ("strategy", "layers", "stored_bytes")
+
+
+def checkpointing_estimate(
+    layers: int = 12,
+    batch: int = 1,
+    heads: int = 8,
+    L: int = 1024,
+    d_model: int = 512,
+    dtype: str = "float32",
+) -> pd.DataFrame:
+    """Estimated activation memory kept for the backward pass of a stack of attention layers.
+
+    An analytic count, not a measurement. Without checkpointing every layer keeps what its
+    backward needs: x, q, k, v and the output (5·B·L·D numbers) plus the scores' softmax
+    output and the weights after dropout (2·B·H·L² numbers). With activation checkpointing
+    (``torch.utils.checkpoint``) each layer keeps only its input x (B·L·D) and recomputes
+    the rest during backward, one layer at a time, so one layer's full set is alive at once.
+
+    Args:
+        layers: N, in [1, 1024]. batch: B, in [1, 1024]. heads: H, in [1, 256].
+        L: sequence length, in [1, 1_048_576]. d_model: D, in [1, 65536].
+        dtype: dtype name.
+
+    Returns:
+        DataFrame with the columns :data:`CHECKPOINT_COLUMNS`, two rows:
+        ``store all`` and ``checkpoint``.
+
+    Raises:
+        ValueError: for a bad size or dtype.
+    """
+    N = check_whole("layers", layers, 1, 1024)
+    B = check_whole("batch", batch, 1, 1024)
+    H = check_whole("heads", heads, 1, 256)
+    L = check_whole("L", L, 1, 2**20)
+    D = check_whole("d_model", d_model, 1, 65536)
+    itemsize = torch.empty((), dtype=parse_dtype(dtype)).element_size()
+    per_layer = (5 * B * L * D + 2 * B * H * L * L) * itemsize
+    layer_input = B * L * D * itemsize
+    return pd.DataFrame(
+        [
+            {"strategy": "store all", "layers": N, "stored_bytes": N * per_layer},
+            {"strategy": "checkpoint", "layers": N, "stored_bytes": N * layer_input + per_layer},
+        ],
+        columns=list(CHECKPOINT_COLUMNS),
+    )

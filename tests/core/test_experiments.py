@@ -14,8 +14,11 @@ from attention_core.experiments import (
     GRAD_TENSORS,
     PATTERN_NAMES,
     SCALING_COLUMNS,
+    check_causal_leak,
+    check_chunked_exact,
     check_perm,
     check_permutation_equivariance,
+    checkpointing_estimate,
     chunked_vs_full_memory,
     compare_softmax_stability,
     equivariance_table,
@@ -29,6 +32,7 @@ from attention_core.experiments import (
     naive_softmax,
     precision_comparison,
     random_perm,
+    row_sums,
     sinusoidal_positions,
     softmax_entropy,
     softmax_jacobian_norm,
@@ -478,3 +482,40 @@ _GRADIENT_VARIANTS = [
 def test_gradients_run_for_every_variant(variant):
     norms = measure_gradient_norms(variant, embed_dim=4, seq_len=3)
     assert all(math.isfinite(getattr(norms, name)) for name in GRAD_TENSORS)
+
+
+# --- other properties ----------------------------------------------------------------------
+
+
+def test_causal_mask_never_leaks_the_future():
+    result = check_causal_leak("scaled", seq_len=6, cutoff=2, causal=True)
+    assert result.past_max_abs_diff < 1e-6 and not result.leaks
+    assert result.future_max_abs_diff > 1e-3
+    unmasked = check_causal_leak("scaled", seq_len=6, cutoff=2, causal=False)
+    assert unmasked.leaks and unmasked.past_max_abs_diff > 1e-3
+
+
+def test_causal_leak_bad_cutoff():
+    with pytest.raises(ValueError, match="cutoff"):
+        check_causal_leak(seq_len=4, cutoff=3)
+
+
+def test_row_sums_are_one():
+    table = row_sums("scaled", seq_len=5, embed_dim=8, num_heads=2, causal=True)
+    assert len(table) == 10
+    np.testing.assert_allclose(table["row_sum"], 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_chunked_equals_full(causal):
+    diff = check_chunked_exact(37, 8, chunk_size=5, key_chunk_size=7, causal=causal)
+    assert diff < 1e-5
+
+
+def test_checkpointing_estimate_literal():
+    table = checkpointing_estimate(layers=2, batch=1, heads=1, L=4, d_model=2).set_index("strategy")
+    per_layer = (5 * 4 * 2 + 2 * 16) * 4
+    assert table.loc["store all", "stored_bytes"] == 2 * per_layer
+    assert table.loc["checkpoint", "stored_bytes"] == 2 * 4 * 2 * 4 + per_layer
+    with pytest.raises(ValueError, match="layers"):
+        checkpointing_estimate(layers=0)
