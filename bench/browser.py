@@ -1,0 +1,199 @@
+"""Drive the dashboard in headless Chromium: shared by tests/browser and the browser benches.
+
+* :func:`streamlit_server` starts ``streamlit run dashboard/app.py`` on a free loopback port,
+  waits for ``/_stcore/health`` and stops that one process (by its own id) on exit.
+* :func:`launch_chromium` starts Debian's ``/usr/bin/chromium`` through Playwright with the
+  flags this offline machine needs (Playwright's own browser download is never used).
+* :func:`wait_idle`, :func:`chart_signatures`, :func:`painted_fraction` read the page state.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+HEALTH_TIMEOUT_S = 90.0
+IDLE_TIMEOUT_MS = 60_000
+CHART_SELECTOR = '[data-testid="stVegaLiteChart"]'
+
+
+def page_names() -> list[str]:
+    """The dashboard's page url paths, read from ``PAGES`` in dashboard/app.py (one source
+    of truth, without importing the Streamlit script)."""
+    tree = ast.parse((REPO_ROOT / "dashboard" / "app.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "PAGES" for t in node.targets
+        ):
+            return [name for name, _icon in ast.literal_eval(node.value)]
+    raise ValueError("dashboard/app.py defines no PAGES")
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """A running Streamlit server."""
+
+    url: str
+    process: subprocess.Popen
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def _wait_healthy(url: str, process: subprocess.Popen, log_path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited early:\n{log_path.read_text()[-3000:]}")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                if resp.read().decode().strip() == "ok":
+                    return
+        time.sleep(0.25)
+    raise RuntimeError(f"streamlit not healthy after {timeout}s:\n{log_path.read_text()[-3000:]}")
+
+
+@contextlib.contextmanager
+def streamlit_server(log_path: Path | None = None, env: dict | None = None) -> Iterator[Server]:
+    """Start the dashboard on a free loopback port; stop that process on exit."""
+    port = free_port()
+    log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"streamlit-{port}.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "dashboard/app.py",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            cmd,
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, process, log_path, HEALTH_TIMEOUT_S)
+        yield Server(url, process, log_path)
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait(timeout=15)
+
+
+def launch_chromium(playwright):
+    """Launch Debian's Chromium headless through Playwright."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def wait_idle(page, timeout_ms: int = IDLE_TIMEOUT_MS, settle_ms: int = 300) -> None:
+    """Wait until the Streamlit script has finished running and charts have settled."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+    page.wait_for_function(
+        """() => {
+            const app = document.querySelector('[data-testid="stApp"]');
+            if (!app) return false;
+            const stale = document.querySelector('[data-stale="true"]');
+            return !stale && app.getAttribute('data-test-script-state') === 'notRunning';
+        }""",
+        timeout=timeout_ms,
+    )
+    page.wait_for_timeout(settle_ms)
+
+
+CHART_SIGNATURE_JS = """(sel) => Array.from(document.querySelectorAll(sel)).map(el => {
+    const canvas = el.querySelector('canvas');
+    if (canvas) { try { return canvas.toDataURL().length + ':' + canvas.toDataURL().slice(-200); }
+                  catch (e) { return 'canvas?'; } }
+    const svg = el.querySelector('svg');
+    return svg ? svg.innerHTML.length + ':' + svg.innerHTML.slice(-200) : '';
+})"""
+
+
+def chart_signatures(page) -> list[str]:
+    """A short fingerprint of every chart's painted content, in page order."""
+    return page.evaluate(CHART_SIGNATURE_JS, CHART_SELECTOR)
+
+
+PAINTED_JS = """(sel) => Array.from(document.querySelectorAll(sel)).map(el => {
+    const canvas = el.querySelector('canvas');
+    if (canvas && canvas.width > 0 && canvas.height > 0) {
+        const ctx = canvas.getContext('2d');
+        const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+        let painted = 0;
+        for (let i = 0; i < data.length; i += 4) {
+            const a = data[i + 3], r = data[i], g = data[i + 1], b = data[i + 2];
+            if (a > 0 && !(r > 245 && g > 245 && b > 245)) painted++;
+        }
+        return painted / (data.length / 4);
+    }
+    const svg = el.querySelector('svg');
+    if (!svg) return 0;
+    const marks = svg.querySelectorAll('path, rect, line, image, circle');
+    return marks.length > 3 ? 1 : 0;
+})"""
+
+
+def painted_fraction(page) -> list[float]:
+    """For every chart on the page, the fraction of its canvas pixels that are not blank
+    (not transparent and not near-white); SVG charts count as painted with > 3 marks."""
+    return page.evaluate(PAINTED_JS, CHART_SELECTOR)
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process and its children (psutil), in bytes."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    total = proc.memory_info().rss
+    for child in proc.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += child.memory_info().rss
+    return total

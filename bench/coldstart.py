@@ -1,0 +1,100 @@
+"""First-run readiness: cold start to first painted chart, and peak RSS at the largest settings.
+
+Usage: ``python -m bench.coldstart [--runs 3]``
+
+Cold start: Chromium is launched first (not counted); the clock starts when the Streamlit
+process is spawned and stops when the first chart of the start page has painted pixels.
+Peak RSS: the server is then driven through every page at the largest settings the controls
+allow (given as URL values), sampling the server's resident memory (with children).
+Goals: cold start ≤ 4 s, peak RSS < 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from bench.browser import launch_chromium, page_names, streamlit_server, wait_idle
+from bench.load import RssSampler
+
+COLD_GOAL_S = 4.0
+RSS_GOAL = 1 << 30
+PAINTED_JS = """(sel) => { const el = document.querySelector(sel); if (!el) return false;
+    const c = el.querySelector('canvas'); if (!c || !c.width) return false;
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    for (let i = 3; i < d.length; i += 4 * 7) if (d[i] > 0 && d[i - 1] < 240) return true;
+    return false; }"""
+CHART = '[data-testid="stVegaLiteChart"]'
+LARGEST = {
+    "playground": "playground.seq_len=1024&playground.d_model=512&playground.heads=16",
+    "step_by_step": "step_by_step.tokens=8",
+    "scaling": "scaling.d_ks=32,64,128,256,512,1024",
+    "multihead": "multihead.seq_len=1024&multihead.d_model=512&multihead.heads=16",
+    "variants": "variants.seq_len=1024",
+    "properties": "properties.seq_len=64",
+    "gradients": "gradients.seq_len=64",
+}
+
+
+def cold_start(playwright) -> float:
+    """Seconds from spawning the server to the first painted chart."""
+    browser = launch_chromium(playwright)
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    started = time.monotonic()
+    with streamlit_server() as server:
+        page.goto(server.url)
+        page.wait_for_function(PAINTED_JS, arg=CHART, timeout=120_000)
+        elapsed = time.monotonic() - started
+    browser.close()
+    return elapsed
+
+
+def largest_settings_rss(playwright) -> tuple[int, list[str]]:
+    """Peak server RSS over every page at its largest settings; returns (bytes, notes)."""
+    browser = launch_chromium(playwright)
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    notes = []
+    with streamlit_server() as server:
+        sampler = RssSampler(server.pid)
+        sampler.start()
+        for name in page_names():
+            query = LARGEST.get(name, "")
+            path = "" if name == page_names()[0] else name
+            page.goto(f"{server.url}/{path}?{query}")
+            wait_idle(page, timeout_ms=180_000)
+            warnings = page.locator('[data-testid="stAlertContentWarning"]').count()
+            errors = page.locator('[data-testid="stAlertContentError"]').count()
+            notes.append(f"{name}: {warnings} warning(s), {errors} error box(es)")
+        sampler.stop()
+    browser.close()
+    return sampler.peak, notes
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    with sync_playwright() as playwright:
+        times = [cold_start(playwright) for _ in range(max(1, args.runs))]
+        peak, notes = largest_settings_rss(playwright)
+    median = statistics.median(times)
+    verdict = "PASS" if median <= COLD_GOAL_S else "MISS"
+    runs = ", ".join(f"{t:.2f}" for t in times)
+    print(
+        f"cold start to first painted chart: median {median:.2f} s ({runs}) "
+        f"goal <= {COLD_GOAL_S} s {verdict}"
+    )
+    verdict = "PASS" if peak < RSS_GOAL else "MISS"
+    print(
+        f"peak server RSS at the largest settings: {peak / 2**20:.0f} MiB "
+        f"(goal < 1024 MiB) {verdict}"
+    )
+    for note in notes:
+        print(f"  {note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Slider → repaint latency of the dashboard in headless Chromium.
+
+Usage: ``python -m bench.repaint [--repeats N] [--lengths 64 1024]``
+
+For each sequence length it opens the Playground with that length in the URL, finds a slider
+whose keyboard move repaints a chart, then N times: marks the time in the page, presses an
+arrow key, and waits until the script has finished and a chart's pixels differ from before.
+Prints the median and p95 per length next to the goals (≤ 0.3 s at L=64, ≤ 0.6 s at
+L=1024).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from bench.browser import launch_chromium, streamlit_server, wait_idle
+
+SLIDER = '[data-testid="stSlider"] [role="slider"]'
+GOALS_S = {64: 0.3, 1024: 0.6}
+ARM_JS = """(sel) => {
+    const sig = () => Array.from(document.querySelectorAll(sel)).map(el => {
+        const c = el.querySelector('canvas');
+        if (!c || !c.width) { const s = el.querySelector('svg'); return s ? s.innerHTML.length : 0; }
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let h = 0;
+        for (let i = 0; i < d.length; i += 97) h = (h * 31 + d[i]) | 0;
+        return h;
+    }).join(',');
+    const state = {t0: performance.now(), done: null, before: sig()};
+    window.__repaint = state;
+    const app = () => document.querySelector('[data-testid="stApp"]');
+    const poll = () => {
+        const idle = app() && app().getAttribute('data-test-script-state') === 'notRunning';
+        if (performance.now() - state.t0 > 30 && idle && sig() !== state.before) {
+            state.done = performance.now();
+        } else { requestAnimationFrame(poll); }
+    };
+    requestAnimationFrame(poll);
+}"""
+CHART = '[data-testid="stVegaLiteChart"]'
+
+
+def measure_once(page, slider, key: str, timeout_ms: int = 30_000) -> float:
+    """Seconds from the key press to a repainted chart."""
+    page.evaluate(ARM_JS, CHART)
+    slider.focus()
+    page.keyboard.press(key)
+    page.wait_for_function("() => window.__repaint && window.__repaint.done", timeout=timeout_ms)
+    return page.evaluate("() => window.__repaint.done - window.__repaint.t0") / 1000.0
+
+
+def find_repainting_slider(page):
+    """The first slider whose ArrowRight repaints a chart, or None."""
+    sliders = page.locator(SLIDER)
+    for index in range(sliders.count()):
+        slider = sliders.nth(index)
+        try:
+            measure_once(page, slider, "ArrowRight", timeout_ms=10_000)
+        except Exception:  # noqa: BLE001 - this slider did not repaint a chart; try the next
+            wait_idle(page)
+            continue
+        wait_idle(page)
+        return slider
+    return None
+
+
+def run(lengths: list[int], repeats: int, url_template: str) -> dict[int, list[float]]:
+    """Measure ``repeats`` slider moves at each length; returns seconds per length."""
+    from playwright.sync_api import sync_playwright
+
+    results: dict[int, list[float]] = {}
+    with streamlit_server() as server, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        for length in lengths:
+            page.goto(server.url + url_template.format(L=length))
+            wait_idle(page)
+            slider = find_repainting_slider(page)
+            if slider is None:
+                raise RuntimeError(f"no slider repaints a chart at L={length}")
+            times = []
+            for i in range(repeats):
+                times.append(measure_once(page, slider, "ArrowLeft" if i % 2 else "ArrowRight"))
+                wait_idle(page, settle_ms=100)
+            results[length] = times
+        browser.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 1024])
+    parser.add_argument("--repeats", type=int, default=12)
+    parser.add_argument(
+        "--url",
+        default="/?playground.seq_len={L}",
+        help="page path and query, {L} is replaced by the length",
+    )
+    args = parser.parse_args()
+    results = run(args.lengths, args.repeats, args.url)
+    print(f"{'L':>6} {'median s':>9} {'p95 s':>7} {'goal s':>7}  result")
+    for length, times in results.items():
+        median = statistics.median(times)
+        p95 = sorted(times)[max(0, round(0.95 * len(times)) - 1)]
+        goal = GOALS_S.get(length)
+        verdict = "-" if goal is None else ("PASS" if median <= goal else "MISS")
+        goal_text = f"{goal:.2f}" if goal is not None else "-"
+        print(f"{length:>6} {median:>9.3f} {p95:>7.3f} {goal_text:>7}  {verdict}")
+
+
+if __name__ == "__main__":
+    main()

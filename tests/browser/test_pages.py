@@ -1,0 +1,130 @@
+"""End-to-end: every page in headless Chromium, in both languages.
+
+For each page: it loads with no exception or error box, every chart is painted (canvas
+pixels, not only the element), a screenshot is written; moving a slider with the keyboard
+changes a chart; the 中文 switch shows Chinese; a copied link reproduces the controls.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench.browser import CHART_SELECTOR, chart_signatures, page_names, painted_fraction, wait_idle
+
+pytestmark = pytest.mark.browser
+
+PAGES = page_names()
+CJK = re.compile(r"[\u4e00-\u9fff]")
+MIN_PAINTED = 0.005
+PAINT_TIMEOUT_MS = 30_000
+SLIDER = '[data-testid="stSlider"] [role="slider"]'
+MAX_SLIDERS_TRIED = 4
+
+
+def page_url(base: str, name: str, query: str = "") -> str:
+    path = "" if name == PAGES[0] else name
+    return f"{base}/{path}" + (f"?{query}" if query else "")
+
+
+def open_page(page, url: str) -> None:
+    page.goto(url)
+    wait_idle(page)
+
+
+def wait_painted(page) -> list[float]:
+    """Wait until every chart on the page has painted pixels; return the fractions."""
+    page.wait_for_function(
+        """(sel) => Array.from(document.querySelectorAll(sel)).every(el => {
+            const c = el.querySelector('canvas'); const s = el.querySelector('svg');
+            return (c && c.width > 0) || (s && s.querySelectorAll('path, rect').length > 3);
+        })""",
+        arg=CHART_SELECTOR,
+        timeout=PAINT_TIMEOUT_MS,
+    )
+    page.wait_for_timeout(300)
+    return painted_fraction(page)
+
+
+def assert_no_errors(page) -> None:
+    exceptions = page.locator('[data-testid="stException"]')
+    assert exceptions.count() == 0, exceptions.first.inner_text()
+    errors = page.locator('[data-testid="stAlertContentError"]')
+    assert errors.count() == 0, errors.first.inner_text()
+    assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", PAGES)
+def test_page_loads_paints_and_speaks(server, page, screenshot_dir, name, lang):
+    open_page(page, page_url(server.url, name, f"lang={lang}"))
+    assert_no_errors(page)
+    charts = page.locator(CHART_SELECTOR)
+    painted = wait_painted(page) if charts.count() else []
+    page.screenshot(path=str(screenshot_dir / f"{name}-{lang}.png"), full_page=True)
+    assert charts.count() >= 1, f"page {name} shows no chart"
+    blank = [i for i, frac in enumerate(painted) if frac < MIN_PAINTED]
+    assert not blank, f"charts {blank} of {name} are blank: {painted}"
+    heading = page.locator("h1").first.inner_text()
+    if lang == "zh":
+        assert CJK.search(heading), f"no Chinese in the {name} heading: {heading!r}"
+    else:
+        assert not CJK.search(heading), f"Chinese in the English {name} heading: {heading!r}"
+
+
+def _move_slider_changes_chart(page) -> bool:
+    sliders = page.locator(SLIDER)
+    for index in range(min(sliders.count(), MAX_SLIDERS_TRIED)):
+        before = chart_signatures(page)
+        thumb = sliders.nth(index)
+        thumb.focus()
+        page.keyboard.press("ArrowRight")
+        wait_idle(page)
+        wait_painted(page)
+        if chart_signatures(page) != before:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_keyboard_slider_changes_a_chart(server, page, name):
+    open_page(page, page_url(server.url, name))
+    if page.locator(SLIDER).count() == 0:
+        pytest.skip(f"page {name} has no slider")
+    wait_painted(page)
+    assert _move_slider_changes_chart(page), f"no slider on {name} changed a chart"
+    assert_no_errors(page)
+
+
+def test_language_switch_shows_chinese(server, page):
+    open_page(page, page_url(server.url, PAGES[0]))
+    assert not CJK.search(page.locator("h1").first.inner_text())
+    page.locator('[data-testid="stSidebar"] label').filter(has_text="中文").first.click()
+    wait_idle(page)
+    assert CJK.search(page.locator("h1").first.inner_text())
+    assert "lang=zh" in page.url
+
+
+def _slider_values(page) -> list[str]:
+    sliders = page.locator(SLIDER)
+    return [sliders.nth(i).get_attribute("aria-valuenow") for i in range(sliders.count())]
+
+
+def test_copied_link_reproduces_controls(server, browser, page):
+    open_page(page, page_url(server.url, PAGES[0]))
+    thumb = page.locator(SLIDER).first
+    thumb.focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+        wait_idle(page)
+    values = _slider_values(page)
+    link = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]').first.inner_text()
+    link = link.strip()
+    assert link.startswith("http"), link
+    fresh = browser.new_context().new_page()
+    try:
+        open_page(fresh, link)
+        assert _slider_values(fresh) == values
+    finally:
+        fresh.context.close()
