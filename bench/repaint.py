@@ -21,7 +21,10 @@ GOALS_S = {64: 0.3, 1024: 0.6}
 ARM_JS = """(sel) => {
     const sig = () => Array.from(document.querySelectorAll(sel)).map(el => {
         const c = el.querySelector('canvas');
-        if (!c || !c.width) { const s = el.querySelector('svg'); return s ? s.innerHTML.length : 0; }
+        if (!c || !c.width) {
+            const s = el.querySelector('svg');
+            return s ? s.innerHTML.length : 0;
+        }
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
         let h = 0;
         for (let i = 0; i < d.length; i += 97) h = (h * 31 + d[i]) | 0;
