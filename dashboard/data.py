@@ -718,6 +718,310 @@ def cell_breakdown(result: StepByStep, i: int, j: int) -> dict[str, float | bool
 
 
 # --- lab pages ---
+# Cached calls behind the Scaling, Variants, Properties, Gradients and In-practice pages.
+# Each wraps one experiment of attention_core.experiments; arguments are plain values and
+# variant parameters are tuples of (name, value) pairs.
+
+LAB_MAX_D_K = 1024
+LAB_MAX_COMPLEXITY_L = 2048
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def scaling_table(d_ks: tuple[int, ...], seq_len: int, seed: int, trials: int) -> pd.DataFrame:
+    """Scores and softmax statistics with and without 1/sqrt(d_k), one row per d_k.
+
+    Raises:
+        ValueError: for a bad d_k list (each in [1, 1024]), seq_len, seed or trials.
+    """
+    from attention_core.experiments import measure_scaling
+    from attention_core.experiments.scaling import check_d_ks
+
+    return measure_scaling(check_d_ks(d_ks, LAB_MAX_D_K), seq_len, seed, trials)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def variant_pattern(
+    variant: str, params: tuple[tuple[str, int | float | bool], ...], seq_len: int
+) -> np.ndarray | None:
+    """The (L, L) bool "may attend" pattern a sparse variant applies, or ``None`` if dense.
+
+    Raises:
+        ValueError: for an unknown variant or parameter.
+    """
+    spec = core.get_variant(variant)
+    if spec.pattern is None:
+        return None
+    resolved = spec.resolve_params(dict(params))
+    return _readonly(spec.pattern(seq_len, seq_len, **resolved).cpu().numpy())  # (L, L)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def memory_estimate(
+    variant: str,
+    params: tuple[tuple[str, int | float | bool], ...],
+    heads: int,
+    seq_len: int,
+    head_dim: int,
+    need_weights: bool,
+) -> int:
+    """Estimated peak bytes of one ``attend`` call (batch 1), from the registry's model.
+
+    Raises:
+        ValueError: for an unknown variant or parameter or a size below 1.
+    """
+    return core.estimate_memory(
+        variant,
+        batch=1,
+        heads=heads,
+        L=seq_len,
+        E=head_dim,
+        need_weights=need_weights,
+        **dict(params),
+    )
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def complexity_table(
+    variants: tuple[str, ...],
+    lengths: tuple[int, ...],
+    heads: int,
+    head_dim: int,
+    repeats: int,
+    device: str,
+    _progress=None,
+) -> pd.DataFrame:
+    """Measured time and peak memory of each variant at each length (see
+    :func:`attention_core.experiments.measure_complexity`); ``_progress`` (not part of the
+    cache key) receives the fraction done.
+
+    Raises:
+        ValueError: for an unknown variant or a length above 2048.
+    """
+    from attention_core.experiments import measure_complexity
+
+    for n in lengths:
+        _check_int("L", n, 1, LAB_MAX_COMPLEXITY_L)
+    dev = _device(device).type
+    return measure_complexity(
+        variants,
+        lengths,
+        batch=1,
+        heads=heads,
+        E=head_dim,
+        repeats=repeats,
+        progress=_progress,
+        device=dev,
+    )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def equivariance_check(
+    variant: str,
+    params: tuple[tuple[str, int | float | bool], ...],
+    perm: tuple[int, ...] | None,
+    seq_len: int,
+    d_model: int,
+    heads: int,
+    causal: bool,
+    positional: bool,
+    seed: int,
+) -> dict:
+    """max |f(Px) - P f(x)| of a seeded layer, as a plain dict of
+    :class:`attention_core.experiments.EquivarianceResult` fields.
+
+    Raises:
+        ValueError: for a bad permutation, variant, parameter or size.
+    """
+    from dataclasses import asdict
+
+    from attention_core.experiments import check_permutation_equivariance
+
+    result = check_permutation_equivariance(
+        variant, d_model, heads, seq_len, perm, causal, positional, seed, **dict(params)
+    )
+    return asdict(result)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def causal_leak(
+    variant: str,
+    params: tuple[tuple[str, int | float | bool], ...],
+    seq_len: int,
+    d_model: int,
+    heads: int,
+    cutoff: int,
+    causal: bool,
+    seed: int,
+) -> dict:
+    """Output change at earlier and later positions when the tokens after ``cutoff`` change,
+    as a dict of :class:`attention_core.experiments.CausalLeakResult` fields.
+
+    Raises:
+        ValueError: for a bad cutoff, variant, parameter or size.
+    """
+    from dataclasses import asdict
+
+    from attention_core.experiments import check_causal_leak
+
+    result = check_causal_leak(
+        variant, d_model, heads, seq_len, cutoff, causal, seed, **dict(params)
+    )
+    return asdict(result)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def row_sum_table(
+    variant: str,
+    params: tuple[tuple[str, int | float | bool], ...],
+    seq_len: int,
+    d_model: int,
+    heads: int,
+    causal: bool,
+    seed: int,
+) -> pd.DataFrame:
+    """Row sums (head, query, row_sum) of a seeded layer's weights.
+
+    Raises:
+        ValueError: for a bad variant, parameter or size.
+    """
+    from attention_core.experiments import row_sums
+
+    return row_sums(variant, seq_len, d_model, heads, causal, seed, **dict(params))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def chunked_exact_diff(
+    seq_len: int,
+    head_dim: int,
+    heads: int,
+    chunk_size: int,
+    key_chunk_size: int,
+    causal: bool,
+    seed: int,
+) -> float:
+    """max |chunked - full attention| on seeded q, k, v (1, H, L, E).
+
+    Raises:
+        ValueError: for a bad size or chunk size.
+    """
+    from attention_core.experiments import check_chunked_exact
+
+    return check_chunked_exact(seq_len, head_dim, heads, chunk_size, key_chunk_size, causal, seed)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def softmax_stability(logit_scale: float, dtype: str, seed: int) -> pd.DataFrame:
+    """Naive vs stable softmax on logits up to ``logit_scale`` in ``dtype`` (two rows).
+
+    Raises:
+        ValueError: for a bad scale or dtype.
+    """
+    from attention_core.experiments import compare_softmax_stability
+
+    return compare_softmax_stability(logit_scale, dtype, seed=seed)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def softmax_sweep(dtypes: tuple[str, ...], seed: int) -> pd.DataFrame:
+    """Share of non-finite weights of the naive and stable softmax against the logit scale.
+
+    Raises:
+        ValueError: for an unknown dtype.
+    """
+    from attention_core.experiments import softmax_overflow_sweep
+
+    scales = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1e3, 3e3, 1e4, 3e4)
+    return softmax_overflow_sweep(scales, dtypes, seed=seed)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def gradient_by_variant(
+    variants: tuple[str, ...], embed_dim: int, seq_len: int, init: str, seed: int
+) -> pd.DataFrame:
+    """Gradient norms of W_Q, W_K, W_V and x per variant, scaled and unscaled.
+
+    Raises:
+        ValueError: for an unknown variant, init or a bad size.
+    """
+    from attention_core.experiments import gradient_table
+
+    return gradient_table(variants, embed_dim, seq_len, init, seed)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def gradient_by_dk(
+    d_ks: tuple[int, ...], variant: str, seq_len: int, init: str, seed: int, trials: int
+) -> pd.DataFrame:
+    """Mean (and spread of) gradient norms against d_k, scaled and unscaled.
+
+    Raises:
+        ValueError: for a bad d_k list, variant, init or size.
+    """
+    from attention_core.experiments import gradient_norms_vs_dk
+
+    return gradient_norms_vs_dk(d_ks, variant, seq_len, init, seed, trials)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def precision_table(seq_len: int, d_model: int, heads: int, seed: int) -> pd.DataFrame:
+    """max |out_dtype - out_fp32| of a seeded layer for bfloat16, float16 and float64.
+
+    Raises:
+        ValueError: for a bad size or heads not dividing d_model.
+    """
+    from attention_core.experiments import precision_comparison
+
+    return precision_comparison(seq_len, d_model, heads, seed)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def chunk_memory_estimates(
+    lengths: tuple[int, ...], heads: int, head_dim: int, chunk_size: int
+) -> pd.DataFrame:
+    """Estimated peak bytes of full-weights, fused and chunked attention against L.
+
+    Raises:
+        ValueError: for a bad length or size.
+    """
+    from attention_core.experiments import chunked_vs_full_memory
+
+    return chunked_vs_full_memory(lengths, 1, heads, head_dim, chunk_size)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def chunk_memory_measured(
+    lengths: tuple[int, ...], heads: int, head_dim: int, chunk_size: int
+) -> pd.DataFrame:
+    """Measured peak bytes and time of explicit (``stable``) vs ``chunked`` attention.
+
+    Raises:
+        ValueError: for a length above 2048 or a bad size.
+    """
+    from attention_core.experiments import measure_complexity
+
+    for n in lengths:
+        _check_int("L", n, 1, LAB_MAX_COMPLEXITY_L)
+    chunk = {"chunk_size": chunk_size, "key_chunk_size": chunk_size}
+    return measure_complexity(
+        ("stable", "chunked"),
+        lengths,
+        heads=heads,
+        E=head_dim,
+        repeats=1,
+        params={"chunked": chunk},
+    )
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def checkpoint_table(layers: int, heads: int, seq_len: int, d_model: int) -> pd.DataFrame:
+    """Estimated activation bytes kept for backward, with and without checkpointing.
+
+    Raises:
+        ValueError: for a bad size.
+    """
+    from attention_core.experiments import checkpointing_estimate
+
+    return checkpointing_estimate(layers, 1, heads, seq_len, d_model)
 
 
 # --- real model ---
