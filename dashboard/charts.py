@@ -249,4 +249,133 @@ def bar_chart(
 # --- lab pages ---
 
 
+def grouped_bar_chart(
+    df: pd.DataFrame,
+    *,
+    x: str,
+    y: str,
+    color: str,
+    title: str,
+    x_title: str,
+    y_title: str,
+    color_title: str,
+    facet: str | None = None,
+    facet_columns: int = 4,
+    log_y: bool = False,
+    sort: Sequence[str] | None = None,
+    color_sort: Sequence[str] | None = None,
+    value_format: str = ".4g",
+    width: int = 220,
+    height: int = 240,
+) -> alt.Chart:
+    """Bars of ``y`` per category ``x``, side by side per ``color`` group, optionally faceted.
+
+    Args:
+        df: tidy table with categorical ``x``, ``color`` (and ``facet``) and numeric ``y``.
+        title, x_title, y_title, color_title: translated labels.
+        facet: optional column that splits the chart into panels (titles come from values).
+        facet_columns: panels per row.
+        log_y: logarithmic value axis (for norms spanning orders of magnitude).
+        sort, color_sort: category orders (default: as in ``df``).
+        value_format: d3 format of the value in tooltips.
+        width, height: pixels of one panel.
+
+    Returns:
+        An ``alt.Chart`` (faceted when ``facet`` is given).
+
+    Raises:
+        ValueError: for missing columns or too many rows.
+    """
+    _check_rows(df, [x, y, color] + ([facet] if facet else []))
+    order = list(sort) if sort is not None else list(dict.fromkeys(df[x]))
+    groups = list(color_sort) if color_sort is not None else list(dict.fromkeys(df[color]))
+    tooltip = [
+        alt.Tooltip(f"{x}:N", title=x_title),
+        alt.Tooltip(f"{color}:N", title=color_title),
+        alt.Tooltip(f"{y}:Q", title=y_title, format=value_format),
+    ]
+    if facet:
+        tooltip.insert(0, alt.Tooltip(f"{facet}:N"))
+    chart = (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{x}:N", sort=order, title=x_title, axis=alt.Axis(labelAngle=0)),
+            xOffset=alt.XOffset(f"{color}:N", sort=groups),
+            y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),
+            color=alt.Color(f"{color}:N", sort=groups, title=color_title),
+            tooltip=tooltip,
+        )
+        .properties(width=width, height=height)
+    )
+    if facet:
+        panels = list(dict.fromkeys(df[facet]))
+        chart = chart.facet(
+            facet=alt.Facet(f"{facet}:N", title=None, sort=panels, header=_header()),
+            columns=facet_columns,
+        )
+    return _finish(chart, title, None)
+
+
+def layered_line_chart(
+    df: pd.DataFrame,
+    *,
+    x: str,
+    y: str,
+    color: str,
+    title: str,
+    x_title: str,
+    y_title: str,
+    color_title: str,
+    dashed: Sequence[str] = (),
+    color_sort: Sequence[str] | None = None,
+    log_x: bool = False,
+    log_y: bool = False,
+    value_format: str = ".4g",
+    height: int = 280,
+) -> alt.Chart:
+    """Lines of ``y`` against numeric ``x``, one per ``color`` series; series named in
+    ``dashed`` (e.g. a theory curve) are drawn dashed.
+
+    Args:
+        df: tidy table with numeric ``x``, ``y`` and a categorical ``color`` column.
+        title, x_title, y_title, color_title: translated labels.
+        dashed: series drawn as dashed lines.
+        color_sort: series order in the legend (default: as in ``df``).
+        log_x, log_y: logarithmic axes.
+        value_format: d3 format of the value in tooltips.
+        height: pixels.
+
+    Returns:
+        An ``alt.Chart``.
+
+    Raises:
+        ValueError: for missing columns or too many rows.
+    """
+    _check_rows(df, [x, y, color])
+    groups = list(color_sort) if color_sort is not None else list(dict.fromkeys(df[color]))
+    dash = alt.condition(
+        alt.FieldOneOfPredicate(field=color, oneOf=list(dashed) or ["\u0000"]),
+        alt.value([6, 4]),
+        alt.value([1, 0]),
+    )
+    chart = (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log" if log_x else "linear")),
+            y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),
+            color=alt.Color(f"{color}:N", sort=groups, title=color_title),
+            strokeDash=dash,
+            tooltip=[
+                alt.Tooltip(f"{color}:N", title=color_title),
+                alt.Tooltip(f"{x}:Q", title=x_title),
+                alt.Tooltip(f"{y}:Q", title=y_title, format=value_format),
+            ],
+        )
+        .properties(height=height)
+    )
+    return _finish(chart, title, None)
+
+
 # --- real model ---
