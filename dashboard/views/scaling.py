@@ -1,8 +1,167 @@
-"""Placeholder until the page lands."""
+"""Why scale by √d_k: the tutorial's table and plots, plus softmax saturation and gradients."""
 
+from __future__ import annotations
+
+import pandas as pd
 import streamlit as st
 
+from dashboard import charts, controls, data, exports, state
 from dashboard.i18n import t
 
-st.title(t("common.page_scaling"))
-st.info(t("common.placeholder_page"))
+PAGE = "scaling"
+DEFAULT_D_KS = "32,64,128,256"
+MAX_D_KS = 12
+D_KS_MAX_CHARS = 60
+MAX_TRIALS = 500
+CHART_COLUMNS = 3
+
+
+def parse_d_ks(raw: str) -> list[int]:
+    """Parse the typed d_k list; show a warning and return the default on bad input."""
+    try:
+        return state.parse_int_list(raw, 1, data.LAB_MAX_D_K, MAX_D_KS)
+    except ValueError as err:
+        st.warning(t("scaling.bad_d_ks", value=state.escape_markdown(raw), detail=str(err)))
+        return state.parse_int_list(DEFAULT_D_KS, 1, data.LAB_MAX_D_K, MAX_D_KS)
+
+
+def series_frame(table: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """Long table (d_k, series, value) from ``{column: translated series name}``."""
+    parts = [
+        pd.DataFrame({"d_k": table["d_k"], "series": name, "value": table[column]})
+        for column, name in columns.items()
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+controls.page_intro(PAGE)
+
+raw_d_ks = state.text(
+    PAGE,
+    "d_ks",
+    t("scaling.ctl_d_ks"),
+    DEFAULT_D_KS,
+    D_KS_MAX_CHARS,
+    help=t("scaling.ctl_d_ks_help", high=data.LAB_MAX_D_K, n=MAX_D_KS),
+)
+d_ks = tuple(sorted(set(parse_d_ks(raw_d_ks))))
+seq_len = state.slider_int(PAGE, "seq_len", t("scaling.ctl_seq_len"), 2, 64, 10)
+trials = state.slider_int(
+    PAGE, "trials", t("scaling.ctl_trials"), 1, MAX_TRIALS, 200, help=t("scaling.ctl_trials_help")
+)
+seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+
+try:
+    with st.spinner(t("scaling.computing")):
+        table = data.scaling_table(d_ks, seq_len, seed, trials)
+except ValueError as err:
+    st.error(t("common.error_invalid", detail=str(err)))
+    st.stop()
+
+unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
+largest = table.iloc[-1]
+cols = st.columns(4)
+cols[0].metric(t("scaling.metric_largest_d_k"), int(largest["d_k"]))
+cols[1].metric(
+    t("scaling.metric_std_unscaled"),
+    f"{largest['std_unscaled']:.2f}",
+    help=t("scaling.metric_theory", value=f"{largest['theory_std_unscaled']:.2f}"),
+)
+cols[2].metric(t("scaling.metric_std_scaled"), f"{largest['std_scaled']:.3f}")
+cols[3].metric(
+    t("scaling.metric_max_weight_unscaled"),
+    f"{largest['max_weight_unscaled']:.3f}",
+    delta=f"{largest['max_weight_unscaled'] - largest['max_weight_scaled']:+.3f}",
+    delta_color="off",
+    help=t("scaling.metric_max_weight_help", value=f"{largest['max_weight_scaled']:.3f}"),
+)
+
+st.subheader(t("scaling.table_header"))
+st.caption(t("scaling.table_caption", trials=trials, seq_len=seq_len))
+shown = table[
+    ["d_k", "mean_unscaled", "std_unscaled", "mean_scaled", "std_scaled", "theory_std_unscaled"]
+].rename(
+    columns={
+        "d_k": "d_k",
+        "mean_unscaled": t("scaling.col_mean_unscaled"),
+        "std_unscaled": t("scaling.col_std_unscaled"),
+        "mean_scaled": t("scaling.col_mean_scaled"),
+        "std_scaled": t("scaling.col_std_scaled"),
+        "theory_std_unscaled": t("scaling.col_theory"),
+    }
+)
+st.dataframe(shown, hide_index=True, width="stretch")
+
+left, right = st.columns(2)
+std_frame = series_frame(
+    table,
+    {
+        "std_unscaled": unscaled,
+        "std_scaled": scaled,
+        "theory_std_unscaled": t("scaling.series_theory"),
+    },
+)
+std_chart = charts.layered_line_chart(
+    std_frame,
+    x="d_k",
+    y="value",
+    color="series",
+    title=t("scaling.chart_std"),
+    x_title="d_k",
+    y_title=t("scaling.axis_std"),
+    color_title=t("scaling.axis_series"),
+    dashed=[t("scaling.series_theory")],
+    log_x=True,
+)
+left.altair_chart(std_chart, theme=None, width="stretch")
+mean_frame = series_frame(table, {"mean_unscaled": unscaled, "mean_scaled": scaled})
+mean_chart = charts.layered_line_chart(
+    mean_frame,
+    x="d_k",
+    y="value",
+    color="series",
+    title=t("scaling.chart_mean"),
+    x_title="d_k",
+    y_title=t("scaling.axis_mean"),
+    color_title=t("scaling.axis_series"),
+    log_x=True,
+)
+right.altair_chart(mean_chart, theme=None, width="stretch")
+
+st.subheader(t("scaling.saturation_header"))
+st.markdown(t("scaling.saturation_intro"))
+saturation = (
+    (
+        "entropy",
+        {
+            "entropy_unscaled": unscaled,
+            "entropy_scaled": scaled,
+            "max_entropy": t("scaling.series_uniform"),
+        },
+        [t("scaling.series_uniform")],
+    ),
+    ("max_weight", {"max_weight_unscaled": unscaled, "max_weight_scaled": scaled}, []),
+    ("jacobian", {"jacobian_norm_unscaled": unscaled, "jacobian_norm_scaled": scaled}, []),
+)
+sat_cols = st.columns(CHART_COLUMNS)
+for col, (name, columns, dashed) in zip(sat_cols, saturation, strict=True):
+    chart = charts.layered_line_chart(
+        series_frame(table, columns),
+        x="d_k",
+        y="value",
+        color="series",
+        title=t(f"scaling.chart_{name}"),
+        x_title="d_k",
+        y_title=t(f"scaling.axis_{name}"),
+        color_title=t("scaling.axis_series"),
+        dashed=dashed,
+        log_x=True,
+        height=240,
+    )
+    col.altair_chart(chart, theme=None, width="stretch")
+    col.caption(t(f"scaling.caption_{name}"))
+
+with st.expander(t("common.how_it_works")):
+    st.markdown(t("scaling.how_it_works"))
+
+exports.export_buttons("scaling_table", csv_text=lambda: table.to_csv(index=False), chart=std_chart)
