@@ -14,6 +14,7 @@ Shapes: B batch, L tokens, D model width (384), H heads (12), N layers (6).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import json
@@ -286,6 +287,30 @@ class Encoder(nn.Module):
             layer.attention.set_variant(name, **resolved)
         self.variant = name
         self.variant_params = resolved
+
+    def with_variant(self, name: str, **params) -> Encoder:
+        """Return a twin encoder that shares this one's weights but uses another variant.
+
+        Nothing is copied except the small module objects, and this encoder is left
+        unchanged, so one loaded model can serve many variants at once (e.g. concurrent
+        dashboard sessions) without a lock.
+
+        Args:
+            name: a registered variant name.
+            **params: that variant's parameters; missing ones take their defaults.
+
+        Returns:
+            A new :class:`Encoder` whose parameters are the same tensor objects as this one's.
+
+        Raises:
+            ValueError: for an unknown variant, an unknown parameter or a value out of range.
+        """
+        resolved = get_variant(name).resolve_params(params)
+        shared = {id(t): t for t in (*self.parameters(), *self.buffers())}
+        shared[id(self.tokenizer)] = self.tokenizer
+        twin = copy.deepcopy(self, memo=shared)
+        twin.set_variant(name, **resolved)
+        return twin
 
     def forward(
         self,

@@ -188,3 +188,16 @@ def test_layer6_head12_sends_it_to_cat(encoder, sentence):
 def test_empty_text_is_refused(encoder):
     with pytest.raises(ValueError, match="blank"):
         encoder.encode("   ")
+
+
+def test_with_variant_shares_weights_and_leaves_the_original(encoder):
+    exact = encoder.encode(CAT_SENTENCE)
+    twin = encoder.with_variant("local", window_size=3)
+    assert encoder.variant == "scaled" and twin.variant == "local"
+    assert twin.variant_params == {"window_size": 3}
+    for mine, theirs in zip(encoder.parameters(), twin.parameters(), strict=True):
+        assert mine is theirs
+    local = twin.encode(CAT_SENTENCE)
+    band = torch.ones(len(local.tokens), len(local.tokens)).triu(-1).tril(1).bool()  # |i-j|<=1
+    assert torch.all(local.attentions[:, :, ~band] == 0)
+    torch.testing.assert_close(encoder.encode(CAT_SENTENCE).attentions, exact.attentions)
