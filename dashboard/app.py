@@ -4,8 +4,8 @@ Run it with ``streamlit run dashboard/app.py``.
 
 How the framework fits together (follow this when adding a page):
 
-* **Pages** live in ``dashboard/views/<page>.py``, one per file, and are listed below in
-  :data:`PAGES` with ``st.navigation``; a page's title is ``t("common.page_<page>")``.
+* **Pages** live in ``dashboard/views/<page>.py``, one per file, and are listed in
+  :data:`dashboard.views.PAGES` for ``st.navigation``; the title is ``t("common.page_<page>")``.
 * **Strings** come from :func:`dashboard.i18n.t` with keys ``"<namespace>.<name>"`` stored in
   ``dashboard/locales/{en,zh}/<namespace>.json``; a page uses its own namespace plus
   ``common``. The sidebar language switch is the query parameter ``lang``.
@@ -34,19 +34,9 @@ if str(REPO_ROOT) not in sys.path:
 
 from dashboard import controls, state  # noqa: E402
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t  # noqa: E402
+from dashboard.views import PAGES  # noqa: E402
 
 VIEWS_DIR = Path(__file__).parent / "views"
-PAGES = (
-    ("playground", ":material/play_circle:"),
-    ("step_by_step", ":material/stairs:"),
-    ("scaling", ":material/straighten:"),
-    ("multihead", ":material/grid_view:"),
-    ("variants", ":material/tune:"),
-    ("properties", ":material/rule:"),
-    ("gradients", ":material/trending_down:"),
-    ("practice", ":material/build:"),
-    ("real_model", ":material/psychology:"),
-)
 DEFAULT_BASE_URL = "http://localhost:8501/"
 
 

@@ -205,6 +205,11 @@ def input_controls(page: str, default_kind: str = "random") -> tuple[str, str]:
             SENTENCE_MAX_CHARS,
             help=t("common.ctl_sentence_help"),
         )
+        tokens = data.tokens_for(sentence)
+        if not data.has_words(tokens):
+            st.warning(t("common.sentence_empty"))
+        elif len(tokens) > data.MAX_SENTENCE_TOKENS:
+            st.info(t("common.sentence_truncated", n=data.MAX_SENTENCE_TOKENS))
     return kind, sentence
 
 

@@ -122,6 +122,11 @@ def tokens_for(sentence: str) -> tuple[str, ...]:
     return tuple(_TOKEN_RE.findall(sentence))
 
 
+def has_words(tokens: tuple[str, ...]) -> bool:
+    """True when some token holds a letter, digit or CJK character (not only punctuation)."""
+    return any(any(c.isalnum() for c in tok) for tok in tokens)
+
+
 def input_tokens(input_kind: str, sentence: str, seq_len: int) -> tuple[str, ...]:
     """Return the token labels of an input: positions for random vectors, else the tokens.
 
@@ -132,7 +137,7 @@ def input_tokens(input_kind: str, sentence: str, seq_len: int) -> tuple[str, ...
 
     Returns:
         Token strings; at most :data:`MAX_SENTENCE_TOKENS` for sentences. A typed sentence
-        without tokens gives the English preset.
+        without a word (empty, blank or punctuation only) gives the English preset.
 
     Raises:
         ValueError: for an unknown input kind or a bad sequence length.
@@ -141,7 +146,9 @@ def input_tokens(input_kind: str, sentence: str, seq_len: int) -> tuple[str, ...
         _check_int("seq_len", seq_len, 1, MAX_SEQ_LEN)
         return tuple(str(i) for i in range(seq_len))
     if input_kind == "typed":
-        tokens = tokens_for(sentence) or tokens_for(PRESET_SENTENCES["preset_en"])
+        tokens = tokens_for(sentence)
+        if not has_words(tokens):
+            tokens = tokens_for(PRESET_SENTENCES["preset_en"])
     elif input_kind in PRESET_SENTENCES:
         tokens = tokens_for(PRESET_SENTENCES[input_kind])
     else:
@@ -1025,3 +1032,199 @@ def checkpoint_table(layers: int, heads: int, seq_len: int, d_model: int) -> pd.
 
 
 # --- real model ---
+
+from attention_core import pretrained  # noqa: E402  (this section's own import)
+
+MODEL_TEXT_MAX_CHARS = 200
+MODEL_GRID_MAX_TOKENS = 24
+MODEL_HEAD_VIEW_MAX_TOKENS = 40
+MODEL_LINE_MIN_WEIGHT = 0.01
+MODEL_PRESETS = {
+    "cat_comfortable": "The cat sat on the mat because it was comfortable.",
+    "cat_soft": "The cat sat on the mat because it was soft.",
+    "zh_cat": "那只猫坐在垫子上，它看起来很舒服。",
+    "bank": "She sat on the bank of the river and watched the water.",
+}
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One text through all-MiniLM-L6-v2 with one attention variant (read-only arrays).
+
+    Attributes:
+        tokens: the L WordPiece tokens (``[CLS]`` … ``[SEP]``).
+        attentions: (N, H, L, L) weights of every layer and head (N = 6, H = 12).
+        embedding: (D,) mean-pooled sentence embedding (D = 384), before normalisation.
+        unk_share: fraction of the non-special tokens that are ``[UNK]``.
+        truncated: True when the text was cut at the model's maximum length.
+        variant: the attention variant used in every layer.
+        params: its resolved ``(name, value)`` pairs, sorted by name.
+    """
+
+    tokens: tuple[str, ...]
+    attentions: np.ndarray
+    embedding: np.ndarray
+    unk_share: float
+    truncated: bool
+    variant: str
+    params: tuple[tuple[str, int | float | bool], ...]
+
+
+def model_installed() -> bool:
+    """Return True when the all-MiniLM-L6-v2 package is installed (nothing is imported)."""
+    return pretrained.model_available()
+
+
+@st.cache_resource(show_spinner=False)
+def minilm_encoder() -> pretrained.Encoder:
+    """Load all-MiniLM-L6-v2 once per server process (SHA-256 checked, exact attention).
+
+    Returns:
+        The shared encoder. Never mutate it: :func:`model_run` uses weight-sharing twins
+        (:meth:`attention_core.pretrained.Encoder.with_variant`).
+
+    Raises:
+        ModelNotInstalledError: when the package is missing (the message has the pip line).
+        ValueError: when the weights' SHA-256 differs from the pinned one.
+    """
+    return pretrained.load_minilm()
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def model_run(
+    text: str, variant: str, params: tuple[tuple[str, int | float | bool], ...]
+) -> ModelRun:
+    """Encode ``text`` with ``variant`` replacing the attention in all six layers.
+
+    Args:
+        text: the sentence, 1 to :data:`MODEL_TEXT_MAX_CHARS` characters.
+        variant: registry name; params: the variant's ``(name, value)`` pairs.
+
+    Returns:
+        A :class:`ModelRun` (weights (6, 12, L, L), embedding (384,)).
+
+    Raises:
+        ValueError: for blank or over-long text, an unknown variant or a bad parameter.
+        ModelNotInstalledError: when the package is missing.
+    """
+    if not isinstance(text, str) or len(text) > MODEL_TEXT_MAX_CHARS:
+        raise ValueError(
+            f"text must be a string of at most {MODEL_TEXT_MAX_CHARS} characters, got {text!r}"
+        )
+    encoder = minilm_encoder().with_variant(variant, **dict(params))
+    result = encoder.encode(text)
+    tokenized = pretrained.Tokenized(result.tokens, result.input_ids.tolist(), result.truncated)
+    return ModelRun(
+        tokens=tuple(result.tokens),
+        attentions=_readonly(result.attentions.numpy().copy()),  # (N, H, L, L)
+        embedding=_readonly(result.sentence_embedding.numpy().copy()),  # (D,)
+        unk_share=tokenized.unk_share,
+        truncated=result.truncated,
+        variant=variant,
+        params=tuple(sorted(encoder.variant_params.items())),
+    )
+
+
+def embedding_cosine(a: ModelRun, b: ModelRun) -> float:
+    """Cosine similarity of two runs' mean-pooled sentence embeddings, in float64.
+
+    Raises:
+        ValueError: when the embeddings differ in shape or one is zero.
+    """
+    return pretrained.cosine_similarity(
+        torch.from_numpy(a.embedding.copy()), torch.from_numpy(b.embedding.copy())
+    )
+
+
+def top_key(run: ModelRun, layer: int, head: int, query: int) -> tuple[int, float]:
+    """The key a query token attends to most in one head, with its weight.
+
+    Args:
+        run: a :class:`ModelRun`.
+        layer, head: 1-based layer and head.
+        query: 0-based query position.
+
+    Returns:
+        ``(key position, weight)``.
+
+    Raises:
+        ValueError: when layer, head or query is out of range.
+    """
+    n_layers, n_heads, length = run.attentions.shape[:3]
+    _check_int("layer", layer, 1, n_layers)
+    _check_int("head", head, 1, n_heads)
+    _check_int("query", query, 0, length - 1)
+    row = run.attentions[layer - 1, head - 1, query]  # (L,)
+    key = int(np.argmax(row))
+    return key, float(row[key])
+
+
+def model_grid_frame(run: ModelRun, max_tokens: int = MODEL_GRID_MAX_TOKENS) -> pd.DataFrame:
+    """Every layer's and head's weights on the first ``max_tokens`` tokens, as a tidy table.
+
+    Args:
+        run: a :class:`ModelRun`.
+        max_tokens: crop to this many leading tokens (at most 72 · max_tokens² rows).
+
+    Returns:
+        Columns ``layer``, ``head`` (1-based), ``i`` (query), ``j`` (key) and ``weight``
+        rounded to 3 decimals (a smaller browser payload; the colour cannot show more).
+    """
+    weights = run.attentions[:, :, :max_tokens, :max_tokens]  # (N, H, l, l)
+    n_layers, n_heads, n, _ = weights.shape
+    layer, head, i, j = np.meshgrid(
+        np.arange(1, n_layers + 1),
+        np.arange(1, n_heads + 1),
+        np.arange(n),
+        np.arange(n),
+        indexing="ij",
+    )  # each (N, H, l, l)
+    return pd.DataFrame(
+        {
+            "layer": layer.ravel(),
+            "head": head.ravel(),
+            "i": i.ravel(),
+            "j": j.ravel(),
+            "weight": np.round(weights.ravel().astype(np.float64), 3),
+        }
+    )
+
+
+def model_token_frame(run: ModelRun, max_tokens: int) -> pd.DataFrame:
+    """The first ``max_tokens`` tokens as a table: ``i`` (position) and ``token`` (label)."""
+    labels = axis_labels(run.tokens)[:max_tokens]
+    return pd.DataFrame({"i": np.arange(len(labels)), "token": labels})
+
+
+def head_view_frame(
+    run: ModelRun, layer: int, head: int, max_tokens: int = MODEL_HEAD_VIEW_MAX_TOKENS
+) -> pd.DataFrame:
+    """Lines from query to key tokens of one head, for weights >= :data:`MODEL_LINE_MIN_WEIGHT`.
+
+    Args:
+        run: a :class:`ModelRun`.
+        layer, head: 1-based layer and head.
+        max_tokens: crop to this many leading tokens.
+
+    Returns:
+        Columns ``i`` (query position), ``j`` (key position), ``query``, ``key`` (labels)
+        and ``weight``.
+
+    Raises:
+        ValueError: when layer or head is out of range.
+    """
+    n_layers, n_heads = run.attentions.shape[:2]
+    _check_int("layer", layer, 1, n_layers)
+    _check_int("head", head, 1, n_heads)
+    weights = run.attentions[layer - 1, head - 1, :max_tokens, :max_tokens]  # (l, l)
+    i, j = np.nonzero(weights >= MODEL_LINE_MIN_WEIGHT)
+    labels = axis_labels(run.tokens)
+    return pd.DataFrame(
+        {
+            "i": i,
+            "j": j,
+            "query": [labels[k] for k in i],
+            "key": [labels[k] for k in j],
+            "weight": weights[i, j].astype(np.float64),
+        }
+    )

@@ -18,7 +18,7 @@ One call does all three: :func:`slider_int`, :func:`slider_float`, :func:`select
 :func:`url_int_list`) do steps 1 and 3 for values that have no widget.
 
 Pages call the helpers with their page name, e.g.
-``seq_len = state.slider_int("scaling", "seq_len", t("scaling.seq_len"), 4, 512, 64)``.
+``seq_len = state.slider_int("scaling", "seq_len", t("common.ctl_seq_len"), 4, 512, 64)``.
 """
 
 from __future__ import annotations

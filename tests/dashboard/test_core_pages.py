@@ -1,0 +1,122 @@
+"""The Playground, Step-by-step and Multi-head pages in both languages."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.dashboard.conftest import assert_clean, metrics, open_app
+
+
+def _arrow_rows(payload: bytes) -> int:
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(payload).read_all().num_rows
+
+
+def _row_sums(at, lang="en"):
+    label = "Row sums of the averaged map" if lang == "en" else "平均图的行和"
+    return metrics(at)[label]
+
+
+def test_playground_default_english():
+    at = open_app()
+    assert_clean(at)
+    assert at.title[0].value == "Playground"
+    shown = metrics(at)
+    assert shown["Tokens L"] == "16" and shown["d_k per head"] == "16"
+    assert shown["Device"] == "cpu"
+    assert _row_sums(at) == "min 1.0000, max 1.0000"
+    assert shown["Sparsity (zero weights)"] == "0.0%"
+    assert len(at.get("vega_lite_chart")) == 3
+
+
+def test_playground_causal_chinese_sentence():
+    at = open_app(
+        lang="zh",
+        **{"playground.input": "preset_zh", "playground.mask": "causal", "playground.heads": "2"},
+    )
+    assert_clean(at)
+    shown = metrics(at)
+    n = int(shown["词元数 L"])
+    assert n == 17  # 那只猫坐在垫子上，它看起来很舒服。 -> one token per character
+    assert shown["稀疏度（权重为零的比例）"] == f"{(n - 1) / (2 * n):.1%}"
+    assert _row_sums(at, "zh") == "最小 1.0000，最大 1.0000"
+
+
+def test_playground_large_sequence_is_pooled():
+    at = open_app(**{"playground.seq_len": "1024", "playground.heads": "8"})
+    assert_clean(at)
+    charts = at.get("vega_lite_chart")
+    specs = [c.proto.spec for c in charts]
+    assert any("pooled to" in spec for spec in specs)
+    for chart in charts:
+        rows = sum(_arrow_rows(d.data.data) for d in chart.proto.datasets)
+        assert 0 < rows <= 128 * 128
+    assert _row_sums(at) == "min 1.0000, max 1.0000"
+
+
+def test_playground_linear_variant_hides_dropout_and_typed_sentence():
+    at = open_app(
+        **{
+            "playground.variant": "linear",
+            "playground.input": "typed",
+            "playground.sentence": "Attention is all you need, they said.",
+        }
+    )
+    assert_clean(at)
+    assert "playground.dropout" not in [s.key for s in at.slider]
+    assert metrics(at)["Tokens L"] == "9"
+
+
+def test_playground_weights_over_budget_show_output_stats(monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "1")
+    at = open_app(**{"playground.seq_len": "1024", "playground.seed": "4242"})
+    assert_clean(at)
+    assert len(at.warning) == 1 and "memory budget" in at.warning[0].value
+    assert "Output mean ± std" in metrics(at)
+    assert not at.get("vega_lite_chart")
+
+
+def test_playground_over_budget_shows_error(monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "0.001")
+    at = open_app(**{"playground.seq_len": "512", "playground.variant": "chunked"})
+    assert not at.exception
+    assert len(at.error) == 1
+    assert "Lower the sequence length" in at.error[0].value
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_step_by_step_numbers_agree(lang):
+    at = open_app("step_by_step", lang=lang)
+    assert_clean(at)
+    values = list(metrics(at).values())
+    weight, recomputed, row_sum = values
+    assert weight == recomputed
+    assert row_sum == "1.0000"
+    assert len(at.get("vega_lite_chart")) >= 12
+
+
+def test_step_by_step_causal_cell_is_zero():
+    at = open_app(
+        "step_by_step",
+        **{
+            "step_by_step.causal": "true",
+            "step_by_step.query": "1",
+            "step_by_step.key": "4",
+            "step_by_step.sentence": "preset_en",
+            "step_by_step.tokens": "8",
+        },
+    )
+    assert_clean(at)
+    shown = metrics(at)
+    assert shown["Weight from the matrix"] == "0.0000"
+    assert shown["Sum of row 1"] == "1.0000"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_multihead_page(lang):
+    at = open_app("multihead", lang=lang, **{"multihead.mask": "causal"})
+    assert_clean(at)
+    shown = list(metrics(at).values())
+    assert shown[0] == "8"
+    assert float(shown[1]) <= float(shown[2]) + 1e-9  # no head beats the uniform entropy

@@ -1,0 +1,97 @@
+"""Every string exists in English and Chinese, with the same placeholders."""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+from dashboard import i18n
+
+DASHBOARD = Path(i18n.__file__).parent
+LITERAL_KEY = re.compile(r"""\bt(?:_in)?\(\s*(?:[a-z_]+\s*,\s*)?["']([a-z_]+\.[A-Za-z0-9_]+)["']""")
+
+
+def _placeholders(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def _all_files() -> dict[str, dict[str, Path]]:
+    files: dict[str, dict[str, Path]] = {}
+    for lang in i18n.LANGS:
+        for path in sorted((i18n.LOCALES_DIR / lang).glob("*.json")):
+            files.setdefault(path.stem, {})[lang] = path
+    return files
+
+
+def test_every_namespace_exists_in_both_languages():
+    for namespace, by_lang in _all_files().items():
+        assert set(by_lang) == set(i18n.LANGS), f"{namespace}.json only in {sorted(by_lang)}"
+
+
+@pytest.mark.parametrize("namespace", sorted(_all_files()))
+def test_keys_and_placeholders_match_across_languages(namespace):
+    tables = {}
+    for lang in i18n.LANGS:
+        path = i18n.LOCALES_DIR / lang / f"{namespace}.json"
+        table = json.loads(path.read_text(encoding="utf-8"))
+        assert all(isinstance(v, str) and v.strip() for v in table.values()), path
+        tables[lang] = table
+    en, zh = tables["en"], tables["zh"]
+    assert sorted(set(en) - set(zh)) == [], f"{namespace}: keys missing in zh"
+    assert sorted(set(zh) - set(en)) == [], f"{namespace}: keys missing in en"
+    for key in en:
+        assert _placeholders(en[key]) == _placeholders(zh[key]), f"{namespace}.{key}"
+
+
+def test_every_literal_key_in_the_code_exists_in_both_languages():
+    found = {}
+    for path in DASHBOARD.rglob("*.py"):
+        for key in LITERAL_KEY.findall(path.read_text(encoding="utf-8")):
+            found.setdefault(key, path.name)
+    assert len(found) > 50, "the key scan found suspiciously few keys"
+    missing = [
+        f"{key} ({found[key]}, {lang})"
+        for key in sorted(found)
+        for lang in i18n.LANGS
+        if i18n.lookup(key, lang) is None
+    ]
+    assert missing == []
+
+
+def test_computed_keys_exist_for_every_option():
+    from attention_core import VARIANTS
+    from dashboard import data
+    from dashboard.views import PAGES
+
+    keys = [f"common.page_{name}" for name, _ in PAGES]
+    keys += [f"common.input_{kind}" for kind in data.INPUT_KINDS]
+    keys += [f"common.mask_{kind}" for kind in data.MASK_KINDS]
+    for name, spec in VARIANTS.items():
+        keys += [f"common.variant_{name}", f"common.variant_{name}_explain"]
+        keys += [f"common.param_{p.name}" for p in spec.params]
+    for matrix in ("X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "scaled", "mask"):
+        keys += [f"step_by_step.m_{matrix}", f"step_by_step.f_{matrix}"]
+    keys += [f"multihead.pattern_{name}" for name in ("local", "global", "forward", "backward")]
+    for page in ("playground", "step_by_step", "multihead"):
+        keys += [f"{page}.title", f"{page}.intro", f"{page}.look_for"]
+    missing = [(k, lang) for k in keys for lang in i18n.LANGS if i18n.lookup(k, lang) is None]
+    assert missing == []
+
+
+def test_missing_key_is_loud_and_malformed_key_rejected():
+    with pytest.raises(KeyError, match="common.no_such_key"):
+        i18n.t_in("en", "common.no_such_key")
+    with pytest.raises(ValueError, match="nodot"):
+        i18n.lookup("nodot", "en")
+    with pytest.raises(ValueError, match="fr"):
+        i18n.load_namespace("fr", "common")
+
+
+def test_formatting_fills_placeholders_in_both_languages():
+    assert i18n.t_in("en", "common.ctl_d_k", d_k=16).endswith("16")
+    assert "16" in i18n.t_in("zh", "common.ctl_d_k", d_k=16)
+    assert i18n.t_in("zh", "common.page_playground") == "实验场"
