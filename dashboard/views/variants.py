@@ -1,8 +1,309 @@
-"""Placeholder until the page lands."""
+"""Variants side by side on one input, and their measured cost against sequence length."""
 
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
 import streamlit as st
 
+from dashboard import charts, controls, data, state
 from dashboard.i18n import t
 
-st.title(t("common.page_variants"))
-st.info(t("common.placeholder_page"))
+PAGE = "variants"
+DEFAULT_VARIANTS = ("scaled", "local", "linear")
+REFERENCE = "scaled"
+MASK_KINDS = ("none", "causal")
+COMPLEXITY_VARIANTS = ("scaled", "local", "linear", "chunked")
+COMPLEXITY_MAX_L = (256, 512, 1024, 2048)
+COMPLEXITY_MIN_L = 64
+COMPLEXITY_HEADS = 4
+COMPLEXITY_HEAD_DIM = 32
+COMPLEXITY_REPEATS = 3
+HEATMAP_WIDTH = 260
+MAX_COLUMNS = 4
+_MEASURED = "variants._complexity_requested"
+
+
+def variants_multiselect(options: list[str]) -> list[str]:
+    """A multiselect of variants whose value lives in the URL as ``variants.variants=a,b``.
+
+    A URL value naming an unknown variant falls back to the default with a notice.
+    """
+    key = f"{PAGE}.variants"
+
+    def parse(raw: str) -> list[str]:
+        names = [n for n in raw.split(",") if n]
+        unknown = [n for n in names if n not in options]
+        if unknown or len(set(names)) != len(names):
+            raise ValueError(f"unknown or repeated variants {unknown or names}")
+        return names
+
+    if key not in st.session_state:
+        st.session_state[key] = state.read(key, list(DEFAULT_VARIANTS), parse)
+    st.session_state[key] = [n for n in st.session_state[key] if n in options]
+    chosen = st.sidebar.multiselect(
+        t("variants.ctl_variants"),
+        options,
+        key=key,
+        format_func=controls.variant_label,
+        max_selections=MAX_COLUMNS,
+        help=t("variants.ctl_variants_help", n=MAX_COLUMNS),
+    )
+    state.write(key, list(chosen))
+    return list(chosen)
+
+
+def allowed_pattern(variant: str, params: tuple, seq_len: int, mask_kind: str) -> np.ndarray:
+    """(L, L) 0/1 matrix of the cells a query may attend to: pattern, user mask, causal flag."""
+    pattern = data.variant_pattern(variant, params, seq_len)
+    allowed = np.ones((seq_len, seq_len), dtype=bool) if pattern is None else pattern.copy()
+    if mask_kind == "causal" or dict(params).get("causal") is True:
+        allowed &= np.tri(seq_len, dtype=bool)  # (L, L) lower triangle: j <= i
+    return allowed.astype(np.float64)
+
+
+controls.page_intro(PAGE)
+
+catalogue = data.variant_catalogue()
+chosen = variants_multiselect(list(catalogue))
+seq_len = state.slider_int(PAGE, "seq_len", t("common.ctl_seq_len"), 4, 128, 32)
+d_model = state.select(PAGE, "d_model", t("common.ctl_d_model"), controls.D_MODEL_OPTIONS, 64)
+heads = state.select(
+    PAGE,
+    "heads",
+    t("common.ctl_heads"),
+    controls.head_options(d_model),
+    4,
+    help=t("common.ctl_heads_help"),
+)
+st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
+mask_kind = state.select(
+    PAGE,
+    "mask",
+    t("common.ctl_mask"),
+    MASK_KINDS,
+    "none",
+    format_func=lambda k: t(f"common.mask_{k}"),
+)
+seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+params = {name: controls.variant_params_controls(PAGE, name, seq_len) for name in chosen}
+
+if not chosen:
+    st.warning(t("variants.none_chosen"))
+    st.stop()
+if len(chosen) == 1:
+    st.info(t("variants.one_chosen"))
+
+device = controls.current_device()
+
+
+def run(variant: str, variant_params: tuple) -> data.AttentionRun:
+    """The page's shared input through one variant (cached)."""
+    return data.attention_run(
+        variant,
+        variant_params,
+        seq_len,
+        d_model,
+        heads,
+        mask_kind,
+        seq_len,
+        0.0,
+        seed,
+        "random",
+        "",
+        device,
+    )
+
+
+try:
+    with st.spinner(t("variants.computing")):
+        reference = run(REFERENCE, ())
+        runs = {name: run(name, params[name]) for name in chosen}
+except ValueError as err:
+    st.error(t("common.error_invalid", detail=str(err)))
+    st.stop()
+
+st.caption(t("variants.shared_input", seq_len=seq_len, d_model=d_model, heads=heads))
+labels = [str(i) for i in range(seq_len)]
+summary = []
+columns = st.columns(len(chosen))
+for col, name in zip(columns, chosen, strict=True):
+    info = catalogue[name]
+    result = runs[name]
+    head_dim = d_model // heads
+    diff = float(np.abs(result.output - reference.output).max())
+    estimate = data.memory_estimate(name, params[name], heads, seq_len, head_dim, False)
+    with col:
+        st.subheader(controls.variant_label(name))
+        st.caption(controls.translated(f"common.variant_{name}_explain", info.explanation))
+        st.markdown(
+            t(
+                "variants.complexity_line",
+                time=info.time_complexity,
+                memory=info.memory_complexity,
+            )
+        )
+        if params[name]:
+            st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params[name]))
+        pattern = allowed_pattern(name, params[name], seq_len, mask_kind)
+        pattern_map = data.heatmap_frame(pattern, labels, labels)
+        st.altair_chart(
+            charts.heatmap_chart(
+                pattern_map.frame,
+                title=t("variants.pattern_title"),
+                subtitle=t("variants.pattern_density", share=float(pattern.mean())),
+                x_title=t("common.chart_key"),
+                y_title=t("common.chart_query"),
+                value_title=t("variants.pattern_value"),
+                row_order=pattern_map.row_order,
+                col_order=pattern_map.col_order,
+                domain=(0.0, 1.0),
+                width=HEATMAP_WIDTH,
+            ),
+            theme=None,
+        )
+        if result.weights is None:
+            st.warning(t("playground.weights_skipped"))
+            sparsity_text = "—"
+        else:
+            mean_weights = result.weights.mean(axis=0)  # (H, L, L) -> (L, L)
+            weight_map = data.heatmap_frame(mean_weights, labels, labels)
+            st.altair_chart(
+                charts.heatmap_chart(
+                    weight_map.frame,
+                    title=t("variants.weights_title"),
+                    x_title=t("common.chart_key"),
+                    y_title=t("common.chart_query"),
+                    value_title=t("common.chart_weight"),
+                    row_order=weight_map.row_order,
+                    col_order=weight_map.col_order,
+                    width=HEATMAP_WIDTH,
+                ),
+                theme=None,
+            )
+            sparsity_text = f"{result.sparsity:.1%}"
+        st.metric(
+            t("variants.metric_diff"),
+            f"{diff:.2e}",
+            help=t("variants.metric_diff_help"),
+        )
+        st.metric(t("common.metric_sparsity"), sparsity_text)
+        st.metric(
+            t("variants.metric_memory"),
+            data.describe_bytes(estimate),
+            help=t("variants.metric_memory_help"),
+        )
+        st.metric(t("common.metric_time"), f"{result.seconds * 1000:.2f} ms")
+    summary.append(
+        {
+            t("variants.col_variant"): controls.variant_label(name),
+            t("variants.col_exact"): t("variants.yes") if info.exact else t("variants.no"),
+            t("variants.metric_diff"): diff,
+            t("common.metric_sparsity"): result.sparsity,
+            t("variants.metric_memory"): data.describe_bytes(estimate),
+            t("variants.col_time_ms"): round(result.seconds * 1000, 3),
+        }
+    )
+
+st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch")
+st.caption(t("variants.time_note"))
+
+st.header(t("variants.cost_header"))
+st.markdown(t("variants.cost_intro"))
+max_l = state.select(
+    PAGE,
+    "max_l",
+    t("variants.ctl_max_l"),
+    COMPLEXITY_MAX_L,
+    1024,
+    help=t("variants.ctl_max_l_help"),
+    where=st.container(),
+)
+lengths = tuple(2**p for p in range(int(math.log2(COMPLEXITY_MIN_L)), int(math.log2(max_l)) + 1))
+if st.button(t("variants.measure_button"), type="primary"):
+    st.session_state[_MEASURED] = True
+if not st.session_state.get(_MEASURED):
+    st.info(t("variants.measure_hint"))
+    st.stop()
+
+bar = st.progress(0.0, text=t("variants.measuring"))
+try:
+    cost = data.complexity_table(
+        COMPLEXITY_VARIANTS,
+        lengths,
+        COMPLEXITY_HEADS,
+        COMPLEXITY_HEAD_DIM,
+        COMPLEXITY_REPEATS,
+        device,
+        _progress=lambda f: bar.progress(min(1.0, f), text=t("variants.measuring")),
+    )
+except ValueError as err:
+    bar.empty()
+    st.error(t("common.error_invalid", detail=str(err)))
+    st.stop()
+bar.empty()
+
+cost = cost.assign(
+    label=[controls.variant_label(v) for v in cost["variant"]],
+    peak_kib=cost["peak_bytes_measured"] / 1024,
+    estimate_kib=cost["peak_bytes_estimated"] / 1024,
+)
+ok = cost[cost["status"] == "ok"]
+left, right = st.columns(2)
+left.altair_chart(
+    charts.line_chart(
+        ok,
+        x="L",
+        y="time_ms",
+        color="label",
+        title=t("variants.chart_time"),
+        x_title=t("variants.axis_l"),
+        y_title=t("variants.axis_time"),
+        color_title=t("variants.col_variant"),
+        log_x=True,
+        log_y=True,
+    ),
+    theme=None,
+    width="stretch",
+)
+right.altair_chart(
+    charts.line_chart(
+        ok[ok["peak_kib"] > 0],
+        x="L",
+        y="peak_kib",
+        color="label",
+        title=t("variants.chart_memory"),
+        x_title=t("variants.axis_l"),
+        y_title=t("variants.axis_memory"),
+        color_title=t("variants.col_variant"),
+        log_x=True,
+        log_y=True,
+    ),
+    theme=None,
+    width="stretch",
+)
+method = ok["memory_method"].iloc[0] if len(ok) else ""
+st.caption(
+    t(
+        "variants.cost_caption",
+        heads=COMPLEXITY_HEADS,
+        head_dim=COMPLEXITY_HEAD_DIM,
+        repeats=COMPLEXITY_REPEATS,
+        method=method,
+    )
+)
+skipped = cost[cost["status"] != "ok"]
+for _, row in skipped.iterrows():
+    st.warning(t("variants.skipped", variant=row["label"], L=int(row["L"]), note=row["note"]))
+table = cost[["label", "L", "time_ms", "peak_kib", "estimate_kib"]].rename(
+    columns={
+        "label": t("variants.col_variant"),
+        "L": "L",
+        "time_ms": t("variants.col_time_ms"),
+        "peak_kib": t("variants.col_peak_measured"),
+        "estimate_kib": t("variants.col_peak_estimated"),
+    }
+)
+st.dataframe(table, hide_index=True, width="stretch")
