@@ -1,8 +1,278 @@
-"""Placeholder until the page lands."""
+"""Properties of self-attention, checked live: equivariance, row sums, causality, exactness,
+and the overflow of a naive float16 softmax."""
 
+from __future__ import annotations
+
+import pandas as pd
 import streamlit as st
 
+from dashboard import charts, controls, data, state
 from dashboard.i18n import t
 
-st.title(t("common.page_properties"))
-st.info(t("common.placeholder_page"))
+PAGE = "properties"
+TOLERANCE = 1e-5
+TUTORIAL_PERM = "2,0,4,1,3"
+PERM_MAX_CHARS = 120
+PERM_MODES = ("typed", "random")
+D_MODEL_OPTIONS = (8, 16, 32, 64)
+LOGIT_SCALES = (5.0, 10.0, 20.0, 100.0, 1000.0, 10000.0)
+SOFTMAX_DTYPES = ("float16", "bfloat16", "float32")
+
+
+def verdict(diff: float) -> str:
+    """A pass (green) or fail (red) line for a difference measured against the tolerance."""
+    if diff < TOLERANCE:
+        return f":green[✅ {t('properties.verdict_holds', tol=TOLERANCE)}]"
+    return f":red[❌ {t('properties.verdict_broken', tol=TOLERANCE)}]"
+
+
+def show_invalid(err: ValueError) -> None:
+    st.error(t("common.error_invalid", detail=str(err)))
+
+
+controls.page_intro(PAGE)
+
+catalogue = data.variant_catalogue()
+variant = state.select(
+    PAGE,
+    "variant",
+    t("common.ctl_variant"),
+    list(catalogue),
+    "scaled",
+    format_func=controls.variant_label,
+)
+seq_len = state.slider_int(PAGE, "seq_len", t("common.ctl_seq_len"), 3, 16, 5)
+params = controls.variant_params_controls(PAGE, variant, seq_len)
+d_model = state.select(PAGE, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, 8)
+heads = state.select(
+    PAGE,
+    "heads",
+    t("common.ctl_heads"),
+    controls.head_options(d_model),
+    2,
+    help=t("common.ctl_heads_help"),
+)
+seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+st.sidebar.caption(t("properties.layer_caption", d_model=d_model, heads=heads))
+
+# --- 1. permutation equivariance ---
+st.header(t("properties.eq_header"))
+st.markdown(t("properties.eq_intro"))
+left, right = st.columns(2)
+mode = state.radio(
+    PAGE,
+    "perm_mode",
+    t("properties.ctl_perm_mode"),
+    PERM_MODES,
+    "typed",
+    format_func=lambda m: t(f"properties.perm_{m}"),
+    horizontal=True,
+    where=left,
+)
+positional = state.checkbox(
+    PAGE,
+    "positional",
+    t("properties.ctl_positional"),
+    False,
+    help=t("properties.ctl_positional_help"),
+    where=right,
+)
+perm: tuple[int, ...] | None = None
+if mode == "typed":
+    raw = state.text(
+        PAGE,
+        "perm",
+        t("properties.ctl_perm"),
+        TUTORIAL_PERM,
+        PERM_MAX_CHARS,
+        help=t("properties.ctl_perm_help", last=seq_len - 1),
+        where=left,
+    )
+    try:
+        perm = tuple(state.parse_int_list(raw, 0, seq_len - 1, seq_len))
+    except ValueError as err:
+        st.error(t("properties.bad_perm", value=state.escape_markdown(raw), n=seq_len, detail=err))
+        perm = None
+        mode = "invalid"
+if mode != "invalid":
+    try:
+        plain = data.equivariance_check(
+            variant, params, perm, seq_len, d_model, heads, False, positional, seed
+        )
+        masked = data.equivariance_check(
+            variant, params, perm, seq_len, d_model, heads, True, positional, seed
+        )
+    except ValueError as err:
+        show_invalid(err)
+    else:
+        st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
+        c1, c2 = st.columns(2)
+        with c1:
+            st.metric(t("properties.metric_eq_plain"), f"{plain['max_abs_diff']:.2e}")
+            st.markdown(verdict(plain["max_abs_diff"]))
+        with c2:
+            st.metric(t("properties.metric_eq_causal"), f"{masked['max_abs_diff']:.2e}")
+            st.markdown(verdict(masked["max_abs_diff"]))
+        per_position = pd.DataFrame(
+            {
+                "position": [str(i) for i in range(seq_len)] * 2,
+                "diff": list(plain["per_position_diff"]) + list(masked["per_position_diff"]),
+                "mask": [t("properties.series_no_mask")] * seq_len
+                + [t("properties.series_causal")] * seq_len,
+            }
+        )
+        st.altair_chart(
+            charts.grouped_bar_chart(
+                per_position,
+                x="position",
+                y="diff",
+                color="mask",
+                title=t("properties.chart_eq"),
+                x_title=t("properties.axis_position"),
+                y_title=t("properties.axis_diff"),
+                color_title=t("common.ctl_mask"),
+                value_format=".2e",
+                width=480,
+                height=200,
+            ),
+            theme=None,
+        )
+        st.caption(t("properties.eq_note"))
+
+# --- 2. rows sum to 1 ---
+st.header(t("properties.rows_header"))
+st.markdown(t("properties.rows_intro"))
+try:
+    sums_plain = data.row_sum_table(variant, params, seq_len, d_model, heads, False, seed)
+    sums_causal = data.row_sum_table(variant, params, seq_len, d_model, heads, True, seed)
+except ValueError as err:
+    show_invalid(err)
+else:
+    c1, c2 = st.columns(2)
+    for col, table, key in (
+        (c1, sums_plain, "metric_rows_plain"),
+        (c2, sums_causal, "metric_rows_causal"),
+    ):
+        low, high = float(table["row_sum"].min()), float(table["row_sum"].max())
+        col.metric(t(f"properties.{key}"), t("common.metric_row_sums_value", low=low, high=high))
+        col.markdown(verdict(max(abs(low - 1.0), abs(high - 1.0))))
+
+# --- 3. a causal mask never leaks the future ---
+st.header(t("properties.leak_header"))
+st.markdown(t("properties.leak_intro"))
+cutoff = state.slider_int(
+    PAGE,
+    "cutoff",
+    t("properties.ctl_cutoff"),
+    0,
+    seq_len - 2,
+    max(0, seq_len // 2 - 1),
+    help=t("properties.ctl_cutoff_help"),
+    where=st.container(),
+)
+try:
+    kept = data.causal_leak(variant, params, seq_len, d_model, heads, cutoff, True, seed)
+    leaked = data.causal_leak(variant, params, seq_len, d_model, heads, cutoff, False, seed)
+except ValueError as err:
+    show_invalid(err)
+else:
+    c1, c2 = st.columns(2)
+    with c1:
+        st.metric(t("properties.metric_leak_causal"), f"{kept['past_max_abs_diff']:.2e}")
+        st.markdown(verdict(kept["past_max_abs_diff"]))
+    with c2:
+        st.metric(t("properties.metric_leak_plain"), f"{leaked['past_max_abs_diff']:.2e}")
+        st.markdown(verdict(leaked["past_max_abs_diff"]))
+    change = pd.DataFrame(
+        {
+            "position": [str(i) for i in range(seq_len)] * 2,
+            "diff": list(kept["per_position_diff"]) + list(leaked["per_position_diff"]),
+            "mask": [t("properties.series_causal")] * seq_len
+            + [t("properties.series_no_mask")] * seq_len,
+        }
+    )
+    st.altair_chart(
+        charts.grouped_bar_chart(
+            change,
+            x="position",
+            y="diff",
+            color="mask",
+            title=t("properties.chart_leak", cutoff=cutoff),
+            x_title=t("properties.axis_position"),
+            y_title=t("properties.axis_change"),
+            color_title=t("common.ctl_mask"),
+            value_format=".2e",
+            width=480,
+            height=200,
+        ),
+        theme=None,
+    )
+
+# --- 4. chunked equals exact ---
+st.header(t("properties.chunk_header"))
+st.markdown(t("properties.chunk_intro"))
+c1, c2, c3 = st.columns(3)
+chunk_len = state.slider_int(
+    PAGE, "chunk_len", t("properties.ctl_chunk_len"), 8, 512, 100, where=c1
+)
+chunk_size = state.slider_int(
+    PAGE, "chunk_size", t("common.param_chunk_size"), 1, 128, 16, where=c2
+)
+key_chunk = state.slider_int(
+    PAGE, "key_chunk_size", t("common.param_key_chunk_size"), 1, 128, 24, where=c3
+)
+try:
+    exact_plain = data.chunked_exact_diff(chunk_len, 16, 2, chunk_size, key_chunk, False, seed)
+    exact_causal = data.chunked_exact_diff(chunk_len, 16, 2, chunk_size, key_chunk, True, seed)
+except ValueError as err:
+    show_invalid(err)
+else:
+    c1, c2 = st.columns(2)
+    with c1:
+        st.metric(t("properties.metric_chunk_plain"), f"{exact_plain:.2e}")
+        st.markdown(verdict(exact_plain))
+    with c2:
+        st.metric(t("properties.metric_chunk_causal"), f"{exact_causal:.2e}")
+        st.markdown(verdict(exact_causal))
+
+# --- 5. naive float16 softmax overflows ---
+st.header(t("properties.softmax_header"))
+st.markdown(t("properties.softmax_intro"))
+c1, c2 = st.columns(2)
+logit_scale = state.select(
+    PAGE,
+    "logit_scale",
+    t("properties.ctl_logit_scale"),
+    LOGIT_SCALES,
+    10000.0,
+    format_func=lambda v: f"{v:g}",
+    where=c1,
+)
+dtype = state.select(PAGE, "dtype", t("properties.ctl_dtype"), SOFTMAX_DTYPES, "float16", where=c2)
+try:
+    stability = data.softmax_stability(logit_scale, dtype, seed)
+except ValueError as err:
+    show_invalid(err)
+else:
+    shown = stability.assign(
+        method=[t(f"properties.method_{m}") for m in stability["method"]],
+        all_finite=[
+            t("properties.yes") if f else t("properties.no") for f in stability["all_finite"]
+        ],
+    )[["method", "n_nan", "n_inf", "all_finite", "max_abs_err"]].rename(
+        columns={
+            "method": t("properties.col_method"),
+            "n_nan": "NaN",
+            "n_inf": "inf",
+            "all_finite": t("properties.col_finite"),
+            "max_abs_err": t("properties.col_err"),
+        }
+    )
+    st.dataframe(shown, hide_index=True, width="stretch")
+    naive_ok = bool(stability.loc[stability["method"] == "naive", "all_finite"].iloc[0])
+    stable_ok = bool(stability.loc[stability["method"] == "stable", "all_finite"].iloc[0])
+    st.markdown(
+        t("properties.softmax_naive_ok" if naive_ok else "properties.softmax_naive_bad")
+        + " "
+        + t("properties.softmax_stable_ok" if stable_ok else "properties.softmax_stable_bad")
+    )
