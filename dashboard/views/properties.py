@@ -90,6 +90,8 @@ if mode == "typed":
     )
     try:
         perm = tuple(state.parse_int_list(raw, 0, seq_len - 1, seq_len))
+        if sorted(perm) != list(range(seq_len)):
+            raise ValueError(t("properties.perm_not_each_once"))
     except ValueError as err:
         st.error(t("properties.bad_perm", value=state.escape_markdown(raw), n=seq_len, detail=err))
         perm = None
