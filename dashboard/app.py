@@ -80,12 +80,12 @@ def main() -> None:
         for i, (name, icon) in enumerate(PAGES)
     ]
     page = st.navigation(pages)
-    link_box = st.sidebar.container()
     notice_box = st.container()
     page.run()
     state.render_notices(notice_box)
     state.finish_run()
-    with link_box:
+    with st.sidebar:
+        st.divider()
         st.caption(t("common.copy_link_label"))
         st.code(current_url(), language=None, wrap_lines=True)
         st.caption(t("common.copy_link_note"))

@@ -51,6 +51,7 @@ def heatmap_chart(
     subtitle: str | None = None,
     domain: tuple[float, float] | None = None,
     diverging: bool = False,
+    sqrt: bool = True,
     columns: int = 4,
     annotate: bool = False,
     value_format: str = ".3f",
@@ -68,6 +69,8 @@ def heatmap_chart(
         domain: explicit colour domain (lo, hi); give the same one to every panel so they
             share one scale. Default: the data range (0..max for sequential data).
         diverging: use a red-blue scale centred on 0 (for signed values like scores).
+        sqrt: square-root colour scale for non-negative data, so that small weights next to
+            a dominant one (e.g. the first row of a causal mask) stay visible.
         columns: panels per row when faceting.
         annotate: print each value in its cell (small matrices only).
         value_format: d3 format of values in tooltips and annotations.
@@ -88,13 +91,19 @@ def heatmap_chart(
     faceted = panel_title is not None
     total = width or (PANEL_WIDTH if faceted else SINGLE_WIDTH)
     cell_w = _side_px(len(col_order), total) // max(len(col_order), 1)
-    cell_h = cell_w
+    cell_h = _side_px(len(row_order), total) // max(len(row_order), 1)
+    if len(row_order) == len(col_order):
+        cell_h = cell_w
     lo, hi = domain if domain is not None else _default_domain(df["value"], diverging)
     if diverging:
         bound = max(abs(lo), abs(hi)) or 1.0
         scale = alt.Scale(scheme=DIVERGING_SCHEME, domain=[-bound, bound], reverse=True)
     else:
-        scale = alt.Scale(scheme=SEQUENTIAL_SCHEME, domain=[lo, hi if hi > lo else lo + 1.0])
+        scale = alt.Scale(
+            type="sqrt" if sqrt and lo >= 0 else "linear",
+            scheme=SEQUENTIAL_SCHEME,
+            domain=[lo, hi if hi > lo else lo + 1.0],
+        )
     show_labels = len(col_order) <= 40
     tooltip = [
         alt.Tooltip("row:N", title=y_title),

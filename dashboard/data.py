@@ -158,7 +158,7 @@ def input_tokens(input_kind: str, sentence: str, seq_len: int) -> tuple[str, ...
 
 def axis_labels(tokens: tuple[str, ...]) -> list[str]:
     """Return unique axis labels ``"<position> <token>"`` (a word may repeat in a sentence)."""
-    return [f"{i} {tok}" for i, tok in enumerate(tokens)]
+    return [tok if tok == str(i) else f"{i} {tok}" for i, tok in enumerate(tokens)]
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> int:

@@ -124,7 +124,7 @@ real_chart = charts.heatmap_chart(
     panel_title=t("common.chart_head"),
     row_order=grid.row_order,
     col_order=grid.col_order,
-    domain=(0.0, float(run.weights.max()) or 1.0),
+    domain=(0.0, float(grid.frame["value"].max()) or 1.0),
     columns=min(heads, GALLERY_COLUMNS),
 )
 st.altair_chart(real_chart, theme=None)

@@ -52,7 +52,7 @@ if run.weights is None:
 heads = run.weights.shape[0]
 head_names = [t("playground.head_name", h=h) for h in range(heads)]
 grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
-shared_domain = (0.0, float(run.weights.max()) or 1.0)
+shared_domain = (0.0, float(grid.frame["value"].max()) or 1.0)  # pooled cells
 pooled_note = (
     t("common.chart_pooled", rows=grid.shape[0], cols=grid.shape[1]) if grid.pooled else None
 )

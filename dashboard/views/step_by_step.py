@@ -85,7 +85,8 @@ def matrix_chart(name: str):
 
 
 for group in MATRIX_ROWS:
-    cols = st.columns(len(group))
+    widths = [len(axes[name][1]) + 2 for name in group]  # wider matrices get wider columns
+    cols = st.columns(widths)
     for col, name in zip(cols, group, strict=True):
         with col:
             st.altair_chart(matrix_chart(name), theme=None)

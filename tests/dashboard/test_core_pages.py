@@ -39,7 +39,7 @@ def test_playground_causal_chinese_sentence():
     shown = metrics(at)
     n = int(shown["词元数 L"])
     assert n == 17  # 那只猫坐在垫子上，它看起来很舒服。 -> one token per character
-    assert shown["稀疏度（权重为零的比例）"] == f"{(n - 1) / (2 * n):.1%}"
+    assert shown["零权重占比"] == f"{(n - 1) / (2 * n):.1%}"
     assert _row_sums(at, "zh") == "最小 1.0000，最大 1.0000"
 
 

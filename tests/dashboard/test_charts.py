@@ -1,0 +1,138 @@
+"""Pooling, tidy heatmap tables, chart builders and exports."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dashboard import charts, data, exports
+
+
+def _stochastic(rng, heads, n):
+    w = rng.random((heads, n, n))
+    return w / w.sum(axis=-1, keepdims=True)
+
+
+def test_pool_matrix_averages_equal_blocks():
+    m = np.arange(16.0).reshape(4, 4)
+    pooled = data.pool_matrix(m, max_side=2)
+    assert pooled.tolist() == [[2.5, 4.5], [10.5, 12.5]]
+    big = np.random.default_rng(0).random((1024, 1000))
+    pooled = data.pool_matrix(big, 64)
+    assert pooled.shape == (64, 64)
+    assert pooled.mean() == pytest.approx(big.mean(), rel=1e-3)
+    assert data.pool_matrix(m, 64) is m
+    with pytest.raises(ValueError, match="max_side"):
+        data.pool_matrix(m, 0)
+
+
+@pytest.mark.parametrize(("n", "heads"), [(16, 4), (128, 1), (128, 8), (1024, 16), (200, 3)])
+def test_heatmap_frame_never_exceeds_the_row_limit(n, heads):
+    rng = np.random.default_rng(1)
+    w = _stochastic(rng, heads, n)
+    labels = [str(i) for i in range(n)]
+    heat = data.heatmap_frame(w, labels, labels, scores=w, panels=[f"h{h}" for h in range(heads)])
+    assert len(heat.frame) <= charts.MAX_CHART_ROWS
+    full = n <= data.FULL_HEATMAP_MAX and heads * n * n <= charts.MAX_CHART_ROWS
+    assert heat.pooled == (not full)
+    assert heat.shape[0] == (n if full else min(64, heat.shape[0]))
+    assert len(set(heat.frame["row"])) == heat.shape[0]
+    # block means keep the overall mean (exactly for equal blocks, closely for unequal ones)
+    first = heat.frame[heat.frame["panel"] == "h0"].pivot(
+        index="row_index", columns="col_index", values="value"
+    )
+    assert first.to_numpy().mean() == pytest.approx(1.0 / n, rel=1e-6 if full else 2e-2)
+
+
+def test_heatmap_chart_shares_domain_and_has_tooltips():
+    rng = np.random.default_rng(2)
+    w = _stochastic(rng, 4, 8)
+    labels = data.axis_labels(data.tokens_for("the cat sat on the mat , ok"))
+    heat = data.heatmap_frame(w, labels, labels, scores=np.log(w), panels=["a", "b", "c", "d"])
+    chart = charts.heatmap_chart(
+        heat.frame,
+        title="T",
+        subtitle="pooled",
+        x_title="Key",
+        y_title="Query",
+        value_title="Weight",
+        score_title="Score",
+        panel_title="Head",
+        row_order=heat.row_order,
+        col_order=heat.col_order,
+        domain=(0.0, 0.5),
+    )
+    spec = chart.to_dict()
+    enc = spec["spec"]["encoding"]
+    assert enc["color"]["scale"]["domain"] == [0.0, 0.5]
+    assert {t["title"] for t in enc["tooltip"]} == {"Head", "Query", "Key", "Weight", "Score"}
+    assert spec["title"]["subtitle"] == "pooled"
+    assert "0 the" in labels and "4 the" in labels  # repeated words stay distinct
+
+
+def test_heatmap_chart_refuses_too_many_rows():
+    n = 129
+    df = pd.DataFrame({"row": np.repeat(range(n), n), "col": np.tile(range(n), n), "value": 0.0})
+    with pytest.raises(ValueError, match="pool it first"):
+        charts.heatmap_chart(
+            df, title="", x_title="", y_title="", value_title="", row_order=[], col_order=[]
+        )
+    with pytest.raises(ValueError, match="lacks columns"):
+        charts.bar_chart(pd.DataFrame({"a": [1]}), x="a", y="b", title="", x_title="", y_title="")
+
+
+def test_tokenizer_words_characters_punctuation():
+    assert data.tokens_for("the cat, sat.") == ("the", "cat", ",", "sat", ".")
+    zh = data.tokens_for(data.PRESET_SENTENCES["preset_zh"])
+    assert zh[:3] == ("那", "只", "猫") and zh[-1] == "。" and len(zh) == 17
+    assert data.tokens_for("猫cat2 坐") == ("猫", "cat2", "坐")
+    assert not data.has_words(data.tokens_for("?!.,"))
+
+
+def test_step_by_step_matches_the_formula():
+    result = data.step_by_step("preset_en", 5, 3, 4, True)
+    m = result.matrices
+    assert np.allclose(m["Q"], m["X"] @ m["W_Q"])
+    assert np.allclose(m["scaled"], m["Q"] @ m["K"].T / 2.0)
+    assert np.allclose(m["weights"].sum(axis=1), 1.0)
+    assert np.all(m["weights"][np.triu_indices(5, 1)] == 0.0)
+    assert np.allclose(m["output"], m["weights"] @ m["V"])
+    assert result.library_max_diff < 1e-6
+    cell = data.cell_breakdown(result, 3, 1)
+    assert cell["exp"] / cell["row_sum"] == pytest.approx(cell["weight"])
+    with pytest.raises(ValueError, match="n_tokens"):
+        data.step_by_step("preset_en", 40, 0, 4, False)
+
+
+def test_entropy_and_distance_on_known_patterns():
+    n = 10
+    uniform = np.full((1, n, n), 1.0 / n)
+    eye = np.eye(n)[None]
+    assert data.head_entropy(uniform)[0] == pytest.approx(np.log(n))
+    assert data.head_entropy(eye)[0] == pytest.approx(0.0)
+    assert data.mean_distance(eye)[0] == 0.0
+    assert data.mean_distance(uniform)[0] == pytest.approx((n * n - 1) / (3 * n))
+
+
+def test_exports_npy_csv_png_svg():
+    w = np.arange(6.0).reshape(2, 3)
+    assert np.array_equal(np.load(io.BytesIO(exports.npy_bytes(w))), w)
+    assert exports.array_csv(w).splitlines()[1] == "3,4,5"
+    table = data.weights_table(w[None].repeat(2, 0), ["a", "b"], ["x", "y", "z"])
+    assert table.splitlines()[0] == "query,x,y,z,head"
+    heat = data.heatmap_frame(w, ["猫", "垫"], ["x", "y", "z"])
+    chart = charts.heatmap_chart(
+        heat.frame,
+        title="注意力",
+        x_title="键",
+        y_title="查询",
+        value_title="权重",
+        row_order=heat.row_order,
+        col_order=heat.col_order,
+    )
+    assert exports.chart_png(chart)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in exports.chart_svg(chart)
+    assert exports.safe_filename("../etc/passwd weights") == "etc_passwd_weights"
