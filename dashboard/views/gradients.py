@@ -43,136 +43,146 @@ init = state.radio(
 )
 seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
 
-# --- per variant ---
-st.header(t("gradients.variant_header"))
-st.caption(t("gradients.variant_caption", embed_dim=embed_dim, seq_len=seq_len))
-tables, failed = [], []
-with st.spinner(t("gradients.computing")):
-    for name in catalogue:
-        try:
-            tables.append(data.gradient_by_variant((name,), embed_dim, seq_len, init, seed))
-        except (ValueError, RuntimeError) as err:
-            failed.append((name, str(err).splitlines()[0]))
-for name, detail in failed:
-    st.warning(t("gradients.variant_failed", variant=controls.variant_label(name), detail=detail))
-if not tables:
-    st.stop()
-by_variant = pd.concat(tables, ignore_index=True)
-by_variant = by_variant.assign(
-    label=[controls.variant_label(v) for v in by_variant["variant"]],
-    scaling_label=[scaling_label(s) for s in by_variant["scaling"]],
-    tensor_label=[tensor_label(x) for x in by_variant["tensor"]],
-)
-scaled_loss = by_variant[by_variant["scaling"] == "scaled"]
-reference = scaled_loss[scaled_loss["variant"] == "scaled"].set_index("tensor")["grad_norm"]
-if not reference.empty:
-    cols = st.columns(len(TENSORS))
-    unscaled_ref = by_variant[
-        (by_variant["variant"] == "scaled") & (by_variant["scaling"] == "unscaled")
-    ].set_index("tensor")["grad_norm"]
-    for col, name in zip(cols, TENSORS, strict=True):
-        col.metric(
-            t("gradients.metric_norm", tensor=tensor_label(name)),
-            f"{reference[name]:.3g}",
-            delta=t("gradients.metric_unscaled", value=f"{unscaled_ref[name]:.3g}"),
-            delta_color="off",
-        )
-positive = by_variant[by_variant["grad_norm"] > 0]
-st.altair_chart(
-    charts.grouped_bar_chart(
-        positive,
-        x="label",
-        y="grad_norm",
-        color="scaling_label",
-        facet="tensor_label",
-        facet_columns=2,
-        title=t("gradients.chart_variants"),
-        x_title=t("gradients.axis_variant"),
-        y_title=t("gradients.axis_norm"),
-        color_title=t("gradients.axis_scaling"),
-        log_y=True,
-        color_sort=[scaling_label("scaled"), scaling_label("unscaled")],
-        width=420,
-        height=220,
-    ),
-    theme=None,
-)
-st.caption(t("gradients.variants_note"))
 
-# --- against d_k ---
-st.header(t("gradients.dk_header"))
-st.markdown(t("gradients.dk_intro"))
-c1, c2, c3 = st.columns(3)
-dk_variant = state.select(
-    PAGE,
-    "dk_variant",
-    t("common.ctl_variant"),
-    list(catalogue),
-    "scaled",
-    format_func=controls.variant_label,
-    where=c1,
-)
-raw_d_ks = state.text(
-    PAGE,
-    "d_ks",
-    t("gradients.ctl_d_ks"),
-    DEFAULT_D_KS,
-    D_KS_MAX_CHARS,
-    help=t("gradients.ctl_d_ks_help", high=data.LAB_MAX_D_K, n=MAX_D_KS),
-    where=c2,
-)
-trials = state.slider_int(PAGE, "trials", t("gradients.ctl_trials"), 1, MAX_TRIALS, 8, where=c3)
-try:
-    d_ks = tuple(sorted(set(state.parse_int_list(raw_d_ks, 1, data.LAB_MAX_D_K, MAX_D_KS))))
-except ValueError as err:
-    st.warning(t("gradients.bad_d_ks", value=state.escape_markdown(raw_d_ks), detail=str(err)))
-    d_ks = tuple(state.parse_int_list(DEFAULT_D_KS, 1, data.LAB_MAX_D_K, MAX_D_KS))
-try:
+def variant_section() -> None:
+    """Gradient norms of every registered variant, scaled and unscaled."""
+    st.header(t("gradients.variant_header"))
+    st.caption(t("gradients.variant_caption", embed_dim=embed_dim, seq_len=seq_len))
+    tables, failed = [], []
     with st.spinner(t("gradients.computing")):
-        vs_dk = data.gradient_by_dk(d_ks, dk_variant, seq_len, init, seed, trials)
-except (ValueError, RuntimeError) as err:
-    st.warning(
-        t(
-            "gradients.variant_failed",
-            variant=controls.variant_label(dk_variant),
-            detail=str(err).splitlines()[0],
+        for name in catalogue:
+            try:
+                tables.append(data.gradient_by_variant((name,), embed_dim, seq_len, init, seed))
+            except (ValueError, RuntimeError) as err:
+                failed.append((name, str(err).splitlines()[0]))
+    for name, detail in failed:
+        st.warning(
+            t("gradients.variant_failed", variant=controls.variant_label(name), detail=detail)
         )
+    if not tables:
+        return
+    by_variant = pd.concat(tables, ignore_index=True)
+    by_variant = by_variant.assign(
+        label=[controls.variant_label(v) for v in by_variant["variant"]],
+        scaling_label=[scaling_label(s) for s in by_variant["scaling"]],
+        tensor_label=[tensor_label(x) for x in by_variant["tensor"]],
     )
-    st.stop()
-vs_dk = vs_dk.assign(scaling_label=[scaling_label(s) for s in vs_dk["scaling"]])
-chart_cols = st.columns(len(TENSORS))
-for col, name in zip(chart_cols, TENSORS, strict=True):
-    part = vs_dk[(vs_dk["tensor"] == name) & (vs_dk["grad_norm"] > 0)]
-    col.altair_chart(
-        charts.layered_line_chart(
-            part,
-            x="d_k",
+    scaled_loss = by_variant[by_variant["scaling"] == "scaled"]
+    reference = scaled_loss[scaled_loss["variant"] == "scaled"].set_index("tensor")["grad_norm"]
+    if not reference.empty:
+        cols = st.columns(len(TENSORS))
+        unscaled_ref = by_variant[
+            (by_variant["variant"] == "scaled") & (by_variant["scaling"] == "unscaled")
+        ].set_index("tensor")["grad_norm"]
+        for col, name in zip(cols, TENSORS, strict=True):
+            col.metric(
+                t("gradients.metric_norm", tensor=tensor_label(name)),
+                f"{reference[name]:.3g}",
+                delta=t("gradients.metric_unscaled", value=f"{unscaled_ref[name]:.3g}"),
+                delta_color="off",
+            )
+    positive = by_variant[by_variant["grad_norm"] > 0]
+    st.altair_chart(
+        charts.grouped_bar_chart(
+            positive,
+            x="label",
             y="grad_norm",
             color="scaling_label",
-            title=tensor_label(name),
-            x_title="d_k",
+            facet="tensor_label",
+            facet_columns=2,
+            title=t("gradients.chart_variants"),
+            x_title=t("gradients.axis_variant"),
             y_title=t("gradients.axis_norm"),
             color_title=t("gradients.axis_scaling"),
-            color_sort=[scaling_label("scaled"), scaling_label("unscaled")],
-            log_x=True,
             log_y=True,
+            color_sort=[scaling_label("scaled"), scaling_label("unscaled")],
+            width=420,
             height=220,
         ),
         theme=None,
-        width="stretch",
     )
-spread = vs_dk.assign(tensor=[tensor_label(x) for x in vs_dk["tensor"]])[
-    ["d_k", "scaling_label", "tensor", "grad_norm", "grad_norm_std", "grad_norm_min"]
-].rename(
-    columns={
-        "scaling_label": t("gradients.axis_scaling"),
-        "tensor": t("gradients.col_tensor"),
-        "grad_norm": t("gradients.col_mean"),
-        "grad_norm_std": t("gradients.col_std"),
-        "grad_norm_min": t("gradients.col_min"),
-    }
-)
-with st.expander(t("gradients.spread_header")):
-    st.dataframe(spread, hide_index=True, width="stretch")
-with st.expander(t("common.how_it_works")):
-    st.markdown(t("gradients.how_it_works"))
+    st.caption(t("gradients.variants_note"))
+
+
+def dk_section() -> None:
+    """Gradient norms of one variant against d_k, scaled and unscaled."""
+    st.header(t("gradients.dk_header"))
+    st.markdown(t("gradients.dk_intro"))
+    c1, c2, c3 = st.columns(3)
+    dk_variant = state.select(
+        PAGE,
+        "dk_variant",
+        t("common.ctl_variant"),
+        list(catalogue),
+        "scaled",
+        format_func=controls.variant_label,
+        where=c1,
+    )
+    raw_d_ks = state.text(
+        PAGE,
+        "d_ks",
+        t("gradients.ctl_d_ks"),
+        DEFAULT_D_KS,
+        D_KS_MAX_CHARS,
+        help=t("gradients.ctl_d_ks_help", high=data.LAB_MAX_D_K, n=MAX_D_KS),
+        where=c2,
+    )
+    trials = state.slider_int(PAGE, "trials", t("gradients.ctl_trials"), 1, MAX_TRIALS, 8, where=c3)
+    try:
+        d_ks = tuple(sorted(set(state.parse_int_list(raw_d_ks, 1, data.LAB_MAX_D_K, MAX_D_KS))))
+    except ValueError as err:
+        st.warning(t("gradients.bad_d_ks", value=state.escape_markdown(raw_d_ks), detail=str(err)))
+        d_ks = tuple(state.parse_int_list(DEFAULT_D_KS, 1, data.LAB_MAX_D_K, MAX_D_KS))
+    try:
+        with st.spinner(t("gradients.computing")):
+            vs_dk = data.gradient_by_dk(d_ks, dk_variant, seq_len, init, seed, trials)
+    except (ValueError, RuntimeError) as err:
+        st.warning(
+            t(
+                "gradients.variant_failed",
+                variant=controls.variant_label(dk_variant),
+                detail=str(err).splitlines()[0],
+            )
+        )
+        return
+    vs_dk = vs_dk.assign(scaling_label=[scaling_label(s) for s in vs_dk["scaling"]])
+    chart_cols = st.columns(len(TENSORS))
+    for col, name in zip(chart_cols, TENSORS, strict=True):
+        part = vs_dk[(vs_dk["tensor"] == name) & (vs_dk["grad_norm"] > 0)]
+        col.altair_chart(
+            charts.layered_line_chart(
+                part,
+                x="d_k",
+                y="grad_norm",
+                color="scaling_label",
+                title=tensor_label(name),
+                x_title="d_k",
+                y_title=t("gradients.axis_norm"),
+                color_title=t("gradients.axis_scaling"),
+                color_sort=[scaling_label("scaled"), scaling_label("unscaled")],
+                log_x=True,
+                log_y=True,
+                height=220,
+            ),
+            theme=None,
+            width="stretch",
+        )
+    spread = vs_dk.assign(tensor=[tensor_label(x) for x in vs_dk["tensor"]])[
+        ["d_k", "scaling_label", "tensor", "grad_norm", "grad_norm_std", "grad_norm_min"]
+    ].rename(
+        columns={
+            "scaling_label": t("gradients.axis_scaling"),
+            "tensor": t("gradients.col_tensor"),
+            "grad_norm": t("gradients.col_mean"),
+            "grad_norm_std": t("gradients.col_std"),
+            "grad_norm_min": t("gradients.col_min"),
+        }
+    )
+    with st.expander(t("gradients.spread_header")):
+        st.dataframe(spread, hide_index=True, width="stretch")
+    with st.expander(t("common.how_it_works")):
+        st.markdown(t("gradients.how_it_works"))
+
+
+variant_section()
+dk_section()

@@ -51,117 +51,124 @@ trials = state.slider_int(
 )
 seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
 
-try:
-    with st.spinner(t("scaling.computing")):
-        table = data.scaling_table(d_ks, seq_len, seed, trials)
-except ValueError as err:
-    st.error(t("common.error_invalid", detail=str(err)))
-    st.stop()
 
-unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
-largest = table.iloc[-1]
-cols = st.columns(4)
-cols[0].metric(t("scaling.metric_largest_d_k"), int(largest["d_k"]))
-cols[1].metric(
-    t("scaling.metric_std_unscaled"),
-    f"{largest['std_unscaled']:.2f}",
-    help=t("scaling.metric_theory", value=f"{largest['theory_std_unscaled']:.2f}"),
-)
-cols[2].metric(t("scaling.metric_std_scaled"), f"{largest['std_scaled']:.3f}")
-cols[3].metric(
-    t("scaling.metric_max_weight_unscaled"),
-    f"{largest['max_weight_unscaled']:.3f}",
-    delta=f"{largest['max_weight_unscaled'] - largest['max_weight_scaled']:+.3f}",
-    delta_color="off",
-    help=t("scaling.metric_max_weight_help", value=f"{largest['max_weight_scaled']:.3f}"),
-)
+def render(table: pd.DataFrame) -> None:
+    """Metrics, the tutorial's table, and the std/mean and saturation charts."""
+    unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
+    largest = table.iloc[-1]
+    cols = st.columns(4)
+    cols[0].metric(t("scaling.metric_largest_d_k"), int(largest["d_k"]))
+    cols[1].metric(
+        t("scaling.metric_std_unscaled"),
+        f"{largest['std_unscaled']:.2f}",
+        help=t("scaling.metric_theory", value=f"{largest['theory_std_unscaled']:.2f}"),
+    )
+    cols[2].metric(t("scaling.metric_std_scaled"), f"{largest['std_scaled']:.3f}")
+    cols[3].metric(
+        t("scaling.metric_max_weight_unscaled"),
+        f"{largest['max_weight_unscaled']:.3f}",
+        delta=f"{largest['max_weight_unscaled'] - largest['max_weight_scaled']:+.3f}",
+        delta_color="off",
+        help=t("scaling.metric_max_weight_help", value=f"{largest['max_weight_scaled']:.3f}"),
+    )
 
-st.subheader(t("scaling.table_header"))
-st.caption(t("scaling.table_caption", trials=trials, seq_len=seq_len))
-shown = table[
-    ["d_k", "mean_unscaled", "std_unscaled", "mean_scaled", "std_scaled", "theory_std_unscaled"]
-].rename(
-    columns={
-        "d_k": "d_k",
-        "mean_unscaled": t("scaling.col_mean_unscaled"),
-        "std_unscaled": t("scaling.col_std_unscaled"),
-        "mean_scaled": t("scaling.col_mean_scaled"),
-        "std_scaled": t("scaling.col_std_scaled"),
-        "theory_std_unscaled": t("scaling.col_theory"),
-    }
-)
-st.dataframe(shown, hide_index=True, width="stretch")
+    st.subheader(t("scaling.table_header"))
+    st.caption(t("scaling.table_caption", trials=trials, seq_len=seq_len))
+    shown = table[
+        ["d_k", "mean_unscaled", "std_unscaled", "mean_scaled", "std_scaled", "theory_std_unscaled"]
+    ].rename(
+        columns={
+            "d_k": "d_k",
+            "mean_unscaled": t("scaling.col_mean_unscaled"),
+            "std_unscaled": t("scaling.col_std_unscaled"),
+            "mean_scaled": t("scaling.col_mean_scaled"),
+            "std_scaled": t("scaling.col_std_scaled"),
+            "theory_std_unscaled": t("scaling.col_theory"),
+        }
+    )
+    st.dataframe(shown, hide_index=True, width="stretch")
 
-left, right = st.columns(2)
-std_frame = series_frame(
-    table,
-    {
-        "std_unscaled": unscaled,
-        "std_scaled": scaled,
-        "theory_std_unscaled": t("scaling.series_theory"),
-    },
-)
-std_chart = charts.layered_line_chart(
-    std_frame,
-    x="d_k",
-    y="value",
-    color="series",
-    title=t("scaling.chart_std"),
-    x_title="d_k",
-    y_title=t("scaling.axis_std"),
-    color_title=t("scaling.axis_series"),
-    dashed=[t("scaling.series_theory")],
-    log_x=True,
-)
-left.altair_chart(std_chart, theme=None, width="stretch")
-mean_frame = series_frame(table, {"mean_unscaled": unscaled, "mean_scaled": scaled})
-mean_chart = charts.layered_line_chart(
-    mean_frame,
-    x="d_k",
-    y="value",
-    color="series",
-    title=t("scaling.chart_mean"),
-    x_title="d_k",
-    y_title=t("scaling.axis_mean"),
-    color_title=t("scaling.axis_series"),
-    log_x=True,
-)
-right.altair_chart(mean_chart, theme=None, width="stretch")
-
-st.subheader(t("scaling.saturation_header"))
-st.markdown(t("scaling.saturation_intro"))
-saturation = (
-    (
-        "entropy",
+    left, right = st.columns(2)
+    std_frame = series_frame(
+        table,
         {
-            "entropy_unscaled": unscaled,
-            "entropy_scaled": scaled,
-            "max_entropy": t("scaling.series_uniform"),
+            "std_unscaled": unscaled,
+            "std_scaled": scaled,
+            "theory_std_unscaled": t("scaling.series_theory"),
         },
-        [t("scaling.series_uniform")],
-    ),
-    ("max_weight", {"max_weight_unscaled": unscaled, "max_weight_scaled": scaled}, []),
-    ("jacobian", {"jacobian_norm_unscaled": unscaled, "jacobian_norm_scaled": scaled}, []),
-)
-sat_cols = st.columns(CHART_COLUMNS)
-for col, (name, columns, dashed) in zip(sat_cols, saturation, strict=True):
-    chart = charts.layered_line_chart(
-        series_frame(table, columns),
+    )
+    std_chart = charts.layered_line_chart(
+        std_frame,
         x="d_k",
         y="value",
         color="series",
-        title=t(f"scaling.chart_{name}"),
+        title=t("scaling.chart_std"),
         x_title="d_k",
-        y_title=t(f"scaling.axis_{name}"),
+        y_title=t("scaling.axis_std"),
         color_title=t("scaling.axis_series"),
-        dashed=dashed,
+        dashed=[t("scaling.series_theory")],
         log_x=True,
-        height=240,
     )
-    col.altair_chart(chart, theme=None, width="stretch")
-    col.caption(t(f"scaling.caption_{name}"))
+    left.altair_chart(std_chart, theme=None, width="stretch")
+    mean_frame = series_frame(table, {"mean_unscaled": unscaled, "mean_scaled": scaled})
+    mean_chart = charts.layered_line_chart(
+        mean_frame,
+        x="d_k",
+        y="value",
+        color="series",
+        title=t("scaling.chart_mean"),
+        x_title="d_k",
+        y_title=t("scaling.axis_mean"),
+        color_title=t("scaling.axis_series"),
+        log_x=True,
+    )
+    right.altair_chart(mean_chart, theme=None, width="stretch")
 
-with st.expander(t("common.how_it_works")):
-    st.markdown(t("scaling.how_it_works"))
+    st.subheader(t("scaling.saturation_header"))
+    st.markdown(t("scaling.saturation_intro"))
+    saturation = (
+        (
+            "entropy",
+            {
+                "entropy_unscaled": unscaled,
+                "entropy_scaled": scaled,
+                "max_entropy": t("scaling.series_uniform"),
+            },
+            [t("scaling.series_uniform")],
+        ),
+        ("max_weight", {"max_weight_unscaled": unscaled, "max_weight_scaled": scaled}, []),
+        ("jacobian", {"jacobian_norm_unscaled": unscaled, "jacobian_norm_scaled": scaled}, []),
+    )
+    sat_cols = st.columns(CHART_COLUMNS)
+    for col, (name, columns, dashed) in zip(sat_cols, saturation, strict=True):
+        chart = charts.layered_line_chart(
+            series_frame(table, columns),
+            x="d_k",
+            y="value",
+            color="series",
+            title=t(f"scaling.chart_{name}"),
+            x_title="d_k",
+            y_title=t(f"scaling.axis_{name}"),
+            color_title=t("scaling.axis_series"),
+            dashed=dashed,
+            log_x=True,
+            height=240,
+        )
+        col.altair_chart(chart, theme=None, width="stretch")
+        col.caption(t(f"scaling.caption_{name}"))
 
-exports.export_buttons("scaling_table", csv_text=lambda: table.to_csv(index=False), chart=std_chart)
+    with st.expander(t("common.how_it_works")):
+        st.markdown(t("scaling.how_it_works"))
+
+    exports.export_buttons(
+        "scaling_table", csv_text=lambda: table.to_csv(index=False), chart=std_chart
+    )
+
+
+try:
+    with st.spinner(t("scaling.computing")):
+        result = data.scaling_table(d_ks, seq_len, seed, trials)
+except ValueError as err:
+    st.error(t("common.error_invalid", detail=str(err)))
+else:
+    render(result)

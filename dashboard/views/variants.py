@@ -90,12 +90,6 @@ mask_kind = state.select(
 seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
 params = {name: controls.variant_params_controls(PAGE, name, seq_len) for name in chosen}
 
-if not chosen:
-    st.warning(t("variants.none_chosen"))
-    st.stop()
-if len(chosen) == 1:
-    st.info(t("variants.one_chosen"))
-
 device = controls.current_device()
 
 
@@ -117,193 +111,209 @@ def run(variant: str, variant_params: tuple) -> data.AttentionRun:
     )
 
 
-try:
-    with st.spinner(t("variants.computing")):
-        reference = run(REFERENCE, ())
-        runs = {name: run(name, params[name]) for name in chosen}
-except ValueError as err:
-    st.error(t("common.error_invalid", detail=str(err)))
-    st.stop()
+def compare_section() -> None:
+    """Run the chosen variants on the shared input and draw one column each."""
+    try:
+        with st.spinner(t("variants.computing")):
+            reference = run(REFERENCE, ())
+            runs = {name: run(name, params[name]) for name in chosen}
+    except ValueError as err:
+        st.error(t("common.error_invalid", detail=str(err)))
+        return
 
-st.caption(t("variants.shared_input", seq_len=seq_len, d_model=d_model, heads=heads))
-labels = [str(i) for i in range(seq_len)]
-summary = []
-columns = st.columns(len(chosen))
-for col, name in zip(columns, chosen, strict=True):
-    info = catalogue[name]
-    result = runs[name]
-    head_dim = d_model // heads
-    diff = float(np.abs(result.output - reference.output).max())
-    estimate = data.memory_estimate(name, params[name], heads, seq_len, head_dim, False)
-    with col:
-        st.subheader(controls.variant_label(name))
-        st.caption(controls.translated(f"common.variant_{name}_explain", info.explanation))
-        st.markdown(
-            t(
-                "variants.complexity_line",
-                time=info.time_complexity,
-                memory=info.memory_complexity,
+    st.caption(t("variants.shared_input", seq_len=seq_len, d_model=d_model, heads=heads))
+    labels = [str(i) for i in range(seq_len)]
+    summary = []
+    columns = st.columns(len(chosen))
+    for col, name in zip(columns, chosen, strict=True):
+        info = catalogue[name]
+        result = runs[name]
+        head_dim = d_model // heads
+        diff = float(np.abs(result.output - reference.output).max())
+        estimate = data.memory_estimate(name, params[name], heads, seq_len, head_dim, False)
+        with col:
+            st.subheader(controls.variant_label(name))
+            st.caption(controls.translated(f"common.variant_{name}_explain", info.explanation))
+            st.markdown(
+                t(
+                    "variants.complexity_line",
+                    time=info.time_complexity,
+                    memory=info.memory_complexity,
+                )
             )
-        )
-        if params[name]:
-            st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params[name]))
-        pattern = allowed_pattern(name, params[name], seq_len, mask_kind)
-        pattern_map = data.heatmap_frame(pattern, labels, labels)
-        st.altair_chart(
-            charts.heatmap_chart(
-                pattern_map.frame,
-                title=t("variants.pattern_title"),
-                subtitle=t("variants.pattern_density", share=float(pattern.mean())),
-                x_title=t("common.chart_key"),
-                y_title=t("common.chart_query"),
-                value_title=t("variants.pattern_value"),
-                row_order=pattern_map.row_order,
-                col_order=pattern_map.col_order,
-                domain=(0.0, 1.0),
-                width=HEATMAP_WIDTH,
-            ),
-            theme=None,
-        )
-        if result.weights is None:
-            st.warning(t("playground.weights_skipped"))
-            sparsity_text = "—"
-        else:
-            mean_weights = result.weights.mean(axis=0)  # (H, L, L) -> (L, L)
-            weight_map = data.heatmap_frame(mean_weights, labels, labels)
+            if params[name]:
+                st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params[name]))
+            pattern = allowed_pattern(name, params[name], seq_len, mask_kind)
+            pattern_map = data.heatmap_frame(pattern, labels, labels)
             st.altair_chart(
                 charts.heatmap_chart(
-                    weight_map.frame,
-                    title=t("variants.weights_title"),
+                    pattern_map.frame,
+                    title=t("variants.pattern_title"),
+                    subtitle=t("variants.pattern_density", share=float(pattern.mean())),
                     x_title=t("common.chart_key"),
                     y_title=t("common.chart_query"),
-                    value_title=t("common.chart_weight"),
-                    row_order=weight_map.row_order,
-                    col_order=weight_map.col_order,
+                    value_title=t("variants.pattern_value"),
+                    row_order=pattern_map.row_order,
+                    col_order=pattern_map.col_order,
+                    domain=(0.0, 1.0),
                     width=HEATMAP_WIDTH,
                 ),
                 theme=None,
             )
-            sparsity_text = f"{result.sparsity:.1%}"
-        st.metric(
-            t("variants.metric_diff"),
-            f"{diff:.2e}",
-            help=t("variants.metric_diff_help"),
+            if result.weights is None:
+                st.warning(t("playground.weights_skipped"))
+                sparsity_text = "—"
+            else:
+                mean_weights = result.weights.mean(axis=0)  # (H, L, L) -> (L, L)
+                weight_map = data.heatmap_frame(mean_weights, labels, labels)
+                st.altair_chart(
+                    charts.heatmap_chart(
+                        weight_map.frame,
+                        title=t("variants.weights_title"),
+                        x_title=t("common.chart_key"),
+                        y_title=t("common.chart_query"),
+                        value_title=t("common.chart_weight"),
+                        row_order=weight_map.row_order,
+                        col_order=weight_map.col_order,
+                        width=HEATMAP_WIDTH,
+                    ),
+                    theme=None,
+                )
+                sparsity_text = f"{result.sparsity:.1%}"
+            st.metric(
+                t("variants.metric_diff"),
+                f"{diff:.2e}",
+                help=t("variants.metric_diff_help"),
+            )
+            st.metric(t("common.metric_sparsity"), sparsity_text)
+            st.metric(
+                t("variants.metric_memory"),
+                data.describe_bytes(estimate),
+                help=t("variants.metric_memory_help"),
+            )
+            st.metric(t("common.metric_time"), f"{result.seconds * 1000:.2f} ms")
+        summary.append(
+            {
+                t("variants.col_variant"): controls.variant_label(name),
+                t("variants.col_exact"): t("variants.yes") if info.exact else t("variants.no"),
+                t("variants.metric_diff"): diff,
+                t("common.metric_sparsity"): result.sparsity,
+                t("variants.metric_memory"): data.describe_bytes(estimate),
+                t("variants.col_time_ms"): round(result.seconds * 1000, 3),
+            }
         )
-        st.metric(t("common.metric_sparsity"), sparsity_text)
-        st.metric(
-            t("variants.metric_memory"),
-            data.describe_bytes(estimate),
-            help=t("variants.metric_memory_help"),
+
+    st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch")
+    st.caption(t("variants.time_note"))
+
+
+def cost_section() -> None:
+    """Measure time and peak memory against L, behind a button, with a progress bar."""
+    st.header(t("variants.cost_header"))
+    st.markdown(t("variants.cost_intro"))
+    max_l = state.select(
+        PAGE,
+        "max_l",
+        t("variants.ctl_max_l"),
+        COMPLEXITY_MAX_L,
+        1024,
+        help=t("variants.ctl_max_l_help"),
+        where=st.container(),
+    )
+    lengths = tuple(
+        2**p for p in range(int(math.log2(COMPLEXITY_MIN_L)), int(math.log2(max_l)) + 1)
+    )
+    if st.button(t("variants.measure_button"), type="primary"):
+        st.session_state[_MEASURED] = True
+    if not st.session_state.get(_MEASURED):
+        st.info(t("variants.measure_hint"))
+        return
+
+    bar = st.progress(0.0, text=t("variants.measuring"))
+    try:
+        cost = data.complexity_table(
+            COMPLEXITY_VARIANTS,
+            lengths,
+            COMPLEXITY_HEADS,
+            COMPLEXITY_HEAD_DIM,
+            COMPLEXITY_REPEATS,
+            device,
+            _progress=lambda f: bar.progress(min(1.0, f), text=t("variants.measuring")),
         )
-        st.metric(t("common.metric_time"), f"{result.seconds * 1000:.2f} ms")
-    summary.append(
-        {
-            t("variants.col_variant"): controls.variant_label(name),
-            t("variants.col_exact"): t("variants.yes") if info.exact else t("variants.no"),
-            t("variants.metric_diff"): diff,
-            t("common.metric_sparsity"): result.sparsity,
-            t("variants.metric_memory"): data.describe_bytes(estimate),
-            t("variants.col_time_ms"): round(result.seconds * 1000, 3),
+    except ValueError as err:
+        bar.empty()
+        st.error(t("common.error_invalid", detail=str(err)))
+        return
+    bar.empty()
+
+    cost = cost.assign(
+        label=[controls.variant_label(v) for v in cost["variant"]],
+        peak_kib=cost["peak_bytes_measured"] / 1024,
+        estimate_kib=cost["peak_bytes_estimated"] / 1024,
+    )
+    ok = cost[cost["status"] == "ok"]
+    left, right = st.columns(2)
+    left.altair_chart(
+        charts.line_chart(
+            ok,
+            x="L",
+            y="time_ms",
+            color="label",
+            title=t("variants.chart_time"),
+            x_title=t("variants.axis_l"),
+            y_title=t("variants.axis_time"),
+            color_title=t("variants.col_variant"),
+            log_x=True,
+            log_y=True,
+        ),
+        theme=None,
+        width="stretch",
+    )
+    right.altair_chart(
+        charts.line_chart(
+            ok[ok["peak_kib"] > 0],
+            x="L",
+            y="peak_kib",
+            color="label",
+            title=t("variants.chart_memory"),
+            x_title=t("variants.axis_l"),
+            y_title=t("variants.axis_memory"),
+            color_title=t("variants.col_variant"),
+            log_x=True,
+            log_y=True,
+        ),
+        theme=None,
+        width="stretch",
+    )
+    method = ok["memory_method"].iloc[0] if len(ok) else ""
+    st.caption(
+        t(
+            "variants.cost_caption",
+            heads=COMPLEXITY_HEADS,
+            head_dim=COMPLEXITY_HEAD_DIM,
+            repeats=COMPLEXITY_REPEATS,
+            method=method,
+        )
+    )
+    skipped = cost[cost["status"] != "ok"]
+    for _, row in skipped.iterrows():
+        st.warning(t("variants.skipped", variant=row["label"], L=int(row["L"]), note=row["note"]))
+    table = cost[["label", "L", "time_ms", "peak_kib", "estimate_kib"]].rename(
+        columns={
+            "label": t("variants.col_variant"),
+            "L": "L",
+            "time_ms": t("variants.col_time_ms"),
+            "peak_kib": t("variants.col_peak_measured"),
+            "estimate_kib": t("variants.col_peak_estimated"),
         }
     )
+    st.dataframe(table, hide_index=True, width="stretch")
 
-st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch")
-st.caption(t("variants.time_note"))
 
-st.header(t("variants.cost_header"))
-st.markdown(t("variants.cost_intro"))
-max_l = state.select(
-    PAGE,
-    "max_l",
-    t("variants.ctl_max_l"),
-    COMPLEXITY_MAX_L,
-    1024,
-    help=t("variants.ctl_max_l_help"),
-    where=st.container(),
-)
-lengths = tuple(2**p for p in range(int(math.log2(COMPLEXITY_MIN_L)), int(math.log2(max_l)) + 1))
-if st.button(t("variants.measure_button"), type="primary"):
-    st.session_state[_MEASURED] = True
-if not st.session_state.get(_MEASURED):
-    st.info(t("variants.measure_hint"))
-    st.stop()
-
-bar = st.progress(0.0, text=t("variants.measuring"))
-try:
-    cost = data.complexity_table(
-        COMPLEXITY_VARIANTS,
-        lengths,
-        COMPLEXITY_HEADS,
-        COMPLEXITY_HEAD_DIM,
-        COMPLEXITY_REPEATS,
-        device,
-        _progress=lambda f: bar.progress(min(1.0, f), text=t("variants.measuring")),
-    )
-except ValueError as err:
-    bar.empty()
-    st.error(t("common.error_invalid", detail=str(err)))
-    st.stop()
-bar.empty()
-
-cost = cost.assign(
-    label=[controls.variant_label(v) for v in cost["variant"]],
-    peak_kib=cost["peak_bytes_measured"] / 1024,
-    estimate_kib=cost["peak_bytes_estimated"] / 1024,
-)
-ok = cost[cost["status"] == "ok"]
-left, right = st.columns(2)
-left.altair_chart(
-    charts.line_chart(
-        ok,
-        x="L",
-        y="time_ms",
-        color="label",
-        title=t("variants.chart_time"),
-        x_title=t("variants.axis_l"),
-        y_title=t("variants.axis_time"),
-        color_title=t("variants.col_variant"),
-        log_x=True,
-        log_y=True,
-    ),
-    theme=None,
-    width="stretch",
-)
-right.altair_chart(
-    charts.line_chart(
-        ok[ok["peak_kib"] > 0],
-        x="L",
-        y="peak_kib",
-        color="label",
-        title=t("variants.chart_memory"),
-        x_title=t("variants.axis_l"),
-        y_title=t("variants.axis_memory"),
-        color_title=t("variants.col_variant"),
-        log_x=True,
-        log_y=True,
-    ),
-    theme=None,
-    width="stretch",
-)
-method = ok["memory_method"].iloc[0] if len(ok) else ""
-st.caption(
-    t(
-        "variants.cost_caption",
-        heads=COMPLEXITY_HEADS,
-        head_dim=COMPLEXITY_HEAD_DIM,
-        repeats=COMPLEXITY_REPEATS,
-        method=method,
-    )
-)
-skipped = cost[cost["status"] != "ok"]
-for _, row in skipped.iterrows():
-    st.warning(t("variants.skipped", variant=row["label"], L=int(row["L"]), note=row["note"]))
-table = cost[["label", "L", "time_ms", "peak_kib", "estimate_kib"]].rename(
-    columns={
-        "label": t("variants.col_variant"),
-        "L": "L",
-        "time_ms": t("variants.col_time_ms"),
-        "peak_kib": t("variants.col_peak_measured"),
-        "estimate_kib": t("variants.col_peak_estimated"),
-    }
-)
-st.dataframe(table, hide_index=True, width="stretch")
+if not chosen:
+    st.warning(t("variants.none_chosen"))
+else:
+    if len(chosen) == 1:
+        st.info(t("variants.one_chosen"))
+    compare_section()
+cost_section()

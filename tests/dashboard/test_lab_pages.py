@@ -1,0 +1,195 @@
+"""The Scaling, Variants, Properties, Gradients and In-practice pages, in both languages."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dashboard.i18n import t_in
+from tests.dashboard.conftest import assert_clean, metrics, open_app
+
+CHART = "vega_lite_chart"
+
+
+def _charts(at) -> int:
+    return len(at.get(CHART)) + len(at.get("arrow_vega_lite_chart"))
+
+
+def _verdicts(at) -> list[str]:
+    return [m.value for m in at.markdown if m.value.startswith((":green[", ":red["))]
+
+
+# --- scaling ---------------------------------------------------------------------------------
+
+
+def test_scaling_default_english():
+    at = open_app("scaling")
+    assert_clean(at)
+    assert at.title[0].value == "Why scale by √d_k"
+    shown = metrics(at)
+    assert shown["Largest d_k"] == "256"
+    assert abs(float(shown["Std of scores, unscaled"]) - 16.0) < 1.0
+    assert abs(float(shown["Std of scores, scaled"]) - 1.0) < 0.06
+    assert float(shown["Largest weight, unscaled"]) > 0.8
+    table = at.dataframe[0].value
+    assert table["d_k"].tolist() == [32, 64, 128, 256]
+    assert _charts(at) == 5
+
+
+def test_scaling_custom_d_ks_chinese():
+    at = open_app("scaling", lang="zh", **{"scaling.d_ks": "8,1024", "scaling.trials": "50"})
+    assert_clean(at)
+    shown = metrics(at)
+    assert shown["最大的 d_k"] == "1024"
+    assert abs(float(shown["分数标准差（未缩放）"]) - 32.0) < 3.0
+    assert at.dataframe[0].value["d_k"].tolist() == [8, 1024]
+
+
+@pytest.mark.parametrize("bad", ["32,abc", "0,64", "5000", ",,,"])
+def test_scaling_bad_d_ks_warns_and_falls_back(bad):
+    at = open_app("scaling", **{"scaling.d_ks": bad, "scaling.seq_len": "999"})
+    assert not at.exception
+    assert any("is not valid" in w.value for w in at.warning)
+    assert at.dataframe[0].value["d_k"].tolist() == [32, 64, 128, 256]
+    assert any("scaling\\.seq\\_len" in w.value for w in at.warning)  # URL notice kept
+
+
+# --- variants --------------------------------------------------------------------------------
+
+
+def test_variants_default_english():
+    at = open_app("variants")
+    assert_clean(at)
+    diffs = [float(m.value) for m in at.metric if m.label == "max |output − full|"]
+    assert len(diffs) == 3  # scaled, local, linear
+    assert diffs[0] == 0.0
+    assert diffs[1] > 1e-3 and diffs[2] > 1e-3  # local drops keys; linear approximates
+    assert _charts(at) == 6  # pattern + weights per variant
+    assert at.button[0].label == "Measure time and memory"
+
+
+def test_variants_exact_ones_match_full_chinese_causal():
+    at = open_app(
+        "variants",
+        lang="zh",
+        **{"variants.variants": "stable,chunked", "variants.mask": "causal"},
+    )
+    assert_clean(at)
+    diffs = [float(m.value) for m in at.metric if m.label == "最大 |输出 − 完整注意力|"]
+    assert len(diffs) == 2 and max(diffs) < 1e-5
+    sparsity = [m.value for m in at.metric if m.label == t_in("zh", "common.metric_sparsity")]
+    n = 32
+    assert sparsity == [f"{(n - 1) / (2 * n):.1%}"] * 2
+
+
+def test_variants_measure_button_shows_cost():
+    at = open_app("variants", **{"variants.variants": "scaled", "variants.max_l": "256"})
+    at.button[0].click().run()
+    assert_clean(at)
+    cost = at.dataframe[-1].value
+    assert len(cost) == 4 * 3  # 4 variants x L in (64, 128, 256)
+    assert (cost["Time (ms)"] > 0).all()
+    assert _charts(at) == 2 + 2  # one variant's two heatmaps + time and memory charts
+
+
+def test_variants_bad_url_value_falls_back_with_notice():
+    at = open_app("variants", **{"variants.variants": "scaled,nope", "variants.seq_len": "x"})
+    assert not at.exception
+    assert any("variants\\.seq\\_len" in w.value for w in at.warning)
+    assert any("variants\\.variants" in w.value for w in at.warning)
+    assert len([m for m in at.metric if m.label == "max |output − full|"]) == 3
+
+
+# --- properties ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_properties_default(lang):
+    at = open_app("properties", lang=lang)
+    assert_clean(at)
+    values = [m.value for m in at.metric]
+    eq_plain, eq_causal = float(values[0]), float(values[1])
+    assert eq_plain < 1e-5 and eq_causal > 1e-3
+    chunk_plain, chunk_causal = float(values[6]), float(values[7])
+    assert chunk_plain < 1e-5 and chunk_causal < 1e-5
+    leak_causal, leak_plain = float(values[4]), float(values[5])
+    assert leak_causal < 1e-6 and leak_plain > 1e-3
+    verdicts = _verdicts(at)
+    assert verdicts[0].startswith(":green[") and verdicts[1].startswith(":red[")
+    assert [v.startswith(":green[") for v in verdicts] == [
+        True,
+        False,
+        True,
+        True,
+        True,
+        False,
+        True,
+        True,
+    ]
+    if lang == "en":
+        assert "holds" in verdicts[0] and "broken" in verdicts[1]
+        assert values[2] == "min 1.0000, max 1.0000"
+    naive = at.dataframe[0].value.iloc[0]
+    assert naive.iloc[1] + naive.iloc[2] > 0  # NaN + inf counts of the naive fp16 softmax
+
+
+def test_properties_random_perm_with_positions():
+    at = open_app(
+        "properties",
+        **{
+            "properties.perm_mode": "random",
+            "properties.positional": "true",
+            "properties.seq_len": "8",
+        },
+    )
+    assert_clean(at)
+    assert float(at.metric[0].value) > 1e-3  # positions break equivariance
+    used = next(c.value for c in at.caption if c.value.startswith("Permutation used"))
+    perm = [int(p) for p in used.split(":")[1].split(",")]
+    assert sorted(perm) == list(range(8))
+
+
+@pytest.mark.parametrize("bad", ["0,1,2,3", "0,0,1,2,3", "9,1,2,3,4", "a,b"])
+def test_properties_bad_perm_is_an_error_not_a_traceback(bad):
+    at = open_app("properties", **{"properties.perm": bad})
+    assert not at.exception
+    assert any("is not a permutation" in e.value for e in at.error)
+    assert math.isfinite(float(metrics(at)["max |chunked − full|, no mask"]))
+
+
+# --- gradients -------------------------------------------------------------------------------
+
+
+def test_gradients_default_english():
+    at = open_app("gradients")
+    assert not at.exception
+    shown = metrics(at)
+    for name in ("W_Q", "W_K", "W_V", "input x"):
+        assert float(shown[f"‖∇{name}‖, scaled attention"]) > 0
+    assert _charts(at) == 1 + 4
+
+
+def test_gradients_tutorial_init_chinese():
+    at = open_app("gradients", lang="zh", **{"gradients.init": "randn", "gradients.d_ks": "16,64"})
+    assert not at.exception
+    assert float(metrics(at)["‖∇W_V‖，缩放注意力"]) > 0
+    spread = at.dataframe[0].value
+    assert sorted(set(spread["d_k"])) == [16, 64]
+
+
+# --- in practice -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_practice_page(lang):
+    at = open_app("practice", lang=lang, **{"practice.seq_len": "32"})
+    assert_clean(at)
+    values = [m.value for m in at.metric]
+    bf16, fp16, fp64 = (float(v) for v in values[:3])
+    assert fp64 < 1e-6 < fp16 < bf16 < 0.05
+    measured = at.dataframe[0].value
+    assert measured["L"].tolist() == [256, 512, 1024]
+    full, chunked = measured.iloc[-1, 1], measured.iloc[-1, 2]
+    assert chunked < full
+    assert _charts(at) == 2
