@@ -1,31 +1,35 @@
 """Attention variants against PyTorch's own ``scaled_dot_product_attention``: time and memory.
 
-Run ``python -m bench`` (full sizes, a few minutes on a small CPU) or ``python -m bench --quick``
-(small sizes, a smoke run of well under 30 s). Inputs are float32, B=1, H=8, E=64.
+Run ``python -m bench`` (full sizes, about a minute or two on a small CPU) or
+``python -m bench --quick`` (small sizes, a smoke run of well under 30 s). Inputs are float32,
+B=1, H=8, E=64, drawn from a seeded generator.
 
 How it measures:
 
-* **Time**: each measurement runs in its own fresh Python process. The process builds its
-  inputs, makes one call at full size (the warm-up, which also gives the memory figure
-  below), then times ``repeats`` further calls with ``time.perf_counter`` and reports the
-  median. On CUDA every call is followed by ``torch.cuda.synchronize()``.
-* **Peak memory on CPU**: the operating system's peak resident set size of that process,
-  ``resource.getrusage(RUSAGE_SELF).ru_maxrss``. After torch is imported, the inputs (q, k,
-  v and, for the masked SDPA row, the mask) are built and one tiny call (L=64) has loaded the
-  code paths, free heap pages go back to the OS (glibc ``malloc_trim(0)``) and the peak is
-  reset to the current RSS (Linux: ``5`` written to ``/proc/self/clear_refs``). The figure is
-  the growth of the peak over that baseline during the first full-size call: every page the
-  call touched (PyTorch allocations, allocator slack, the output), not an estimate. Without
-  the reset the inputs' temporary buffers would inflate the baseline and hide the call's
-  peak; where the reset is unavailable the row is marked ``~``. A fresh process per
-  measurement keeps one measurement's peak from hiding another's.
+* **Time**: one fresh Python process per sequence length builds q, k, v once, calls every
+  measured function once (the warm-up), then times ``repeats`` rounds in which each function
+  runs once, round-robin, with ``time.perf_counter``; the figure is each function's median.
+  Round-robin matters on a shared machine: a burst of load from another process slows
+  every function in that round alike instead of one function's whole series, so the ratios
+  stay meaningful. On CUDA every call is followed by ``torch.cuda.synchronize()``.
+* **Peak memory on CPU**: read from the operating system,
+  ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` of the same process. Before each measured
+  call (after its warm-up call, with the inputs and, for the masked SDPA row, the mask
+  already built), free heap pages go back to the OS (glibc ``malloc_trim(0)``) and the peak
+  is reset to the current RSS (Linux: ``5`` written to ``/proc/self/clear_refs``). The
+  figure is the growth of the peak over that baseline during one full-size call: every page
+  the call touched (PyTorch allocations, allocator slack, the output), not an estimate.
+  Because the peak is reset before every call, one function's peak cannot hide another's.
+  Where the reset is unavailable the figure is marked ``~`` (it is then a lower bound).
 * **Peak memory on CUDA**: ``torch.cuda.max_memory_allocated()`` after
   ``reset_peak_memory_stats()``, minus the memory allocated before the call.
 
 The reference rows: ``sdpa`` is ``F.scaled_dot_product_attention(q, k, v)``; ``sdpa+band`` is
 SDPA given the local window as a bool ``attn_mask`` (what you would write without a banded
 kernel); ``naive`` is the explicit ``softmax(q kᵀ / sqrt(E)) v`` that forms the L×L matrix.
-Goals are printed with PASS or MISS; a MISS is reported, never hidden.
+Our rows call ``attention_core.attend(q, k, v, variant, need_weights=False)`` with default
+parameters (``local``: window_size=128). Goals are printed with PASS or MISS; a MISS is
+reported, never hidden.
 """
 
 from __future__ import annotations
@@ -53,27 +57,16 @@ QUICK_REPEATS = 2
 WORKER_TIMEOUT_S = 600
 MIB = 2**20
 KIB = 1024
-
-
-@dataclass(frozen=True)
-class Job:
-    """One measurement: what to run, at which length, where."""
-
-    kind: str  # "sdpa", "sdpa+band", "naive", or a variant name for attend()
-    L: int
-    device: str
-    repeats: int
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.kind, self.L)
+SMALL_KINDS = ("sdpa", "scaled", "chunked", "naive", "local", "linear")
+LARGE_KINDS = ("sdpa", "sdpa+band", "local", "linear")
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """Median time (seconds) and peak memory growth (bytes) of one job, or an error."""
+    """Median time (seconds) and peak memory growth (bytes) of one function at one length."""
 
-    job: Job
+    kind: str
+    L: int
     seconds: float = math.nan
     peak_bytes: float = math.nan
     peak_exact: bool = True
@@ -97,28 +90,32 @@ class Goal:
         return self.value >= self.target if self.higher_is_better else self.value <= self.target
 
 
-# --- the worker: runs in its own process ---------------------------------------------------
+# --- inside a worker process ------------------------------------------------------------
 
 
-def _build_call(kind: str, L: int, device: str):
-    """Return a zero-argument callable running ``kind`` at length L, with inputs built."""
+def _inputs(L: int, device: str):
+    """Seeded q, k, v of shape (B, H, L, E)."""
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(0)
+    shape = (BATCH, HEADS, L, HEAD_DIM)
+    return tuple(torch.randn(shape, generator=g, device=device) for _ in range(3))
+
+
+def _build_call(kind: str, q, k, v):
+    """Return a zero-argument callable running ``kind`` on q, k, v (B, H, L, E)."""
     import torch
     import torch.nn.functional as F
 
     from attention_core import attend, masks
 
-    g = torch.Generator(device=device).manual_seed(0)
-    shape = (BATCH, HEADS, L, HEAD_DIM)
-    q = torch.randn(shape, generator=g, device=device)  # (B, H, L, E)
-    k = torch.randn(shape, generator=g, device=device)
-    v = torch.randn(shape, generator=g, device=device)
     if kind == "sdpa":
         return lambda: F.scaled_dot_product_attention(q, k, v)
     if kind == "sdpa+band":
-        band = masks.local(L, WINDOW, device=device)  # (L, L) bool, an input like q
+        band = masks.local(q.shape[-2], WINDOW, device=q.device)  # (L, L) bool, an input
         return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=band)
     if kind == "naive":
-        scale = 1.0 / math.sqrt(HEAD_DIM)
+        scale = 1.0 / math.sqrt(q.shape[-1])
 
         def naive():
             scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, L, E) @ (B, H, E, L) -> (…, L, L)
@@ -163,75 +160,79 @@ def _reset_peak_rss() -> tuple[int, bool]:
         return _peak_rss_bytes(), False
 
 
-def run_job(job: Job) -> dict:
-    """Measure one job in this process; returns {"seconds", "peak_bytes", "times"}."""
+def worker(kinds: list[str], L: int, device: str, repeats: int) -> dict:
+    """Peak memory growth and median time of each of ``kinds`` at length L, in this process.
+
+    Returns {kind: {"seconds", "peak_bytes", "peak_exact"}}.
+    """
     import torch
 
-    torch.manual_seed(0)
+    answer: dict[str, dict] = {}
     with torch.inference_mode():
-        _build_call(job.kind, WARMUP_LEN, job.device)()  # load code paths at a tiny size
-        call = _build_call(job.kind, job.L, job.device)
-        _sync(job.device)
-        if job.device == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-            call()
-            _sync(job.device)
-            peak = torch.cuda.max_memory_allocated() - base
-        else:
-            base, exact = _reset_peak_rss()
-            call()
-            peak = _peak_rss_bytes() - base
-        times = []
-        for _ in range(job.repeats):
-            start = time.perf_counter()
-            call()
-            _sync(job.device)
-            times.append(time.perf_counter() - start)
-    return {
-        "seconds": statistics.median(times),
-        "peak_bytes": peak,
-        "times": times,
-        "peak_exact": job.device == "cuda" or exact,
-    }
-
-
-def measure(job: Job) -> Measurement:
-    """Run ``job`` in a fresh Python process and parse its JSON answer."""
-    spec = json.dumps({"kind": job.kind, "L": job.L, "device": job.device, "repeats": job.repeats})
-    cmd = [sys.executable, "-m", "bench.attention_bench", "--worker", spec]
-    try:
-        done = subprocess.run(
-            cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        return Measurement(job, error=f"timed out after {WORKER_TIMEOUT_S} s")
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Measurement(job, error=f"exit {done.returncode}: {last}")
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
-    return Measurement(job, answer["seconds"], answer["peak_bytes"], answer["peak_exact"])
+        q, k, v = _inputs(L, device)
+        calls = {kind: _build_call(kind, q, k, v) for kind in kinds}
+        for kind, call in calls.items():
+            call()  # warm-up
+            _sync(device)
+            if device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+                call()
+                _sync(device)
+                peak, exact = torch.cuda.max_memory_allocated() - base, True
+            else:
+                base, exact = _reset_peak_rss()
+                call()
+                peak = _peak_rss_bytes() - base
+            answer[kind] = {"peak_bytes": peak, "peak_exact": exact}
+        times: dict[str, list[float]] = {kind: [] for kind in kinds}
+        for _ in range(repeats):
+            for kind, call in calls.items():
+                start = time.perf_counter()
+                call()
+                _sync(device)
+                times[kind].append(time.perf_counter() - start)
+    for kind, ts in times.items():
+        answer[kind]["seconds"] = statistics.median(ts)
+    return answer
 
 
 # --- the driver ----------------------------------------------------------------------------
 
 
-def plan(device: str, quick: bool, repeats: int) -> list[Job]:
-    """Every measurement the goals need, for one device."""
+def _run_worker(spec: dict) -> dict:
+    """Run a worker in a fresh Python process; return its JSON answer or {"error": ...}."""
+    cmd = [sys.executable, "-m", "bench.attention_bench", "--worker", json.dumps(spec)]
+    try:
+        done = subprocess.run(
+            cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {WORKER_TIMEOUT_S} s"}
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {last}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_device(device: str, quick: bool, repeats: int) -> dict[tuple[str, int], Measurement]:
+    """Every measurement the goals need on one device, keyed by (kind, L)."""
     small, large = QUICK_SIZES if quick else FULL_SIZES
-    rows = [
-        ("sdpa", small),
-        ("scaled", small),
-        ("chunked", small),
-        ("naive", small),
-        ("local", small),
-        ("local", large),
-        ("sdpa+band", large),
-        ("linear", small),
-        ("linear", large),
-        ("sdpa", large),
-    ]
-    return [Job(kind, L, device, repeats) for kind, L in rows]
+    results = {}
+    for L, kinds in ((small, SMALL_KINDS), (large, LARGE_KINDS)):
+        print(f"  measuring {', '.join(kinds)} at L={L} on {device} ...", file=sys.stderr)
+        answer = _run_worker({"kinds": list(kinds), "L": L, "device": device, "repeats": repeats})
+        for kind in kinds:
+            got = answer.get(kind, {})
+            results[(kind, L)] = Measurement(
+                kind,
+                L,
+                seconds=got.get("seconds", math.nan),
+                peak_bytes=got.get("peak_bytes", math.nan),
+                peak_exact=got.get("peak_exact", True),
+                error=answer.get("error", ""),
+            )
+    return results
 
 
 def _ratio(a: float, b: float) -> float:
@@ -297,28 +298,29 @@ def goals(results: dict[tuple[str, int], Measurement], small: int, large: int) -
 
 
 def _fmt_ms(seconds: float) -> str:
-    return "-" if math.isnan(seconds) else f"{seconds * 1e3:10.1f}"
+    return "-" if math.isnan(seconds) else f"{seconds * 1e3:.1f}"
 
 
 def _fmt_mib(nbytes: float) -> str:
-    return "-" if math.isnan(nbytes) else f"{nbytes / MIB:10.1f}"
+    return "-" if math.isnan(nbytes) else f"{nbytes / MIB:.1f}"
 
 
-def report(device: str, measurements: list[Measurement], quick: bool) -> list[Goal]:
+def report(
+    device: str, results: dict[tuple[str, int], Measurement], quick: bool, repeats: int
+) -> list[Goal]:
     """Print the measurement table and the goal table for one device; return the goals."""
     small, large = QUICK_SIZES if quick else FULL_SIZES
-    repeats = measurements[0].job.repeats
-    memory_how = "max_memory_allocated" if device == "cuda" else "peak RSS growth"
+    memory_how = "max_memory_allocated growth" if device == "cuda" else "peak RSS growth"
     print(
-        f"\n== {device}: float32, B={BATCH}, H={HEADS}, E={HEAD_DIM}; median of {repeats} "
-        f"after a warm-up; memory = {memory_how}{' (QUICK sizes)' if quick else ''}"
+        f"\n== {device}: float32, B={BATCH}, H={HEADS}, E={HEAD_DIM}; time = median of "
+        f"{repeats} round-robin runs after a warm-up; memory = {memory_how} of one call"
+        f"{'; QUICK sizes' if quick else ''}"
     )
     print(f"{'measure':<12}{'L':>7}{'time ms':>11}{'peak MiB':>11}")
-    for r in measurements:
+    for r in results.values():
         mib = _fmt_mib(r.peak_bytes) + ("" if r.peak_exact else "~")
-        line = f"{r.job.kind:<12}{r.job.L:>7}{_fmt_ms(r.seconds):>11}{mib:>11}"
+        line = f"{r.kind:<12}{r.L:>7}{_fmt_ms(r.seconds):>11}{mib:>11}"
         print(line + (f"  ERROR {r.error}" if r.error else ""))
-    results = {r.job.key: r for r in measurements}
     checked = goals(results, small, large)
     print(f"\n{'goal':<44}{'value':>9}{'target':>10}  result")
     for g in checked:
@@ -340,7 +342,7 @@ def _devices(choice: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bench``. Returns 0 (MISS is reported, not an error)."""
+    """Entry point of ``python -m bench``. Returns 0 (a MISS is reported, not an error)."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument(
@@ -349,23 +351,19 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="auto: the CPU, and CUDA too when available",
     )
-    parser.add_argument("--repeats", type=int, default=None, help="timed calls per measurement")
+    parser.add_argument("--repeats", type=int, default=None, help="timed rounds per length")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         spec = json.loads(args.worker)
-        print(json.dumps(run_job(Job(**spec))))
+        print(json.dumps(worker(spec["kinds"], spec["L"], spec["device"], spec["repeats"])))
         return 0
     repeats = args.repeats or (QUICK_REPEATS if args.quick else FULL_REPEATS)
     if repeats < 1:
         parser.error(f"--repeats must be >= 1, got {repeats}")
     started = time.perf_counter()
     for device in _devices(args.device):
-        measurements = []
-        for job in plan(device, args.quick, repeats):
-            print(f"  measuring {job.kind} L={job.L} on {device} ...", file=sys.stderr, flush=True)
-            measurements.append(measure(job))
-        report(device, measurements, args.quick)
+        report(device, measure_device(device, args.quick, repeats), args.quick, repeats)
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
     return 0
 
