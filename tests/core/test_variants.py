@@ -555,6 +555,37 @@ def test_dense_variants_refuse_a_small_budget_at_L_4096(name):
         attend(q, k, v, name, memory_budget=SMALL_BUDGET)
 
 
+PATTERN_BEFORE_BUDGET = (
+    "bug: sparse.py builds the (L, S) pattern (int64 / float32 intermediates in masks.py) "
+    "before the budget check"
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "stable",
+        pytest.param("strided", marks=pytest.mark.xfail(strict=True, reason=PATTERN_BEFORE_BUDGET)),
+        pytest.param("random", marks=pytest.mark.xfail(strict=True, reason=PATTERN_BEFORE_BUDGET)),
+        pytest.param(
+            "combined", marks=pytest.mark.xfail(strict=True, reason=PATTERN_BEFORE_BUDGET)
+        ),
+    ],
+)
+def test_refused_call_allocates_nothing_over_the_budget(name):
+    """The budget guards the allocation itself: a refused call must not first allocate
+    more than the budget it is refusing to exceed."""
+    q, k, v = _qkv(torch.float32, lead=(1, 1), L=BIG_L)
+    budget = 16 * 2**20
+
+    def refused():
+        with pytest.raises(MemoryBudgetError):
+            attend(q, k, v, name, memory_budget=budget)
+
+    largest = _largest_allocation(refused)
+    assert largest <= budget, f"{name} allocated {largest / 2**20:.0f} MiB before refusing"
+
+
 @pytest.mark.parametrize("name", ["scaled", "basic"])
 def test_weights_over_budget_raise_with_sizes(name):
     q, k, v = _qkv(torch.float32, lead=(1, 1), L=BIG_L)
