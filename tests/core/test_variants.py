@@ -288,6 +288,39 @@ def test_one_dimensional_key_mask_broadcasts(name, need_weights):
     _check_against_reference(name, q, k, v, keys, params, need_weights=need_weights)
 
 
+# --- gradients ---------------------------------------------------------------------------
+
+CHUNKED_INPLACE = (
+    "bug: chunked.py _query_chunk uses in-place p.sub_().exp_(), l_sum.mul_(), acc.mul_() "
+    "on tensors autograd saved: backward raises RuntimeError"
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=CHUNKED_INPLACE))
+        if n == "chunked"
+        else n
+        for n in COMPARABLE
+    ],
+)
+def test_gradients_equal_sdpa_gradients(name):
+    """d(sum(out²))/d(q, k, v) equals SDPA's under the same mask (float64)."""
+    params = SMALL_PARAMS.get(name, {})
+    mask = _user_mask("padding", L, L) & masks.causal(L)
+    leaves = [t.requires_grad_() for t in _qkv(torch.float64)]
+    attend(*leaves, name, mask=mask, **params).output.square().sum().backward()
+    ref_leaves = [t.detach().clone().requires_grad_() for t in leaves]
+    additive = _reference_mask(name, mask, L, L, params)
+    ref_out = F.scaled_dot_product_attention(
+        *ref_leaves, attn_mask=additive, scale=_ref_scale(name, None)
+    )
+    ref_out.nan_to_num(0.0).square().sum().backward()
+    for ours, ref in zip(leaves, ref_leaves, strict=True):
+        torch.testing.assert_close(ours.grad, ref.grad.nan_to_num(0.0), atol=1e-10, rtol=0)
+
+
 # --- linear attention against its kernel formula -----------------------------------------
 
 
@@ -351,6 +384,17 @@ def test_linear_causal_mask_equals_causal_param():
     torch.testing.assert_close(result.output, ref_out, atol=1e-10, rtol=0)
     by_param = attend(q, k, v, "linear", mask=padding, causal=True, chunk_size=4)
     torch.testing.assert_close(by_param.output, ref_out, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_linear_gradients_equal_the_formula_gradients(causal):
+    leaves = [t.requires_grad_() for t in _qkv(torch.float64)]
+    attend(*leaves, "linear", causal=causal, chunk_size=3).output.square().sum().backward()
+    ref_leaves = [t.detach().clone().requires_grad_() for t in leaves]
+    ref_out, _ = _linear_reference(*ref_leaves, causal=causal, key_allowed=None)
+    ref_out.square().sum().backward()
+    for ours, ref in zip(leaves, ref_leaves, strict=True):
+        torch.testing.assert_close(ours.grad, ref.grad, atol=1e-10, rtol=0)
 
 
 def test_linear_is_an_approximation_of_softmax_attention():
