@@ -109,6 +109,21 @@ def page_intro(namespace: str) -> None:
         st.markdown(t(f"{namespace}.look_for"))
 
 
+def show_compute_error(err: ValueError) -> None:
+    """Show a refused computation as st.error: over budget (with what to lower) or invalid."""
+    if type(err).__name__ == "MemoryBudgetError":
+        st.error(t("common.error_budget", detail=str(err)) + " " + t("common.error_budget_lower"))
+    else:
+        st.error(t("common.error_invalid", detail=str(err)))
+
+
+def pooled_note(heatmap: data.Heatmap) -> str | None:
+    """The chart subtitle "pooled to r×c" for a pooled heatmap, else ``None``."""
+    if not heatmap.pooled:
+        return None
+    return t("common.chart_pooled", rows=heatmap.shape[0], cols=heatmap.shape[1])
+
+
 def device_controls() -> str:
     """Sidebar device line: a selectbox (URL key ``device``) when several devices exist.
 

@@ -57,104 +57,112 @@ def stats_charts(stats: pd.DataFrame, key: str) -> None:
 
 # ---------------------------------------------------------------- gallery
 
-st.header(t("multihead.gallery_header"))
-st.markdown(t("multihead.gallery_intro"))
-g_left, g_right = st.columns(2)
-gallery_len = state.slider_int(
-    PAGE, "gallery_len", t("multihead.gallery_len"), 4, GALLERY_MAX_LEN, 10, where=g_left
-)
-gallery_seed = state.slider_int(
-    PAGE, "gallery_seed", t("multihead.gallery_seed"), 0, controls.MAX_SEED, 0, where=g_right
-)
-try:
-    gallery, gallery_stats = data.pattern_gallery(gallery_len, gallery_seed)
-except ValueError as err:
-    st.error(t("common.error_invalid", detail=str(err)))
-    st.stop()
-frame = gallery.frame.assign(panel=gallery.frame["panel"].map(pattern_label))
-gallery_chart = charts.heatmap_chart(
-    frame,
-    title=t("multihead.gallery_title"),
-    x_title=t("common.chart_key"),
-    y_title=t("common.chart_query"),
-    value_title=t("common.chart_weight"),
-    panel_title=t("multihead.col_pattern"),
-    row_order=gallery.row_order,
-    col_order=gallery.col_order,
-    domain=(0.0, 1.0),
-    columns=GALLERY_COLUMNS,
-)
-st.altair_chart(gallery_chart, theme=None)
-gallery_table = gallery_stats.assign(name=gallery_stats["pattern"].map(pattern_label))
-stats_charts(gallery_table, "gallery")
+
+def gallery() -> None:
+    """The eight synthetic patterns (returns early, without st.stop, on refusal)."""
+    st.header(t("multihead.gallery_header"))
+    st.markdown(t("multihead.gallery_intro"))
+    g_left, g_right = st.columns(2)
+    gallery_len = state.slider_int(
+        PAGE, "gallery_len", t("multihead.gallery_len"), 4, GALLERY_MAX_LEN, 10, where=g_left
+    )
+    gallery_seed = state.slider_int(
+        PAGE, "gallery_seed", t("multihead.gallery_seed"), 0, controls.MAX_SEED, 0, where=g_right
+    )
+    try:
+        gallery, gallery_stats = data.pattern_gallery(gallery_len, gallery_seed)
+    except ValueError as err:
+        st.error(t("common.error_invalid", detail=str(err)))
+        return
+    frame = gallery.frame.assign(panel=gallery.frame["panel"].map(pattern_label))
+    gallery_chart = charts.heatmap_chart(
+        frame,
+        title=t("multihead.gallery_title"),
+        x_title=t("common.chart_key"),
+        y_title=t("common.chart_query"),
+        value_title=t("common.chart_weight"),
+        panel_title=t("multihead.col_pattern"),
+        row_order=gallery.row_order,
+        col_order=gallery.col_order,
+        domain=(0.0, 1.0),
+        columns=GALLERY_COLUMNS,
+    )
+    st.altair_chart(gallery_chart, theme=None)
+    gallery_table = gallery_stats.assign(name=gallery_stats["pattern"].map(pattern_label))
+    stats_charts(gallery_table, "gallery")
+
+
+gallery()
+
 
 # ---------------------------------------------------------------- real heads
 
-st.header(t("multihead.real_header"))
-st.markdown(t("multihead.real_intro"))
-ctl = controls.attention_controls(
-    PAGE, default_seq_len=12, default_d_model=64, default_heads=8, max_seq_len=256
-)
-try:
-    run = data.attention_run(**ctl.as_args())
-except ValueError as err:
-    if type(err).__name__ == "MemoryBudgetError":
-        st.error(t("common.error_budget", detail=str(err)) + " " + t("common.error_budget_lower"))
-    else:
-        st.error(t("common.error_invalid", detail=str(err)))
-    st.stop()
-if run.weights is None:
-    st.warning(t("playground.weights_skipped"))
-    st.stop()
 
-labels = data.axis_labels(run.tokens)
-heads = run.weights.shape[0]
-head_names = [t("multihead.head_name", h=h) for h in range(heads)]
-grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
-real_chart = charts.heatmap_chart(
-    grid.frame,
-    title=t("multihead.real_title", heads=heads, d_k=run.d_k),
-    subtitle=(
-        t("common.chart_pooled", rows=grid.shape[0], cols=grid.shape[1]) if grid.pooled else None
-    ),
-    x_title=t("common.chart_key"),
-    y_title=t("common.chart_query"),
-    value_title=t("common.chart_weight"),
-    score_title=t("common.chart_score"),
-    panel_title=t("common.chart_head"),
-    row_order=grid.row_order,
-    col_order=grid.col_order,
-    domain=(0.0, float(grid.frame["value"].max()) or 1.0),
-    columns=min(heads, GALLERY_COLUMNS),
-)
-st.altair_chart(real_chart, theme=None)
-real_stats = pd.DataFrame(
-    {
-        "name": head_names,
-        "entropy": data.head_entropy(run.weights),
-        "mean_distance": data.mean_distance(run.weights),
-    }
-)
-stats_charts(real_stats, "real")
-table = real_stats.rename(
-    columns={
-        "name": t("multihead.col_head"),
-        "entropy": t("multihead.col_entropy"),
-        "mean_distance": t("multihead.col_distance"),
-    }
-)
-st.dataframe(table, hide_index=True)
-metric_cols = st.columns(3)
-metric_cols[0].metric(t("multihead.metric_heads"), heads)
-metric_cols[1].metric(
-    t("multihead.metric_max_entropy"), f"{data.head_entropy(run.weights).max():.3f}"
-)
-metric_cols[2].metric(t("multihead.metric_uniform_entropy"), f"{math.log(len(run.tokens)):.3f}")
-st.caption(t("multihead.stats_note"))
+def real_heads() -> None:
+    """The heads of a real layer (returns early, without st.stop, on refusal)."""
+    st.header(t("multihead.real_header"))
+    st.markdown(t("multihead.real_intro"))
+    ctl = controls.attention_controls(
+        PAGE, default_seq_len=12, default_d_model=64, default_heads=8, max_seq_len=256
+    )
+    try:
+        run = data.attention_run(**ctl.as_args())
+    except ValueError as err:
+        controls.show_compute_error(err)
+        return
+    if run.weights is None:
+        st.warning(t("playground.weights_skipped"))
+        return
 
-exports.export_buttons(
-    "multihead_weights",
-    weights=run.weights,
-    csv_text=lambda: data.weights_table(run.weights, labels, labels),
-    chart=real_chart,
-)
+    labels = data.axis_labels(run.tokens)
+    heads = run.weights.shape[0]
+    head_names = [t("multihead.head_name", h=h) for h in range(heads)]
+    grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
+    real_chart = charts.heatmap_chart(
+        grid.frame,
+        title=t("multihead.real_title", heads=heads, d_k=run.d_k),
+        subtitle=controls.pooled_note(grid),
+        x_title=t("common.chart_key"),
+        y_title=t("common.chart_query"),
+        value_title=t("common.chart_weight"),
+        score_title=t("common.chart_score"),
+        panel_title=t("common.chart_head"),
+        row_order=grid.row_order,
+        col_order=grid.col_order,
+        domain=(0.0, float(grid.frame["value"].max()) or 1.0),
+        columns=min(heads, GALLERY_COLUMNS),
+    )
+    st.altair_chart(real_chart, theme=None)
+    real_stats = pd.DataFrame(
+        {
+            "name": head_names,
+            "entropy": data.head_entropy(run.weights),
+            "mean_distance": data.mean_distance(run.weights),
+        }
+    )
+    stats_charts(real_stats, "real")
+    table = real_stats.rename(
+        columns={
+            "name": t("multihead.col_head"),
+            "entropy": t("multihead.col_entropy"),
+            "mean_distance": t("multihead.col_distance"),
+        }
+    )
+    st.dataframe(table, hide_index=True)
+    metric_cols = st.columns(3)
+    metric_cols[0].metric(t("multihead.metric_heads"), heads)
+    metric_cols[1].metric(
+        t("multihead.metric_max_entropy"), f"{data.head_entropy(run.weights).max():.3f}"
+    )
+    metric_cols[2].metric(t("multihead.metric_uniform_entropy"), f"{math.log(len(run.tokens)):.3f}")
+    st.caption(t("multihead.stats_note"))
+
+    exports.export_buttons(
+        "multihead_weights",
+        weights=run.weights,
+        csv_text=lambda: data.weights_table(run.weights, labels, labels),
+        chart=real_chart,
+    )
+
+
+real_heads()

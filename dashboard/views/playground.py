@@ -13,121 +13,122 @@ PAGE = "playground"
 controls.page_intro(PAGE)
 ctl = controls.attention_controls(PAGE)
 
-try:
-    with st.spinner(t("playground.computing")):
-        run = data.attention_run(**ctl.as_args())
-except ValueError as err:
-    is_budget = type(err).__name__ == "MemoryBudgetError"
-    if is_budget:
-        st.error(t("common.error_budget", detail=str(err)) + " " + t("common.error_budget_lower"))
-    else:
-        st.error(t("common.error_invalid", detail=str(err)))
-    st.stop()
 
-memory_label = (
-    t("common.metric_memory_measured") if run.peak_measured else t("common.metric_memory_estimate")
-)
-cols = st.columns(6)
-cols[0].metric(t("common.metric_seq_len"), len(run.tokens))
-cols[1].metric(t("common.metric_d_k"), run.d_k)
-cols[2].metric(t("common.metric_device"), run.device)
-cols[3].metric(t("common.metric_time"), f"{run.seconds * 1000:.2f} ms")
-cols[4].metric(memory_label, data.describe_bytes(run.peak_bytes))
-sparsity_text = "—" if run.weights is None else f"{run.sparsity:.1%}"
-cols[5].metric(t("common.metric_sparsity"), sparsity_text)
-notes = [t("common.time_note", device=run.device)]
-if not run.peak_measured:
-    notes.append(t("common.memory_estimate_note"))
-if ctl.input_kind != "random":
-    notes.append(t("common.embedding_note"))
-st.caption(" ".join(notes))
+def render() -> None:
+    """Compute and draw the page (returns early, without st.stop, on refusal)."""
+    try:
+        with st.spinner(t("playground.computing")):
+            run = data.attention_run(**ctl.as_args())
+    except ValueError as err:
+        controls.show_compute_error(err)
+        return
 
-labels = data.axis_labels(run.tokens)
-if run.weights is None:
-    st.warning(t("playground.weights_skipped"))
-    out = run.output
-    st.metric(t("playground.output_stats"), f"{out.mean():.4f} ± {out.std():.4f}")
-    st.stop()
+    memory_label = (
+        t("common.metric_memory_measured")
+        if run.peak_measured
+        else t("common.metric_memory_estimate")
+    )
+    cols = st.columns(6)
+    cols[0].metric(t("common.metric_seq_len"), len(run.tokens))
+    cols[1].metric(t("common.metric_d_k"), run.d_k)
+    cols[2].metric(t("common.metric_device"), run.device)
+    cols[3].metric(t("common.metric_time"), f"{run.seconds * 1000:.2f} ms")
+    cols[4].metric(memory_label, data.describe_bytes(run.peak_bytes))
+    sparsity_text = "—" if run.weights is None else f"{run.sparsity:.1%}"
+    cols[5].metric(t("common.metric_sparsity"), sparsity_text)
+    notes = [t("common.time_note", device=run.device)]
+    if not run.peak_measured:
+        notes.append(t("common.memory_estimate_note"))
+    if ctl.input_kind != "random":
+        notes.append(t("common.embedding_note"))
+    st.caption(" ".join(notes))
 
-heads = run.weights.shape[0]
-head_names = [t("playground.head_name", h=h) for h in range(heads)]
-grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
-shared_domain = (0.0, float(grid.frame["value"].max()) or 1.0)  # pooled cells
-pooled_note = (
-    t("common.chart_pooled", rows=grid.shape[0], cols=grid.shape[1]) if grid.pooled else None
-)
-grid_chart = charts.heatmap_chart(
-    grid.frame,
-    title=t("playground.grid_title", heads=heads),
-    subtitle=pooled_note,
-    x_title=t("common.chart_key"),
-    y_title=t("common.chart_query"),
-    value_title=t("common.chart_weight"),
-    score_title=t("common.chart_score"),
-    panel_title=t("common.chart_head"),
-    row_order=grid.row_order,
-    col_order=grid.col_order,
-    domain=shared_domain,
-    columns=min(heads, 4),
-)
-st.altair_chart(grid_chart, theme=None)
+    labels = data.axis_labels(run.tokens)
+    if run.weights is None:
+        st.warning(t("playground.weights_skipped"))
+        out = run.output
+        st.metric(t("playground.output_stats"), f"{out.mean():.4f} ± {out.std():.4f}")
+        return
 
-mean_weights = run.weights.mean(axis=0)  # (H, L, L) -> (L, L)
-mean_scores = run.scores.mean(axis=0)  # (H, L, L) -> (L, L)
-row_sums = mean_weights.sum(axis=-1)  # (L,)
-left, right = st.columns(2)
-with left:
-    avg = data.heatmap_frame(mean_weights, labels, labels, scores=mean_scores)
-    avg_chart = charts.heatmap_chart(
-        avg.frame,
-        title=t("playground.avg_title"),
-        subtitle=(
-            t("common.chart_pooled", rows=avg.shape[0], cols=avg.shape[1]) if avg.pooled else None
-        ),
+    heads = run.weights.shape[0]
+    head_names = [t("playground.head_name", h=h) for h in range(heads)]
+    grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
+    shared_domain = (0.0, float(grid.frame["value"].max()) or 1.0)  # pooled cells
+    grid_chart = charts.heatmap_chart(
+        grid.frame,
+        title=t("playground.grid_title", heads=heads),
+        subtitle=controls.pooled_note(grid),
         x_title=t("common.chart_key"),
         y_title=t("common.chart_query"),
         value_title=t("common.chart_weight"),
         score_title=t("common.chart_score"),
-        row_order=avg.row_order,
-        col_order=avg.col_order,
-        width=420,
+        panel_title=t("common.chart_head"),
+        row_order=grid.row_order,
+        col_order=grid.col_order,
+        domain=shared_domain,
+        columns=min(heads, 4),
     )
-    st.altair_chart(avg_chart, theme=None)
-    st.metric(
-        t("common.metric_row_sums"),
-        t("common.metric_row_sums_value", low=float(row_sums.min()), high=float(row_sums.max())),
-    )
-    if ctl.mask_kind == "padding" or ctl.dropout > 0:
-        st.caption(t("playground.row_sums_note"))
-with right:
-    dims = [str(d) for d in range(run.output.shape[1])]
-    out = data.heatmap_frame(run.output, labels, dims)
-    out_chart = charts.heatmap_chart(
-        out.frame,
-        title=t("playground.output_title"),
-        subtitle=(
-            t("common.chart_pooled", rows=out.shape[0], cols=out.shape[1]) if out.pooled else None
-        ),
-        x_title=t("playground.output_dim"),
-        y_title=t("common.chart_query"),
-        value_title=t("common.chart_value"),
-        row_order=out.row_order,
-        col_order=out.col_order,
-        diverging=True,
-        width=420,
-    )
-    st.altair_chart(out_chart, theme=None)
-    st.caption(
-        t(
-            "playground.output_stats_caption",
-            mean=float(np.mean(run.output)),
-            std=float(np.std(run.output)),
+    st.altair_chart(grid_chart, theme=None)
+
+    mean_weights = run.weights.mean(axis=0)  # (H, L, L) -> (L, L)
+    mean_scores = run.scores.mean(axis=0)  # (H, L, L) -> (L, L)
+    row_sums = mean_weights.sum(axis=-1)  # (L,)
+    left, right = st.columns(2)
+    with left:
+        avg = data.heatmap_frame(mean_weights, labels, labels, scores=mean_scores)
+        avg_chart = charts.heatmap_chart(
+            avg.frame,
+            title=t("playground.avg_title"),
+            subtitle=controls.pooled_note(avg),
+            x_title=t("common.chart_key"),
+            y_title=t("common.chart_query"),
+            value_title=t("common.chart_weight"),
+            score_title=t("common.chart_score"),
+            row_order=avg.row_order,
+            col_order=avg.col_order,
+            width=420,
         )
+        st.altair_chart(avg_chart, theme=None)
+        st.metric(
+            t("common.metric_row_sums"),
+            t(
+                "common.metric_row_sums_value",
+                low=float(row_sums.min()),
+                high=float(row_sums.max()),
+            ),
+        )
+        if ctl.mask_kind == "padding" or ctl.dropout > 0:
+            st.caption(t("playground.row_sums_note"))
+    with right:
+        dims = [str(d) for d in range(run.output.shape[1])]
+        out = data.heatmap_frame(run.output, labels, dims)
+        out_chart = charts.heatmap_chart(
+            out.frame,
+            title=t("playground.output_title"),
+            subtitle=controls.pooled_note(out),
+            x_title=t("playground.output_dim"),
+            y_title=t("common.chart_query"),
+            value_title=t("common.chart_value"),
+            row_order=out.row_order,
+            col_order=out.col_order,
+            diverging=True,
+            width=420,
+        )
+        st.altair_chart(out_chart, theme=None)
+        st.caption(
+            t(
+                "playground.output_stats_caption",
+                mean=float(np.mean(run.output)),
+                std=float(np.std(run.output)),
+            )
+        )
+
+    exports.export_buttons(
+        "playground_weights",
+        weights=run.weights,
+        csv_text=lambda: data.weights_table(run.weights, labels, labels),
+        chart=grid_chart,
     )
 
-exports.export_buttons(
-    "playground_weights",
-    weights=run.weights,
-    csv_text=lambda: data.weights_table(run.weights, labels, labels),
-    chart=grid_chart,
-)
+
+render()

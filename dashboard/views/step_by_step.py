@@ -35,114 +35,118 @@ d_k = state.slider_int(PAGE, "d_k", t("step_by_step.d_k"), 1, data.STEP_D_MODEL,
 causal = state.checkbox(PAGE, "causal", t("step_by_step.causal"), False)
 seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
 
-try:
-    result = data.step_by_step(sentence, n_tokens, seed, d_k, causal)
-except ValueError as err:
-    st.error(t("common.error_invalid", detail=str(err)))
-    st.stop()
 
-labels = data.axis_labels(result.tokens)
-dims = {
-    "model": [f"d{i}" for i in range(data.STEP_D_MODEL)],
-    "head": [f"k{i}" for i in range(d_k)],
-}
-axes = {
-    "X": (labels, dims["model"]),
-    "W_Q": (dims["model"], dims["head"]),
-    "W_K": (dims["model"], dims["head"]),
-    "W_V": (dims["model"], dims["head"]),
-    "Q": (labels, dims["head"]),
-    "K": (labels, dims["head"]),
-    "V": (labels, dims["head"]),
-    "scores": (labels, labels),
-    "scaled": (labels, labels),
-    "mask": (labels, labels),
-    "weights": (labels, labels),
-    "output": (labels, dims["head"]),
-}
+def render() -> None:
+    """Compute and draw the page (returns early, without st.stop, on refusal)."""
+    try:
+        result = data.step_by_step(sentence, n_tokens, seed, d_k, causal)
+    except ValueError as err:
+        st.error(t("common.error_invalid", detail=str(err)))
+        return
 
+    labels = data.axis_labels(result.tokens)
+    dims = {
+        "model": [f"d{i}" for i in range(data.STEP_D_MODEL)],
+        "head": [f"k{i}" for i in range(d_k)],
+    }
+    axes = {
+        "X": (labels, dims["model"]),
+        "W_Q": (dims["model"], dims["head"]),
+        "W_K": (dims["model"], dims["head"]),
+        "W_V": (dims["model"], dims["head"]),
+        "Q": (labels, dims["head"]),
+        "K": (labels, dims["head"]),
+        "V": (labels, dims["head"]),
+        "scores": (labels, labels),
+        "scaled": (labels, labels),
+        "mask": (labels, labels),
+        "weights": (labels, labels),
+        "output": (labels, dims["head"]),
+    }
 
-def matrix_chart(name: str):
-    """Annotated heatmap of one intermediate matrix."""
-    rows, cols = axes[name]
-    heat = data.heatmap_frame(result.matrices[name], rows, cols)
-    shape = "×".join(str(s) for s in result.matrices[name].shape)
-    return charts.heatmap_chart(
-        heat.frame,
-        title=f"{t(f'step_by_step.m_{name}')} ({shape})",
-        subtitle=t(f"step_by_step.f_{name}"),
-        x_title="",
-        y_title="",
-        value_title=t("common.chart_value"),
-        row_order=heat.row_order,
-        col_order=heat.col_order,
-        diverging=name in SIGNED,
-        domain=(0.0, 1.0) if name in ("mask", "weights") else None,
-        annotate=True,
-        value_format=".2f",
-        width=CHART_WIDTH,
+    def matrix_chart(name: str):
+        """Annotated heatmap of one intermediate matrix."""
+        rows, cols = axes[name]
+        heat = data.heatmap_frame(result.matrices[name], rows, cols)
+        shape = "×".join(str(s) for s in result.matrices[name].shape)
+        return charts.heatmap_chart(
+            heat.frame,
+            title=f"{t(f'step_by_step.m_{name}')} ({shape})",
+            subtitle=t(f"step_by_step.f_{name}"),
+            x_title="",
+            y_title="",
+            value_title=t("common.chart_value"),
+            row_order=heat.row_order,
+            col_order=heat.col_order,
+            diverging=name in SIGNED,
+            domain=(0.0, 1.0) if name in ("mask", "weights") else None,
+            annotate=True,
+            value_format=".2f",
+            width=CHART_WIDTH,
+        )
+
+    for group in MATRIX_ROWS:
+        widths = [len(axes[name][1]) + 2 for name in group]  # wider matrices get wider columns
+        cols = st.columns(widths)
+        for col, name in zip(cols, group, strict=True):
+            with col:
+                st.altair_chart(matrix_chart(name), theme=None)
+
+    st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
+
+    st.subheader(t("step_by_step.cell_header"))
+    positions = list(range(n_tokens))
+    left, right = st.columns(2)
+    i = state.select(
+        PAGE, "query", t("step_by_step.pick_query"), positions, 0, lambda p: labels[p], where=left
+    )
+    j = state.select(
+        PAGE, "key", t("step_by_step.pick_key"), positions, 0, lambda p: labels[p], where=right
+    )
+    cell = data.cell_breakdown(result, i, j)
+    allowed = t("step_by_step.allowed_yes") if cell["allowed"] else t("step_by_step.allowed_no")
+    steps = pd.DataFrame(
+        {
+            t("step_by_step.col_step"): [
+                t("step_by_step.s_dot", i=i, j=j),
+                t("step_by_step.s_sqrt"),
+                t("step_by_step.s_scaled"),
+                t("step_by_step.s_mask"),
+                t("step_by_step.s_max"),
+                t("step_by_step.s_exp"),
+                t("step_by_step.s_sum"),
+                t("step_by_step.s_weight"),
+            ],
+            t("step_by_step.col_value"): [
+                f"{cell['dot']:.4f}",
+                f"{cell['sqrt_d_k']:.4f}",
+                f"{cell['scaled']:.4f}",
+                allowed,
+                f"{cell['row_max']:.4f}",
+                f"{cell['exp']:.4f}",
+                f"{cell['row_sum']:.4f}",
+                f"{cell['weight']:.4f}",
+            ],
+        }
+    )
+    st.dataframe(steps, hide_index=True)
+    metric_cols = st.columns(3)
+    metric_cols[0].metric(t("step_by_step.metric_weight"), f"{cell['weight']:.4f}")
+    metric_cols[1].metric(
+        t("step_by_step.metric_recomputed"),
+        f"{(cell['exp'] / cell['row_sum']):.4f}",
+    )
+    metric_cols[2].metric(
+        t("step_by_step.metric_row_sum", i=i),
+        f"{result.matrices['weights'][i].sum():.4f}",
+    )
+
+    exports.export_buttons(
+        "step_by_step_weights",
+        weights=result.matrices["weights"],
+        csv_text=lambda: data.weights_table(result.matrices["weights"], labels, labels),
+        chart=matrix_chart("weights"),
     )
 
 
-for group in MATRIX_ROWS:
-    widths = [len(axes[name][1]) + 2 for name in group]  # wider matrices get wider columns
-    cols = st.columns(widths)
-    for col, name in zip(cols, group, strict=True):
-        with col:
-            st.altair_chart(matrix_chart(name), theme=None)
-
-st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
-
-st.subheader(t("step_by_step.cell_header"))
-positions = list(range(n_tokens))
-left, right = st.columns(2)
-i = state.select(
-    PAGE, "query", t("step_by_step.pick_query"), positions, 0, lambda p: labels[p], where=left
-)
-j = state.select(
-    PAGE, "key", t("step_by_step.pick_key"), positions, 0, lambda p: labels[p], where=right
-)
-cell = data.cell_breakdown(result, i, j)
-allowed = t("step_by_step.allowed_yes") if cell["allowed"] else t("step_by_step.allowed_no")
-steps = pd.DataFrame(
-    {
-        t("step_by_step.col_step"): [
-            t("step_by_step.s_dot", i=i, j=j),
-            t("step_by_step.s_sqrt"),
-            t("step_by_step.s_scaled"),
-            t("step_by_step.s_mask"),
-            t("step_by_step.s_max"),
-            t("step_by_step.s_exp"),
-            t("step_by_step.s_sum"),
-            t("step_by_step.s_weight"),
-        ],
-        t("step_by_step.col_value"): [
-            f"{cell['dot']:.4f}",
-            f"{cell['sqrt_d_k']:.4f}",
-            f"{cell['scaled']:.4f}",
-            allowed,
-            f"{cell['row_max']:.4f}",
-            f"{cell['exp']:.4f}",
-            f"{cell['row_sum']:.4f}",
-            f"{cell['weight']:.4f}",
-        ],
-    }
-)
-st.dataframe(steps, hide_index=True)
-metric_cols = st.columns(3)
-metric_cols[0].metric(t("step_by_step.metric_weight"), f"{cell['weight']:.4f}")
-metric_cols[1].metric(
-    t("step_by_step.metric_recomputed"),
-    f"{(cell['exp'] / cell['row_sum']):.4f}",
-)
-metric_cols[2].metric(
-    t("step_by_step.metric_row_sum", i=i),
-    f"{result.matrices['weights'][i].sum():.4f}",
-)
-
-exports.export_buttons(
-    "step_by_step_weights",
-    weights=result.matrices["weights"],
-    csv_text=lambda: data.weights_table(result.matrices["weights"], labels, labels),
-    chart=matrix_chart("weights"),
-)
+render()

@@ -120,3 +120,14 @@ def test_multihead_page(lang):
     shown = list(metrics(at).values())
     assert shown[0] == "8"
     assert float(shown[1]) <= float(shown[2]) + 1e-9  # no head beats the uniform entropy
+
+
+def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "0.001")
+    at = open_app(
+        **{"playground.seq_len": "512", "playground.variant": "chunked", "playground.seed": "x"}
+    )
+    assert not at.exception
+    assert len(at.error) == 1 and len(at.warning) == 1
+    assert "playground\\.seed" in at.warning[0].value
+    assert "playground.seq_len=512" in at.sidebar.code[0].value
