@@ -140,13 +140,22 @@ def format_bytes(nbytes: float) -> str:
     return f"{nbytes:.1f} GiB"
 
 
-def check_budget(nbytes: int, what: str, budget: int | None = None) -> None:
+DEFAULT_BUDGET_HINT = (
+    "lower the sequence length, batch or heads, ask for no weights, or use an efficient "
+    "variant (local, linear, chunked)"
+)
+
+
+def check_budget(
+    nbytes: int, what: str, budget: int | None = None, hint: str = DEFAULT_BUDGET_HINT
+) -> None:
     """Raise before allocating ``nbytes`` for ``what`` when it exceeds the budget.
 
     Args:
         nbytes: estimated bytes of the allocation.
         what: a short description used in the message, e.g. "attention weights (1, 8, 4096, 4096)".
         budget: bytes; ``None`` uses :func:`resolve_budget`.
+        hint: what the caller can lower, appended to the message.
 
     Raises:
         MemoryBudgetError: a ``ValueError`` naming the size, the budget and what to lower.
@@ -155,6 +164,5 @@ def check_budget(nbytes: int, what: str, budget: int | None = None) -> None:
     if nbytes > limit:
         raise MemoryBudgetError(
             f"{what} needs {format_bytes(nbytes)}, over the memory budget of "
-            f"{format_bytes(limit)}; lower the sequence length, batch or heads, ask for no "
-            f"weights, or use an efficient variant (local, linear, chunked)"
+            f"{format_bytes(limit)}; {hint}"
         )

@@ -117,7 +117,13 @@ class MultiHeadSelfAttention(nn.Module):
             return mask.unsqueeze(1)  # (B, 1, L|1, S)
         return mask
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = True):
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        generator: torch.Generator | None = None,
+    ):
         """Attend over x.
 
         Args:
@@ -125,6 +131,7 @@ class MultiHeadSelfAttention(nn.Module):
             mask: None, (L, L), (B, L, L), (B, 1, L) key padding, or (B, H, L, L); bool
                 (True = may attend) or float (added to the scores).
             need_weights: return the per-head weights (forms B·H·L² values).
+            generator: torch.Generator for reproducible dropout in training mode.
 
         Returns:
             (output (B, L, D), weights (B, H, L, L) or None).
@@ -142,6 +149,7 @@ class MultiHeadSelfAttention(nn.Module):
             scale=self.scale,
             need_weights=need_weights,
             dropout_p=self.dropout if self.training else 0.0,
+            generator=generator,
             **self.params,
         )
         out = self.out_linear(self.merge_heads(result.output))  # (B, L, D)

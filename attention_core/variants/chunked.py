@@ -47,6 +47,9 @@ def _query_chunk(q_c, k, v, mask_rows, rows, key_chunk, dropout_p, generator, ke
     S = k.shape[-2]
     lead = torch.broadcast_shapes(q_c.shape[:-2], k.shape[:-2], v.shape[:-2])
     cq = q_c.shape[-2]
+    # in-place updates save memory, but autograd needs the tensors it saved intact
+    tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q_c, k, v))
+    inplace = not tracked
     m = q_c.new_full((*lead, cq, 1), -torch.inf)  # running row max
     l_sum = q_c.new_zeros((*lead, cq, 1))  # running Σ exp(s − m)
     acc = q_c.new_zeros((*lead, cq, v.shape[-1]))  # running Σ exp(s − m) v
@@ -58,15 +61,22 @@ def _query_chunk(q_c, k, v, mask_rows, rows, key_chunk, dropout_p, generator, ke
         p = _masked_scores(q_c, k[..., cols, :], mask_t)  # (..., cq, ck) scores
         m_new = torch.maximum(m, p.amax(dim=-1, keepdim=True))  # (..., cq, 1)
         m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
-        p = p.sub_(m_safe).exp_()  # (..., cq, ck) in [0, 1]; blocked cells give 0
+        if inplace:
+            p = p.sub_(m_safe).exp_()  # (..., cq, ck) in [0, 1]; blocked cells give 0
+        else:
+            p = torch.exp(p - m_safe)
         correction = torch.exp(m - m_safe)  # (..., cq, 1); 0 while the row saw no key
-        l_sum = l_sum.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
+        if inplace:
+            l_sum = l_sum.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
+        else:
+            l_sum = l_sum * correction + p.sum(dim=-1, keepdim=True)
         if dropout_p > 0:
             keep = dropout_keep(p.shape, dropout_p, generator, p.device)
             if keeps is not None:
                 keeps[(rows.start, start)] = keep
             p = p * keep / (1.0 - dropout_p)
-        acc = acc.mul_(correction).add_(p @ v[..., cols, :])  # (..., cq, ck) @ (..., ck, Ev)
+        pv = p @ v[..., cols, :]  # (..., cq, ck) @ (..., ck, Ev) -> (..., cq, Ev)
+        acc = acc.mul_(correction).add_(pv) if inplace else acc * correction + pv
         m = m_new
     out = torch.where(l_sum > 0, acc / torch.where(l_sum > 0, l_sum, 1.0), 0.0)
     return out, m, l_sum
@@ -131,6 +141,8 @@ def chunked_attention(
         2 * tensor_bytes((*lead, chunk, key_chunk), work),
         f"score tile {(*lead, chunk, key_chunk)}",
         memory_budget,
+        hint="lower chunk_size or key_chunk_size (the tile is chunk_size × key_chunk_size per "
+        "head), or the batch or heads",
     )
     qw, kw, vw = q.to(work) * scale, k.to(work), v.to(work)  # q pre-scaled once
     out = qw.new_empty((*lead, L, v.shape[-1]))  # (..., L, Ev)

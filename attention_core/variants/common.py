@@ -191,6 +191,25 @@ def apply_dropout(
     return weights * keep / (1.0 - p)
 
 
+PATTERN_BYTES_PER_CELL = 9  # the int64 position difference and the bool result in masks.py
+
+
+def check_dense_budget(
+    q: torch.Tensor, k: torch.Tensor, memory_budget: int | None, with_pattern: bool = False
+) -> None:
+    """Budget check of explicit attention before anything L×S is allocated: scores and
+    weights in the compute dtype, plus a sparse pattern's construction when it is built.
+
+    Raises:
+        MemoryBudgetError: over the budget.
+    """
+    shape = scores_shape(q, k)
+    nbytes = 2 * tensor_bytes(shape, compute_dtype(q.dtype))
+    if with_pattern:
+        nbytes += q.shape[-2] * k.shape[-2] * PATTERN_BYTES_PER_CELL
+    check_budget(nbytes, f"attention scores {tuple(shape)}", memory_budget)
+
+
 def dense_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -213,9 +232,7 @@ def dense_attention(
         MemoryBudgetError: when the score matrices would exceed the budget.
     """
     work = compute_dtype(q.dtype)
-    shape = scores_shape(q, k)
-    # scores and weights live at the same time
-    check_budget(2 * tensor_bytes(shape, work), f"attention scores {tuple(shape)}", memory_budget)
+    check_dense_budget(q, k, memory_budget)  # scores and weights live at the same time
     qw, kw, vw = q.to(work), k.to(work), v.to(work)
     scores = (qw @ kw.transpose(-2, -1)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
     scores = apply_mask(scores, mask)

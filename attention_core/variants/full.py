@@ -52,6 +52,17 @@ def _dense_result(q, k, v, mask, scale, need_weights, dropout_p, generator, memo
     return AttentionResult(out, weights if need_weights else None)
 
 
+def _sdpa_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """A mask as SDPA takes it: at least 2-D, and a float mask in the inputs' dtype."""
+    if mask is None:
+        return None
+    if mask.dim() < 2:
+        mask = mask.view(1, -1)  # (S,) -> (1, S): one key mask for every query
+    if mask.is_floating_point() and mask.dtype != dtype:
+        mask = mask.to(dtype)
+    return mask
+
+
 def _fused_sdpa(q, k, v, mask, scale, memory_budget) -> torch.Tensor:
     """PyTorch's fused scaled_dot_product_attention, with empty rows set to 0 (SDPA gives
     NaN there). float64 runs SDPA's math path, which forms L×S: budget-check it."""
@@ -60,8 +71,9 @@ def _fused_sdpa(q, k, v, mask, scale, memory_budget) -> torch.Tensor:
         check_budget(
             2 * tensor_bytes(shape, q.dtype), f"attention scores {tuple(shape)}", memory_budget
         )
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)  # (..., L, Ev)
-    return zero_rows_without_key(out, mask)
+    sdpa_mask = _sdpa_mask(mask, q.dtype)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, scale=scale)  # (..., L, Ev)
+    return zero_rows_without_key(out, sdpa_mask)
 
 
 def scaled_attention(

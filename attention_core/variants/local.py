@@ -19,6 +19,7 @@ from attention_core.types import AttentionResult, Param, VariantSpec
 from attention_core.variants.common import (
     allowed_from_mask,
     apply_dropout,
+    check_dense_budget,
     combine_with_pattern,
     dense_attention,
     stable_softmax,
@@ -153,8 +154,10 @@ def blocked_attention(
 def _dense_fallback(
     q, k, v, pattern, mask, scale, need_weights, dropout_p, generator, memory_budget
 ) -> AttentionResult:
-    """Cross-attention (L != S) has no band structure to exploit: masked dense attention."""
-    combined = combine_with_pattern(mask, pattern)
+    """Cross-attention (L != S) has no band structure to exploit: masked dense attention.
+    ``pattern()`` builds the (L, S) mask after the budget check."""
+    check_dense_budget(q, k, memory_budget, with_pattern=True)
+    combined = combine_with_pattern(mask, pattern())
     out, weights = dense_attention(
         q,
         k,
@@ -199,7 +202,10 @@ def local_attention(
     L, S = q.shape[-2], k.shape[-2]
     halo = window_size // 2
     if L != S:
-        pattern = masks.local(L, window_size, S, device=q.device)
+
+        def pattern():
+            return masks.local(L, window_size, S, device=q.device)
+
         return _dense_fallback(
             q, k, v, pattern, mask, scale, need_weights, dropout_p, generator, memory_budget
         )
@@ -242,7 +248,10 @@ def block_attention(
     """
     L, S = q.shape[-2], k.shape[-2]
     if L != S:
-        pattern = masks.block(L, block_size, S, device=q.device)
+
+        def pattern():
+            return masks.block(L, block_size, S, device=q.device)
+
         return _dense_fallback(
             q, k, v, pattern, mask, scale, need_weights, dropout_p, generator, memory_budget
         )

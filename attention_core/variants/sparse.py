@@ -9,16 +9,22 @@ from __future__ import annotations
 
 from attention_core import masks
 from attention_core.types import AttentionResult, Param, VariantSpec
-from attention_core.variants.common import combine_with_pattern, dense_attention
+from attention_core.variants.common import (
+    check_dense_budget,
+    combine_with_pattern,
+    dense_attention,
+)
 from attention_core.variants.full import dense_memory
 from attention_core.variants.local import WINDOW_PARAM
 
 
 def _pattern_attention(
-    q, k, v, pattern, *, mask, scale, need_weights, dropout_p, generator, memory_budget
+    q, k, v, build_pattern, *, mask, scale, need_weights, dropout_p, generator, memory_budget
 ) -> AttentionResult:
-    """Full attention restricted to ``pattern`` (L, S) and the user's ``mask``."""
-    combined = combine_with_pattern(mask, pattern.to(q.device))
+    """Full attention restricted to the (L, S) pattern ``build_pattern()`` makes and the
+    user's ``mask``; the budget is checked before the pattern is built."""
+    check_dense_budget(q, k, memory_budget, with_pattern=True)
+    combined = combine_with_pattern(mask, build_pattern().to(q.device))
     out, weights = dense_attention(
         q,
         k,
@@ -68,7 +74,10 @@ def strided_attention(
     Raises:
         MemoryBudgetError: when the L×S scores exceed the budget.
     """
-    pattern = _strided_pattern(q.shape[-2], k.shape[-2], stride=stride)
+
+    def pattern():
+        return _strided_pattern(q.shape[-2], k.shape[-2], stride=stride)
+
     return _pattern_attention(
         q,
         k,
@@ -99,7 +108,10 @@ def random_attention(
 ) -> AttentionResult:
     """Random sparse attention: each (i, j) kept with probability ``density`` (seeded; the
     diagonal is always kept). Args/Returns/Raises as :func:`strided_attention`."""
-    pattern = _random_pattern(q.shape[-2], k.shape[-2], density=density, seed=seed)
+
+    def pattern():
+        return _random_pattern(q.shape[-2], k.shape[-2], density=density, seed=seed)
+
     return _pattern_attention(
         q,
         k,
@@ -131,7 +143,10 @@ def combined_attention(
     """Local window united with a strided pattern (the Sparse Transformer's mix): query i sees
     |i − j| <= window_size // 2 or (i − j) divisible by ``stride``.
     Args/Returns/Raises as :func:`strided_attention`."""
-    pattern = _combined_pattern(q.shape[-2], k.shape[-2], window_size=window_size, stride=stride)
+
+    def pattern():
+        return _combined_pattern(q.shape[-2], k.shape[-2], window_size=window_size, stride=stride)
+
     return _pattern_attention(
         q,
         k,

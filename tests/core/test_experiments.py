@@ -465,17 +465,7 @@ def test_equivariance_runs_for_every_variant(variant):
     assert math.isfinite(result.max_abs_diff)
 
 
-# chunked's online softmax updates autograd-saved tensors in place (p.sub_().exp_()), so its
-# backward raises; not strict, so the test passes again once the variant is fixed
-_GRADIENT_VARIANTS = [
-    pytest.param(
-        name,
-        marks=pytest.mark.xfail(reason="chunked backward: in-place op on a saved tensor"),
-    )
-    if name == "chunked"
-    else name
-    for name in sorted(VARIANTS)
-]
+_GRADIENT_VARIANTS = sorted(VARIANTS)
 
 
 @pytest.mark.parametrize("variant", _GRADIENT_VARIANTS)

@@ -251,24 +251,16 @@ def test_sparse_patterns_are_applied():
 
 # --- masks of other dtypes and ranks ------------------------------------------------------
 
-# Bug (attention_core/variants/full.py, fused path of scaled/basic): the mask goes to
-# F.scaled_dot_product_attention unchanged, which rejects it; every other variant accepts it.
-FUSED_PATH_BUG = "bug: scaled/basic fused SDPA path passes the mask to SDPA unconverted"
+
+def _mask_cases(names):
+    return [
+        pytest.param(name, need_weights, id=f"{name}-{'weights' if need_weights else 'no_weights'}")
+        for name in names
+        for need_weights in (False, True)
+    ]
 
 
-def _fused_bug_cases(names):
-    cases = []
-    for name in names:
-        for need_weights in (False, True):
-            marks = ()
-            if name in ("scaled", "basic") and not need_weights:
-                marks = pytest.mark.xfail(strict=True, reason=FUSED_PATH_BUG)
-            nw_id = "weights" if need_weights else "no_weights"
-            cases.append(pytest.param(name, need_weights, marks=marks, id=f"{name}-{nw_id}"))
-    return cases
-
-
-@pytest.mark.parametrize(("name", "need_weights"), _fused_bug_cases(COMPARABLE))
+@pytest.mark.parametrize(("name", "need_weights"), _mask_cases(COMPARABLE))
 def test_float_mask_of_another_dtype_is_accepted(name, need_weights):
     """A float64 additive mask on float32 inputs acts like the same mask in float32."""
     q, k, v = _qkv(torch.float32)
@@ -279,7 +271,7 @@ def test_float_mask_of_another_dtype_is_accepted(name, need_weights):
     torch.testing.assert_close(got.output, expected.output, atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize(("name", "need_weights"), _fused_bug_cases(COMPARABLE))
+@pytest.mark.parametrize(("name", "need_weights"), _mask_cases(COMPARABLE))
 def test_one_dimensional_key_mask_broadcasts(name, need_weights):
     """A (S,) bool mask broadcasts to (B, H, L, S) like the same mask shaped (1, S)."""
     q, k, v = _qkv(torch.float64)
@@ -290,21 +282,8 @@ def test_one_dimensional_key_mask_broadcasts(name, need_weights):
 
 # --- gradients ---------------------------------------------------------------------------
 
-CHUNKED_INPLACE = (
-    "bug: chunked.py _query_chunk uses in-place p.sub_().exp_(), l_sum.mul_(), acc.mul_() "
-    "on tensors autograd saved: backward raises RuntimeError"
-)
 
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=CHUNKED_INPLACE))
-        if n == "chunked"
-        else n
-        for n in COMPARABLE
-    ],
-)
+@pytest.mark.parametrize("name", COMPARABLE)
 def test_gradients_equal_sdpa_gradients(name):
     """d(sum(out²))/d(q, k, v) equals SDPA's under the same mask (float64)."""
     params = SMALL_PARAMS.get(name, {})
@@ -599,23 +578,7 @@ def test_dense_variants_refuse_a_small_budget_at_L_4096(name):
         attend(q, k, v, name, memory_budget=SMALL_BUDGET)
 
 
-PATTERN_BEFORE_BUDGET = (
-    "bug: sparse.py builds the (L, S) pattern (int64 / float32 intermediates in masks.py) "
-    "before the budget check"
-)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "stable",
-        pytest.param("strided", marks=pytest.mark.xfail(strict=True, reason=PATTERN_BEFORE_BUDGET)),
-        pytest.param("random", marks=pytest.mark.xfail(strict=True, reason=PATTERN_BEFORE_BUDGET)),
-        pytest.param(
-            "combined", marks=pytest.mark.xfail(strict=True, reason=PATTERN_BEFORE_BUDGET)
-        ),
-    ],
-)
+@pytest.mark.parametrize("name", ["stable", "strided", "random", "combined"])
 def test_refused_call_allocates_nothing_over_the_budget(name):
     """The budget guards the allocation itself: a refused call must not first allocate
     more than the budget it is refusing to exceed."""
