@@ -341,7 +341,7 @@ def layered_line_chart(
     log_x: bool = False,
     log_y: bool = False,
     value_format: str = ".4g",
-    height: int = 280,
+    height: int = 320,
 ) -> alt.Chart:
     """Lines of ``y`` against numeric ``x``, one per ``color`` series; series named in
     ``dashed`` (e.g. a theory curve) are drawn dashed.
@@ -368,13 +368,28 @@ def layered_line_chart(
         alt.value([6, 4]),
         alt.value([1, 0]),
     )
+    x_values = sorted({float(v) for v in df[x]})
+    # a log axis labels exactly the measured x values (powers of two read badly as 10, 100)
+    x_axis = alt.Axis(values=x_values, format="~g") if log_x and len(x_values) <= 12 else alt.Axis()
     chart = (
         alt.Chart(df)
         .mark_line(point=True)
         .encode(
-            x=alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log" if log_x else "linear")),
+            x=alt.X(
+                f"{x}:Q",
+                title=x_title,
+                scale=alt.Scale(type="log" if log_x else "linear", nice=not log_x),
+                axis=x_axis,
+            ),
             y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),
-            color=alt.Color(f"{color}:N", sort=groups, title=color_title),
+            color=alt.Color(
+                f"{color}:N",
+                sort=groups,
+                title=color_title,
+                legend=alt.Legend(
+                    orient="bottom", direction="horizontal", columns=2, labelLimit=220
+                ),
+            ),
             strokeDash=dash,
             tooltip=[
                 alt.Tooltip(f"{color}:N", title=color_title),
@@ -391,7 +406,7 @@ def layered_line_chart(
 
 MODEL_VIEW_MAX_CELLS = 72 * 32 * 32
 WEIGHT_MILLI = 1000
-MODEL_VIEW_SCHEME = "blues"
+MODEL_VIEW_RANGE = ("#FFFFFF", "#08306B")  # white = no attention, dark blue = all of it
 MODEL_PANEL_PX = 62
 HEAD_VIEW_ROW_PX = 22
 HEAD_VIEW_WIDTH = 420

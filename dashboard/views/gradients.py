@@ -97,7 +97,7 @@ def variant_section() -> None:
             log_y=True,
             color_sort=[scaling_label("scaled"), scaling_label("unscaled")],
             width=420,
-            height=220,
+            height=260,
         ),
         theme=None,
     )
@@ -162,7 +162,7 @@ def dk_section() -> None:
                 color_sort=[scaling_label("scaled"), scaling_label("unscaled")],
                 log_x=True,
                 log_y=True,
-                height=220,
+                height=260,
             ),
             theme=None,
             width="stretch",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, state
+from dashboard import charts, controls, data, state
 from dashboard.i18n import t
 
 PAGE = "scaling"
@@ -152,7 +152,7 @@ def render(table: pd.DataFrame) -> None:
             color_title=t("scaling.axis_series"),
             dashed=dashed,
             log_x=True,
-            height=240,
+            height=300,
         )
         col.altair_chart(chart, theme=None, width="stretch")
         col.caption(t(f"scaling.caption_{name}"))
@@ -160,8 +160,12 @@ def render(table: pd.DataFrame) -> None:
     with st.expander(t("common.how_it_works")):
         st.markdown(t("scaling.how_it_works"))
 
-    exports.export_buttons(
-        "scaling_table", csv_text=lambda: table.to_csv(index=False), chart=std_chart
+    st.download_button(
+        t("scaling.download_csv"),
+        table.to_csv(index=False),
+        file_name="scaling_table.csv",
+        mime="text/csv",
+        on_click="ignore",
     )
 
 

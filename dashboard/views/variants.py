@@ -254,7 +254,7 @@ def cost_section() -> None:
     ok = cost[cost["status"] == "ok"]
     left, right = st.columns(2)
     left.altair_chart(
-        charts.line_chart(
+        charts.layered_line_chart(
             ok,
             x="L",
             y="time_ms",
@@ -265,12 +265,13 @@ def cost_section() -> None:
             color_title=t("variants.col_variant"),
             log_x=True,
             log_y=True,
+            value_format=".3g",
         ),
         theme=None,
         width="stretch",
     )
     right.altair_chart(
-        charts.line_chart(
+        charts.layered_line_chart(
             ok[ok["peak_kib"] > 0],
             x="L",
             y="peak_kib",
@@ -281,6 +282,7 @@ def cost_section() -> None:
             color_title=t("variants.col_variant"),
             log_x=True,
             log_y=True,
+            value_format=".3g",
         ),
         theme=None,
         width="stretch",
