@@ -432,13 +432,14 @@ def model_view_chart(
 ) -> alt.Chart:
     """Small multiples of every layer's and head's attention map (BertViz's "model view").
 
-    The payload stays small: each row of ``grid`` carries a whole weight row as a list of
-    thousandths, expanded in the browser (Vega flatten + window), and token labels travel
+    The payload stays small: each row of ``grid`` carries a whole weight row as text of
+    thousandths, expanded in the browser (Vega split, flatten, window), and token labels travel
     once, in ``tokens``, joined in the browser by a lookup.
 
     Args:
-        grid: columns ``layer``, ``head``, ``i`` (query) and ``w`` (list of l weights in
-            thousandths, keys 0..l-1), as made by ``dashboard.data.model_grid_frame``.
+        grid: columns ``layer``, ``head``, ``i`` (query) and ``w`` (text: l comma-separated
+            weights in thousandths, keys 0..l-1), as made by
+            ``dashboard.data.model_grid_frame``.
         tokens: columns ``i`` and ``token`` (label of each position).
         title, subtitle: translated chart title and note (e.g. the token cap).
         layer_title, head_title, query_title, key_title, weight_title: translated labels.
@@ -454,15 +455,18 @@ def model_view_chart(
     missing += [c for c in ("i", "token") if c not in tokens.columns]
     if missing:
         raise ValueError(f"model view data lacks columns {missing}")
-    cells = int(grid["w"].map(len).sum())
+    cells = int(grid["w"].str.count(",").sum()) + len(grid)
     if cells > MODEL_VIEW_MAX_CELLS:
         raise ValueError(f"model view has {cells} cells, over {MODEL_VIEW_MAX_CELLS}")
     token_lookup = tokens.rename(columns={"i": "pos"})
     chart = (
         alt.Chart(grid)
-        .transform_flatten(["w"])
+        # w is text ("12,647,…"): Streamlit ships DataFrames as Arrow, and Vega's flatten
+        # expands only plain arrays, which split() makes in the browser.
+        .transform_calculate(ws="split(datum.w, ',')")
+        .transform_flatten(["ws"])
         .transform_window(rank="row_number()", groupby=["layer", "head", "i"])
-        .transform_calculate(j="datum.rank - 1", weight=f"datum.w / {WEIGHT_MILLI}")
+        .transform_calculate(j="datum.rank - 1", weight=f"toNumber(datum.ws) / {WEIGHT_MILLI}")
         .transform_lookup(
             lookup="i", from_=alt.LookupData(token_lookup, "pos", ["token"]), as_=["query"]
         )
@@ -475,7 +479,7 @@ def model_view_chart(
             y=alt.Y("i:O", axis=None),
             color=alt.Color(
                 "weight:Q",
-                scale=alt.Scale(scheme=MODEL_VIEW_SCHEME, domain=[0.0, 1.0]),
+                scale=alt.Scale(range=list(MODEL_VIEW_RANGE), domain=[0.0, 1.0]),
                 title=weight_title,
             ),
             tooltip=[
@@ -602,3 +606,44 @@ def head_view_chart(
         width=HEAD_VIEW_WIDTH, height=height, view=alt.ViewBackground(stroke=None)
     )
     return _finish(chart, title, subtitle)
+
+
+def token_weights_chart(
+    weights: pd.DataFrame,
+    *,
+    title: str,
+    token_title: str,
+    weight_title: str,
+    width: int = 300,
+) -> alt.Chart:
+    """Horizontal bars of one query's weights over the key tokens, in sentence order.
+
+    Rows have the head view's spacing, so the bars line up with its key column.
+
+    Args:
+        weights: columns ``key`` (unique token labels, top to bottom) and ``weight``.
+        title, token_title, weight_title: translated labels.
+        width: pixels of the bar area.
+
+    Returns:
+        An ``alt.Chart``.
+
+    Raises:
+        ValueError: for missing columns or too many rows.
+    """
+    _check_rows(weights, ["key", "weight"])
+    order = list(weights["key"])
+    chart = (
+        alt.Chart(weights)
+        .mark_bar(color=HEAD_VIEW_COLOR)
+        .encode(
+            y=alt.Y("key:N", sort=order, title=token_title, axis=alt.Axis(labelLimit=140)),
+            x=alt.X("weight:Q", title=weight_title, scale=alt.Scale(domain=[0, 1])),
+            tooltip=[
+                alt.Tooltip("key:N", title=token_title),
+                alt.Tooltip("weight:Q", title=weight_title, format=".3f"),
+            ],
+        )
+        .properties(width=width, height=HEAD_VIEW_ROW_PX * max(len(order), 1))
+    )
+    return _finish(chart, title, None)

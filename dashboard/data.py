@@ -1164,17 +1164,17 @@ def top_key(run: ModelRun, layer: int, head: int, query: int) -> tuple[int, floa
 def model_grid_frame(run: ModelRun, max_tokens: int = MODEL_GRID_MAX_TOKENS) -> pd.DataFrame:
     """Every layer's and head's weights on the first ``max_tokens`` tokens, compactly.
 
-    One row per (layer, head, query) holds the whole weight row as whole thousandths, so
-    the browser receives N·H·l short lists instead of N·H·l² objects (about 7x smaller);
-    :func:`dashboard.charts.model_view_chart` expands them in the browser.
+    One row per (layer, head, query) holds the whole weight row as whole thousandths in
+    one text field, so the browser receives N·H·l short rows instead of N·H·l² (about 7x
+    smaller); :func:`dashboard.charts.model_view_chart` expands them in the browser.
 
     Args:
         run: a :class:`ModelRun`.
         max_tokens: crop to this many leading tokens (at most 72 · max_tokens² cells).
 
     Returns:
-        Columns ``layer``, ``head`` (1-based), ``i`` (query position) and ``w``: a list of
-        l integers, the weights to keys 0..l-1 in thousandths (0..1000).
+        Columns ``layer``, ``head`` (1-based), ``i`` (query position) and ``w``: text of l
+        comma-separated integers, the weights to keys 0..l-1 in thousandths (0..1000).
     """
     weights = run.attentions[:, :, :max_tokens, :max_tokens]  # (N, H, l, l)
     n_layers, n_heads, n, _ = weights.shape
@@ -1187,7 +1187,7 @@ def model_grid_frame(run: ModelRun, max_tokens: int = MODEL_GRID_MAX_TOKENS) -> 
             "layer": layer.ravel(),
             "head": head.ravel(),
             "i": i.ravel(),
-            "w": [row.tolist() for row in milli],
+            "w": [",".join(map(str, row.tolist())) for row in milli],
         }
     )
 

