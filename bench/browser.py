@@ -40,15 +40,15 @@ CHART_SELECTOR = '[data-testid="stVegaLiteChart"]'
 
 
 def page_names() -> list[str]:
-    """The dashboard's page url paths, read from ``PAGES`` in dashboard/app.py (one source
-    of truth, without importing the Streamlit script)."""
-    tree = ast.parse((REPO_ROOT / "dashboard" / "app.py").read_text(encoding="utf-8"))
+    """The dashboard's page url paths, read from ``PAGES`` in dashboard/views/__init__.py
+    (one source of truth)."""
+    tree = ast.parse((REPO_ROOT / "dashboard" / "views" / "__init__.py").read_text("utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "PAGES" for t in node.targets
         ):
             return [name for name, _icon in ast.literal_eval(node.value)]
-    raise ValueError("dashboard/app.py defines no PAGES")
+    raise ValueError("dashboard/views/__init__.py defines no PAGES")
 
 
 def free_port() -> int:

@@ -1,0 +1,272 @@
+"""Bad input never breaks a page: every case ends in a clear message and a working page.
+
+Cases: tampered URL values (huge, negative, zero, non-numeric, unknown names, script-like
+strings, repeated keys), sliders at both extremes, awkward typed sentences, head counts that
+do not divide d_model, combinations over the memory budget. Each case runs the app once in
+AppTest and checks: no exception, the expected notice (a warning naming the key, or an
+error saying what to lower), and a working page (its charts and metrics are still drawn).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.dashboard.conftest import open_app
+
+LONG = "9" * 5000
+SCRIPT = "<script>alert(1)</script>"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad-input case: query values for a page and what the user must see."""
+
+    id: str
+    params: dict = field(default_factory=dict)
+    page: str | None = None
+    notice: str | None = None  # a URL key that must be named in the fallback warning
+    error: str | None = None  # an st.error containing this text (lower case) is expected
+    warning: bool = False  # a warning (other than a URL notice) is expected
+    warn_text: str | None = None  # a warning containing this text is expected
+    env: dict = field(default_factory=dict)
+
+
+P = "playground"
+
+
+def pg(**kwargs) -> dict:
+    """Playground query values: pg(seq_len="8") -> {"playground.seq_len": "8"}."""
+    return {f"{P}.{k.replace('__', '.')}": v for k, v in kwargs.items()}
+
+
+URL_CASES = [
+    Case("seq_len-huge", pg(seq_len="99999999"), notice="playground.seq_len"),
+    Case("seq_len-negative", pg(seq_len="-5"), notice="playground.seq_len"),
+    Case("seq_len-zero", pg(seq_len="0"), notice="playground.seq_len"),
+    Case("seq_len-text", pg(seq_len="abc"), notice="playground.seq_len"),
+    Case("seq_len-fraction", pg(seq_len="12.5"), notice="playground.seq_len"),
+    Case("seq_len-script", pg(seq_len=SCRIPT), notice="playground.seq_len"),
+    Case("seq_len-5000-chars", pg(seq_len=LONG), notice="playground.seq_len"),
+    Case("seq_len-repeated", pg(seq_len=["8", "16"]), notice="playground.seq_len"),
+    Case("variant-unknown", pg(variant="flash"), notice="playground.variant"),
+    Case(
+        "variant-script", pg(variant='<img src=x onerror="alert(1)">'), notice="playground.variant"
+    ),
+    Case("variant-empty", pg(variant=""), notice="playground.variant"),
+    Case("d_model-unknown", pg(d_model="100"), notice="playground.d_model"),
+    Case("d_model-negative", pg(d_model="-64"), notice="playground.d_model"),
+    Case("heads-not-divisor", pg(d_model="64", heads="7"), notice="playground.heads"),
+    Case("heads-zero", pg(heads="0"), notice="playground.heads"),
+    Case("mask-unknown", pg(mask="diagonal"), notice="playground.mask"),
+    Case("dropout-above-one", pg(dropout="5"), notice="playground.dropout"),
+    Case("dropout-negative", pg(dropout="-0.5"), notice="playground.dropout"),
+    Case("dropout-nan", pg(dropout="nan"), notice="playground.dropout"),
+    Case("dropout-inf", pg(dropout="inf"), notice="playground.dropout"),
+    Case("seed-huge", pg(seed="1e30"), notice="playground.seed"),
+    Case(
+        "pad_len-over-length",
+        pg(seq_len="8", mask="padding", pad_len="50"),
+        notice="playground.pad_len",
+    ),
+    Case(
+        "window-zero",
+        pg(variant="local", local__window_size="0"),
+        notice="playground.local.window_size",
+    ),
+    Case(
+        "density-zero",
+        pg(variant="random", random__density="0"),
+        notice="playground.random.density",
+    ),
+    Case(
+        "density-two", pg(variant="random", random__density="2"), notice="playground.random.density"
+    ),
+    Case(
+        "causal-flag-text",
+        pg(variant="linear", linear__causal="maybe"),
+        notice="playground.linear.causal",
+    ),
+    Case(
+        "chunk-negative",
+        pg(variant="chunked", chunked__chunk_size="-1"),
+        notice="playground.chunked.chunk_size",
+    ),
+    Case("input-unknown", pg(input="camera"), notice="playground.input"),
+    Case("lang-unknown", {"lang": "fr"}, notice="lang"),
+    Case("unknown-key-ignored", {"foo": "bar", "playground.nonsense": SCRIPT}),
+]
+
+EXTREME_CASES = [
+    Case("seq_len-min", pg(seq_len="4")),
+    Case("seq_len-max", pg(seq_len="1024")),
+    Case("seed-max-dropout-max", pg(seed="1000000", dropout="0.9")),
+    Case("heads-one", pg(d_model="64", heads="1")),
+    Case("local-window-1", pg(variant="local", local__window_size="1")),
+    Case("random-density-min", pg(variant="random", random__density="0.01")),
+    Case("padding-one-token", pg(seq_len="8", mask="padding", pad_len="1")),
+    Case("linear-causal-padding", pg(variant="linear", linear__causal="true", mask="padding")),
+    Case("chunked-chunk-1", pg(variant="chunked", chunked__chunk_size="1", seq_len="16")),
+    Case(
+        "over-budget-refused",
+        pg(seq_len="512", d_model="256", heads="8", variant="stable"),
+        error="lower",
+        env={"ATTENTION_LAB_MEMORY_BUDGET_MIB": "1"},
+    ),
+    Case(
+        "over-budget-weights-skipped",
+        pg(seq_len="384", d_model="256", heads="8", variant="scaled"),
+        warning=True,
+        env={"ATTENTION_LAB_MEMORY_BUDGET_MIB": "1"},
+    ),
+]
+
+
+def q(page: str, **kwargs) -> dict:
+    """Query values of another page: q("scaling", seq_len="2") -> {"scaling.seq_len": "2"}."""
+    return {f"{page}.{k}": v for k, v in kwargs.items()}
+
+
+OTHER_PAGE_CASES = [
+    Case("step-tokens-min", q("step_by_step", tokens="4"), page="step_by_step"),
+    Case("step-tokens-max-dk-1", q("step_by_step", tokens="8", d_k="1"), page="step_by_step"),
+    Case(
+        "step-tokens-99",
+        q("step_by_step", tokens="99"),
+        page="step_by_step",
+        notice="step_by_step.tokens",
+    ),
+    Case(
+        "step-query-out-of-range",
+        q("step_by_step", query="40"),
+        page="step_by_step",
+        notice="step_by_step.query",
+    ),
+    Case("scaling-dks-garbage", q("scaling", d_ks="0,-1,abc"), page="scaling", warn_text="d_k"),
+    Case("scaling-dks-too-big", q("scaling", d_ks="99999"), page="scaling", warn_text="99999"),
+    Case("scaling-extremes", q("scaling", d_ks="1,1024", seq_len="2", trials="1"), page="scaling"),
+    Case(
+        "multihead-gallery-extremes",
+        q("multihead", gallery_len="4", gallery_seed="0"),
+        page="multihead",
+    ),
+    Case(
+        "multihead-heads-not-divisor",
+        q("multihead", heads="5"),
+        page="multihead",
+        notice="multihead.heads",
+    ),
+    Case(
+        "variants-unknown-variant",
+        q("variants", variants="scaled,warp"),
+        page="variants",
+        notice="variants.variants",
+    ),
+    Case("variants-seq-len-extremes", q("variants", seq_len="128"), page="variants"),
+    Case(
+        "properties-perm-not-permutation",
+        q("properties", perm_mode="typed", perm="1,1,2"),
+        page="properties",
+        error="1,1,2",
+    ),
+    Case(
+        "properties-perm-text",
+        q("properties", perm_mode="typed", perm="abc"),
+        page="properties",
+        error="abc",
+    ),
+    Case(
+        "fp16-unscaled-huge-logits",
+        q("properties", logit_scale="10000", dtype="float16"),
+        page="properties",
+    ),
+    Case(
+        "properties-chunks-of-one",
+        q("properties", chunk_size="1", key_chunk_size="1"),
+        page="properties",
+    ),
+    Case("gradients-extremes", q("gradients", seq_len="32", seed="0"), page="gradients"),
+    Case(
+        "gradients-embed-dim-bad",
+        q("gradients", embed_dim="7"),
+        page="gradients",
+        notice="gradients.embed_dim",
+    ),
+    Case("practice-extremes", q("practice", seq_len="512", layers="48"), page="practice"),
+    Case(
+        "practice-ckpt-len-bad",
+        q("practice", ckpt_len="-1"),
+        page="practice",
+        notice="practice.ckpt_len",
+    ),
+    Case(
+        "real-model-layer-zero",
+        q("real_model", layer="0"),
+        page="real_model",
+        notice="real_model.layer",
+    ),
+    Case(
+        "real-model-head-13",
+        q("real_model", head="13"),
+        page="real_model",
+        notice="real_model.head",
+    ),
+]
+
+
+def _assert_working_page(at, case: Case) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+    warnings = " ".join(w.value for w in at.warning)
+    errors = [e.value for e in at.error]
+    if case.notice is not None:
+        escaped = case.notice.replace(".", "\\.").replace("_", "\\_")
+        assert case.notice in warnings or escaped in warnings, warnings
+    if case.warn_text is not None:
+        assert case.warn_text in warnings, warnings
+    if case.error is not None:
+        assert any(case.error in e.lower() for e in errors), errors
+        if case.page is not None:
+            assert at.get("vega_lite_chart"), "the rest of the page is gone"
+    elif case.warning:
+        assert warnings, "expected a warning that explains what was left out"
+        assert not errors, errors
+        assert at.metric, "the page shows no figures"
+    else:
+        assert not errors, errors
+        assert at.get("vega_lite_chart"), "the page drew no chart"
+    assert at.title, "the page lost its title"
+
+
+@pytest.mark.parametrize("case", URL_CASES + EXTREME_CASES + OTHER_PAGE_CASES, ids=lambda c: c.id)
+def test_bad_url_value_falls_back_with_notice(case, monkeypatch):
+    for key, value in case.env.items():
+        monkeypatch.setenv(key, value)
+    at = open_app(case.page, **case.params)
+    _assert_working_page(at, case)
+    if case.notice is not None:
+        assert SCRIPT not in " ".join(m.value for m in at.markdown)
+
+
+SENTENCES = {
+    "empty": "",
+    "whitespace": "   \t  ",
+    "5000-chars": "cat " * 1250,
+    "emoji": "😀🐱🚀 ✨",
+    "mixed-cjk-latin": "那只猫 cat 坐在 the mat 上，it was 舒服!",
+    "script": SCRIPT,
+    "punctuation-only": "?!.,;:",
+}
+
+
+@pytest.mark.parametrize("text", list(SENTENCES.values()), ids=list(SENTENCES))
+def test_typed_sentence_always_gives_a_working_page(text):
+    at = open_app(None, **pg(input="typed"))
+    at.text_input(key="playground.sentence").input(text).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert at.get("vega_lite_chart"), "the page drew no chart"
+    tokens = int(next(m.value for m in at.metric if m.label in ("Tokens L",)))
+    assert 1 <= tokens <= 1024
+    if not text.strip() or text.strip() in "?!.,;:":
+        assert at.warning, "an empty sentence must say what was used instead"
