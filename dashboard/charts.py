@@ -6,6 +6,7 @@ tables over :data:`MAX_CHART_ROWS` rows: the data layer pools big matrices first
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import altair as alt
@@ -257,6 +258,8 @@ def bar_chart(
 
 # --- lab pages ---
 
+SHORT_AXIS = 4
+
 
 def grouped_bar_chart(
     df: pd.DataFrame,
@@ -305,18 +308,24 @@ def grouped_bar_chart(
     ]
     if facet:
         tooltip.insert(0, alt.Tooltip(f"{facet}:N"))
-    chart = (
-        alt.Chart(df)
-        .mark_bar()
-        .encode(
-            x=alt.X(f"{x}:N", sort=order, title=x_title, axis=alt.Axis(labelAngle=0)),
-            xOffset=alt.XOffset(f"{color}:N", sort=groups),
-            y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),
-            color=alt.Color(f"{color}:N", sort=groups, title=color_title),
-            tooltip=tooltip,
-        )
-        .properties(width=width, height=height)
-    )
+    encoding = {
+        "x": alt.X(
+            f"{x}:N",
+            sort=order,
+            title=x_title,
+            axis=alt.Axis(labelAngle=0 if len(order) <= SHORT_AXIS else -35, labelLimit=120),
+        ),
+        "xOffset": alt.XOffset(f"{color}:N", sort=groups),
+        "y": alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),
+        "color": alt.Color(f"{color}:N", sort=groups, title=color_title),
+        "tooltip": tooltip,
+    }
+    if log_y:
+        # a log axis has no 0: bars start at the decade below the smallest value instead
+        positive = df.loc[df[y] > 0, y]
+        floor = 10.0 ** math.floor(math.log10(float(positive.min()))) if len(positive) else 1.0
+        encoding["y2"] = alt.datum(floor)
+    chart = alt.Chart(df).mark_bar().encode(**encoding).properties(width=width, height=height)
     if facet:
         panels = list(dict.fromkeys(df[facet]))
         chart = chart.facet(

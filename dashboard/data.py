@@ -787,37 +787,23 @@ def memory_estimate(
     )
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def complexity_table(
-    variants: tuple[str, ...],
-    lengths: tuple[int, ...],
-    heads: int,
-    head_dim: int,
-    repeats: int,
-    device: str,
-    _progress=None,
+@st.cache_data(max_entries=256, show_spinner=False)
+def complexity_cell(
+    variant: str, length: int, heads: int, head_dim: int, repeats: int, device: str
 ) -> pd.DataFrame:
-    """Measured time and peak memory of each variant at each length (see
-    :func:`attention_core.experiments.measure_complexity`); ``_progress`` (not part of the
-    cache key) receives the fraction done.
+    """Measured time and peak memory of one variant at one length: a one-row table of
+    :func:`attention_core.experiments.measure_complexity`. One cell per call, so a page can
+    drive a progress bar between cached calls (a cached function must not draw elements).
 
     Raises:
         ValueError: for an unknown variant or a length above 2048.
     """
     from attention_core.experiments import measure_complexity
 
-    for n in lengths:
-        _check_int("L", n, 1, LAB_MAX_COMPLEXITY_L)
+    _check_int("L", length, 1, LAB_MAX_COMPLEXITY_L)
     dev = _device(device).type
     return measure_complexity(
-        variants,
-        lengths,
-        batch=1,
-        heads=heads,
-        E=head_dim,
-        repeats=repeats,
-        progress=_progress,
-        device=dev,
+        (variant,), (length,), batch=1, heads=heads, E=head_dim, repeats=repeats, device=dev
     )
 
 

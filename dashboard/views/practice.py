@@ -25,6 +25,15 @@ SWEEP_DTYPES = ("float16", "bfloat16", "float32")
 MIB = 2**20
 
 
+def memory_method_text(method: str) -> str:
+    """Translated description of how peak memory was obtained (see measure_peak_bytes)."""
+    if "profiler" in method:
+        return t("practice.memory_method_profiler")
+    if "CUDA" in method:
+        return t("practice.memory_method_cuda")
+    return t("practice.memory_method_none")
+
+
 def show_invalid(err: Exception) -> None:
     st.error(t("common.error_invalid", detail=str(err).splitlines()[0]))
 
@@ -189,7 +198,7 @@ if measured is not None:
             heads=MEMORY_HEADS // 2,
             head_dim=MEMORY_HEAD_DIM,
             chunk=chunk_size,
-            method=method,
+            method=memory_method_text(method),
         )
     )
 

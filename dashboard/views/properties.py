@@ -22,8 +22,8 @@ SOFTMAX_DTYPES = ("float16", "bfloat16", "float32")
 def verdict(diff: float) -> str:
     """A pass (green) or fail (red) line for a difference measured against the tolerance."""
     if diff < TOLERANCE:
-        return f":green[✅ {t('properties.verdict_holds', tol=TOLERANCE)}]"
-    return f":red[❌ {t('properties.verdict_broken', tol=TOLERANCE)}]"
+        return f":green[:material/check_circle: {t('properties.verdict_holds', tol=TOLERANCE)}]"
+    return f":red[:material/cancel: {t('properties.verdict_broken', tol=TOLERANCE)}]"
 
 
 def show_invalid(err: ValueError) -> None:
@@ -133,6 +133,7 @@ if mode != "invalid":
                 x_title=t("properties.axis_position"),
                 y_title=t("properties.axis_diff"),
                 color_title=t("common.ctl_mask"),
+                color_sort=[t("properties.series_no_mask"), t("properties.series_causal")],
                 value_format=".2e",
                 width=480,
                 height=200,
@@ -203,6 +204,7 @@ else:
             x_title=t("properties.axis_position"),
             y_title=t("properties.axis_change"),
             color_title=t("common.ctl_mask"),
+            color_sort=[t("properties.series_no_mask"), t("properties.series_causal")],
             value_format=".2e",
             width=480,
             height=200,
@@ -261,6 +263,7 @@ else:
         all_finite=[
             t("properties.yes") if f else t("properties.no") for f in stability["all_finite"]
         ],
+        max_abs_err=[f"{e:.2e}" for e in stability["max_abs_err"]],
     )[["method", "n_nan", "n_inf", "all_finite", "max_abs_err"]].rename(
         columns={
             "method": t("properties.col_method"),

@@ -26,6 +26,15 @@ MAX_COLUMNS = 4
 _MEASURED = "variants._complexity_requested"
 
 
+def memory_method_text(method: str) -> str:
+    """Translated description of how peak memory was obtained (see measure_peak_bytes)."""
+    if "profiler" in method:
+        return t("variants.memory_method_profiler")
+    if "CUDA" in method:
+        return t("variants.memory_method_cuda")
+    return t("variants.memory_method_none")
+
+
 def variants_multiselect(options: list[str]) -> list[str]:
     """A multiselect of variants whose value lives in the URL as ``variants.variants=a,b``.
 
@@ -230,20 +239,21 @@ def cost_section() -> None:
         return
 
     bar = st.progress(0.0, text=t("variants.measuring"))
+    cells = [(v, n) for n in lengths for v in COMPLEXITY_VARIANTS]
+    parts = []
     try:
-        cost = data.complexity_table(
-            COMPLEXITY_VARIANTS,
-            lengths,
-            COMPLEXITY_HEADS,
-            COMPLEXITY_HEAD_DIM,
-            COMPLEXITY_REPEATS,
-            device,
-            _progress=lambda f: bar.progress(min(1.0, f), text=t("variants.measuring")),
-        )
+        for done, (name, n) in enumerate(cells, start=1):
+            parts.append(
+                data.complexity_cell(
+                    name, n, COMPLEXITY_HEADS, COMPLEXITY_HEAD_DIM, COMPLEXITY_REPEATS, device
+                )
+            )
+            bar.progress(done / len(cells), text=t("variants.measuring"))
     except ValueError as err:
         bar.empty()
         st.error(t("common.error_invalid", detail=str(err)))
         return
+    cost = pd.concat(parts, ignore_index=True)
     bar.empty()
 
     cost = cost.assign(
@@ -294,7 +304,7 @@ def cost_section() -> None:
             heads=COMPLEXITY_HEADS,
             head_dim=COMPLEXITY_HEAD_DIM,
             repeats=COMPLEXITY_REPEATS,
-            method=method,
+            method=memory_method_text(method),
         )
     )
     skipped = cost[cost["status"] != "ok"]
