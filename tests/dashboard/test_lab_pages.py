@@ -91,6 +91,9 @@ def test_variants_measure_button_shows_cost():
     assert len(cost) == 4 * 3  # 4 variants x L in (64, 128, 256)
     assert (cost["Time (ms)"] > 0).all()
     assert _charts(at) == 2 + 2  # one variant's two heatmaps + time and memory charts
+    at.button[0].click().run()  # cached cells: the progress bar must not be replayed
+    assert_clean(at)
+    assert len(at.dataframe[-1].value) == 12
 
 
 def test_variants_bad_url_value_falls_back_with_notice():
