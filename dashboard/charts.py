@@ -259,6 +259,12 @@ def bar_chart(
 # --- lab pages ---
 
 SHORT_AXIS = 4
+SHORT_LABEL = 3
+
+
+def _crowded(order: Sequence[str]) -> bool:
+    """Whether category labels need tilting: many of them, and not all short."""
+    return len(order) > SHORT_AXIS and max(len(str(o)) for o in order) > SHORT_LABEL
 
 
 def grouped_bar_chart(
@@ -313,7 +319,7 @@ def grouped_bar_chart(
             f"{x}:N",
             sort=order,
             title=x_title,
-            axis=alt.Axis(labelAngle=0 if len(order) <= SHORT_AXIS else -35, labelLimit=120),
+            axis=alt.Axis(labelAngle=-35 if _crowded(order) else 0, labelLimit=120),
         ),
         "xOffset": alt.XOffset(f"{color}:N", sort=groups),
         "y": alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),

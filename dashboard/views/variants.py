@@ -319,7 +319,7 @@ def cost_section() -> None:
             "estimate_kib": t("variants.col_peak_estimated"),
         }
     )
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(table.round(2), hide_index=True, width="stretch")
 
 
 if not chosen:
