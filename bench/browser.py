@@ -133,19 +133,20 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+IDLE_JS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return !!app && app.getAttribute('data-test-script-state') === 'notRunning'
+        && !document.querySelector('[data-stale="true"]');
+}"""
+
+
 def wait_idle(page, timeout_ms: int = IDLE_TIMEOUT_MS, settle_ms: int = 300) -> None:
-    """Wait until the Streamlit script has finished running and charts have settled."""
+    """Wait until the Streamlit script has finished running and stays finished for
+    ``settle_ms`` (a widget's first value can trigger one more run)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_function(
-        """() => {
-            const app = document.querySelector('[data-testid="stApp"]');
-            if (!app) return false;
-            const stale = document.querySelector('[data-stale="true"]');
-            return !stale && app.getAttribute('data-test-script-state') === 'notRunning';
-        }""",
-        timeout=timeout_ms,
-    )
+    page.wait_for_function(IDLE_JS, timeout=timeout_ms)
     page.wait_for_timeout(settle_ms)
+    page.wait_for_function(IDLE_JS, timeout=timeout_ms)
 
 
 CHART_SIGNATURE_JS = """(sel) => Array.from(document.querySelectorAll(sel)).map(el => {

@@ -17,12 +17,16 @@ import statistics
 import threading
 import time
 
-from bench.browser import CHROMIUM, CHROMIUM_ARGS, page_names, rss_bytes, streamlit_server
+from bench.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    IDLE_JS,
+    page_names,
+    rss_bytes,
+    streamlit_server,
+)
 from bench.repaint import ARM_JS, CHART, SLIDER
 
-IDLE_JS = """() => { const a = document.querySelector('[data-testid="stApp"]');
-    return a && a.getAttribute('data-test-script-state') === 'notRunning'
-        && !document.querySelector('[data-stale="true"]'); }"""
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RSS_GOAL = 1 << 30
 MAX_SESSIONS = 16

@@ -16,7 +16,7 @@ import statistics
 
 from bench.browser import launch_chromium, streamlit_server, wait_idle
 
-SLIDER = '[data-testid="stSlider"] [role="slider"]'
+SLIDER = '[data-testid="stSlider"] input[type="range"]'
 GOALS_S = {64: 0.3, 1024: 0.6}
 ARM_JS = """(sel) => {
     const sig = () => Array.from(document.querySelectorAll(sel)).map(el => {

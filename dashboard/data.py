@@ -23,7 +23,7 @@ import streamlit as st
 import torch
 
 import attention_core as core
-from attention_core import masks
+from attention_core import experiments, masks, pretrained
 from attention_core.device import available_devices, format_bytes, pick_device
 
 MAX_SEQ_LEN = 1024
@@ -458,61 +458,46 @@ def attention_run(
     dev = _device(device)
     x, tokens = build_input(input_kind, sentence, seq_len, d_model, seed)
     L = len(tokens)
-    torch.manual_seed(seed)
-    module = core.MultiHeadSelfAttention(d_model, heads, variant, **dict(params)).to(dev).eval()
-    mask = build_mask(mask_kind, L, min(pad_len, L))
+    with torch.random.fork_rng(devices=[]):  # seed the projections, leave global RNG as is
+        torch.manual_seed(seed)
+        module = core.MultiHeadSelfAttention(
+            d_model, heads, variant, dropout=dropout, **dict(params)
+        )
+    module = module.to(dev).train(dropout > 0)  # training mode only to apply the dropout
+    mask = build_mask(mask_kind, L, min(pad_len, L))  # (L, L), (1, 1, L) or None
     x = x.to(dev)
-    if mask is not None:
-        mask = mask.to(dev)
-        if mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # (1, 1, L) key padding -> (1, 1, 1, L) for the head axis
+    mask = None if mask is None else mask.to(dev)
     gen = torch.Generator(device=dev).manual_seed(seed)
     spec = core.get_variant(variant)
-    scale = (
-        module.scale
-        if module.scale is not None
-        else (1.0 if spec.default_scale == "one" else 1.0 / math.sqrt(module.head_dim))
-    )
+    scale = 1.0 if spec.default_scale == "one" else 1.0 / math.sqrt(module.head_dim)
 
     def forward(need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None, float]:
         _synchronize(dev)
         start = time.perf_counter()
         with torch.no_grad():
-            q, k, v = module.project_qkv(x)  # each (1, H, L, E)
-            result = core.attend(
-                q,
-                k,
-                v,
-                variant,
-                mask=mask,
-                need_weights=need_weights,
-                dropout_p=dropout,
-                generator=gen,
-                **dict(params),
-            )
-            out = module.out_linear(module.merge_heads(result.output))  # (1, L, D)
+            out, weights = module(x, mask=mask, need_weights=need_weights, generator=gen)
         _synchronize(dev)
-        return out, result.weights, time.perf_counter() - start
+        return out, weights, time.perf_counter() - start
 
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
+    # the first call measures peak memory and warms up; the second is the one timed
+    need_weights = True
     try:
-        out, weights, seconds = forward(True)
+        peak, _method = experiments.measure_peak_bytes(lambda: forward(True), dev)
     except core.MemoryBudgetError:
-        out, weights, seconds = forward(False)
-    if dev.type == "cuda":
-        peak, measured = int(torch.cuda.max_memory_allocated(dev)), True
-    else:
+        need_weights = False
+        peak, _method = experiments.measure_peak_bytes(lambda: forward(False), dev)
+    out, weights, seconds = forward(need_weights)
+    measured = not math.isnan(peak)
+    if not measured:
         peak = core.estimate_memory(
             variant,
             batch=1,
             heads=heads,
             L=L,
             E=d_model // heads,
-            need_weights=weights is not None,
+            need_weights=need_weights,
             **dict(params),
         )
-        measured = False
     scores_np = weights_np = None
     sparsity = float("nan")
     if weights is not None:
@@ -1019,7 +1004,6 @@ def checkpoint_table(layers: int, heads: int, seq_len: int, d_model: int) -> pd.
 
 # --- real model ---
 
-from attention_core import pretrained  # noqa: E402  (this section's own import)
 
 MODEL_INSTALL_HINT = pretrained.INSTALL_HINT
 MODEL_TEXT_MAX_CHARS = 200

@@ -91,8 +91,8 @@ def export_buttons(
     prefix = f"_export.{key or stem}"
     st.markdown(f"**{t('common.export_header')}**")
     cols = st.columns(4)
-    if weights is not None:
-        array = np.asarray(weights)
+    array = None if weights is None else np.asarray(weights)
+    if array is not None or csv_text is not None:
         cols[0].download_button(
             t("common.export_csv"),
             _csv_source(csv_text, array),
@@ -101,6 +101,7 @@ def export_buttons(
             key=f"{prefix}.csv",
             on_click="ignore",
         )
+    if array is not None:
         cols[1].download_button(
             t("common.export_npy"),
             lambda: npy_bytes(array),
@@ -129,7 +130,7 @@ def export_buttons(
     )
 
 
-def _csv_source(csv_text: str | Callable[[], str] | None, array: np.ndarray):
+def _csv_source(csv_text: str | Callable[[], str] | None, array: np.ndarray | None):
     if csv_text is None:
         return lambda: array_csv(array)
     if callable(csv_text):

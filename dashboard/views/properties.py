@@ -88,14 +88,21 @@ if mode == "typed":
         help=t("properties.ctl_perm_help", last=seq_len - 1),
         where=left,
     )
-    try:
-        perm = tuple(state.parse_int_list(raw, 0, seq_len - 1, seq_len))
-        if sorted(perm) != list(range(seq_len)):
-            raise ValueError(t("properties.perm_not_each_once"))
-    except ValueError as err:
-        st.error(t("properties.bad_perm", value=state.escape_markdown(raw), n=seq_len, detail=err))
-        perm = None
-        mode = "invalid"
+    typed_len = len([part for part in raw.split(",") if part.strip()])
+    if typed_len != seq_len and raw.replace(",", "").replace(" ", "").isdigit():
+        # a well-formed list for another length (e.g. after moving L) is not an error
+        st.warning(t("properties.perm_length_mismatch", n=typed_len, L=seq_len))
+        mode = "random"
+    else:
+        try:
+            perm = tuple(state.parse_int_list(raw, 0, seq_len - 1, seq_len))
+            if sorted(perm) != list(range(seq_len)):
+                raise ValueError(t("properties.perm_not_each_once"))
+        except ValueError as err:
+            detail = state.escape_markdown(raw)
+            st.error(t("properties.bad_perm", value=detail, n=seq_len, detail=err))
+            perm = None
+            mode = "invalid"
 if mode != "invalid":
     try:
         plain = data.equivariance_check(

@@ -19,7 +19,7 @@ PAGES = page_names()
 CJK = re.compile(r"[\u4e00-\u9fff]")
 MIN_PAINTED = 0.005
 PAINT_TIMEOUT_MS = 30_000
-SLIDER = '[data-testid="stSlider"] [role="slider"]'
+SLIDER = '[data-testid="stSlider"] input[type="range"]'
 MAX_SLIDERS_TRIED = 4
 
 
@@ -59,6 +59,8 @@ def assert_no_errors(page) -> None:
 @pytest.mark.parametrize("name", PAGES)
 def test_page_loads_paints_and_speaks(server, page, screenshot_dir, name, lang):
     open_page(page, page_url(server.url, name, f"lang={lang}"))
+    page.wait_for_selector(CHART_SELECTOR, timeout=PAINT_TIMEOUT_MS)
+    wait_idle(page)
     assert_no_errors(page)
     charts = page.locator(CHART_SELECTOR)
     painted = wait_painted(page) if charts.count() else []
@@ -78,8 +80,9 @@ def _move_slider_changes_chart(page) -> bool:
     for index in range(min(sliders.count(), MAX_SLIDERS_TRIED)):
         before = chart_signatures(page)
         thumb = sliders.nth(index)
+        at_max = thumb.input_value() == thumb.get_attribute("max")
         thumb.focus()
-        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
         wait_idle(page)
         wait_painted(page)
         if chart_signatures(page) != before:
@@ -108,7 +111,7 @@ def test_language_switch_shows_chinese(server, page):
 
 def _slider_values(page) -> list[str]:
     sliders = page.locator(SLIDER)
-    return [sliders.nth(i).get_attribute("aria-valuenow") for i in range(sliders.count())]
+    return [sliders.nth(i).input_value() for i in range(sliders.count())]
 
 
 def test_copied_link_reproduces_controls(server, browser, page):

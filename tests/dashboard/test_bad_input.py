@@ -166,9 +166,9 @@ OTHER_PAGE_CASES = [
     Case("variants-seq-len-extremes", q("variants", seq_len="128"), page="variants"),
     Case(
         "properties-perm-not-permutation",
-        q("properties", perm_mode="typed", perm="1,1,2"),
+        q("properties", perm_mode="typed", perm="1,1,2,3,4"),
         page="properties",
-        error="1,1,2",
+        error="1,1,2,3,4",
     ),
     Case(
         "properties-perm-text",

@@ -153,7 +153,17 @@ def test_properties_random_perm_with_positions():
     assert sorted(perm) == list(range(8))
 
 
-@pytest.mark.parametrize("bad", ["0,1,2,3", "0,0,1,2,3", "9,1,2,3,4", "a,b"])
+def test_properties_perm_of_another_length_falls_back_to_random_with_a_warning():
+    """Moving L must not turn the typed permutation into an error box."""
+    at = open_app("properties", **{"properties.perm": "0,1,2,3"})
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any("4 positions" in w.value for w in at.warning)
+    used = next(c.value for c in at.caption if c.value.startswith("Permutation used"))
+    assert sorted(int(p) for p in used.split(":")[1].split(",")) == list(range(5))
+
+
+@pytest.mark.parametrize("bad", ["0,0,1,2,3", "9,1,2,3,4", "a,b"])
 def test_properties_bad_perm_is_an_error_not_a_traceback(bad):
     at = open_app("properties", **{"properties.perm": bad})
     assert not at.exception
