@@ -527,6 +527,19 @@ def describe_bytes(nbytes: int) -> str:
     return format_bytes(nbytes)
 
 
+def describe_seconds(seconds: float) -> str:
+    """A short duration that fits a metric tile: ``"0.84 ms"``, ``"12.3 ms"``, ``"315 ms"``,
+    ``"2.41 s"``."""
+    ms = seconds * 1000.0
+    if ms < 10:
+        return f"{ms:.2f} ms"
+    if ms < 100:
+        return f"{ms:.1f} ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
 def head_entropy(weights: np.ndarray) -> np.ndarray:
     """Mean row entropy (nats) of each head.
 

@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
-fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || need_apt+=(fonts-noto-cjk)
+for pkg in chromium fonts-noto-cjk; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || need_apt+=("$pkg")
+done
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   apt-get update -qq

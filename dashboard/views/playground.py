@@ -32,7 +32,7 @@ def render() -> None:
     cols[0].metric(t("common.metric_seq_len"), len(run.tokens))
     cols[1].metric(t("common.metric_d_k"), run.d_k)
     cols[2].metric(t("common.metric_device"), run.device)
-    cols[3].metric(t("common.metric_time"), f"{run.seconds * 1000:.2f} ms")
+    cols[3].metric(t("common.metric_time"), data.describe_seconds(run.seconds))
     cols[4].metric(memory_label, data.describe_bytes(run.peak_bytes))
     sparsity_text = "—" if run.weights is None else f"{run.sparsity:.1%}"
     cols[5].metric(t("common.metric_sparsity"), sparsity_text)

@@ -200,7 +200,7 @@ def compare_section() -> None:
                 data.describe_bytes(estimate),
                 help=t("variants.metric_memory_help"),
             )
-            st.metric(t("common.metric_time"), f"{result.seconds * 1000:.2f} ms")
+            st.metric(t("common.metric_time"), data.describe_seconds(result.seconds))
         summary.append(
             {
                 t("variants.col_variant"): controls.variant_label(name),
