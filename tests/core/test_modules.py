@@ -218,3 +218,20 @@ def test_set_variant_keeps_weights():
     ours.set_variant("chunked", chunk_size=2)
     assert ours.variant == "chunked" and ours.params["chunk_size"] == 2
     _compare(ours, ref, _x())
+
+
+def test_dropout_with_a_generator_is_reproducible():
+    torch.manual_seed(0)
+    ours = MultiHeadSelfAttention(D, H, variant="local", dropout=0.3, window_size=5).double()
+    ours.train()
+    x = _x()
+
+    def run(seed):
+        return ours(x, generator=torch.Generator().manual_seed(seed))
+
+    first, again, other = run(2), run(2), run(3)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert not torch.equal(first[0], other[0])
+    ours.eval()
+    plain = ours(x, generator=torch.Generator().manual_seed(2))
+    assert not (plain[1][masks.local(L, 5).expand(B, H, L, L)] == 0).any()
