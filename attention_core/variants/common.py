@@ -16,8 +16,12 @@ SCALE_RULES = ("inv_sqrt", "one")
 
 
 def check_finite(name: str, t: torch.Tensor) -> None:
-    """Raise ``ValueError`` when ``t`` holds NaN or inf."""
-    if not torch.isfinite(t).all():
+    """Raise ``ValueError`` when ``t`` holds NaN or inf.
+
+    One min/max reduction (NaN propagates into both) instead of a full boolean pass.
+    """
+    low, high = torch.aminmax(t.detach())
+    if not (torch.isfinite(low) and torch.isfinite(high)):
         bad = "NaN" if torch.isnan(t).any() else "inf"
         raise ValueError(f"{name} contains {bad}; attention needs finite inputs")
 

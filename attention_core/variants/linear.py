@@ -25,7 +25,7 @@ TINY_DENOMINATOR = 1e-30
 
 def feature_map(x: torch.Tensor) -> torch.Tensor:
     """φ(x) = elu(x) + 1, elementwise; strictly positive. Shape preserved."""
-    return F.elu(x) + 1.0
+    return F.elu(x).add_(1.0)  # in place on elu's fresh output: one pass, autograd-safe
 
 
 def split_linear_mask(mask: torch.Tensor | None, L: int, S: int):
@@ -62,9 +62,12 @@ def split_linear_mask(mask: torch.Tensor | None, L: int, S: int):
 
 
 def _normalise(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
-    """num (..., L, Ev) / den (..., L, 1), with 0 where nothing was attended (den == 0)."""
-    has_key = den > TINY_DENOMINATOR
-    return torch.where(has_key, num / torch.where(has_key, den, torch.ones_like(den)), 0.0)
+    """num (..., L, Ev) / den (..., L, 1), with 0 where nothing was attended (den == 0).
+    Divides num in place when autograd does not track it (saves an L×Ev allocation)."""
+    has_key = den > TINY_DENOMINATOR  # (..., L, 1)
+    inverse = torch.where(has_key, 1.0 / torch.where(has_key, den, 1.0), 0.0)  # (..., L, 1)
+    tracked = torch.is_grad_enabled() and (num.requires_grad or inverse.requires_grad)
+    return num * inverse if tracked else num.mul_(inverse)  # (..., L, Ev)
 
 
 def _noncausal(fq, fk, v):
@@ -144,7 +147,8 @@ def linear_attention(
     if causal and L != S:
         raise ValueError(f"causal linear attention needs L == S, got L={L}, S={S}")
     work = compute_dtype(q.dtype)
-    fq = feature_map(q.to(work) * scale)  # (..., L, E)
+    q_scaled = q.to(work) if scale == 1.0 else q.to(work) * scale
+    fq = feature_map(q_scaled)  # (..., L, E)
     fk = feature_map(k.to(work))  # (..., S, E)
     vw = v.to(work)
     if key_keep is not None:

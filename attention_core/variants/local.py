@@ -82,6 +82,29 @@ def _scatter_dense(weights: torch.Tensor, L: int, block: int, halo: int) -> torc
     return dense[..., :L, halo : halo + L]
 
 
+def _window_parts(t: torch.Tensor, block: int, halo: int, nb: int) -> list[torch.Tensor]:
+    """Split the key windows of every query block into non-overlapping views.
+
+    t (..., L, E) is padded by one block on each side and viewed as (..., nb + 2, c, E);
+    block b's window is then [last ``halo`` rows of block b − 1 | block b | first ``halo``
+    rows of block b + 1]. Each piece is a strided view whose batch dims merge, so matmul
+    needs no gather copy (unlike overlapping unfold windows).
+
+    Returns:
+        [left (..., nb, h, E), centre (..., nb, c, E), right (..., nb, h, E)], or just the
+        centre when halo is 0.
+    """
+    L, E = t.shape[-2], t.shape[-1]
+    padded = F.pad(t, (0, 0, block, (nb + 1) * block - L))  # (..., (nb + 2)·c, E)
+    blocks = padded.view(*padded.shape[:-2], nb + 2, block, E)  # (..., nb + 2, c, E)
+    centre = blocks[..., 1 : nb + 1, :, :]  # (..., nb, c, E)
+    if halo == 0:
+        return [centre]
+    left = blocks[..., 0:nb, block - halo :, :]  # (..., nb, h, E)
+    right = blocks[..., 2 : nb + 2, :halo, :]  # (..., nb, h, E)
+    return [left, centre, right]
+
+
 def blocked_attention(
     q,
     k,
@@ -127,13 +150,16 @@ def blocked_attention(
         check_budget(
             tensor_bytes((*lead, L, L), work), f"attention weights {(*lead, L, L)}", memory_budget
         )
-    q_blk = F.pad(q.to(work), (0, 0, 0, padded_len - L))  # (..., Lp, E)
+    # in-place updates save memory and page faults, but autograd needs saved tensors intact
+    inplace = not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+    q_blk = q.to(work) * scale  # (..., L, E), pre-scaled: cheaper than scaling the scores
+    if padded_len != L:
+        q_blk = F.pad(q_blk, (0, 0, 0, padded_len - L))  # (..., Lp, E)
     q_blk = q_blk.reshape(*q_blk.shape[:-2], nb, block, E)  # (..., nb, c, E)
-    k_pad = F.pad(k.to(work), (0, 0, halo, padded_len - L + halo))  # (..., Lp + 2·halo, E)
-    v_pad = F.pad(v.to(work), (0, 0, halo, padded_len - L + halo))  # (..., Lp + 2·halo, Ev)
-    k_win = k_pad.unfold(-2, width, block)  # (..., nb, E, W): already transposed
-    v_win = v_pad.unfold(-2, width, block).transpose(-2, -1)  # (..., nb, W, Ev)
-    scores = (q_blk @ k_win) * scale  # (..., nb, c, E) @ (..., nb, E, W) -> (..., nb, c, W)
+    k_parts = _window_parts(k.to(work), block, halo, nb)  # views: left halo | block | right
+    v_parts = _window_parts(v.to(work), block, halo, nb)
+    # (..., nb, c, E) @ (..., nb, E, h|c|h) -> (..., nb, c, W), W = h + c + h
+    scores = torch.cat([q_blk @ part.transpose(-2, -1) for part in k_parts], dim=-1)
     allowed = _window_layout(L, block, halo, band, q.device)  # (nb, c, W)
     if mask is not None:
         user = _mask_windows(mask, L, block, halo)  # (..., nb, c|1, W)
@@ -142,10 +168,18 @@ def blocked_attention(
         else:
             scores = scores + user.to(work)
             allowed = allowed & allowed_from_mask(user)
-    scores = scores.masked_fill(~allowed, torch.finfo(work).min)
+    blocked = ~allowed
+    if inplace:
+        scores = scores.masked_fill_(blocked, torch.finfo(work).min)
+    else:
+        scores = scores.masked_fill(blocked, torch.finfo(work).min)
     weights = stable_softmax(scores, allowed)  # (..., nb, c, W)
     weights = apply_dropout(weights, dropout_p, generator)
-    out = weights @ v_win  # (..., nb, c, W) @ (..., nb, W, Ev) -> (..., nb, c, Ev)
+    # Σ over the three pieces of (..., nb, c, h|c|h) @ (..., nb, h|c|h, Ev) -> (..., nb, c, Ev)
+    pieces = weights.split([part.shape[-2] for part in v_parts], dim=-1)
+    out = pieces[0] @ v_parts[0]
+    for w, part in zip(pieces[1:], v_parts[1:], strict=True):
+        out = out.add_(w @ part) if inplace else out + w @ part
     out = out.reshape(*out.shape[:-3], padded_len, Ev)[..., :L, :]  # (..., L, Ev)
     dense = _scatter_dense(weights, L, block, halo).to(q.dtype) if need_weights else None
     return AttentionResult(out.to(q.dtype), dense)
