@@ -37,8 +37,9 @@ def render() -> None:
     sparsity_text = "—" if run.weights is None else f"{run.sparsity:.1%}"
     cols[5].metric(t("common.metric_sparsity"), sparsity_text)
     notes = [t("common.time_note", device=run.device)]
-    if not run.peak_measured:
-        notes.append(t("common.memory_estimate_note"))
+    notes.append(
+        t("common.memory_measured_note" if run.peak_measured else "common.memory_estimate_note")
+    )
     if ctl.input_kind != "random":
         notes.append(t("common.embedding_note"))
     st.caption(" ".join(notes))
