@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import io
 import os
 import signal
 import socket
@@ -151,41 +152,39 @@ def wait_idle(page, timeout_ms: int = IDLE_TIMEOUT_MS, settle_ms: int = 300) -> 
 
 CHART_SIGNATURE_JS = """(sel) => Array.from(document.querySelectorAll(sel)).map(el => {
     const canvas = el.querySelector('canvas');
-    if (canvas) { try { return canvas.toDataURL().length + ':' + canvas.toDataURL().slice(-200); }
-                  catch (e) { return 'canvas?'; } }
-    const svg = el.querySelector('svg');
-    return svg ? svg.innerHTML.length + ':' + svg.innerHTML.slice(-200) : '';
+    const text = canvas ? canvas.toDataURL() : (el.querySelector('svg') || {}).innerHTML || '';
+    let h = 0;
+    for (let i = 0; i < text.length; i += 3) h = (h * 31 + text.charCodeAt(i)) | 0;
+    return text.length + ':' + h;
 })"""
+NEAR_WHITE = 245
 
 
 def chart_signatures(page) -> list[str]:
-    """A short fingerprint of every chart's painted content, in page order."""
+    """A fingerprint (length and hash) of every chart's rendered content, in page order:
+    the SVG markup Vega drew, or the canvas pixels."""
     return page.evaluate(CHART_SIGNATURE_JS, CHART_SELECTOR)
 
 
-PAINTED_JS = """(sel) => Array.from(document.querySelectorAll(sel)).map(el => {
-    const canvas = el.querySelector('canvas');
-    if (canvas && canvas.width > 0 && canvas.height > 0) {
-        const ctx = canvas.getContext('2d');
-        const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
-        let painted = 0;
-        for (let i = 0; i < data.length; i += 4) {
-            const a = data[i + 3], r = data[i], g = data[i + 1], b = data[i + 2];
-            if (a > 0 && !(r > 245 && g > 245 && b > 245)) painted++;
-        }
-        return painted / (data.length / 4);
-    }
-    const svg = el.querySelector('svg');
-    if (!svg) return 0;
-    const marks = svg.querySelectorAll('path, rect, line, image, circle');
-    return marks.length > 3 ? 1 : 0;
-})"""
+def painted_fraction(page) -> list[float | None]:
+    """For every chart on the page, the fraction of its on-screen pixels that are not
+    near-white, read from a screenshot of the element (what the user sees, whether Vega
+    drew SVG or canvas); ``None`` for a chart hidden from view (e.g. a closed expander)."""
+    import numpy as np
+    from PIL import Image
 
-
-def painted_fraction(page) -> list[float]:
-    """For every chart on the page, the fraction of its canvas pixels that are not blank
-    (not transparent and not near-white); SVG charts count as painted with > 3 marks."""
-    return page.evaluate(PAINTED_JS, CHART_SELECTOR)
+    fractions = []
+    charts = page.locator(CHART_SELECTOR)
+    for index in range(charts.count()):
+        chart = charts.nth(index)
+        if not chart.is_visible():
+            fractions.append(None)
+            continue
+        chart.scroll_into_view_if_needed()
+        pixels = np.asarray(Image.open(io.BytesIO(chart.screenshot())).convert("RGB"))
+        painted = (pixels < NEAR_WHITE).any(axis=-1)  # (H, W): any channel below near-white
+        fractions.append(float(painted.mean()) if painted.size else 0.0)
+    return fractions
 
 
 def rss_bytes(pid: int) -> int:

@@ -15,25 +15,37 @@ import argparse
 import statistics
 import time
 
-from bench.browser import launch_chromium, page_names, streamlit_server, wait_idle
+from bench.browser import (
+    launch_chromium,
+    page_names,
+    painted_fraction,
+    streamlit_server,
+    wait_idle,
+)
 from bench.load import RssSampler
 
 COLD_GOAL_S = 4.0
+MIN_PAINTED = 0.005
 RSS_GOAL = 1 << 30
-PAINTED_JS = """(sel) => { const el = document.querySelector(sel); if (!el) return false;
-    const c = el.querySelector('canvas'); if (!c || !c.width) return false;
-    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    for (let i = 3; i < d.length; i += 4 * 7) if (d[i] > 0 && d[i - 1] < 240) return true;
-    return false; }"""
+FIRST_CHART_DRAWN_JS = """(sel) => { const el = document.querySelector(sel);
+    if (!el) return false;
+    const svg = el.querySelector('svg'); const c = el.querySelector('canvas');
+    return (svg && svg.querySelectorAll('path, rect').length > 3) || (c && c.width > 0); }"""
 CHART = '[data-testid="stVegaLiteChart"]'
 LARGEST = {
-    "playground": "playground.seq_len=1024&playground.d_model=512&playground.heads=16",
-    "step_by_step": "step_by_step.tokens=8",
-    "scaling": "scaling.d_ks=32,64,128,256,512,1024",
-    "multihead": "multihead.seq_len=1024&multihead.d_model=512&multihead.heads=16",
-    "variants": "variants.seq_len=1024",
-    "properties": "properties.seq_len=64",
-    "gradients": "gradients.seq_len=64",
+    "playground": "playground.seq_len=1024&playground.d_model=768&playground.heads=16"
+    "&playground.variant=stable",
+    "step_by_step": "step_by_step.tokens=8&step_by_step.d_k=8",
+    "scaling": "scaling.d_ks=32,64,128,256,512,1024&scaling.seq_len=64&scaling.trials=100",
+    "multihead": "multihead.seq_len=256&multihead.d_model=768&multihead.heads=16"
+    "&multihead.gallery_len=32",
+    "variants": "variants.seq_len=128&variants.d_model=768&variants.heads=16"
+    "&variants.variants=scaled,local,linear,chunked",
+    "properties": "properties.seq_len=16&properties.d_model=64&properties.chunk_len=512"
+    "&properties.perm_mode=random",
+    "gradients": "gradients.seq_len=32&gradients.embed_dim=64&gradients.trials=16",
+    "practice": "practice.seq_len=512&practice.d_model=256&practice.layers=48",
+    "real_model": "real_model.preset=cat_comfortable",
 }
 
 
@@ -44,8 +56,10 @@ def cold_start(playwright) -> float:
     started = time.monotonic()
     with streamlit_server() as server:
         page.goto(server.url)
-        page.wait_for_function(PAINTED_JS, arg=CHART, timeout=120_000)
+        page.wait_for_function(FIRST_CHART_DRAWN_JS, arg=CHART, timeout=120_000)
         elapsed = time.monotonic() - started
+        if painted_fraction(page)[0] < MIN_PAINTED:
+            raise RuntimeError("the first chart was drawn but shows no pixels")
     browser.close()
     return elapsed
 

@@ -21,14 +21,10 @@ GOALS_S = {64: 0.3, 1024: 0.6}
 ARM_JS = """(sel) => {
     const sig = () => Array.from(document.querySelectorAll(sel)).map(el => {
         const c = el.querySelector('canvas');
-        if (!c || !c.width) {
-            const s = el.querySelector('svg');
-            return s ? s.innerHTML.length : 0;
-        }
-        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        const text = c ? c.toDataURL() : (el.querySelector('svg') || {}).innerHTML || '';
         let h = 0;
-        for (let i = 0; i < d.length; i += 97) h = (h * 31 + d[i]) | 0;
-        return h;
+        for (let i = 0; i < text.length; i += 7) h = (h * 31 + text.charCodeAt(i)) | 0;
+        return text.length + ':' + h;
     }).join(',');
     const state = {t0: performance.now(), done: null, before: sig()};
     window.__repaint = state;

@@ -532,6 +532,74 @@ def _choice_widget(
     return value
 
 
+def parse_choice_list(raw: str, options: Sequence[Any], max_items: int) -> list[Any]:
+    """Parse ``"a,b"`` into options, in order: each known, none repeated, at most
+    ``max_items`` of them.
+
+    Raises:
+        ValueError: for an unknown or repeated name, or too many names.
+    """
+    by_text = {_serialise(o): o for o in options}
+    names = [part.strip() for part in raw.split(",") if part.strip()]
+    unknown = [n for n in names if n not in by_text]
+    if unknown:
+        raise ValueError(f"unknown choices {unknown}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"repeated choices in {names}")
+    if len(names) > max_items:
+        raise ValueError(f"{len(names)} choices, at most {max_items} allowed")
+    return [by_text[n] for n in names]
+
+
+def multiselect(
+    page: str,
+    name: str,
+    label: str,
+    options: Sequence[Any],
+    default: Sequence[Any],
+    max_selections: int,
+    format_func: Callable[[Any], str] = str,
+    help: str | None = None,
+    where: DeltaGenerator | None = None,
+) -> list[Any]:
+    """A multiselect whose value lives in the URL as ``"<page>.<name>=a,b"``.
+
+    An unknown or repeated choice, or more than ``max_selections``, falls back to the
+    default with a notice (Streamlit itself would raise on too many selections).
+
+    Returns:
+        The selected options, in selection order.
+
+    Raises:
+        ValueError: when ``options`` is empty.
+    """
+    options = list(options)
+    if not options:
+        raise ValueError(f"control {page}.{name} has no options")
+    key = _key(page, name)
+    default = [o for o in default if o in options][:max_selections]
+
+    def valid(value: Any) -> bool:
+        return (
+            isinstance(value, list)
+            and len(value) <= max_selections
+            and all(v in options for v in value)
+        )
+
+    _prepare(key, default, lambda raw: parse_choice_list(raw, options, max_selections), valid)
+    shown = {_serialise(o): str(format_func(o)) for o in options}
+    value = _where(where).multiselect(
+        label,
+        options,
+        key=key,
+        format_func=lambda o: shown[_serialise(o)],
+        max_selections=max_selections,
+        help=help,
+    )
+    write(key, list(value))
+    return list(value)
+
+
 def checkbox(
     page: str,
     name: str,

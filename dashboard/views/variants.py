@@ -35,35 +35,6 @@ def memory_method_text(method: str) -> str:
     return t("variants.memory_method_none")
 
 
-def variants_multiselect(options: list[str]) -> list[str]:
-    """A multiselect of variants whose value lives in the URL as ``variants.variants=a,b``.
-
-    A URL value naming an unknown variant falls back to the default with a notice.
-    """
-    key = f"{PAGE}.variants"
-
-    def parse(raw: str) -> list[str]:
-        names = [n for n in raw.split(",") if n]
-        unknown = [n for n in names if n not in options]
-        if unknown or len(set(names)) != len(names):
-            raise ValueError(f"unknown or repeated variants {unknown or names}")
-        return names
-
-    if key not in st.session_state:
-        st.session_state[key] = state.read(key, list(DEFAULT_VARIANTS), parse)
-    st.session_state[key] = [n for n in st.session_state[key] if n in options]
-    chosen = st.sidebar.multiselect(
-        t("variants.ctl_variants"),
-        options,
-        key=key,
-        format_func=controls.variant_label,
-        max_selections=MAX_COLUMNS,
-        help=t("variants.ctl_variants_help", n=MAX_COLUMNS),
-    )
-    state.write(key, list(chosen))
-    return list(chosen)
-
-
 def allowed_pattern(variant: str, params: tuple, seq_len: int, mask_kind: str) -> np.ndarray:
     """(L, L) 0/1 matrix of the cells a query may attend to: pattern, user mask, causal flag."""
     pattern = data.variant_pattern(variant, params, seq_len)
@@ -76,7 +47,17 @@ def allowed_pattern(variant: str, params: tuple, seq_len: int, mask_kind: str) -
 controls.page_intro(PAGE)
 
 catalogue = data.variant_catalogue()
-chosen = variants_multiselect(list(catalogue))
+chosen = state.multiselect(
+    PAGE,
+    "variants",
+    t("variants.ctl_variants"),
+    list(catalogue),
+    DEFAULT_VARIANTS,
+    MAX_COLUMNS,
+    format_func=controls.variant_label,
+    help=t("variants.ctl_variants_help", n=MAX_COLUMNS),
+    where=st.sidebar,
+)
 seq_len = state.slider_int(PAGE, "seq_len", t("common.ctl_seq_len"), 4, 128, 32)
 d_model = state.select(PAGE, "d_model", t("common.ctl_d_model"), controls.D_MODEL_OPTIONS, 64)
 heads = state.select(

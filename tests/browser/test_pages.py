@@ -34,7 +34,7 @@ def open_page(page, url: str) -> None:
 
 
 def wait_painted(page) -> list[float]:
-    """Wait until every chart on the page has painted pixels; return the fractions."""
+    """Wait until Vega has drawn every chart; return each chart's painted pixel fraction."""
     page.wait_for_function(
         """(sel) => Array.from(document.querySelectorAll(sel)).every(el => {
             const c = el.querySelector('canvas'); const s = el.querySelector('svg');
@@ -66,7 +66,8 @@ def test_page_loads_paints_and_speaks(server, page, screenshot_dir, name, lang):
     painted = wait_painted(page) if charts.count() else []
     page.screenshot(path=str(screenshot_dir / f"{name}-{lang}.png"), full_page=True)
     assert charts.count() >= 1, f"page {name} shows no chart"
-    blank = [i for i, frac in enumerate(painted) if frac < MIN_PAINTED]
+    assert any(frac is not None for frac in painted), f"no chart of {name} is visible"
+    blank = [i for i, frac in enumerate(painted) if frac is not None and frac < MIN_PAINTED]
     assert not blank, f"charts {blank} of {name} are blank: {painted}"
     heading = page.locator("h1").first.inner_text()
     if lang == "zh":

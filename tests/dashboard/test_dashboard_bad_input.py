@@ -163,6 +163,18 @@ OTHER_PAGE_CASES = [
         page="variants",
         notice="variants.variants",
     ),
+    Case(
+        "variants-too-many",
+        q("variants", variants="scaled,local,linear,chunked,strided,block"),
+        page="variants",
+        notice="variants.variants",
+    ),
+    Case(
+        "variants-repeated",
+        q("variants", variants="local,local"),
+        page="variants",
+        notice="variants.variants",
+    ),
     Case("variants-seq-len-extremes", q("variants", seq_len="128"), page="variants"),
     Case(
         "properties-perm-not-permutation",
