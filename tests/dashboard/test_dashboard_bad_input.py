@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from dashboard.views import PAGES
 from tests.dashboard.conftest import open_app
 
 LONG = "9" * 5000
@@ -282,3 +283,19 @@ def test_typed_sentence_always_gives_a_working_page(text):
     assert 1 <= tokens <= 1024
     if not text.strip() or text.strip() in "?!.,;:":
         assert at.warning, "an empty sentence must say what was used instead"
+
+
+PAGE_NAMES = [name for name, _icon in PAGES]
+GARBAGE = {"script": SCRIPT, "negative": "-1", "huge": "99999999", "empty-list": ",,,"}
+
+
+@pytest.mark.parametrize("garbage", list(GARBAGE.values()), ids=list(GARBAGE))
+@pytest.mark.parametrize("page", PAGE_NAMES)
+def test_every_control_of_a_page_tampered_at_once(page, garbage):
+    """Every query key the page writes, set to the same garbage: still a working page."""
+    keys = [k for k in open_app(page).query_params.keys() if k != "lang"]
+    assert keys, f"page {page} keeps no control in the URL"
+    at = open_app(page, **dict.fromkeys(keys, garbage))
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.title, "the page lost its title"
+    assert at.warning, "tampered values must be reported"
