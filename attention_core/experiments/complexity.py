@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterable
 
@@ -39,6 +40,9 @@ COMPLEXITY_COLUMNS = (
     "note",
 )
 Progress = Callable[[float], None]
+# torch.profiler and the CUDA peak counters are process-wide: one measurement at a time, or
+# concurrent callers (e.g. several dashboard sessions) corrupt or block each other.
+_MEASURE_LOCK = threading.Lock()
 
 
 def measure_peak_bytes(fn: Callable[[], object], device: torch.device) -> tuple[float, str]:
@@ -52,7 +56,15 @@ def measure_peak_bytes(fn: Callable[[], object], device: torch.device) -> tuple[
     Returns:
         (peak bytes, method label). The peak is NaN when this PyTorch build exposes no
         allocation events; the label then says so.
+
+    Thread safety: measurements are serialised by a process-wide lock, since the profiler
+    and the CUDA peak counters are global.
     """
+    with _MEASURE_LOCK:
+        return _measure_peak_bytes_locked(fn, device)
+
+
+def _measure_peak_bytes_locked(fn: Callable[[], object], device: torch.device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)

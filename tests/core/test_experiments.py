@@ -28,6 +28,7 @@ from attention_core.experiments import (
     make_gradient_problem,
     measure_complexity,
     measure_gradient_norms,
+    measure_peak_bytes,
     measure_scaling,
     naive_softmax,
     precision_comparison,
@@ -509,3 +510,25 @@ def test_checkpointing_estimate_literal():
     assert table.loc["checkpoint", "stored_bytes"] == 2 * 4 * 2 * 4 + per_layer
     with pytest.raises(ValueError, match="layers"):
         checkpointing_estimate(layers=0)
+
+
+def test_peak_measurements_from_several_threads_all_finish():
+    """The profiler is process-wide: concurrent measurements (one per dashboard session)
+    must be serialised, each still seeing its own allocation."""
+    import threading
+
+    results: list[float] = []
+    size = 1 << 18  # floats: 1 MiB per allocation
+
+    def work():
+        peak, _method = measure_peak_bytes(lambda: torch.ones(size), torch.device("cpu"))
+        results.append(peak)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(results) == 4
+    assert all(p >= size * 4 for p in results if not math.isnan(p)), results
