@@ -149,7 +149,7 @@ def heatmap_chart(
         )
     else:
         chart = layer.properties(**props)
-    return _finish(chart, title, subtitle)
+    return _fast_render(_finish(chart, title, subtitle))
 
 
 def _header() -> alt.Header:
@@ -161,6 +161,14 @@ def _default_domain(values: pd.Series, diverging: bool) -> tuple[float, float]:
     if not diverging:
         lo = min(lo, 0.0)
     return lo, hi
+
+
+def _fast_render(chart: alt.Chart) -> alt.Chart:
+    """Draw on a canvas without per-mark ARIA nodes: a heatmap has thousands of cells, and
+    as SVG each becomes a DOM node the browser must build and lay out on every repaint."""
+    return chart.properties(usermeta={"embedOptions": {"renderer": "canvas"}}).configure_mark(
+        aria=False
+    )
 
 
 def _finish(chart: alt.Chart, title: str, subtitle: str | None) -> alt.Chart:
