@@ -19,12 +19,24 @@ from attention_core.variants.local import WINDOW_PARAM
 
 
 def _pattern_attention(
-    q, k, v, build_pattern, *, mask, scale, need_weights, dropout_p, generator, memory_budget
+    q,
+    k,
+    v,
+    build_pattern,
+    pattern_params: dict,
+    *,
+    mask=None,
+    scale,
+    need_weights=False,
+    dropout_p=0.0,
+    generator=None,
+    memory_budget=None,
 ) -> AttentionResult:
-    """Full attention restricted to the (L, S) pattern ``build_pattern()`` makes and the
-    user's ``mask``; the budget is checked before the pattern is built."""
+    """Full attention restricted to the (L, S) pattern ``build_pattern(L, S, **params)`` and
+    the user's ``mask``; the budget is checked before the pattern is built."""
     check_dense_budget(q, k, memory_budget, with_pattern=True)
-    combined = combine_with_pattern(mask, build_pattern().to(q.device))
+    pattern = build_pattern(q.shape[-2], k.shape[-2], **pattern_params)  # (L, S) bool
+    combined = combine_with_pattern(mask, pattern.to(q.device))
     out, weights = dense_attention(
         q,
         k,
@@ -50,23 +62,13 @@ def _combined_pattern(L, S=None, *, window_size, stride, **_):
     return masks.combine(masks.local(L, window_size, S), masks.strided(L, stride, S))
 
 
-def strided_attention(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    scale,
-    need_weights=False,
-    dropout_p=0.0,
-    generator=None,
-    memory_budget=None,
-    stride: int,
-) -> AttentionResult:
+def strided_attention(q, k, v, *, stride: int, **common) -> AttentionResult:
     """Strided attention: query i sees keys j with (i − j) divisible by ``stride``.
 
     Args:
         q: (..., L, E). k: (..., S, E). v: (..., S, Ev). stride: >= 1.
+        **common: mask, scale, need_weights, dropout_p, generator, memory_budget (the
+            shared variant signature, see ``attend``).
 
     Returns:
         AttentionResult(output (..., L, Ev), weights (..., L, S) or None).
@@ -74,91 +76,22 @@ def strided_attention(
     Raises:
         MemoryBudgetError: when the L×S scores exceed the budget.
     """
-
-    def pattern():
-        return _strided_pattern(q.shape[-2], k.shape[-2], stride=stride)
-
-    return _pattern_attention(
-        q,
-        k,
-        v,
-        pattern,
-        mask=mask,
-        scale=scale,
-        need_weights=need_weights,
-        dropout_p=dropout_p,
-        generator=generator,
-        memory_budget=memory_budget,
-    )
+    return _pattern_attention(q, k, v, _strided_pattern, {"stride": stride}, **common)
 
 
-def random_attention(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    scale,
-    need_weights=False,
-    dropout_p=0.0,
-    generator=None,
-    memory_budget=None,
-    density: float,
-    seed: int,
-) -> AttentionResult:
+def random_attention(q, k, v, *, density: float, seed: int, **common) -> AttentionResult:
     """Random sparse attention: each (i, j) kept with probability ``density`` (seeded; the
     diagonal is always kept). Args/Returns/Raises as :func:`strided_attention`."""
-
-    def pattern():
-        return _random_pattern(q.shape[-2], k.shape[-2], density=density, seed=seed)
-
-    return _pattern_attention(
-        q,
-        k,
-        v,
-        pattern,
-        mask=mask,
-        scale=scale,
-        need_weights=need_weights,
-        dropout_p=dropout_p,
-        generator=generator,
-        memory_budget=memory_budget,
-    )
+    params = {"density": density, "seed": seed}
+    return _pattern_attention(q, k, v, _random_pattern, params, **common)
 
 
-def combined_attention(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    scale,
-    need_weights=False,
-    dropout_p=0.0,
-    generator=None,
-    memory_budget=None,
-    window_size: int,
-    stride: int,
-) -> AttentionResult:
+def combined_attention(q, k, v, *, window_size: int, stride: int, **common) -> AttentionResult:
     """Local window united with a strided pattern (the Sparse Transformer's mix): query i sees
     |i − j| <= window_size // 2 or (i − j) divisible by ``stride``.
     Args/Returns/Raises as :func:`strided_attention`."""
-
-    def pattern():
-        return _combined_pattern(q.shape[-2], k.shape[-2], window_size=window_size, stride=stride)
-
-    return _pattern_attention(
-        q,
-        k,
-        v,
-        pattern,
-        mask=mask,
-        scale=scale,
-        need_weights=need_weights,
-        dropout_p=dropout_p,
-        generator=generator,
-        memory_budget=memory_budget,
-    )
+    params = {"window_size": window_size, "stride": stride}
+    return _pattern_attention(q, k, v, _combined_pattern, params, **common)
 
 
 STRIDE_PARAM = Param("stride", "int", 4, 1, 4096, 1, "attend to every stride-th token")
