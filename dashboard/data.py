@@ -408,9 +408,14 @@ class AttentionRun:
         sparsity: fraction of weights that are exactly 0 (``nan`` without weights).
         seconds: wall time of the computation (projections, attention, output projection).
         peak_bytes: peak memory of the computation.
-        peak_measured: True when measured (CUDA), False when the library's estimate (CPU).
+        peak_measured: True when measured (torch.profiler on CPU, the allocator on CUDA),
+            False when the library's estimate (no allocation events available).
         device: device name the computation ran on.
         d_k: per-head width.
+        mean_weights: (L, L) head-averaged weights, or ``None`` without weights.
+        mean_scores: (L, L) head-averaged raw scores, or ``None`` without weights.
+        row_sums: (L,) row sums of ``mean_weights``, or ``None`` without weights.
+        output_mean, output_std: mean and standard deviation of ``output``.
     """
 
     tokens: tuple[str, ...]
@@ -423,6 +428,11 @@ class AttentionRun:
     peak_measured: bool
     device: str
     d_k: int
+    mean_weights: np.ndarray | None = None
+    mean_scores: np.ndarray | None = None
+    row_sums: np.ndarray | None = None
+    output_mean: float = 0.0
+    output_std: float = 0.0
 
 
 def _synchronize(device: torch.device) -> None:
@@ -518,18 +528,34 @@ def attention_run(
         weights_np = _readonly(weights[0].float().cpu().numpy())  # (H, L, L)
         scores_np = _readonly(scores[0].float().cpu().numpy())  # (H, L, L)
         sparsity = float((np.abs(weights_np) <= ZERO_WEIGHT_TOL).mean())
+    output_np = _readonly(out[0].float().cpu().numpy())  # (L, D)
+    mean_weights = mean_scores = row_sums = None
+    if weights_np is not None:
+        mean_weights = _readonly(weights_np.mean(axis=0))  # (H, L, L) -> (L, L)
+        mean_scores = _readonly(scores_np.mean(axis=0))  # (H, L, L) -> (L, L)
+        row_sums = _readonly(mean_weights.sum(axis=-1))  # (L,)
     return AttentionRun(
         tokens=tokens,
         weights=weights_np,
         scores=scores_np,
-        output=_readonly(out[0].float().cpu().numpy()),
+        output=output_np,
         sparsity=sparsity,
         seconds=seconds,
         peak_bytes=int(peak),
         peak_measured=measured,
         device=str(dev),
         d_k=d_model // heads,
+        mean_weights=mean_weights,
+        mean_scores=mean_scores,
+        row_sums=row_sums,
+        output_mean=float(output_np.mean()),
+        output_std=float(output_np.std()),
     )
+
+
+def max_output_difference(run: AttentionRun, reference: AttentionRun) -> float:
+    """max |output − reference output| of two runs on the same input, (L, D) each."""
+    return float(np.abs(run.output - reference.output).max())
 
 
 def describe_bytes(nbytes: int) -> str:
@@ -768,6 +794,22 @@ def variant_pattern(
         return None
     resolved = spec.resolve_params(dict(params))
     return _readonly(spec.pattern(seq_len, seq_len, **resolved).cpu().numpy())  # (L, L)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def allowed_pattern(
+    variant: str,
+    params: tuple[tuple[str, int | float | bool], ...],
+    seq_len: int,
+    mask_kind: str,
+) -> np.ndarray:
+    """(L, L) 0/1 matrix of the cells a query may attend to: the variant's pattern, the
+    causal mask and a causal variant flag together (read-only)."""
+    pattern = variant_pattern(variant, params, seq_len)
+    allowed = np.ones((seq_len, seq_len), dtype=bool) if pattern is None else pattern.copy()
+    if mask_kind == "causal" or dict(params).get("causal") is True:
+        allowed &= np.tri(seq_len, dtype=bool)  # (L, L) lower triangle: j <= i
+    return _readonly(allowed.astype(np.float64))
 
 
 @st.cache_data(max_entries=128, show_spinner=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from dashboard import charts, controls, data, exports
@@ -47,8 +46,7 @@ def render() -> None:
     labels = data.axis_labels(run.tokens)
     if run.weights is None:
         st.warning(t("playground.weights_skipped"))
-        out = run.output
-        st.metric(t("playground.output_stats"), f"{out.mean():.4f} ± {out.std():.4f}")
+        st.metric(t("playground.output_stats"), f"{run.output_mean:.4f} ± {run.output_std:.4f}")
         return
 
     heads = run.weights.shape[0]
@@ -71,9 +69,7 @@ def render() -> None:
     )
     st.altair_chart(grid_chart, theme=None)
 
-    mean_weights = run.weights.mean(axis=0)  # (H, L, L) -> (L, L)
-    mean_scores = run.scores.mean(axis=0)  # (H, L, L) -> (L, L)
-    row_sums = mean_weights.sum(axis=-1)  # (L,)
+    mean_weights, mean_scores, row_sums = run.mean_weights, run.mean_scores, run.row_sums
     left, right = st.columns(2)
     with left:
         avg = data.heatmap_frame(mean_weights, labels, labels, scores=mean_scores)
@@ -119,8 +115,8 @@ def render() -> None:
         st.caption(
             t(
                 "playground.output_stats_caption",
-                mean=float(np.mean(run.output)),
-                std=float(np.std(run.output)),
+                mean=run.output_mean,
+                std=run.output_std,
             )
         )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -33,15 +32,6 @@ def memory_method_text(method: str) -> str:
     if "CUDA" in method:
         return t("variants.memory_method_cuda")
     return t("variants.memory_method_none")
-
-
-def allowed_pattern(variant: str, params: tuple, seq_len: int, mask_kind: str) -> np.ndarray:
-    """(L, L) 0/1 matrix of the cells a query may attend to: pattern, user mask, causal flag."""
-    pattern = data.variant_pattern(variant, params, seq_len)
-    allowed = np.ones((seq_len, seq_len), dtype=bool) if pattern is None else pattern.copy()
-    if mask_kind == "causal" or dict(params).get("causal") is True:
-        allowed &= np.tri(seq_len, dtype=bool)  # (L, L) lower triangle: j <= i
-    return allowed.astype(np.float64)
 
 
 controls.page_intro(PAGE)
@@ -119,7 +109,7 @@ def compare_section() -> None:
         info = catalogue[name]
         result = runs[name]
         head_dim = d_model // heads
-        diff = float(np.abs(result.output - reference.output).max())
+        diff = data.max_output_difference(result, reference)
         estimate = data.memory_estimate(name, params[name], heads, seq_len, head_dim, False)
         with col:
             st.subheader(controls.variant_label(name))
@@ -133,7 +123,7 @@ def compare_section() -> None:
             )
             if params[name]:
                 st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params[name]))
-            pattern = allowed_pattern(name, params[name], seq_len, mask_kind)
+            pattern = data.allowed_pattern(name, params[name], seq_len, mask_kind)
             pattern_map = data.heatmap_frame(pattern, labels, labels)
             st.altair_chart(
                 charts.heatmap_chart(
@@ -154,8 +144,7 @@ def compare_section() -> None:
                 st.warning(t("playground.weights_skipped"))
                 sparsity_text = "—"
             else:
-                mean_weights = result.weights.mean(axis=0)  # (H, L, L) -> (L, L)
-                weight_map = data.heatmap_frame(mean_weights, labels, labels)
+                weight_map = data.heatmap_frame(result.mean_weights, labels, labels)
                 st.altair_chart(
                     charts.heatmap_chart(
                         weight_map.frame,
