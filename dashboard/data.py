@@ -1173,6 +1173,42 @@ def embedding_cosine(a: ModelRun, b: ModelRun) -> float:
     )
 
 
+SAME_MAPS_TOL = 1e-5  # float32 round-off between exact variants
+
+
+@dataclass(frozen=True)
+class SwapComparison:
+    """How a swapped-in variant changes the real model.
+
+    Attributes:
+        cosine: sentence-embedding cosine to the exact model.
+        swapped_map: (L, L) the variant's weights in the chosen layer and head.
+        difference: (L, L) swapped minus exact weights there.
+        max_change: max |difference|.
+        same_maps: whether all 72 maps agree within :data:`SAME_MAPS_TOL`.
+    """
+
+    cosine: float
+    swapped_map: np.ndarray
+    difference: np.ndarray
+    max_change: float
+    same_maps: bool
+
+
+def compare_swap(swapped: ModelRun, exact: ModelRun, layer: int, head: int) -> SwapComparison:
+    """Compare a swapped-variant run with the exact one (1-based ``layer`` and ``head``)."""
+    swapped_map = swapped.attentions[layer - 1, head - 1]  # (L, L)
+    difference = swapped_map - exact.attentions[layer - 1, head - 1]  # (L, L)
+    all_maps_change = float(np.abs(swapped.attentions - exact.attentions).max())  # (6, 12, L, L)
+    return SwapComparison(
+        cosine=embedding_cosine(swapped, exact),
+        swapped_map=swapped_map,
+        difference=difference,
+        max_change=float(np.abs(difference).max()),
+        same_maps=all_maps_change <= SAME_MAPS_TOL,
+    )
+
+
 def top_key(run: ModelRun, layer: int, head: int, query: int) -> tuple[int, float]:
     """The key a query token attends to most in one head, with its weight.
 

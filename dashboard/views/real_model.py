@@ -19,7 +19,6 @@ N_LAYERS, N_HEADS = 6, 12
 UNK_NOTE_SHARE = 0.2
 HEATMAP_WIDTH = 380
 ROW_CHART_WIDTH = 260
-SAME_MAPS_TOL = 1e-5  # float32 round-off between exact variants
 
 
 def show_install_hint(detail: str | None = None) -> None:
@@ -153,14 +152,13 @@ def draw_swap(
 ) -> None:
     """Section 4 body: cosine of the embeddings, and the variant's map and its change."""
     labels = data.axis_labels(exact.tokens)
-    cosine = data.embedding_cosine(swapped, exact)
-    swapped_map = swapped.attentions[layer - 1, head - 1]  # (L, L)
-    difference = swapped_map - exact.attentions[layer - 1, head - 1]  # (L, L)
-    same_maps = float(abs(swapped.attentions - exact.attentions).max()) <= SAME_MAPS_TOL
+    comparison = data.compare_swap(swapped, exact, layer, head)
+    cosine, same_maps = comparison.cosine, comparison.same_maps
+    swapped_map, difference = comparison.swapped_map, comparison.difference
     cols = st.columns(3)
     cols[0].metric(t("real_model.metric_cosine"), f"{cosine:.5f}")
     cols[1].metric(
-        t("real_model.metric_max_diff", layer=layer, head=head), f"{abs(difference).max():.3f}"
+        t("real_model.metric_max_diff", layer=layer, head=head), f"{comparison.max_change:.3f}"
     )
     cols[2].metric(
         t("real_model.metric_exact"),
