@@ -11,6 +11,7 @@ import math
 import torch
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
+from attention_core.types import AttentionResult
 
 SCALE_RULES = ("inv_sqrt", "one")
 
@@ -262,3 +263,40 @@ def combine_with_pattern(mask: torch.Tensor | None, pattern: torch.Tensor) -> to
     if mask.dtype == torch.bool:
         return mask & pattern
     return mask.masked_fill(~pattern, -math.inf)
+
+
+def masked_dense_result(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    mask: torch.Tensor | None,
+    scale: float,
+    need_weights: bool,
+    dropout_p: float,
+    generator: torch.Generator | None,
+    memory_budget: int | None,
+    build_pattern=None,
+) -> AttentionResult:
+    """Explicit attention as an :class:`AttentionResult`, optionally restricted to the (L, S)
+    bool pattern ``build_pattern()`` returns, intersected with the user's ``mask``.
+
+    The budget is checked before the pattern is built (its construction is L×S too).
+
+    Raises:
+        MemoryBudgetError: when the L×S matrices exceed the budget.
+    """
+    if build_pattern is not None:
+        check_dense_budget(q, k, memory_budget, with_pattern=True)
+        mask = combine_with_pattern(mask, build_pattern().to(q.device))
+    out, weights = dense_attention(
+        q,
+        k,
+        v,
+        mask=mask,
+        scale=scale,
+        dropout_p=dropout_p,
+        generator=generator,
+        memory_budget=memory_budget,
+    )
+    return AttentionResult(out, weights if need_weights else None)

@@ -14,7 +14,7 @@ from attention_core.variants.common import (
     allowed_from_mask,
     apply_dropout,
     apply_mask,
-    dense_attention,
+    masked_dense_result,
     scores_shape,
     zero_rows_without_key,
 )
@@ -36,20 +36,6 @@ def fused_memory(
     if need_weights:
         return dense_memory(lead, L, S, E, Ev, itemsize, need_weights)
     return lead * (L * E + S * E + S * Ev + L * Ev) * itemsize
-
-
-def _dense_result(q, k, v, mask, scale, need_weights, dropout_p, generator, memory_budget):
-    out, weights = dense_attention(
-        q,
-        k,
-        v,
-        mask=mask,
-        scale=scale,
-        dropout_p=dropout_p,
-        generator=generator,
-        memory_budget=memory_budget,
-    )
-    return AttentionResult(out, weights if need_weights else None)
 
 
 def _sdpa_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -105,7 +91,17 @@ def scaled_attention(
     """
     if not need_weights and dropout_p == 0.0:
         return AttentionResult(_fused_sdpa(q, k, v, mask, scale, memory_budget), None)
-    return _dense_result(q, k, v, mask, scale, need_weights, dropout_p, generator, memory_budget)
+    return masked_dense_result(
+        q,
+        k,
+        v,
+        mask=mask,
+        scale=scale,
+        need_weights=need_weights,
+        dropout_p=dropout_p,
+        generator=generator,
+        memory_budget=memory_budget,
+    )
 
 
 def basic_attention(

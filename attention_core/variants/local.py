@@ -19,9 +19,7 @@ from attention_core.types import AttentionResult, Param, VariantSpec
 from attention_core.variants.common import (
     allowed_from_mask,
     apply_dropout,
-    check_dense_budget,
-    combine_with_pattern,
-    dense_attention,
+    masked_dense_result,
     stable_softmax,
 )
 
@@ -185,26 +183,6 @@ def blocked_attention(
     return AttentionResult(out.to(q.dtype), dense)
 
 
-def _dense_fallback(
-    q, k, v, pattern, mask, scale, need_weights, dropout_p, generator, memory_budget
-) -> AttentionResult:
-    """Cross-attention (L != S) has no band structure to exploit: masked dense attention.
-    ``pattern()`` builds the (L, S) mask after the budget check."""
-    check_dense_budget(q, k, memory_budget, with_pattern=True)
-    combined = combine_with_pattern(mask, pattern())
-    out, weights = dense_attention(
-        q,
-        k,
-        v,
-        mask=combined,
-        scale=scale,
-        dropout_p=dropout_p,
-        generator=generator,
-        memory_budget=memory_budget,
-    )
-    return AttentionResult(out, weights if need_weights else None)
-
-
 def local_attention(
     q,
     k,
@@ -240,8 +218,17 @@ def local_attention(
         def pattern():
             return masks.local(L, window_size, S, device=q.device)
 
-        return _dense_fallback(
-            q, k, v, pattern, mask, scale, need_weights, dropout_p, generator, memory_budget
+        return masked_dense_result(  # cross-attention has no band structure to exploit
+            q,
+            k,
+            v,
+            mask=mask,
+            scale=scale,
+            need_weights=need_weights,
+            dropout_p=dropout_p,
+            generator=generator,
+            memory_budget=memory_budget,
+            build_pattern=pattern,
         )
     block = max(MIN_QUERY_BLOCK, halo)
     return blocked_attention(
@@ -286,8 +273,17 @@ def block_attention(
         def pattern():
             return masks.block(L, block_size, S, device=q.device)
 
-        return _dense_fallback(
-            q, k, v, pattern, mask, scale, need_weights, dropout_p, generator, memory_budget
+        return masked_dense_result(  # cross-attention has no band structure to exploit
+            q,
+            k,
+            v,
+            mask=mask,
+            scale=scale,
+            need_weights=need_weights,
+            dropout_p=dropout_p,
+            generator=generator,
+            memory_budget=memory_budget,
+            build_pattern=pattern,
         )
     return blocked_attention(
         q,

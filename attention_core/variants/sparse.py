@@ -9,45 +9,17 @@ from __future__ import annotations
 
 from attention_core import masks
 from attention_core.types import AttentionResult, Param, VariantSpec
-from attention_core.variants.common import (
-    check_dense_budget,
-    combine_with_pattern,
-    dense_attention,
-)
+from attention_core.variants.common import masked_dense_result
 from attention_core.variants.full import dense_memory
 from attention_core.variants.local import WINDOW_PARAM
 
 
-def _pattern_attention(
-    q,
-    k,
-    v,
-    build_pattern,
-    pattern_params: dict,
-    *,
-    mask=None,
-    scale,
-    need_weights=False,
-    dropout_p=0.0,
-    generator=None,
-    memory_budget=None,
-) -> AttentionResult:
-    """Full attention restricted to the (L, S) pattern ``build_pattern(L, S, **params)`` and
-    the user's ``mask``; the budget is checked before the pattern is built."""
-    check_dense_budget(q, k, memory_budget, with_pattern=True)
-    pattern = build_pattern(q.shape[-2], k.shape[-2], **pattern_params)  # (L, S) bool
-    combined = combine_with_pattern(mask, pattern.to(q.device))
-    out, weights = dense_attention(
-        q,
-        k,
-        v,
-        mask=combined,
-        scale=scale,
-        dropout_p=dropout_p,
-        generator=generator,
-        memory_budget=memory_budget,
+def _pattern_attention(q, k, v, build_pattern, pattern_params: dict, **common):
+    """Full attention restricted to the (L, S) pattern ``build_pattern(L, S, **params)``."""
+    L, S = q.shape[-2], k.shape[-2]
+    return masked_dense_result(
+        q, k, v, build_pattern=lambda: build_pattern(L, S, **pattern_params), **common
     )
-    return AttentionResult(out, weights if need_weights else None)
 
 
 def _strided_pattern(L, S=None, *, stride, **_):
