@@ -26,6 +26,47 @@ def verdict(diff: float) -> str:
     return f":red[:material/cancel: {t('properties.verdict_broken', tol=TOLERANCE)}]"
 
 
+def show_with_and_without_mask(
+    results: list[tuple[str, str, dict]], value_key: str, seq_len: int, title: str, y_title: str
+) -> None:
+    """Two metrics with their verdicts and a per-position bar chart, for one check run with
+    and without the causal mask.
+
+    Args:
+        results: ``(metric label, series label, result)`` for each of the two runs; each
+            result holds ``value_key`` and ``per_position_diff`` (L values).
+        value_key: the result's headline difference.
+        seq_len: L. title, y_title: translated chart labels.
+    """
+    for column, (label, _series, result) in zip(st.columns(2), results, strict=True):
+        column.metric(label, f"{result[value_key]:.2e}")
+        column.markdown(verdict(result[value_key]))
+    per_position = pd.DataFrame(
+        {
+            "position": [str(i) for i in range(seq_len)] * len(results),
+            "diff": [d for _label, _series, r in results for d in r["per_position_diff"]],
+            "mask": [series for _label, series, _r in results for _ in range(seq_len)],
+        }
+    )
+    st.altair_chart(
+        charts.grouped_bar_chart(
+            per_position,
+            x="position",
+            y="diff",
+            color="mask",
+            title=title,
+            x_title=t("properties.axis_position"),
+            y_title=y_title,
+            color_title=t("common.ctl_mask"),
+            color_sort=[t("properties.series_no_mask"), t("properties.series_causal")],
+            value_format=".2e",
+            width=480,
+            height=200,
+        ),
+        theme=None,
+    )
+
+
 def show_invalid(err: ValueError) -> None:
     st.error(t("common.error_invalid", detail=str(err)))
 
@@ -115,37 +156,15 @@ if mode != "invalid":
         show_invalid(err)
     else:
         st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
-        c1, c2 = st.columns(2)
-        with c1:
-            st.metric(t("properties.metric_eq_plain"), f"{plain['max_abs_diff']:.2e}")
-            st.markdown(verdict(plain["max_abs_diff"]))
-        with c2:
-            st.metric(t("properties.metric_eq_causal"), f"{masked['max_abs_diff']:.2e}")
-            st.markdown(verdict(masked["max_abs_diff"]))
-        per_position = pd.DataFrame(
-            {
-                "position": [str(i) for i in range(seq_len)] * 2,
-                "diff": list(plain["per_position_diff"]) + list(masked["per_position_diff"]),
-                "mask": [t("properties.series_no_mask")] * seq_len
-                + [t("properties.series_causal")] * seq_len,
-            }
-        )
-        st.altair_chart(
-            charts.grouped_bar_chart(
-                per_position,
-                x="position",
-                y="diff",
-                color="mask",
-                title=t("properties.chart_eq"),
-                x_title=t("properties.axis_position"),
-                y_title=t("properties.axis_diff"),
-                color_title=t("common.ctl_mask"),
-                color_sort=[t("properties.series_no_mask"), t("properties.series_causal")],
-                value_format=".2e",
-                width=480,
-                height=200,
-            ),
-            theme=None,
+        show_with_and_without_mask(
+            [
+                (t("properties.metric_eq_plain"), t("properties.series_no_mask"), plain),
+                (t("properties.metric_eq_causal"), t("properties.series_causal"), masked),
+            ],
+            "max_abs_diff",
+            seq_len,
+            t("properties.chart_eq"),
+            t("properties.axis_diff"),
         )
         st.caption(t("properties.eq_note"))
 
@@ -186,37 +205,15 @@ try:
 except ValueError as err:
     show_invalid(err)
 else:
-    c1, c2 = st.columns(2)
-    with c1:
-        st.metric(t("properties.metric_leak_causal"), f"{kept['past_max_abs_diff']:.2e}")
-        st.markdown(verdict(kept["past_max_abs_diff"]))
-    with c2:
-        st.metric(t("properties.metric_leak_plain"), f"{leaked['past_max_abs_diff']:.2e}")
-        st.markdown(verdict(leaked["past_max_abs_diff"]))
-    change = pd.DataFrame(
-        {
-            "position": [str(i) for i in range(seq_len)] * 2,
-            "diff": list(kept["per_position_diff"]) + list(leaked["per_position_diff"]),
-            "mask": [t("properties.series_causal")] * seq_len
-            + [t("properties.series_no_mask")] * seq_len,
-        }
-    )
-    st.altair_chart(
-        charts.grouped_bar_chart(
-            change,
-            x="position",
-            y="diff",
-            color="mask",
-            title=t("properties.chart_leak", cutoff=cutoff),
-            x_title=t("properties.axis_position"),
-            y_title=t("properties.axis_change"),
-            color_title=t("common.ctl_mask"),
-            color_sort=[t("properties.series_no_mask"), t("properties.series_causal")],
-            value_format=".2e",
-            width=480,
-            height=200,
-        ),
-        theme=None,
+    show_with_and_without_mask(
+        [
+            (t("properties.metric_leak_causal"), t("properties.series_causal"), kept),
+            (t("properties.metric_leak_plain"), t("properties.series_no_mask"), leaked),
+        ],
+        "past_max_abs_diff",
+        seq_len,
+        t("properties.chart_leak", cutoff=cutoff),
+        t("properties.axis_change"),
     )
 
 # --- 4. chunked equals exact ---
