@@ -322,6 +322,12 @@ def report(
         line = f"{r.kind:<12}{r.L:>7}{_fmt_ms(r.seconds):>11}{mib:>11}"
         print(line + (f"  ERROR {r.error}" if r.error else ""))
     checked = goals(results, small, large)
+    if device != "cpu":
+        print(
+            f"\n(the goals were set for the CPU; on {device} they are printed for comparison: "
+            "at these sizes a GPU call takes about a millisecond, so Python and kernel-launch "
+            "overhead weigh on every ratio)"
+        )
     print(f"\n{'goal':<44}{'value':>9}{'target':>10}  result")
     for g in checked:
         sign = ">=" if g.higher_is_better else "<="

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from tests.dashboard.conftest import assert_clean, metrics, open_app
 
@@ -24,7 +25,7 @@ def test_playground_default_english():
     assert at.title[0].value == "Playground"
     shown = metrics(at)
     assert shown["Tokens L"] == "16" and shown["d_k per head"] == "16"
-    assert shown["Device"] == "cpu"
+    assert shown["Device"] == ("cuda" if torch.cuda.is_available() else "cpu")
     assert _row_sums(at) == "min 1.0000, max 1.0000"
     assert shown["Sparsity (zero weights)"] == "0.0%"
     assert len(at.get("vega_lite_chart")) == 3
