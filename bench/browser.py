@@ -86,8 +86,11 @@ def _wait_healthy(url: str, process: subprocess.Popen, log_path: Path, timeout: 
 
 
 @contextlib.contextmanager
-def streamlit_server(log_path: Path | None = None, env: dict | None = None) -> Iterator[Server]:
-    """Start the dashboard on a free loopback port; stop that process on exit."""
+def streamlit_server(
+    log_path: Path | None = None, env: dict | None = None, app: str = "dashboard/app.py"
+) -> Iterator[Server]:
+    """Start the dashboard (or another Streamlit ``app``) on a free loopback port; stop that
+    process on exit."""
     port = free_port()
     log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"streamlit-{port}.log"
     cmd = [
@@ -95,7 +98,7 @@ def streamlit_server(log_path: Path | None = None, env: dict | None = None) -> I
         "-m",
         "streamlit",
         "run",
-        "dashboard/app.py",
+        app,
         "--server.port",
         str(port),
         "--server.address",

@@ -6,11 +6,16 @@ tables over :data:`MAX_CHART_ROWS` rows: the data layer pools big matrices first
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import altair as alt
+import numpy as np
 import pandas as pd
+from altair.utils.schemapi import debug_mode
 
 MAX_CHART_ROWS = 128 * 128
 SEQUENTIAL_SCHEME = "yellowgreenblue"
@@ -105,51 +110,209 @@ def heatmap_chart(
             scheme=SEQUENTIAL_SCHEME,
             domain=[lo, hi if hi > lo else lo + 1.0],
         )
-    show_labels = len(col_order) <= 40
-    tooltip = [
-        alt.Tooltip("row:N", title=y_title),
-        alt.Tooltip("col:N", title=x_title),
-        alt.Tooltip("value:Q", title=value_title, format=value_format),
-    ]
+    titles = {"row": y_title, "col": x_title, "value": value_title}
     if score_title is not None:
-        tooltip.append(alt.Tooltip("score:Q", title=score_title, format=value_format))
+        titles["score"] = score_title
     if faceted:
-        tooltip.insert(0, alt.Tooltip("panel:N", title=panel_title))
-    axis_x = alt.Axis(
-        labelAngle=-60, labelLimit=LABEL_LIMIT_PX, labels=show_labels, ticks=show_labels
+        titles = {"panel": panel_title, **titles}
+    names = _display_names(titles)
+    shown = _display_table(df, names, value_format)
+    cells = _CellStyle(
+        names=names,
+        scale=scale,
+        value_title=value_title,
+        value_format=value_format,
+        cell=(cell_w, cell_h),
+        order=(tuple(row_order), tuple(col_order)),
+        annotate=_annotation_test(names["value"], lo, hi, diverging) if annotate else None,
+        axis_scales=(_ordered(row_order), _ordered(col_order)),
     )
-    axis_y = alt.Axis(labelLimit=LABEL_LIMIT_PX, labels=show_labels, ticks=show_labels)
-    base = alt.Chart(df).encode(
-        x=alt.X("col:N", sort=list(col_order), title=x_title, axis=axis_x),
-        y=alt.Y("row:N", sort=list(row_order), title=y_title, axis=axis_y),
+    top = {
+        "title": _title(title, subtitle),
+        "usermeta": FAST_RENDER_META,
+        "config": alt.Config(mark=alt.MarkConfig(aria=False)),
+    }
+    if not faceted:
+        chart = _heatmap_layer(shown, cells, x_title, y_title)
+        for key, value in top.items():
+            setattr(chart, key, value)
+        return chart
+    # One chart per panel, concatenated in data order (head 1, 2, …, 10): a facet would sort
+    # panels as text, or, given a sort list, add a per-cell formula whose result would also
+    # show up in the tooltip.
+    panels = list(shown.groupby(names["panel"], sort=False))
+    n_cols = max(1, min(columns, len(panels)))
+    last_row = (len(panels) - 1) // n_cols
+    parts = []
+    for i, (name, part) in enumerate(panels):
+        panel = _heatmap_layer(
+            _without_index(part.copy()),
+            cells,
+            x_title if i // n_cols == last_row else None,
+            y_title if i % n_cols == 0 else None,
+        )
+        panel.title = alt.TitleParams(str(name), fontSize=FONT_SIZE, fontWeight="bold")
+        parts.append(panel)
+    return alt.ConcatChart(
+        concat=parts,
+        columns=n_cols,
+        resolve=alt.Resolve(scale=alt.ScaleResolveMap(color="shared")),
+        **top,
     )
-    rect = base.mark_rect().encode(
-        color=alt.Color("value:Q", scale=scale, title=value_title),
-        tooltip=tooltip,
+
+
+@dataclass(frozen=True)
+class _CellStyle:
+    """What every panel of one heatmap shares: field names, colour scale, cell size, order."""
+
+    names: dict[str, str]
+    scale: alt.Scale
+    value_title: str
+    value_format: str
+    cell: tuple[int, int]
+    order: tuple[tuple[str, ...], tuple[str, ...]]
+    annotate: str | None
+    axis_scales: tuple[alt.Scale, alt.Scale]
+
+
+def _annotation_test(value_name: str, lo: float, hi: float, diverging: bool) -> str:
+    """Vega expression that is true where a cell is dark enough to need white text."""
+    value = f"datum[{json.dumps(value_name, ensure_ascii=False)}]"
+    if diverging:
+        return f"abs({value}) > {abs(hi) / 2}"
+    return f"{value} > {(lo + hi) / 2}"
+
+
+def _heatmap_layer(
+    shown: pd.DataFrame, cells: _CellStyle, x_title: str | None, y_title: str | None
+) -> alt.Chart:
+    """Rect marks (plus value labels when annotating) for one panel of a heatmap.
+
+    A panel given no ``x_title`` (``y_title``) also draws no x (y) tick labels: inside a grid
+    only the bottom row and the left column carry them, as in a facet.
+
+    The tooltip is the cell's row itself, its columns named by the translated titles:
+    per-field tooltips would make Vega evaluate a formatted object for every cell on every
+    repaint (about 50 ms for 16k cells in Streamlit's expression interpreter). Width and
+    height are constants for the same reason (no ``bandwidth()`` call per cell).
+    """
+    names, (cell_w, cell_h), (row_order, col_order) = cells.names, cells.cell, cells.order
+    x_labels = len(col_order) <= 40 and x_title is not None
+    y_labels = len(row_order) <= 40 and y_title is not None
+    position = {
+        "x": alt.X(
+            field=_field(names["col"]),
+            type="nominal",
+            scale=cells.axis_scales[1],
+            title=x_title,
+            axis=alt.Axis(
+                labelAngle=-60, labelLimit=LABEL_LIMIT_PX, labels=x_labels, ticks=x_labels
+            ),
+        ),
+        "y": alt.Y(
+            field=_field(names["row"]),
+            type="nominal",
+            scale=cells.axis_scales[0],
+            title=y_title,
+            axis=alt.Axis(labelLimit=LABEL_LIMIT_PX, labels=y_labels, ticks=y_labels),
+        ),
+    }
+    value_field = _field(names["value"])
+    size = {"width": cell_w * len(col_order), "height": cell_h * len(row_order)}
+    # built with constructors, not .mark_*/.encode/.properties: each of those deep-copies
+    # the chart, 64-label domains included
+    rect_mark = alt.MarkDef(
+        type="rect", tooltip=alt.TooltipContent("data"), width=cell_w, height=cell_h
     )
-    layer = rect
-    if annotate:
-        mid = (lo + hi) / 2 if not diverging else 0.0
-        threshold = abs(hi - mid) / 2 if diverging else mid
-        text_color = (
-            alt.condition(f"abs(datum.value) > {threshold}", alt.value("white"), alt.value("black"))
-            if diverging
-            else alt.condition(f"datum.value > {threshold}", alt.value("white"), alt.value("black"))
+    color = alt.Color(
+        field=value_field, type="quantitative", scale=cells.scale, title=cells.value_title
+    )
+    if cells.annotate is None:
+        return alt.Chart(
+            shown, mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color), **size
         )
-        text = base.mark_text(fontSize=FONT_SIZE - 2).encode(
-            text=alt.Text("value:Q", format=value_format), color=text_color, tooltip=tooltip
-        )
-        layer = alt.layer(rect, text)
-    props = {"width": cell_w * len(col_order), "height": cell_h * len(row_order)}
-    if faceted:
-        panel_order = list(dict.fromkeys(df["panel"]))
-        chart = layer.properties(**props).facet(
-            facet=alt.Facet("panel:N", title=None, sort=panel_order, header=_header()),
-            columns=columns,
-        )
-    else:
-        chart = layer.properties(**props)
-    return _fast_render(_finish(chart, title, subtitle))
+    text_mark = alt.MarkDef(type="text", fontSize=FONT_SIZE - 2, tooltip=alt.TooltipContent("data"))
+    text = alt.FacetedEncoding(
+        **position,
+        text=alt.Text(field=value_field, type="quantitative", format=cells.value_format),
+        color=alt.condition(cells.annotate, alt.value("white"), alt.value("black")),
+    )
+    return alt.LayerChart(
+        data=shown,
+        layer=[
+            alt.Chart(mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color)),
+            alt.Chart(mark=text_mark, encoding=text),
+        ],
+        **size,
+    )
+
+
+_FORMAT_PRECISION = re.compile(r"\.(\d+)([efg])$")
+
+
+def _display_names(titles: dict[str, str]) -> dict[str, str]:
+    """Map source columns to unique, non-empty display names (their translated titles)."""
+    names: dict[str, str] = {}
+    for column, title in titles.items():
+        name = title.strip() or column
+        base, n = name, 2
+        while name in names.values():
+            name, n = f"{base} ({n})", n + 1
+        names[column] = name
+    return names
+
+
+def _field(name: str) -> str:
+    """``name`` escaped as a Vega-Lite field (``.``, ``[`` and ``]`` mean nesting there)."""
+    return re.sub(r"([\\.\[\]])", r"\\\1", name)
+
+
+def _display_table(df: pd.DataFrame, names: dict[str, str], value_format: str) -> pd.DataFrame:
+    """The columns a heatmap shows, renamed to ``names``; numbers rounded as displayed.
+
+    Rounding follows ``value_format`` (one more decimal for ``.Nf`` so colours stay exact to
+    the eye; N significant digits for ``.Ne``/``.Ng``), because the tooltip shows the raw
+    cell values. Unused columns (e.g. ``row_index``) are left out: the browser decodes
+    every column of every cell.
+    """
+    shown = df[list(names)].set_axis(list(names.values()), axis=1)
+    for column in ("value", "score"):
+        if column in names:
+            shown[names[column]] = _rounded(df[column].to_numpy(dtype=float), value_format)
+    return _without_index(shown)
+
+
+def _without_index(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a blank one-category index: Streamlit adds a numeric index to every
+    chart datum as ``(index)``, which a whole-row tooltip would then show."""
+    frame.index = pd.CategoricalIndex(
+        pd.Categorical.from_codes(np.zeros(len(frame), dtype=np.int8), categories=[""])
+    )
+    return frame
+
+
+def _rounded(values: np.ndarray, value_format: str) -> np.ndarray:
+    """``values`` rounded to the precision of a d3 format such as ``.3f`` or ``.2e``."""
+    match = _FORMAT_PRECISION.search(value_format)
+    if match is None:
+        return values
+    digits, kind = int(match.group(1)), match.group(2)
+    if kind == "f":
+        return np.round(values, digits + 1)
+    significant = digits + 1 if kind == "e" else max(digits, 1)
+    return np.array([float(f"{v:.{significant - 1}e}") for v in values.tolist()])
+
+
+def _ordered(labels: Sequence[str]) -> alt.Scale:
+    """A nominal scale whose domain is ``labels`` in order (built without Altair's check at
+    construction, which costs about 4 ms for 64 labels; ``to_dict`` still validates the spec).
+
+    Ordering with ``sort=[...]`` instead makes Vega-Lite add a per-row calculate of nested
+    ``datum.col === '…' ? i : …`` tests, which Streamlit's CSP-safe expression interpreter
+    walks for every cell: about 0.1 s per repaint for a 64-token, 4-head grid.
+    """
+    with debug_mode(False):
+        return alt.Scale(domain=list(labels))
 
 
 def _header() -> alt.Header:
@@ -163,17 +326,17 @@ def _default_domain(values: pd.Series, diverging: bool) -> tuple[float, float]:
     return lo, hi
 
 
-def _fast_render(chart: alt.Chart) -> alt.Chart:
-    """Draw on a canvas without per-mark ARIA nodes: a heatmap has thousands of cells, and
-    as SVG each becomes a DOM node the browser must build and lay out on every repaint."""
-    return chart.properties(usermeta={"embedOptions": {"renderer": "canvas"}}).configure_mark(
-        aria=False
-    )
+# Heatmaps draw on a canvas, without per-mark ARIA nodes: a heatmap has thousands of cells,
+# and as SVG each becomes a DOM node the browser must build and lay out on every repaint.
+FAST_RENDER_META = {"embedOptions": {"renderer": "canvas"}}
+
+
+def _title(title: str, subtitle: str | None) -> alt.TitleParams:
+    return alt.TitleParams(title, subtitle=subtitle or "", fontSize=FONT_SIZE + 3, anchor="start")
 
 
 def _finish(chart: alt.Chart, title: str, subtitle: str | None) -> alt.Chart:
-    params = alt.TitleParams(title, subtitle=subtitle or "", fontSize=FONT_SIZE + 3, anchor="start")
-    return chart.properties(title=params)
+    return chart.properties(title=_title(title, subtitle))
 
 
 def line_chart(

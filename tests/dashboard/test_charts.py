@@ -66,9 +66,20 @@ def test_heatmap_chart_shares_domain_and_has_tooltips():
         domain=(0.0, 0.5),
     )
     spec = chart.to_dict()
-    enc = spec["spec"]["encoding"]
+    first = spec["concat"][0]
+    enc = first["encoding"]
     assert enc["color"]["scale"]["domain"] == [0.0, 0.5]
-    assert {t["title"] for t in enc["tooltip"]} == {"Head", "Query", "Key", "Weight", "Score"}
+    assert spec["resolve"]["scale"]["color"] == "shared"
+    assert [part["title"]["text"] for part in spec["concat"]] == ["a", "b", "c", "d"]
+    # the tooltip is each cell's row, whose columns are the translated titles
+    assert first["mark"]["tooltip"] == {"content": "data"}
+    rows = spec["datasets"][first["data"]["name"]]
+    assert list(rows[0]) == ["Head", "Query", "Key", "Weight", "Score"]
+    assert len(rows) == 64 and {r["Head"] for r in rows} == {"a"}
+    assert rows[9]["Query"] == heat.frame["row"][9] and rows[9]["Key"] == heat.frame["col"][9]
+    assert rows[9]["Weight"] == pytest.approx(heat.frame["value"][9], abs=5e-5)
+    assert rows[9]["Weight"] == round(rows[9]["Weight"], 4)  # shown as .3f, kept to 4 places
+    assert enc["x"]["field"] == "Key" and enc["color"]["field"] == "Weight"
     assert spec["title"]["subtitle"] == "pooled"
     assert "0 the" in labels and "4 the" in labels  # repeated words stay distinct
 
@@ -136,3 +147,47 @@ def test_exports_npy_csv_png_svg():
     assert exports.chart_png(chart)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<svg" in exports.chart_svg(chart)
     assert exports.safe_filename("../etc/passwd weights") == "etc_passwd_weights"
+
+
+def test_heatmap_panels_keep_their_order_past_nine():
+    names = [f"Head {h}" for h in range(12)]
+    w = np.full((12, 3, 3), 1 / 3)
+    heat = data.heatmap_frame(w, ["a", "b", "c"], ["a", "b", "c"], panels=names)
+    chart = charts.heatmap_chart(
+        heat.frame,
+        title="",
+        x_title="Key",
+        y_title="Query",
+        value_title="Weight",
+        panel_title="Head",
+        row_order=heat.row_order,
+        col_order=heat.col_order,
+        columns=4,
+    )
+    parts = chart.to_dict()["concat"]
+    assert [p["title"]["text"] for p in parts] == names
+    assert [p["encoding"]["y"]["title"] for p in parts[:5]] == ["Query", None, None, None, "Query"]
+    assert [p["encoding"]["x"]["title"] for p in parts[7:9]] == [None, "Key"]
+
+
+def test_heatmap_field_names_are_escaped_and_unique():
+    df = pd.DataFrame({"row": ["a", "b"], "col": ["a", "a"], "value": [1.23456e-7, 0.5]})
+    chart = charts.heatmap_chart(
+        df,
+        title="",
+        x_title="q.k [i]",
+        y_title="q.k [i]",
+        value_title="Δ",
+        row_order=["a", "b"],
+        col_order=["a"],
+        value_format=".2e",
+        annotate=True,
+    )
+    spec = chart.to_dict()
+    (rows,) = spec["datasets"].values()
+    assert list(rows[0]) == ["q.k [i]", "q.k [i] (2)", "Δ"]
+    assert rows[0]["Δ"] == 1.23e-7  # three significant digits, as ".2e" shows them
+    rect, text = spec["layer"]
+    assert rect["encoding"]["y"]["field"] == "q\\.k \\[i\\]"
+    assert rect["encoding"]["x"]["field"] == "q\\.k \\[i\\] (2)"
+    assert text["encoding"]["color"]["condition"]["test"] == 'datum["Δ"] > 0.25'
