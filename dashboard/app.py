@@ -70,11 +70,12 @@ def freeze_startup_objects() -> int:
     Altair's schemas, about 270k) into the permanent generation, so that Python's own full
     collections skip them (0.15 s each otherwise, holding the GIL in the middle of a rerun).
     Streamlit's extra ``gc.collect(2)`` after every run is off in ``.streamlit/config.toml``.
+    No collection first: it would cost the first page those 0.15 s, and the imports leave
+    little cyclic garbage to keep.
 
     Returns:
         The number of frozen objects.
     """
-    gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
 
