@@ -206,3 +206,13 @@ def test_linear_causal_needs_equal_lengths():
     q, k, v = _qkv(L=4, S=6)
     with pytest.raises(ValueError, match="L=4, S=6"):
         attend(q, k, v, "linear", causal=True)
+
+
+def test_huge_float64_values_are_finite_not_inf():
+    """The shared finite check reads float32 extremes; a float64 beyond float32's range must
+    still pass as finite (the per-tensor recheck runs in the tensor's own dtype)."""
+    q = torch.full((1, 2, 4), 1e300, dtype=torch.float64)
+    k = torch.zeros(1, 2, 4, dtype=torch.float64)
+    v = torch.ones(1, 2, 4, dtype=torch.float64)
+    out = attend(q, k, v, "scaled").output
+    torch.testing.assert_close(out, torch.ones_like(out))
