@@ -22,27 +22,36 @@ def render() -> None:
         controls.show_compute_error(err)
         return
 
-    memory_label = (
-        t("common.metric_memory_measured")
-        if run.peak_measured
-        else t("common.metric_memory_estimate")
-    )
     cols = st.columns(6)
     cols[0].metric(t("common.metric_seq_len"), len(run.tokens))
     cols[1].metric(t("common.metric_d_k"), run.d_k)
     cols[2].metric(t("common.metric_device"), run.device)
     cols[3].metric(t("common.metric_time"), data.describe_seconds(run.seconds))
-    cols[4].metric(memory_label, data.describe_bytes(run.peak_bytes))
     sparsity_text = "—" if run.weights is None else f"{run.sparsity:.1%}"
     cols[5].metric(t("common.metric_sparsity"), sparsity_text)
+    # the peak-memory run comes last, so the heatmaps are on their way to the browser first
+    memory_slot, notes_slot = cols[4].empty(), st.empty()
+    draw_maps(run)
+    try:
+        peak = data.attention_peak(**ctl.as_args())
+    except ValueError as err:  # the same arguments just ran, so this is not expected
+        controls.show_compute_error(err)
+        return
+    memory_label = (
+        t("common.metric_memory_measured") if peak.measured else t("common.metric_memory_estimate")
+    )
+    memory_slot.metric(memory_label, data.describe_bytes(peak.bytes))
     notes = [t("common.time_note", device=run.device)]
     notes.append(
-        t("common.memory_measured_note" if run.peak_measured else "common.memory_estimate_note")
+        t("common.memory_measured_note" if peak.measured else "common.memory_estimate_note")
     )
     if ctl.input_kind != "random":
         notes.append(t("common.embedding_note"))
-    st.caption(" ".join(notes))
+    notes_slot.caption(" ".join(notes))
 
+
+def draw_maps(run: data.AttentionRun) -> None:
+    """Every head's weights, the head average, the output and the export buttons."""
     labels = data.axis_labels(run.tokens)
     if run.weights is None:
         st.warning(t("playground.weights_skipped"))

@@ -25,6 +25,12 @@ def test_pool_matrix_averages_equal_blocks():
     assert pooled.shape == (64, 64)
     assert pooled.mean() == pytest.approx(big.mean(), rel=1e-3)
     assert data.pool_matrix(m, 64) is m
+    # equal blocks (the strided fast path) against explicit block means, float32 in
+    even = np.random.default_rng(1).random((1024, 512)).astype(np.float32)
+    pooled = data.pool_matrix(even, 64)
+    assert pooled.dtype == np.float64 and pooled.shape == (64, 64)
+    assert pooled[3, 5] == pytest.approx(even[48:64, 40:48].astype(np.float64).mean(), rel=1e-12)
+    assert pooled[63, 63] == pytest.approx(even[1008:, 504:].astype(np.float64).mean(), rel=1e-12)
     with pytest.raises(ValueError, match="max_side"):
         data.pool_matrix(m, 0)
 

@@ -132,3 +132,27 @@ def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):
     assert len(at.error) == 1 and len(at.warning) == 1
     assert "playground\\.seed" in at.warning[0].value
     assert "playground.seq_len=512" in at.sidebar.code[0].value
+
+
+def test_playground_peak_memory_is_measured_and_holds_the_weights():
+    at = open_app(**{"playground.seq_len": "128", "playground.heads": "8"})
+    assert_clean(at)
+    shown = metrics(at)
+    assert "Peak memory" in shown, shown  # "Memory (est.)" when only estimated
+    value, unit = shown["Peak memory"].split()
+    scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+    # the (H, L, L) float32 weights alone take 8 * 128 * 128 * 4 bytes = 512 KiB
+    assert float(value) * scale >= 8 * 128 * 128 * 4
+
+
+def test_attention_peak_matches_the_run_it_measures():
+    from dashboard import data
+
+    args = dict(
+        variant="scaled", params=(), seq_len=64, d_model=32, heads=4, mask_kind="none",
+        pad_len=64, dropout=0.0, seed=3, input_kind="random", sentence="", device="cpu",
+    )  # fmt: skip
+    run = data.attention_run(**args)
+    peak = data.attention_peak(**args)
+    assert run.weights.shape == (4, 64, 64)
+    assert peak.measured and peak.bytes >= run.weights.nbytes
