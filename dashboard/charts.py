@@ -422,7 +422,10 @@ def bar_chart(
                 alt.Tooltip(f"{y}:Q", title=y_title, format=value_format),
             ],
         )
-        .properties(height=height)
+        # fit-x: the height is the plot's own, so long rotated labels and a long y title
+        # cannot squeeze the bars until the title is pushed out of the chart (Streamlit's
+        # default "fit" counts them inside the height)
+        .properties(height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
     )
     return _finish(chart, title, None)
 

@@ -156,3 +156,24 @@ def test_attention_peak_matches_the_run_it_measures():
     peak = data.attention_peak(**args)
     assert run.weights.shape == (4, 64, 64)
     assert peak.measured and peak.bytes >= run.weights.nbytes
+
+
+def test_quick_runs_are_timed_as_the_best_of_three_and_slow_ones_once():
+    from dashboard import data
+
+    class Layer:
+        def __init__(self, times):
+            self.times, self.calls = list(times), 0
+
+        def forward(self, need_weights):
+            self.calls += 1
+            return None, None, self.times.pop(0)
+
+    quick = Layer([0.002, 0.004])
+    assert data._settled_seconds(quick, True, 0.009) == 0.002 and quick.calls == 2
+    spike = Layer([0.0005, 0.0006])  # a first run slowed down by something else
+    assert data._settled_seconds(spike, True, 0.025) == 0.0005 and spike.calls == 2
+    budget = Layer([0.02, 0.001])  # 0.02 + 0.02 spent: no third run
+    assert data._settled_seconds(budget, True, 0.02) == 0.02 and budget.calls == 1
+    slow = Layer([])
+    assert data._settled_seconds(slow, True, 0.5) == 0.5 and slow.calls == 0
