@@ -67,7 +67,8 @@ def heatmap_chart(
 
     Args:
         df: columns ``row``, ``col``, ``value``; optional ``score`` (shown in tooltips when
-            ``score_title`` is given) and ``panel`` (faceted when ``panel_title`` is given).
+            ``score_title`` is given) and ``panel`` (one panel per value, in data order, when
+            ``panel_title`` is given).
         title: chart title; subtitle: e.g. "pooled to 64×64".
         x_title, y_title, value_title, score_title, panel_title: translated labels used on
             axes, legend and tooltips.
@@ -77,13 +78,15 @@ def heatmap_chart(
         diverging: use a red-blue scale centred on 0 (for signed values like scores).
         sqrt: square-root colour scale for non-negative data, so that small weights next to
             a dominant one (e.g. the first row of a causal mask) stay visible.
-        columns: panels per row when faceting.
+        columns: panels per row when there are panels.
         annotate: print each value in its cell (small matrices only).
         value_format: d3 format of values in tooltips and annotations.
         width: total width in pixels of one panel (default depends on faceting).
 
     Returns:
-        An ``alt.Chart`` (faceted or layered).
+        An ``alt.Chart`` (``alt.LayerChart`` when annotated), or an ``alt.ConcatChart`` of
+        them sharing one colour scale when there are panels. The data's columns are named by
+        the translated titles (they are the tooltip).
 
     Raises:
         ValueError: for missing columns or more than :data:`MAX_CHART_ROWS` rows.
