@@ -6,6 +6,8 @@ a reader can map the code to the text. Head splitting lives only here.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -22,6 +24,10 @@ class MultiHeadSelfAttention(nn.Module):
         dropout: dropout on the attention weights, used in training mode only.
         bias: whether the four linear layers have a bias.
         scale: score scale; ``None`` uses the variant's default (1/sqrt(E) for most).
+        init_seed: when given, the weights are drawn from a generator seeded with it (see
+            :meth:`reset_parameters`): the same values as building the layer right after
+            ``torch.manual_seed(init_seed)``, but safe when other threads use torch's global
+            generator at the same time.
         **params: the variant's own parameters, validated now.
 
     Raises:
@@ -38,6 +44,7 @@ class MultiHeadSelfAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         scale: float | None = None,
+        init_seed: int | None = None,
         **params,
     ):
         super().__init__()
@@ -64,10 +71,34 @@ class MultiHeadSelfAttention(nn.Module):
         self.params = spec.resolve_params(params)
         self.dropout = float(dropout)
         self.scale = scale
-        self.q_linear = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_linear = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.v_linear = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.out_linear = nn.Linear(embed_dim, embed_dim, bias=bias)
+        if init_seed is not None and (
+            isinstance(init_seed, bool) or not isinstance(init_seed, int) or init_seed < 0
+        ):
+            raise ValueError(f"init_seed must be a whole number >= 0, got {init_seed!r}")
+        # seeded: allocate without drawing from the global generator, then draw from our own
+        where = {"device": "meta"} if init_seed is not None else {}
+        self.q_linear = nn.Linear(embed_dim, embed_dim, bias=bias, **where)
+        self.k_linear = nn.Linear(embed_dim, embed_dim, bias=bias, **where)
+        self.v_linear = nn.Linear(embed_dim, embed_dim, bias=bias, **where)
+        self.out_linear = nn.Linear(embed_dim, embed_dim, bias=bias, **where)
+        if init_seed is not None:
+            self.to_empty(device="cpu")
+            self.reset_parameters(torch.Generator().manual_seed(init_seed))
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Draw the four linear layers' parameters as ``nn.Linear`` does, from ``generator``.
+
+        Weights are Kaiming-uniform (a = sqrt(5)), biases uniform in ±1/sqrt(D), drawn in the
+        order q, k, v, out, weight before bias: with ``torch.Generator().manual_seed(s)`` the
+        values equal those of a layer built right after ``torch.manual_seed(s)``. Only the
+        given generator is read, so threads building seeded layers at the same time (one per
+        dashboard session) cannot disturb one another; ``None`` uses torch's global one.
+        """
+        for layer in (self.q_linear, self.k_linear, self.v_linear, self.out_linear):
+            nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
+            if layer.bias is not None:
+                bound = 1.0 / math.sqrt(layer.in_features)
+                nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
 
     def set_variant(self, variant: str, **params) -> None:
         """Switch to another registered variant (weights unchanged).

@@ -61,6 +61,9 @@ async def session(browser, url: str, deadline: float, stats: dict) -> None:
     page.on("pageerror", lambda exc: stats["errors"].append(f"{url}: {exc}"))
     try:
         await page.goto(url, timeout=120_000)
+        # "not running" also holds before the first run has started: wait for the page's
+        # sliders first, or a session on a busy server would find none and stop at once
+        await page.wait_for_selector(SLIDER, timeout=120_000)
         await page.wait_for_function(IDLE_JS, timeout=120_000)
         sliders = page.locator(SLIDER)
         count = await sliders.count()
@@ -81,8 +84,10 @@ async def session(browser, url: str, deadline: float, stats: dict) -> None:
             except Exception:  # noqa: BLE001 - a move that repaints no chart is not an error
                 stats["no_repaint"] += 1
             await page.wait_for_function(IDLE_JS, timeout=60_000)
-            if await page.locator(ERROR_SELECTOR).count():
-                stats["errors"].append(f"{url}: error box after a slider move")
+            boxes = page.locator(ERROR_SELECTOR)
+            if await boxes.count():
+                text = " ".join((await boxes.first.inner_text()).split())[:200]
+                stats["errors"].append(f"{url}: error box after a slider move: {text}")
             step += 1
         stats["moves"] += step
     except Exception as exc:  # noqa: BLE001 - count every failure as an error

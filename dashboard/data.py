@@ -506,11 +506,9 @@ def _layer(
     dev = _device(device)
     x, tokens = build_input(input_kind, sentence, seq_len, d_model, seed)
     L = len(tokens)
-    with torch.random.fork_rng(devices=[]):  # seed the projections, leave global RNG as is
-        torch.manual_seed(seed)
-        module = core.MultiHeadSelfAttention(
-            d_model, heads, variant, dropout=dropout, **dict(params)
-        )
+    module = core.MultiHeadSelfAttention(
+        d_model, heads, variant, dropout=dropout, init_seed=seed, **dict(params)
+    )
     module = module.to(dev).train(dropout > 0)  # training mode only to apply the dropout
     mask = build_mask(mask_kind, L, min(pad_len, L))  # (L, L), (1, 1, L) or None
     return _Layer(

@@ -159,9 +159,8 @@ def check_permutation_equivariance(
     D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
     seed = check_whole("seed", seed, 0, 2**63 - 1)
     order = random_perm(L, seed) if perm is None else check_perm(perm, L)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        layer = MultiHeadSelfAttention(D, num_heads, variant=spec.name, **params).eval()
+    layer = MultiHeadSelfAttention(D, num_heads, variant=spec.name, init_seed=seed, **params)
+    layer = layer.eval()
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(1, L, D, generator=generator)  # (1, L, D)
     mask = masks.causal(L) if causal else None  # (L, L) or None
@@ -272,9 +271,8 @@ class CausalLeakResult:
 def _seeded_layer(variant: str, embed_dim: int, num_heads: int, seed: int, params: dict):
     """A :class:`MultiHeadSelfAttention` in eval mode, weights seeded without touching the
     global RNG state."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return MultiHeadSelfAttention(embed_dim, num_heads, variant=variant, **params).eval()
+    layer = MultiHeadSelfAttention(embed_dim, num_heads, variant=variant, init_seed=seed, **params)
+    return layer.eval()
 
 
 def check_causal_leak(

@@ -224,9 +224,7 @@ def precision_comparison(
     if not names:
         raise ValueError("dtypes must name at least one dtype, got an empty list")
     torch_dtypes = [parse_dtype(name) for name in names]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        module = MultiHeadSelfAttention(D, H, variant=variant).eval()
+    module = MultiHeadSelfAttention(D, H, variant=variant, init_seed=seed).eval()
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(1, L, D, generator=generator)  # (1, L, D) float32
     with torch.no_grad():
