@@ -136,7 +136,7 @@ def heatmap_chart(
         "config": alt.Config(mark=alt.MarkConfig(aria=False)),
     }
     if not faceted:
-        chart = _heatmap_layer(shown, cells, x_title, y_title)
+        chart = _heatmap_layer(_without_index(shown), cells, x_title, y_title)
         for key, value in top.items():
             setattr(chart, key, value)
         return chart
@@ -282,7 +282,7 @@ def _display_table(df: pd.DataFrame, names: dict[str, str], value_format: str) -
     for column in ("value", "score"):
         if column in names:
             shown[names[column]] = _rounded(df[column].to_numpy(dtype=float), value_format)
-    return _without_index(shown)
+    return shown
 
 
 def _without_index(frame: pd.DataFrame) -> pd.DataFrame:

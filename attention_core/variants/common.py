@@ -16,11 +16,6 @@ from attention_core.types import AttentionResult
 SCALE_RULES = ("inv_sqrt", "one")
 
 
-def check_finite(name: str, t: torch.Tensor) -> None:
-    """Raise ``ValueError`` when ``t`` holds NaN or inf (see :func:`check_all_finite`)."""
-    check_all_finite({name: t})
-
-
 def check_all_finite(tensors: dict[str, torch.Tensor]) -> None:
     """Raise ``ValueError`` naming the first of ``tensors`` that holds NaN or inf.
 
