@@ -16,6 +16,7 @@ import statistics
 import time
 
 from bench.browser import (
+    CHART_SELECTOR,
     launch_chromium,
     page_names,
     painted_fraction,
@@ -31,7 +32,7 @@ FIRST_CHART_DRAWN_JS = """(sel) => { const el = document.querySelector(sel);
     if (!el) return false;
     const svg = el.querySelector('svg'); const c = el.querySelector('canvas');
     return (svg && svg.querySelectorAll('path, rect').length > 3) || (c && c.width > 0); }"""
-CHART = '[data-testid="stVegaLiteChart"]'
+CHART = CHART_SELECTOR
 LARGEST = {
     "playground": "playground.seq_len=1024&playground.d_model=768&playground.heads=16"
     "&playground.variant=stable",

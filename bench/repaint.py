@@ -23,7 +23,7 @@ import argparse
 import re
 import statistics
 
-from bench.browser import launch_chromium, streamlit_server, wait_idle
+from bench.browser import CHART_SELECTOR, launch_chromium, streamlit_server, wait_idle
 
 SLIDER = '[data-testid="stSlider"] input[type="range"]'
 GOALS_S = {64: 0.3, 1024: 0.6}
@@ -64,7 +64,7 @@ ARM_JS = """(sel) => {
     };
     requestAnimationFrame(poll);
 }"""
-CHART = '[data-testid="stVegaLiteChart"]'
+CHART = CHART_SELECTOR
 
 
 def measure_once(page, slider, key: str, timeout_ms: int = 30_000) -> float:

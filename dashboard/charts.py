@@ -6,6 +6,7 @@ tables over :data:`MAX_CHART_ROWS` rows: the data layer pools big matrices first
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -20,11 +21,19 @@ from altair.utils.schemapi import debug_mode
 MAX_CHART_ROWS = 128 * 128
 SEQUENTIAL_SCHEME = "yellowgreenblue"
 DIVERGING_SCHEME = "redblue"
+# Vega's colour schemes as evenly spaced RGB stops, interpolated linearly in between (how Vega
+# samples them); the canvas heatmap draws with these so it matches the Altair heatmaps, and
+# tests/dashboard/test_canvas_heatmap.py checks them against vl-convert's rendering.
+SCHEME_STOPS = {
+    "yellowgreenblue": "eff9bddbf1b4bde5b594d5b969c5be45b4c22c9ec02182b82163aa23479c1c3185",
+    "redblue": "8c0d25bf363adf745ef4ae91fbdbc9f2efeed2e5ef9dcae15da2cb2f78b3134b85",
+}
 PANEL_WIDTH = 220
 SINGLE_WIDTH = 520
 MIN_CELL_PX = 3
 MAX_CELL_PX = 44
 LABEL_LIMIT_PX = 90
+MAX_TICK_LABELS = 40
 FONT_SIZE = 13
 
 
@@ -38,9 +47,55 @@ def _check_rows(df: pd.DataFrame, needed: Sequence[str]) -> None:
         )
 
 
-def _side_px(n_cells: int, total: int) -> int:
-    cell = min(MAX_CELL_PX, max(MIN_CELL_PX, total // max(n_cells, 1)))
-    return cell * n_cells
+def _cell_px(n_rows: int, n_cols: int, faceted: bool, width: int | None) -> tuple[int, int]:
+    """(width, height) in pixels of one heatmap cell: about ``width`` (default: a panel's or
+    a single chart's width) per panel side, within [MIN_CELL_PX, MAX_CELL_PX]; square cells
+    for a square matrix."""
+    total = width or (PANEL_WIDTH if faceted else SINGLE_WIDTH)
+
+    def side(n_cells: int) -> int:
+        return min(MAX_CELL_PX, max(MIN_CELL_PX, total // max(n_cells, 1)))
+
+    cell_w, cell_h = side(n_cols), side(n_rows)
+    return (cell_w, cell_w) if n_rows == n_cols else (cell_w, cell_h)
+
+
+@dataclass(frozen=True)
+class _ColourScale:
+    """A heatmap's colour scale: Vega scheme, scale type, domain and direction."""
+
+    scheme: str
+    kind: str
+    domain: tuple[float, float]
+    reverse: bool
+
+    def altair(self) -> alt.Scale:
+        """The scale as Altair's (the domain is explicit, so panels can share it)."""
+        if self.reverse:
+            return alt.Scale(scheme=self.scheme, domain=list(self.domain), reverse=True)
+        return alt.Scale(type=self.kind, scheme=self.scheme, domain=list(self.domain))
+
+    def canvas(self) -> dict:
+        """The scale for the canvas heatmap: the scheme's colour stops, as Vega samples it."""
+        return {
+            "type": self.kind,
+            "domain": list(self.domain),
+            "colors": SCHEME_STOPS[self.scheme],
+            "reverse": self.reverse,
+        }
+
+
+def _colour_scale(
+    values: pd.Series, domain: tuple[float, float] | None, diverging: bool, sqrt: bool
+) -> _ColourScale:
+    """Red-blue centred on 0 for signed data; else yellow-green-blue from ``domain`` (default:
+    0..max), square-root when ``sqrt`` and the domain starts at or above 0."""
+    lo, hi = domain if domain is not None else _default_domain(values, diverging)
+    if diverging:
+        bound = max(abs(lo), abs(hi)) or 1.0
+        return _ColourScale(DIVERGING_SCHEME, "linear", (-bound, bound), True)
+    kind = "sqrt" if sqrt and lo >= 0 else "linear"
+    return _ColourScale(SEQUENTIAL_SCHEME, kind, (lo, hi if hi > lo else lo + 1.0), False)
 
 
 def heatmap_chart(
@@ -98,21 +153,10 @@ def heatmap_chart(
         needed.append("score")
     _check_rows(df, needed)
     faceted = panel_title is not None
-    total = width or (PANEL_WIDTH if faceted else SINGLE_WIDTH)
-    cell_w = _side_px(len(col_order), total) // max(len(col_order), 1)
-    cell_h = _side_px(len(row_order), total) // max(len(row_order), 1)
-    if len(row_order) == len(col_order):
-        cell_h = cell_w
-    lo, hi = domain if domain is not None else _default_domain(df["value"], diverging)
-    if diverging:
-        bound = max(abs(lo), abs(hi)) or 1.0
-        scale = alt.Scale(scheme=DIVERGING_SCHEME, domain=[-bound, bound], reverse=True)
-    else:
-        scale = alt.Scale(
-            type="sqrt" if sqrt and lo >= 0 else "linear",
-            scheme=SEQUENTIAL_SCHEME,
-            domain=[lo, hi if hi > lo else lo + 1.0],
-        )
+    cell_w, cell_h = _cell_px(len(row_order), len(col_order), faceted, width)
+    colours = _colour_scale(df["value"], domain, diverging, sqrt)
+    lo, hi = colours.domain
+    scale = colours.altair()
     titles = {"row": y_title, "col": x_title, "value": value_title}
     if score_title is not None:
         titles["score"] = score_title
@@ -164,6 +208,115 @@ def heatmap_chart(
     )
 
 
+def heatmap_canvas_spec(
+    df: pd.DataFrame,
+    *,
+    title: str,
+    x_title: str,
+    y_title: str,
+    value_title: str,
+    row_order: Sequence[str],
+    col_order: Sequence[str],
+    score_title: str | None = None,
+    panel_title: str | None = None,
+    subtitle: str | None = None,
+    domain: tuple[float, float] | None = None,
+    diverging: bool = False,
+    sqrt: bool = True,
+    columns: int = 4,
+    value_format: str = ".3f",
+    width: int | None = None,
+) -> dict:
+    """The same heatmap as :func:`heatmap_chart`, as data for the canvas heatmap component.
+
+    The canvas draws every cell as one pixel of an image scaled up, and finds the hovered
+    cell by arithmetic, so a repaint costs about the same at 64 tokens as at 8, where Vega
+    builds, encodes and draws one mark per cell (about 10 µs each in Streamlit).
+
+    Args:
+        df, title, …, width: as for :func:`heatmap_chart` (no annotation).
+
+    Returns:
+        A JSON-ready dict: titles, ``rows``/``cols``/``panels`` labels in order, the colour
+        scale (domain, type and the scheme's colour stops), cell size in pixels, and
+        ``values`` (and ``scores``) as base64 float32 arrays of shape (P, R, C) in row-major
+        order, NaN where the table has no cell.
+
+    Raises:
+        ValueError: for missing columns, more than :data:`MAX_CHART_ROWS` rows, a row or
+            column label not in ``row_order``/``col_order``, or a repeated cell.
+    """
+    needed = ["row", "col", "value"]
+    if panel_title is not None:
+        needed.append("panel")
+    if score_title is not None:
+        needed.append("score")
+    _check_rows(df, needed)
+    faceted = panel_title is not None
+    cell_w, cell_h = _cell_px(len(row_order), len(col_order), faceted, width)
+    colours = _colour_scale(df["value"], domain, diverging, sqrt)
+    if faceted:
+        panel_codes, panel_names = pd.factorize(df["panel"], sort=False)
+        panels = [str(name) for name in panel_names]
+    else:
+        panel_codes, panels = np.zeros(len(df), dtype=np.int64), [""]
+    flat = _cell_positions(df, panel_codes, row_order, col_order)  # (N,) into (P, R, C)
+    shape = (len(panels), len(row_order), len(col_order))
+    precision = _FORMAT_PRECISION.search(value_format)
+    kind, digits = ("f", 3) if precision is None else (precision.group(2), int(precision.group(1)))
+    return {
+        "title": title,
+        "subtitle": subtitle or "",
+        "x_title": x_title,
+        "y_title": y_title,
+        "value_title": value_title,
+        "score_title": score_title,
+        "panel_title": panel_title,
+        "rows": [str(label) for label in row_order],
+        "cols": [str(label) for label in col_order],
+        "panels": panels,
+        "values": _float32_base64(df["value"], flat, shape),
+        "scores": None if score_title is None else _float32_base64(df["score"], flat, shape),
+        "scale": colours.canvas(),
+        "cell": [cell_w, cell_h],
+        "columns": max(1, min(columns, len(panels))),
+        "label_rows": len(row_order) <= MAX_TICK_LABELS,
+        "label_cols": len(col_order) <= MAX_TICK_LABELS,
+        "label_limit": LABEL_LIMIT_PX,
+        # the tooltip shows one more decimal than a ".Nf" format, as the Altair heatmap does
+        "value_format": {"kind": kind, "digits": digits + 1 if kind == "f" else digits},
+    }
+
+
+def _cell_positions(
+    df: pd.DataFrame, panel_codes: np.ndarray, row_order: Sequence[str], col_order: Sequence[str]
+) -> np.ndarray:
+    """Flat index of each table row in a (P, R, C) array laid out by the given orders."""
+    codes = {}
+    for name, order in (("row", row_order), ("col", col_order)):
+        index = pd.Index(list(order))
+        if not index.is_unique:
+            raise ValueError(f"the {name} order repeats labels {sorted(index[index.duplicated()])}")
+        codes[name] = index.get_indexer(df[name]).astype(np.int64)  # (N,), -1 if unknown
+    rows, cols = codes["row"], codes["col"]
+    for name, source in (("row", df["row"]), ("col", df["col"])):
+        if (codes[name] < 0).any():
+            unknown = sorted({str(v) for v in source[codes[name] < 0]})[:5]
+            raise ValueError(f"{name} labels {unknown} are not in the {name} order")
+    flat = (panel_codes * len(row_order) + rows) * len(col_order) + cols  # (N,)
+    if len(np.unique(flat)) != len(flat):
+        raise ValueError("the table has more than one value for some cells")
+    return flat
+
+
+def _float32_base64(values: pd.Series, flat: np.ndarray, shape: tuple[int, int, int]) -> str:
+    """``values`` scattered to ``flat`` positions of a NaN-filled float32 (P, R, C) array,
+    as base64 of its little-endian bytes (what a JavaScript Float32Array reads)."""
+    grid = np.full(int(np.prod(shape)), np.nan, dtype="<f4")  # (P*R*C,)
+    grid[flat] = values.to_numpy(dtype=np.float32)
+    return base64.b64encode(grid.tobytes()).decode("ascii")
+
+
 @dataclass(frozen=True)
 class _CellStyle:
     """What every panel of one heatmap shares: field names, colour scale, cell size, order."""
@@ -200,8 +353,8 @@ def _heatmap_layer(
     height are constants for the same reason (no ``bandwidth()`` call per cell).
     """
     names, (cell_w, cell_h), (row_order, col_order) = cells.names, cells.cell, cells.order
-    x_labels = len(col_order) <= 40 and x_title is not None
-    y_labels = len(row_order) <= 40 and y_title is not None
+    x_labels = len(col_order) <= MAX_TICK_LABELS and x_title is not None
+    y_labels = len(row_order) <= MAX_TICK_LABELS and y_title is not None
     position = {
         "x": alt.X(
             field=_field(names["col"]),

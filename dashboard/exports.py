@@ -71,7 +71,7 @@ def export_buttons(
     *,
     weights: np.ndarray | None = None,
     csv_text: str | Callable[[], str] | None = None,
-    chart: alt.TopLevelMixin | None = None,
+    chart: alt.TopLevelMixin | Callable[[], alt.TopLevelMixin] | None = None,
     key: str | None = None,
 ) -> None:
     """Draw download buttons in one row: weights CSV/.npy and the chart as PNG/SVG.
@@ -84,7 +84,8 @@ def export_buttons(
         weights: array saved as ``.npy`` (and as CSV when ``csv_text`` is not given).
         csv_text: CSV text to offer, or a function producing it on click (e.g.
             :func:`dashboard.data.weights_table` with token labels); default from ``weights``.
-        chart: the Altair chart to offer as PNG and SVG.
+        chart: the Altair chart to offer as PNG and SVG, or a function building it on click
+            (for a figure the page draws another way, e.g. on the canvas heatmap).
         key: unique widget key prefix (defaults to ``name``).
     """
     stem = safe_filename(name)
@@ -112,9 +113,10 @@ def export_buttons(
         )
     if chart is None:
         return
+    build = chart if callable(chart) else lambda: chart
     cols[2].download_button(
         t("common.export_png"),
-        lambda: chart_png(chart),
+        lambda: chart_png(build()),
         file_name=f"{stem}.png",
         mime="image/png",
         key=f"{prefix}.png",
@@ -122,7 +124,7 @@ def export_buttons(
     )
     cols[3].download_button(
         t("common.export_svg"),
-        lambda: chart_svg(chart),
+        lambda: chart_svg(build()),
         file_name=f"{stem}.svg",
         mime="image/svg+xml",
         key=f"{prefix}.svg",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, controls, data, exports
+from dashboard import canvas, charts, controls, data, exports
 from dashboard.i18n import t
 
 PAGE = "playground"
+SIDE_BY_SIDE_WIDTH = 420  # px per heatmap when the averaged map and the output share a row
 
 controls.page_intro(PAGE)
 ctl = controls.attention_controls(PAGE)
@@ -62,39 +63,37 @@ def draw_maps(run: data.AttentionRun) -> None:
     head_names = [t("playground.head_name", h=h) for h in range(heads)]
     grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
     shared_domain = (0.0, float(grid.frame["value"].max()) or 1.0)  # pooled cells
-    grid_chart = charts.heatmap_chart(
-        grid.frame,
-        title=t("playground.grid_title", heads=heads),
-        subtitle=controls.pooled_note(grid),
-        x_title=t("common.chart_key"),
-        y_title=t("common.chart_query"),
-        value_title=t("common.chart_weight"),
-        score_title=t("common.chart_score"),
-        panel_title=t("common.chart_head"),
-        row_order=grid.row_order,
-        col_order=grid.col_order,
-        domain=shared_domain,
-        columns=min(heads, 4),
-    )
-    st.altair_chart(grid_chart, theme=None)
+    grid_args = {
+        "title": t("playground.grid_title", heads=heads),
+        "subtitle": controls.pooled_note(grid),
+        "x_title": t("common.chart_key"),
+        "y_title": t("common.chart_query"),
+        "value_title": t("common.chart_weight"),
+        "score_title": t("common.chart_score"),
+        "panel_title": t("common.chart_head"),
+        "row_order": grid.row_order,
+        "col_order": grid.col_order,
+        "domain": shared_domain,
+        "columns": min(heads, 4),
+    }
+    canvas.heatmap(charts.heatmap_canvas_spec(grid.frame, **grid_args), key="playground.grid")
 
     mean_weights, mean_scores, row_sums = run.mean_weights, run.mean_scores, run.row_sums
     left, right = st.columns(2)
     with left:
         avg = data.heatmap_frame(mean_weights, labels, labels, scores=mean_scores)
-        avg_chart = charts.heatmap_chart(
-            avg.frame,
-            title=t("playground.avg_title"),
-            subtitle=controls.pooled_note(avg),
-            x_title=t("common.chart_key"),
-            y_title=t("common.chart_query"),
-            value_title=t("common.chart_weight"),
-            score_title=t("common.chart_score"),
-            row_order=avg.row_order,
-            col_order=avg.col_order,
-            width=420,
-        )
-        st.altair_chart(avg_chart, theme=None)
+        avg_args = {
+            "title": t("playground.avg_title"),
+            "subtitle": controls.pooled_note(avg),
+            "x_title": t("common.chart_key"),
+            "y_title": t("common.chart_query"),
+            "value_title": t("common.chart_weight"),
+            "score_title": t("common.chart_score"),
+            "row_order": avg.row_order,
+            "col_order": avg.col_order,
+            "width": SIDE_BY_SIDE_WIDTH,
+        }
+        canvas.heatmap(charts.heatmap_canvas_spec(avg.frame, **avg_args), key="playground.avg")
         st.metric(
             t("common.metric_row_sums"),
             t(
@@ -108,19 +107,18 @@ def draw_maps(run: data.AttentionRun) -> None:
     with right:
         dims = [str(d) for d in range(run.output.shape[1])]
         out = data.heatmap_frame(run.output, labels, dims)
-        out_chart = charts.heatmap_chart(
-            out.frame,
-            title=t("playground.output_title"),
-            subtitle=controls.pooled_note(out),
-            x_title=t("playground.output_dim"),
-            y_title=t("common.chart_query"),
-            value_title=t("common.chart_value"),
-            row_order=out.row_order,
-            col_order=out.col_order,
-            diverging=True,
-            width=420,
-        )
-        st.altair_chart(out_chart, theme=None)
+        out_args = {
+            "title": t("playground.output_title"),
+            "subtitle": controls.pooled_note(out),
+            "x_title": t("playground.output_dim"),
+            "y_title": t("common.chart_query"),
+            "value_title": t("common.chart_value"),
+            "row_order": out.row_order,
+            "col_order": out.col_order,
+            "diverging": True,
+            "width": SIDE_BY_SIDE_WIDTH,
+        }
+        canvas.heatmap(charts.heatmap_canvas_spec(out.frame, **out_args), key="playground.output")
         st.caption(
             t(
                 "playground.output_stats_caption",
@@ -133,7 +131,7 @@ def draw_maps(run: data.AttentionRun) -> None:
         "playground_weights",
         weights=run.weights,
         csv_text=lambda: data.weights_table(run.weights, labels, labels),
-        chart=grid_chart,
+        chart=lambda: charts.heatmap_chart(grid.frame, **grid_args),
     )
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_PATH = REPO_ROOT / "dashboard" / "app.py"
 TIMEOUT_S = 30
+CANVAS_COMPONENT = "attention_lab.heatmap"
 
 
 def open_app(page: str | None = None, **params: str | list[str]) -> AppTest:
@@ -28,6 +32,28 @@ def open_app(page: str | None = None, **params: str | list[str]) -> AppTest:
 def metrics(at: AppTest) -> dict[str, str]:
     """``{label: value}`` of every st.metric on the page."""
     return {m.label: m.value for m in at.metric}
+
+
+def canvas_heatmaps(at: AppTest) -> list[dict]:
+    """The spec of every canvas heatmap on the page (dashboard/canvas.py), in page order,
+    with ``values`` and ``scores`` decoded to float32 arrays of shape (P, R, C)."""
+    specs = []
+    for element in at.get("bidi_component"):
+        if element.proto.component_name != CANVAS_COMPONENT:
+            continue
+        spec = json.loads(element.proto.json)
+        shape = (len(spec["panels"]), len(spec["rows"]), len(spec["cols"]))
+        for field in ("values", "scores"):
+            if spec[field] is not None:
+                raw = base64.b64decode(spec[field])
+                spec[field] = np.frombuffer(raw, dtype="<f4").reshape(shape)
+        specs.append(spec)
+    return specs
+
+
+def drew_chart(at: AppTest) -> bool:
+    """Whether the page drew at least one chart (Altair, or the canvas heatmap)."""
+    return bool(at.get("vega_lite_chart")) or bool(canvas_heatmaps(at))
 
 
 def assert_clean(at: AppTest) -> None:

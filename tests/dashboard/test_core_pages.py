@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from tests.dashboard.conftest import assert_clean, metrics, open_app
-
-
-def _arrow_rows(payload: bytes) -> int:
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(payload).read_all().num_rows
+from tests.dashboard.conftest import assert_clean, canvas_heatmaps, metrics, open_app
 
 
 def _row_sums(at, lang="en"):
@@ -28,7 +23,17 @@ def test_playground_default_english():
     assert shown["Device"] == ("cuda" if torch.cuda.is_available() else "cpu")
     assert _row_sums(at) == "min 1.0000, max 1.0000"
     assert shown["Sparsity (zero weights)"] == "0.0%"
-    assert len(at.get("vega_lite_chart")) == 3
+    grid, avg, out = canvas_heatmaps(at)
+    assert grid["panels"] == ["Head 0", "Head 1", "Head 2", "Head 3"]
+    assert grid["values"].shape == (4, 16, 16) and grid["scores"].shape == (4, 16, 16)
+    assert grid["panel_title"] == "Head" and grid["score_title"] == "Raw score"
+    # every query row of every head and of the average is a distribution over the keys
+    np.testing.assert_allclose(grid["values"].sum(axis=-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(avg["values"].sum(axis=-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(avg["values"][0], grid["values"].mean(axis=0), atol=1e-6)
+    assert grid["scale"]["domain"][1] == pytest.approx(float(grid["values"].max()), rel=1e-6)
+    assert out["values"].shape == (1, 16, 64) and out["scale"]["reverse"]
+    assert not at.get("vega_lite_chart")
 
 
 def test_playground_causal_chinese_sentence():
@@ -47,12 +52,17 @@ def test_playground_causal_chinese_sentence():
 def test_playground_large_sequence_is_pooled():
     at = open_app(**{"playground.seq_len": "1024", "playground.heads": "8"})
     assert_clean(at)
-    charts = at.get("vega_lite_chart")
-    specs = [c.proto.spec for c in charts]
-    assert any("pooled to" in spec for spec in specs)
-    for chart in charts:
-        rows = sum(_arrow_rows(d.data.data) for d in chart.proto.datasets)
-        assert 0 < rows <= 128 * 128
+    heatmaps = canvas_heatmaps(at)
+    assert len(heatmaps) == 3
+    assert all(spec["subtitle"].startswith("pooled to") for spec in heatmaps)
+    for spec in heatmaps:
+        assert 0 < spec["values"].size <= 128 * 128
+        assert len(spec["rows"]) <= 64 and len(spec["cols"]) <= 64
+    grid, avg, _out = heatmaps
+    assert grid["values"].shape[0] == 8
+    # each pooled cell is a block mean: a pooled row sums to (pooled columns / columns)
+    pooled_cols = len(avg["cols"])
+    np.testing.assert_allclose(avg["values"].sum(axis=-1) * 1024 / pooled_cols, 1.0, atol=1e-4)
     assert _row_sums(at) == "min 1.0000, max 1.0000"
 
 
@@ -75,7 +85,7 @@ def test_playground_weights_over_budget_show_output_stats(monkeypatch):
     assert_clean(at)
     assert len(at.warning) == 1 and "memory budget" in at.warning[0].value
     assert "Output mean ± std" in metrics(at)
-    assert not at.get("vega_lite_chart")
+    assert not at.get("vega_lite_chart") and not canvas_heatmaps(at)
 
 
 def test_playground_over_budget_shows_error(monkeypatch):

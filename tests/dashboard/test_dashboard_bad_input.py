@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from dashboard.views import PAGES
-from tests.dashboard.conftest import open_app
+from tests.dashboard.conftest import drew_chart, open_app
 
 LONG = "9" * 5000
 SCRIPT = "<script>alert(1)</script>"
@@ -240,14 +240,14 @@ def _assert_working_page(at, case: Case) -> None:
     if case.error is not None:
         assert any(case.error in e.lower() for e in errors), errors
         if case.page is not None:
-            assert at.get("vega_lite_chart"), "the rest of the page is gone"
+            assert drew_chart(at), "the rest of the page is gone"
     elif case.warning:
         assert warnings, "expected a warning that explains what was left out"
         assert not errors, errors
         assert at.metric, "the page shows no figures"
     else:
         assert not errors, errors
-        assert at.get("vega_lite_chart"), "the page drew no chart"
+        assert drew_chart(at), "the page drew no chart"
     assert at.title, "the page lost its title"
 
 
@@ -278,7 +278,7 @@ def test_typed_sentence_always_gives_a_working_page(text):
     at.text_input(key="playground.sentence").input(text).run()
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
-    assert at.get("vega_lite_chart"), "the page drew no chart"
+    assert drew_chart(at), "the page drew no chart"
     tokens = int(next(m.value for m in at.metric if m.label in ("Tokens L",)))
     assert 1 <= tokens <= 1024
     if not text.strip() or text.strip() in "?!.,;:":

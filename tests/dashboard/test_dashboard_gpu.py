@@ -4,10 +4,11 @@ stay right. Skipped without CUDA (see tests/conftest.py); run on a GPU machine w
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dashboard.views import PAGES
-from tests.dashboard.conftest import assert_clean, metrics, open_app
+from tests.dashboard.conftest import assert_clean, canvas_heatmaps, metrics, open_app
 
 pytestmark = pytest.mark.gpu
 
@@ -25,6 +26,8 @@ def test_playground_on_cuda_measures_there_and_rows_sum_to_one():
     shown = metrics(at)
     assert shown["Device"] == "cuda"
     assert shown["Row sums of the averaged map"] == "min 1.0000, max 1.0000"
+    grid, _avg, _out = canvas_heatmaps(at)
+    assert grid["values"].shape[0] == 8 and np.isfinite(grid["values"]).all()
 
 
 def test_cpu_stays_selectable_next_to_cuda():

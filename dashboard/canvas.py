@@ -1,0 +1,34 @@
+"""The canvas heatmap component: Streamlit's mount of ``heatmap_canvas.js``.
+
+Vega draws one mark per heatmap cell, about 10 µs each in Streamlit's browser: a grid of
+4 heads × 64² cells took 0.17 s to repaint, most of the slider → repaint budget. This
+component (a Streamlit components-v2 module, inline in the page, no iframe) draws each panel
+as one image of cell-sized pixels and finds the hovered cell by arithmetic, so it repaints in
+milliseconds with the same tooltips. Its data is :func:`dashboard.charts.heatmap_canvas_spec`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+COMPONENT_NAME = "attention_lab.heatmap"
+_ASSETS = Path(__file__).parent
+_HEATMAP = st.components.v2.component(
+    COMPONENT_NAME,
+    js=(_ASSETS / "heatmap_canvas.js").read_text(encoding="utf-8"),
+    css=(_ASSETS / "heatmap_canvas.css").read_text(encoding="utf-8"),
+    isolate_styles=False,
+)
+
+
+def heatmap(spec: dict, *, key: str) -> None:
+    """Draw a heatmap from :func:`dashboard.charts.heatmap_canvas_spec` on a canvas.
+
+    Args:
+        spec: the heatmap's data and labels.
+        key: a unique, stable key per chart on a page (e.g. ``"playground.grid"``): the
+            component keeps its canvas across reruns and redraws it, instead of remounting.
+    """
+    _HEATMAP(data=spec, key=f"_canvas.{key}")

@@ -1,0 +1,430 @@
+// Attention Lab heatmap: a grid of heatmap panels drawn on one <canvas>, with a hover
+// tooltip found by arithmetic on the pointer position (no per-cell marks).
+//
+// Mounted by dashboard/canvas.py as a Streamlit components-v2 module; its data is the spec
+// built by dashboard.charts.heatmap_canvas_spec. Streamlit calls the default export again
+// with new data on every rerun; the canvas is kept and redrawn, so nothing flickers.
+
+const FONT = "sans-serif";
+const LABEL_PX = 10;
+const AXIS_TITLE_PX = 11;
+const PANEL_TITLE_PX = 13;
+const SUBTITLE_PX = 12;
+const PAD = 5;
+const PANEL_GAP = 20;
+const TICK = 4;
+const LEGEND_GAP = 18;
+const LEGEND_BAR_W = 16;
+const LEGEND_BAR_H = 200;
+const LEGEND_TICKS = 5;
+const X_LABEL_ANGLE = (-60 * Math.PI) / 180;
+const MISSING_RGB = [221, 221, 221];
+
+function decodeFloats(b64) {
+  if (!b64) return null;
+  const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+  return new Float32Array(bytes.buffer);
+}
+
+function parseStops(hex) {
+  const stops = [];
+  for (let i = 0; i + 6 <= hex.length; i += 6) {
+    stops.push([0, 2, 4].map((j) => parseInt(hex.slice(i + j, i + j + 2), 16)));
+  }
+  return stops;
+}
+
+// Piecewise-linear RGB interpolation over evenly spaced stops (how Vega samples a scheme).
+function colourAt(stops, t) {
+  const x = Math.min(1, Math.max(0, t)) * (stops.length - 1);
+  const i = Math.min(Math.floor(x), stops.length - 2);
+  const f = x - i;
+  return stops[i].map((a, k) => Math.round(a + (stops[i + 1][k] - a) * f));
+}
+
+// The scale's transform normalised to [0, 1] over its domain (sqrt or linear): where a value
+// sits along the legend bar, bottom to top, as in a Vega gradient legend.
+function fraction(scale) {
+  const [lo, hi] = scale.domain;
+  const warp = scale.type === "sqrt" ? (v) => Math.sign(v) * Math.sqrt(Math.abs(v)) : (v) => v;
+  const a = warp(lo);
+  const span = warp(hi) - a || 1;
+  return (v) => (warp(v) - a) / span;
+}
+
+// value -> position in [0, 1] on the colour ramp (the fraction, reversed for a reversed scale)
+function ramp(scale) {
+  const toF = fraction(scale);
+  return scale.reverse ? (v) => 1 - toF(v) : toF;
+}
+
+function formatNumber(v, fmt) {
+  if (v === null || v === undefined || Number.isNaN(v)) return "—";
+  if (fmt.kind === "e") return v.toExponential(fmt.digits);
+  if (fmt.kind === "g") return String(Number(v.toPrecision(Math.max(fmt.digits, 1))));
+  return v.toFixed(fmt.digits);
+}
+
+function fontOf(px, bold) {
+  return `${bold ? "bold " : ""}${px}px ${FONT}`;
+}
+
+function fitText(ctx, text, limit) {
+  if (ctx.measureText(text).width <= limit) return text;
+  let cut = text;
+  while (cut.length > 1 && ctx.measureText(cut + "…").width > limit) cut = cut.slice(0, -1);
+  return cut + "…";
+}
+
+function widest(ctx, labels, font, limit) {
+  ctx.font = font;
+  let w = 0;
+  for (const label of labels) w = Math.max(w, Math.min(limit, ctx.measureText(label).width));
+  return w;
+}
+
+function niceTicks(lo, hi, count) {
+  const span = hi - lo;
+  if (!(span > 0)) return [lo];
+  const raw = span / count;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => span / s <= count) || 10 * mag;
+  const ticks = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+    ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+  }
+  return ticks;
+}
+
+function tickText(v, ticks) {
+  const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : Math.abs(v) || 1;
+  const decimals = Math.max(0, Math.min(6, -Math.floor(Math.log10(step) + 1e-9)));
+  return v.toFixed(decimals);
+}
+
+// Where everything goes, in CSS pixels.
+function layout(ctx, spec) {
+  const [cellW, cellH] = spec.cell;
+  const R = spec.rows.length;
+  const C = spec.cols.length;
+  const P = spec.panels.length;
+  const nCols = Math.max(1, Math.min(spec.columns, P));
+  const nRows = Math.ceil(P / nCols);
+  const panelW = cellW * C;
+  const panelH = cellH * R;
+  const titleH = spec.title ? 16 + 6 : 0;
+  const subtitleH = spec.subtitle ? SUBTITLE_PX + 4 : 0;
+  const panelTitleH = spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0;
+  const yLabelW = spec.label_rows
+    ? widest(ctx, spec.rows, fontOf(LABEL_PX), spec.label_limit) + TICK + 3
+    : 0;
+  const xLabelH = spec.label_cols
+    ? widest(ctx, spec.cols, fontOf(LABEL_PX), spec.label_limit) * Math.sin(-X_LABEL_ANGLE) +
+      LABEL_PX * Math.cos(X_LABEL_ANGLE) + TICK + 3
+    : 0;
+  const left = PAD + AXIS_TITLE_PX + 6 + yLabelW;
+  const top = PAD + titleH + subtitleH;
+  const panels = spec.panels.map((name, p) => {
+    const col = p % nCols;
+    const row = Math.floor(p / nCols);
+    return {
+      name,
+      col,
+      row,
+      x: left + col * (panelW + PANEL_GAP),
+      y: top + panelTitleH + row * (panelH + panelTitleH + PANEL_GAP),
+      yLabels: col === 0,
+      xLabels: row === nRows - 1,
+    };
+  });
+  const gridRight = left + nCols * panelW + (nCols - 1) * PANEL_GAP;
+  const gridBottom = top + nRows * (panelH + panelTitleH) + (nRows - 1) * PANEL_GAP;
+  ctx.font = fontOf(AXIS_TITLE_PX, true);
+  const legendTitleW = ctx.measureText(spec.value_title).width;
+  const legendX = gridRight + LEGEND_GAP;
+  const legendW = Math.max(legendTitleW, LEGEND_BAR_W + TICK + 40);
+  const width = Math.ceil(
+    Math.max(legendX + legendW + PAD, PAD + measureTitles(ctx, spec) + PAD),
+  );
+  const height = Math.ceil(
+    Math.max(gridBottom + xLabelH + AXIS_TITLE_PX + 10 + PAD, top + LEGEND_BAR_H + 40),
+  );
+  return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, width, height,
+           gridBottom, xLabelH };
+}
+
+function measureTitles(ctx, spec) {
+  ctx.font = fontOf(16, true);
+  let w = spec.title ? ctx.measureText(spec.title).width : 0;
+  ctx.font = fontOf(SUBTITLE_PX);
+  if (spec.subtitle) w = Math.max(w, ctx.measureText(spec.subtitle).width);
+  return w;
+}
+
+// One panel's cells as an R x C image (one pixel per cell), scaled up without smoothing.
+function panelImage(values, offset, R, C, toT, stops) {
+  const image = new ImageData(C, R);
+  const px = image.data;
+  for (let i = 0; i < R * C; i++) {
+    const v = values[offset + i];
+    const rgb = Number.isNaN(v) ? MISSING_RGB : colourAt(stops, toT(v));
+    px[4 * i] = rgb[0];
+    px[4 * i + 1] = rgb[1];
+    px[4 * i + 2] = rgb[2];
+    px[4 * i + 3] = 255;
+  }
+  const tile = document.createElement("canvas");
+  tile.width = C;
+  tile.height = R;
+  tile.getContext("2d").putImageData(image, 0, 0);
+  return tile;
+}
+
+function draw(canvas, spec, values, ink) {
+  const ctx = canvas.getContext("2d");
+  const box = layout(ctx, spec);
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(box.width * dpr);
+  canvas.height = Math.round(box.height * dpr);
+  canvas.style.width = `${box.width}px`;
+  canvas.style.aspectRatio = `${box.width} / ${box.height}`;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, box.width, box.height);
+  ctx.fillStyle = ink;
+  ctx.textBaseline = "top";
+  ctx.textAlign = "left";
+  let y = PAD;
+  if (spec.title) {
+    ctx.font = fontOf(16, true);
+    ctx.fillText(spec.title, PAD, y);
+    y += 22;
+  }
+  if (spec.subtitle) {
+    ctx.font = fontOf(SUBTITLE_PX);
+    ctx.fillText(spec.subtitle, PAD, y);
+  }
+  const stops = parseStops(spec.scale.colors);
+  const toT = ramp(spec.scale);
+  const { R, C, panelW, panelH } = box;
+  ctx.imageSmoothingEnabled = false;
+  box.panels.forEach((panel, p) => {
+    ctx.drawImage(panelImage(values, p * R * C, R, C, toT, stops), panel.x, panel.y, panelW, panelH);
+    if (spec.panel_title !== null) {
+      ctx.font = fontOf(PANEL_TITLE_PX, true);
+      ctx.textAlign = "center";
+      ctx.textBaseline = "bottom";
+      ctx.fillText(panel.name, panel.x + panelW / 2, panel.y - 4);
+    }
+    drawAxes(ctx, spec, box, panel, ink);
+  });
+  drawAxisTitles(ctx, spec, box);
+  drawLegend(ctx, spec, box, stops, ink);
+  return box;
+}
+
+function drawAxes(ctx, spec, box, panel, ink) {
+  const { cellW, cellH, panelH } = box;
+  ctx.strokeStyle = "#888";
+  ctx.lineWidth = 1;
+  ctx.font = fontOf(LABEL_PX);
+  ctx.fillStyle = ink;
+  if (panel.yLabels && spec.label_rows) {
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    spec.rows.forEach((label, r) => {
+      const cy = panel.y + (r + 0.5) * cellH;
+      ctx.beginPath();
+      ctx.moveTo(panel.x - TICK, cy);
+      ctx.lineTo(panel.x, cy);
+      ctx.stroke();
+      ctx.fillText(fitText(ctx, label, spec.label_limit), panel.x - TICK - 2, cy);
+    });
+  }
+  if (panel.xLabels && spec.label_cols) {
+    spec.cols.forEach((label, c) => {
+      const cx = panel.x + (c + 0.5) * cellW;
+      const by = panel.y + panelH;
+      ctx.beginPath();
+      ctx.moveTo(cx, by);
+      ctx.lineTo(cx, by + TICK);
+      ctx.stroke();
+      ctx.save();
+      ctx.translate(cx, by + TICK + 2);
+      ctx.rotate(X_LABEL_ANGLE);
+      ctx.textAlign = "right";
+      ctx.textBaseline = "middle";
+      ctx.fillText(fitText(ctx, label, spec.label_limit), 0, 0);
+      ctx.restore();
+    });
+  }
+}
+
+function drawAxisTitles(ctx, spec, box) {
+  ctx.font = fontOf(AXIS_TITLE_PX, true);
+  const lastRow = box.panels.filter((p) => p.xLabels);
+  const midX = (Math.min(...lastRow.map((p) => p.x)) + Math.max(...lastRow.map((p) => p.x)) +
+                box.panelW) / 2;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "top";
+  ctx.fillText(spec.x_title, midX, box.gridBottom + box.xLabelH + 4);
+  const leftCol = box.panels.filter((p) => p.yLabels);
+  const midY = (leftCol[0].y + leftCol[leftCol.length - 1].y + box.panelH) / 2;
+  ctx.save();
+  ctx.translate(PAD, midY);
+  ctx.rotate(-Math.PI / 2);
+  ctx.textBaseline = "top";
+  ctx.fillText(spec.y_title, 0, 0);
+  ctx.restore();
+}
+
+function drawLegend(ctx, spec, box, stops, ink) {
+  const x = box.legendX;
+  const top = box.top + (spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0);
+  ctx.font = fontOf(AXIS_TITLE_PX, true);
+  ctx.fillStyle = ink;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "bottom";
+  ctx.fillText(spec.value_title, x, top - 4);
+  const h = Math.min(LEGEND_BAR_H, Math.max(60, box.gridBottom - top));
+  // the bar is the colour ramp laid along the scale's own transform, bottom = domain start
+  const colourOfFraction = spec.scale.reverse ? (f) => colourAt(stops, 1 - f)
+                                              : (f) => colourAt(stops, f);
+  for (let i = 0; i < h; i++) {
+    const rgb = colourOfFraction(1 - (i + 0.5) / h);
+    ctx.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
+    ctx.fillRect(x, top + i, LEGEND_BAR_W, 1);
+  }
+  ctx.strokeStyle = "#888";
+  ctx.lineWidth = 1;
+  ctx.strokeRect(x + 0.5, top + 0.5, LEGEND_BAR_W - 1, h - 1);
+  const [lo, hi] = spec.scale.domain;
+  const toF = fraction(spec.scale);
+  const ticks = niceTicks(lo, hi, LEGEND_TICKS);
+  ctx.font = fontOf(LABEL_PX);
+  ctx.textBaseline = "middle";
+  ctx.fillStyle = ink;
+  ctx.strokeStyle = ink;
+  for (const v of ticks) {
+    const ty = top + (1 - toF(v)) * h;
+    ctx.beginPath();
+    ctx.moveTo(x + LEGEND_BAR_W, ty);
+    ctx.lineTo(x + LEGEND_BAR_W + TICK, ty);
+    ctx.stroke();
+    ctx.fillText(tickText(v, ticks), x + LEGEND_BAR_W + TICK + 2, ty);
+  }
+}
+
+// The cell under a pointer position given in CSS pixels of the drawn layout, or null.
+function cellAt(box, px, py) {
+  for (let p = 0; p < box.panels.length; p++) {
+    const panel = box.panels[p];
+    const c = Math.floor((px - panel.x) / box.cellW);
+    const r = Math.floor((py - panel.y) / box.cellH);
+    if (c >= 0 && c < box.C && r >= 0 && r < box.R) return { p, r, c };
+  }
+  return null;
+}
+
+function tooltipRows(spec, values, scores, hit) {
+  const i = hit.p * spec.rows.length * spec.cols.length + hit.r * spec.cols.length + hit.c;
+  const rows = [];
+  if (spec.panel_title !== null) rows.push([spec.panel_title, spec.panels[hit.p]]);
+  rows.push([spec.y_title, spec.rows[hit.r]]);
+  rows.push([spec.x_title, spec.cols[hit.c]]);
+  rows.push([spec.value_title, formatNumber(values[i], spec.value_format)]);
+  if (scores) rows.push([spec.score_title, formatNumber(scores[i], spec.value_format)]);
+  return rows;
+}
+
+function showTooltip(tip, rows, x, y, wrap) {
+  tip.replaceChildren(
+    ...rows.map(([key, value]) => {
+      const tr = document.createElement("tr");
+      const th = document.createElement("td");
+      th.className = "key";
+      th.textContent = key;
+      const td = document.createElement("td");
+      td.className = "value";
+      td.textContent = value;
+      tr.append(th, td);
+      return tr;
+    }),
+  );
+  tip.style.display = "table";
+  const room = wrap.clientWidth;
+  const left = x + 14 + tip.offsetWidth > room ? x - 14 - tip.offsetWidth : x + 14;
+  tip.style.left = `${Math.max(0, left)}px`;
+  tip.style.top = `${y + 14}px`;
+}
+
+export default function heatmapCanvas(component) {
+  const { data: spec, parentElement } = component;
+  let wrap = parentElement.querySelector(".attn-heatmap");
+  if (!wrap) {
+    wrap = document.createElement("div");
+    wrap.className = "attn-heatmap";
+    const canvas = document.createElement("canvas");
+    canvas.setAttribute("role", "img");
+    const overlay = document.createElement("canvas");
+    overlay.className = "attn-heatmap-overlay";
+    const tip = document.createElement("table");
+    tip.className = "attn-heatmap-tooltip";
+    wrap.append(canvas, overlay, tip);
+    parentElement.appendChild(wrap);
+  }
+  const [canvas, overlay, tip] = wrap.children;
+  const values = decodeFloats(spec.values);
+  const scores = decodeFloats(spec.scores);
+  const ink = getComputedStyle(parentElement).color || "#111";
+  canvas.setAttribute("aria-label", spec.title);
+  const box = draw(canvas, spec, values, ink);
+  overlay.width = canvas.width;
+  overlay.height = canvas.height;
+  overlay.style.width = canvas.style.width;
+  overlay.style.aspectRatio = canvas.style.aspectRatio;
+  // what was drawn, for tests and benches: cell count, paint count, and where the cells are
+  // (CSS pixels of the unscaled layout)
+  wrap.dataset.cells = String(values.length);
+  wrap.dataset.rows = String(spec.rows.length);
+  wrap.dataset.cols = String(spec.cols.length);
+  wrap.dataset.paints = String(Number(wrap.dataset.paints || 0) + 1);
+  wrap.dataset.layout = JSON.stringify({
+    width: box.width,
+    cell: [box.cellW, box.cellH],
+    panels: box.panels.map((panel) => [panel.x, panel.y]),
+  });
+  tip.style.display = "none";
+
+  const octx = overlay.getContext("2d");
+  const dpr = canvas.width / box.width;
+  const clearHighlight = () => octx.clearRect(0, 0, overlay.width, overlay.height);
+  clearHighlight();
+  const onMove = (event) => {
+    const rect = canvas.getBoundingClientRect();
+    const k = box.width / rect.width;
+    const hit = cellAt(box, (event.clientX - rect.left) * k, (event.clientY - rect.top) * k);
+    clearHighlight();
+    if (!hit) {
+      tip.style.display = "none";
+      return;
+    }
+    const panel = box.panels[hit.p];
+    octx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    octx.strokeStyle = "#e4002b";
+    octx.lineWidth = 1.5;
+    octx.strokeRect(panel.x + hit.c * box.cellW, panel.y + hit.r * box.cellH, box.cellW, box.cellH);
+    const wrapRect = wrap.getBoundingClientRect();
+    showTooltip(tip, tooltipRows(spec, values, scores, hit),
+                event.clientX - wrapRect.left, event.clientY - wrapRect.top, wrap);
+  };
+  const onLeave = () => {
+    clearHighlight();
+    tip.style.display = "none";
+  };
+  overlay.addEventListener("pointermove", onMove);
+  overlay.addEventListener("pointerleave", onLeave);
+  return () => {
+    overlay.removeEventListener("pointermove", onMove);
+    overlay.removeEventListener("pointerleave", onLeave);
+  };
+}

@@ -1,0 +1,74 @@
+"""A Streamlit app showing two canvas heatmaps of literal matrices, for
+tests/browser/test_canvas_heatmap.py: the cells' colours and the tooltip are checked there
+against Vega's own rendering and the matrices below."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dashboard import canvas, charts  # noqa: E402
+
+ROWS = ["the", "cat", "sat"]
+COLS = ["a", "b", "c", "d"]
+PANELS = ["Head 0", "Head 1"]
+# (P, R, C) weights and raw scores; every value distinct
+WEIGHTS = np.array(
+    [
+        [[0.70, 0.10, 0.15, 0.05], [0.02, 0.48, 0.30, 0.20], [0.25, 0.25, 0.01, 0.49]],
+        [[0.00, 0.90, 0.06, 0.04], [0.33, 0.33, 0.33, 0.01], [0.12, 0.18, 0.60, 0.10]],
+    ]
+)
+SCORES = np.arange(WEIGHTS.size, dtype=float).reshape(WEIGHTS.shape) / 10 - 1.0
+SIGNED = np.array([[-1.0, -0.5, 0.0, 0.25], [0.5, 0.75, 1.0, -0.2], [0.1, -0.9, 0.3, 0.6]])
+
+
+def tidy(values: np.ndarray, scores: np.ndarray | None = None) -> pd.DataFrame:
+    """(P, R, C) arrays as the tidy table the chart builders take (rows in reverse order,
+    so the canvas must place them by label, not by position)."""
+    frames = []
+    for p, name in enumerate(PANELS[: len(values)]):
+        part = {
+            "row": np.repeat(ROWS, len(COLS)),
+            "col": np.tile(COLS, len(ROWS)),
+            "value": values[p].ravel(),
+            "panel": name,
+        }
+        if scores is not None:
+            part["score"] = scores[p].ravel()
+        frames.append(pd.DataFrame(part)[::-1])
+    return pd.concat(frames, ignore_index=True)
+
+
+GRID_ARGS = {
+    "title": "Weights",
+    "x_title": "Key token",
+    "y_title": "Query token",
+    "value_title": "Weight",
+    "score_title": "Raw score",
+    "panel_title": "Head",
+    "row_order": ROWS,
+    "col_order": COLS,
+    "domain": (0.0, 0.9),
+}
+SIGNED_ARGS = {
+    "title": "Output",
+    "x_title": "Dimension",
+    "y_title": "Query token",
+    "value_title": "Value",
+    "row_order": ROWS,
+    "col_order": COLS,
+    "diverging": True,
+}
+
+if __name__ == "__main__":
+    canvas.heatmap(charts.heatmap_canvas_spec(tidy(WEIGHTS, SCORES), **GRID_ARGS), key="test.grid")
+    signed = tidy(SIGNED[None]).drop(columns="panel")
+    canvas.heatmap(charts.heatmap_canvas_spec(signed, **SIGNED_ARGS), key="test.signed")

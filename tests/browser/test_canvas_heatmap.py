@@ -1,0 +1,169 @@
+"""The canvas heatmap in Chromium: each cell has the colour Vega gives its value (rendered
+independently by vl-convert from the Altair heatmap's own scale), and hovering a cell shows
+its head, tokens, weight and raw score from the literal matrices in canvas_app.py."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from bench.browser import streamlit_server, wait_idle
+from dashboard import charts
+from tests.browser.canvas_app import (
+    COLS,
+    GRID_ARGS,
+    PANELS,
+    ROWS,
+    SCORES,
+    SIGNED,
+    SIGNED_ARGS,
+    WEIGHTS,
+    tidy,
+)
+
+COLOUR_TOLERANCE = 3  # per RGB channel, out of 255
+
+
+@pytest.fixture(scope="module")
+def canvas_page(browser, tmp_path_factory):
+    """The test app's page, both heatmaps drawn."""
+    log = tmp_path_factory.mktemp("canvas") / "server.log"
+    with streamlit_server(log_path=log, app="tests/browser/canvas_app.py") as server:
+        context = browser.new_context(viewport={"width": 1200, "height": 900})
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.url)
+        wait_idle(page)
+        page.wait_for_function(
+            "() => document.querySelectorAll('.attn-heatmap[data-paints]').length === 2"
+        )
+        yield page
+        assert not errors, errors
+        context.close()
+
+
+def _colour_encoding(spec: dict) -> dict:
+    """The first ``color`` encoding in a Vega-Lite spec (any panel or layer)."""
+    if isinstance(spec, dict):
+        if "encoding" in spec and "color" in spec["encoding"]:
+            return spec["encoding"]["color"]
+        children = spec.values()
+    elif isinstance(spec, list):
+        children = spec
+    else:
+        return {}
+    for child in children:
+        found = _colour_encoding(child)
+        if found:
+            return found
+    return {}
+
+
+def vega_colours(values: np.ndarray, chart) -> np.ndarray:
+    """(N, 3) RGB that Vega gives ``values`` on the colour scale of ``chart``: a strip of
+    one-pixel rects, rendered by vl-convert."""
+    import vl_convert as vlc
+    from PIL import Image
+
+    scale = _colour_encoding(chart.to_dict())["scale"]
+    n = len(values)
+    strip = {
+        "data": {"values": [{"i": i, "v": float(v)} for i, v in enumerate(values)]},
+        "mark": {"type": "rect", "width": 1, "height": 1},
+        "width": n,
+        "height": 1,
+        "padding": 0,
+        "autosize": "none",
+        "background": "white",
+        "config": {"view": {"stroke": None}},
+        "encoding": {
+            "x": {
+                "field": "i",
+                "type": "quantitative",
+                "scale": {"domain": [-0.5, n - 0.5]},
+                "axis": None,
+            },
+            "y": {"value": 0.5},
+            "color": {"field": "v", "type": "quantitative", "scale": scale, "legend": None},
+        },
+    }
+    png = vlc.vegalite_to_png(strip, scale=1)
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))[0].astype(int)
+
+
+def drawn_cells(page, index: int) -> np.ndarray:
+    """(P, R, C, 3) RGB at every cell centre of the index-th canvas heatmap."""
+    pixels = page.evaluate(
+        """(index) => {
+            const wrap = document.querySelectorAll('.attn-heatmap')[index];
+            const layout = JSON.parse(wrap.dataset.layout);
+            const canvas = wrap.querySelector('canvas');
+            const k = canvas.width / layout.width;
+            const ctx = canvas.getContext('2d');
+            const rows = Number(wrap.dataset.rows), cols = Number(wrap.dataset.cols);
+            return layout.panels.map(([x, y]) => {
+                const panel = [];
+                for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) {
+                    const px = Math.floor((x + (c + 0.5) * layout.cell[0]) * k);
+                    const py = Math.floor((y + (r + 0.5) * layout.cell[1]) * k);
+                    panel.push(Array.from(ctx.getImageData(px, py, 1, 1).data.slice(0, 3)));
+                }
+                return panel;
+            });
+        }""",
+        index,
+    )
+    return np.array(pixels).reshape(len(pixels), len(ROWS), len(COLS), 3)
+
+
+def test_cells_have_vega_colours_on_a_shared_sqrt_scale(canvas_page):
+    drawn = drawn_cells(canvas_page, 0)
+    chart = charts.heatmap_chart(tidy(WEIGHTS, SCORES), **GRID_ARGS)
+    expected = vega_colours(WEIGHTS.ravel(), chart).reshape(drawn.shape)
+    assert np.abs(drawn - expected).max() <= COLOUR_TOLERANCE, (drawn - expected).max()
+
+
+def test_signed_cells_have_vega_colours_on_a_diverging_scale(canvas_page):
+    drawn = drawn_cells(canvas_page, 1)
+    chart = charts.heatmap_chart(tidy(SIGNED[None]).drop(columns="panel"), **SIGNED_ARGS)
+    expected = vega_colours(SIGNED.ravel(), chart).reshape(drawn.shape)
+    assert np.abs(drawn - expected).max() <= COLOUR_TOLERANCE, (drawn - expected).max()
+
+
+def _hover(page, index: int, panel: int, row: int, col: int) -> str:
+    wrap = page.locator(".attn-heatmap").nth(index)
+    wrap.scroll_into_view_if_needed()
+    layout = json.loads(wrap.get_attribute("data-layout"))
+    box = wrap.locator("canvas").first.bounding_box()
+    k = box["width"] / layout["width"]
+    x, y = layout["panels"][panel]
+    cell_w, cell_h = layout["cell"]
+    page.mouse.move(
+        box["x"] + (x + (col + 0.5) * cell_w) * k, box["y"] + (y + (row + 0.5) * cell_h) * k
+    )
+    tooltip = wrap.locator(".attn-heatmap-tooltip")
+    tooltip.wait_for(state="visible")
+    return tooltip.inner_text()
+
+
+@pytest.mark.parametrize(("panel", "row", "col"), [(0, 0, 0), (1, 2, 3), (1, 1, 0)])
+def test_hovering_a_cell_shows_its_tokens_weight_and_score(canvas_page, panel, row, col):
+    lines = dict(line.split("\t") for line in _hover(canvas_page, 0, panel, row, col).splitlines())
+    assert lines == {
+        "Head": PANELS[panel],
+        "Query token": ROWS[row],
+        "Key token": COLS[col],
+        "Weight": f"{WEIGHTS[panel, row, col]:.4f}",
+        "Raw score": f"{SCORES[panel, row, col]:.4f}",
+    }
+
+
+def test_tooltip_hides_when_the_pointer_leaves_the_cells(canvas_page):
+    _hover(canvas_page, 0, 0, 1, 1)
+    canvas_page.mouse.move(2, 2)
+    tooltip = canvas_page.locator(".attn-heatmap-tooltip").first
+    tooltip.wait_for(state="hidden")
