@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, state
+from dashboard import canvas, charts, controls, data, exports, state
 from dashboard.i18n import t
 
 PAGE = "multihead"
@@ -75,19 +75,18 @@ def gallery() -> None:
         st.error(t("common.error_invalid", detail=str(err)))
         return
     frame = gallery.frame.assign(panel=gallery.frame["panel"].map(pattern_label))
-    gallery_chart = charts.heatmap_chart(
-        frame,
-        title=t("multihead.gallery_title"),
-        x_title=t("common.chart_key"),
-        y_title=t("common.chart_query"),
-        value_title=t("common.chart_weight"),
-        panel_title=t("multihead.col_pattern"),
-        row_order=gallery.row_order,
-        col_order=gallery.col_order,
-        domain=(0.0, 1.0),
-        columns=GALLERY_COLUMNS,
-    )
-    st.altair_chart(gallery_chart, theme=None)
+    gallery_args = {
+        "title": t("multihead.gallery_title"),
+        "x_title": t("common.chart_key"),
+        "y_title": t("common.chart_query"),
+        "value_title": t("common.chart_weight"),
+        "panel_title": t("multihead.col_pattern"),
+        "row_order": gallery.row_order,
+        "col_order": gallery.col_order,
+        "domain": (0.0, 1.0),
+        "columns": GALLERY_COLUMNS,
+    }
+    canvas.heatmap(charts.heatmap_canvas_spec(frame, **gallery_args), key="multihead.gallery")
     gallery_table = gallery_stats.assign(name=gallery_stats["pattern"].map(pattern_label))
     stats_charts(gallery_table, "gallery")
 
@@ -118,21 +117,20 @@ def real_heads() -> None:
     heads = run.weights.shape[0]
     head_names = [t("multihead.head_name", h=h) for h in range(heads)]
     grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
-    real_chart = charts.heatmap_chart(
-        grid.frame,
-        title=t("multihead.real_title", heads=heads, d_k=run.d_k),
-        subtitle=controls.pooled_note(grid),
-        x_title=t("common.chart_key"),
-        y_title=t("common.chart_query"),
-        value_title=t("common.chart_weight"),
-        score_title=t("common.chart_score"),
-        panel_title=t("common.chart_head"),
-        row_order=grid.row_order,
-        col_order=grid.col_order,
-        domain=(0.0, float(grid.frame["value"].max()) or 1.0),
-        columns=min(heads, GALLERY_COLUMNS),
-    )
-    st.altair_chart(real_chart, theme=None)
+    real_args = {
+        "title": t("multihead.real_title", heads=heads, d_k=run.d_k),
+        "subtitle": controls.pooled_note(grid),
+        "x_title": t("common.chart_key"),
+        "y_title": t("common.chart_query"),
+        "value_title": t("common.chart_weight"),
+        "score_title": t("common.chart_score"),
+        "panel_title": t("common.chart_head"),
+        "row_order": grid.row_order,
+        "col_order": grid.col_order,
+        "domain": (0.0, float(grid.frame["value"].max()) or 1.0),
+        "columns": min(heads, GALLERY_COLUMNS),
+    }
+    canvas.heatmap(charts.heatmap_canvas_spec(grid.frame, **real_args), key="multihead.real")
     real_stats = pd.DataFrame(
         {
             "name": head_names,
@@ -161,7 +159,7 @@ def real_heads() -> None:
         "multihead_weights",
         weights=run.weights,
         csv_text=lambda: data.weights_table(run.weights, labels, labels),
-        chart=real_chart,
+        chart=lambda: charts.heatmap_chart(grid.frame, **real_args),
     )
 
 

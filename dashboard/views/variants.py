@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, state
+from dashboard import canvas, charts, controls, data, state
 from dashboard.i18n import t
 
 PAGE = "variants"
@@ -125,8 +125,8 @@ def compare_section() -> None:
                 st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params[name]))
             pattern = data.allowed_pattern(name, params[name], seq_len, mask_kind)
             pattern_map = data.heatmap_frame(pattern, labels, labels)
-            st.altair_chart(
-                charts.heatmap_chart(
+            canvas.heatmap(
+                charts.heatmap_canvas_spec(
                     pattern_map.frame,
                     title=t("variants.pattern_title"),
                     subtitle=t("variants.pattern_density", share=float(pattern.mean())),
@@ -138,15 +138,15 @@ def compare_section() -> None:
                     domain=(0.0, 1.0),
                     width=HEATMAP_WIDTH,
                 ),
-                theme=None,
+                key=f"variants.{name}.pattern",
             )
             if result.weights is None:
                 st.warning(t("playground.weights_skipped"))
                 sparsity_text = "—"
             else:
                 weight_map = data.heatmap_frame(result.mean_weights, labels, labels)
-                st.altair_chart(
-                    charts.heatmap_chart(
+                canvas.heatmap(
+                    charts.heatmap_canvas_spec(
                         weight_map.frame,
                         title=t("variants.weights_title"),
                         x_title=t("common.chart_key"),
@@ -156,7 +156,7 @@ def compare_section() -> None:
                         col_order=weight_map.col_order,
                         width=HEATMAP_WIDTH,
                     ),
-                    theme=None,
+                    key=f"variants.{name}.weights",
                 )
                 sparsity_text = f"{result.sparsity:.1%}"
             st.metric(

@@ -131,6 +131,13 @@ def test_multihead_page(lang):
     shown = list(metrics(at).values())
     assert shown[0] == "8"
     assert float(shown[1]) <= float(shown[2]) + 1e-9  # no head beats the uniform entropy
+    gallery, real = canvas_heatmaps(at)
+    assert len(gallery["panels"]) == 8 and gallery["scale"]["domain"] == [0.0, 1.0]
+    np.testing.assert_allclose(gallery["values"].sum(axis=-1), 1.0, atol=1e-5)
+    heads = real["values"]
+    assert heads.shape == (8, 12, 12)
+    np.testing.assert_allclose(heads.sum(axis=-1), 1.0, atol=1e-5)
+    assert np.all(np.triu(heads, k=1) == 0)  # causal: no weight on a later key
 
 
 def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):

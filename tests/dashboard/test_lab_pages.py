@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from dashboard.i18n import t_in
-from tests.dashboard.conftest import assert_clean, metrics, open_app
+from tests.dashboard.conftest import assert_clean, canvas_heatmaps, metrics, open_app
 
 CHART = "vega_lite_chart"
 
 
 def _charts(at) -> int:
-    return len(at.get(CHART)) + len(at.get("arrow_vega_lite_chart"))
+    return len(at.get(CHART)) + len(at.get("arrow_vega_lite_chart")) + len(canvas_heatmaps(at))
 
 
 def _verdicts(at) -> list[str]:
@@ -67,6 +68,20 @@ def test_variants_default_english():
     assert diffs[1] > 1e-3 and diffs[2] > 1e-3  # local drops keys; linear approximates
     assert _charts(at) == 6  # pattern + weights per variant
     assert at.button[0].label == "Measure time and memory"
+    maps = canvas_heatmaps(at)
+    patterns = [m["values"][0] for m in maps if m["title"].startswith("Mask pattern")]
+    weights = [m["values"][0] for m in maps if m["title"].startswith("Weights")]
+    assert len(patterns) == len(weights) == 3
+    np.testing.assert_array_equal(patterns[0], np.ones_like(patterns[0]))  # scaled: all keys
+    for w in weights:
+        np.testing.assert_allclose(w.sum(axis=-1), 1.0, atol=1e-5)
+    # local: a band around the diagonal, and no weight outside it
+    n = patterns[1].shape[0]
+    distance = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
+    band = patterns[1] > 0
+    assert band.all(axis=None, where=distance == 0) and not band.all()
+    assert np.all(band == (distance <= distance[band].max()))
+    assert np.all(weights[1][~band] == 0)
 
 
 def test_variants_exact_ones_match_full_chinese_causal():
@@ -78,6 +93,10 @@ def test_variants_exact_ones_match_full_chinese_causal():
     assert_clean(at)
     diffs = [float(m.value) for m in at.metric if m.label == "最大 |输出 − 完整注意力|"]
     assert len(diffs) == 2 and max(diffs) < 1e-5
+    patterns = [m["values"][0] for m in canvas_heatmaps(at) if m["title"].startswith("掩码")]
+    assert len(patterns) == 2
+    for pattern in patterns:
+        np.testing.assert_array_equal(pattern, np.tril(np.ones_like(pattern)))
     sparsity = [m.value for m in at.metric if m.label == t_in("zh", "common.metric_sparsity")]
     n = 32
     assert sparsity == [f"{(n - 1) / (2 * n):.1%}"] * 2
