@@ -14,7 +14,8 @@ How the framework fits together (follow this when adding a page):
   from the URL (bad values fall back to defaults with one visible notice per page), shown
   as a widget, and written back, so the URL always reproduces the view.
 * **Data**: tensor maths only in :mod:`dashboard.data` (cached, plain-value arguments);
-  :mod:`dashboard.charts` turns DataFrames into Altair charts; :mod:`dashboard.exports`
+  :mod:`dashboard.charts` turns DataFrames into Altair charts (or, for big heatmaps, the
+  data of the canvas heatmap that :mod:`dashboard.canvas` draws); :mod:`dashboard.exports`
   adds download buttons.
 * This file runs on every rerun: it resets the URL bookkeeping, draws the language and
   device choice, runs the page, then shows URL notices above the page, fills the

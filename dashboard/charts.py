@@ -1,4 +1,5 @@
-"""DataFrame -> Altair chart builders (no Streamlit, no torch).
+"""DataFrame -> Altair chart builders, and the data of the canvas heatmap (no Streamlit, no
+torch).
 
 Every title, axis label and tooltip title is passed in already translated. Heatmaps refuse
 tables over :data:`MAX_CHART_ROWS` rows: the data layer pools big matrices first.

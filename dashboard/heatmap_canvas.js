@@ -421,10 +421,13 @@ export default function heatmapCanvas(component) {
     clearHighlight();
     tip.style.display = "none";
   };
+  // pointerdown too: a tap on a touch screen (a tablet in a workshop) shows the tooltip
   overlay.addEventListener("pointermove", onMove);
+  overlay.addEventListener("pointerdown", onMove);
   overlay.addEventListener("pointerleave", onLeave);
   return () => {
     overlay.removeEventListener("pointermove", onMove);
+    overlay.removeEventListener("pointerdown", onMove);
     overlay.removeEventListener("pointerleave", onLeave);
   };
 }
