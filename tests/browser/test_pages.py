@@ -29,7 +29,10 @@ def page_url(base: str, name: str, query: str = "") -> str:
 
 
 def open_page(page, url: str) -> None:
+    """Go to ``url`` and wait until the page's first run has drawn its title and finished
+    (right after ``goto`` the app reads as "not running" before that run has started)."""
     page.goto(url)
+    page.wait_for_selector("h1", timeout=PAINT_TIMEOUT_MS)
     wait_idle(page)
 
 
