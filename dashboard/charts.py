@@ -281,8 +281,6 @@ def heatmap_canvas_spec(
         "scale": colours.canvas(),
         "cell": [cell_w, cell_h],
         "columns": max(1, min(columns, len(panels))),
-        "label_rows": len(row_order) <= MAX_TICK_LABELS,
-        "label_cols": len(col_order) <= MAX_TICK_LABELS,
         "label_limit": LABEL_LIMIT_PX,
         # the tooltip shows one more decimal than a ".Nf" format, as the Altair heatmap does
         "value_format": {"kind": kind, "digits": digits + 1 if kind == "f" else digits},

@@ -19,6 +19,9 @@ const LEGEND_BAR_H = 200;
 const LEGEND_TICKS = 5;
 const X_LABEL_ANGLE = (-60 * Math.PI) / 180;
 const MISSING_RGB = [221, 221, 221];
+const Y_LABEL_GAP = LABEL_PX + 2;
+const X_LABEL_GAP = Math.ceil((LABEL_PX + 2) / Math.sin(-X_LABEL_ANGLE));
+const MAX_LABEL_STEP = 8;
 
 function decodeFloats(b64) {
   if (!b64) return null;
@@ -83,6 +86,16 @@ function widest(ctx, labels, font, limit) {
   return w;
 }
 
+// Indices of the axis labels to draw: every k-th, k chosen so that labels `gap` pixels apart
+// (one cell each) never overlap; no labels when cells are too small for even every 8th.
+function labelledIndices(n, cellPx, gap) {
+  const step = Math.max(1, Math.ceil(gap / cellPx));
+  if (step > MAX_LABEL_STEP) return [];
+  const indices = [];
+  for (let i = 0; i < n; i += step) indices.push(i);
+  return indices;
+}
+
 function niceTicks(lo, hi, count) {
   const span = hi - lo;
   if (!(span > 0)) return [lo];
@@ -115,12 +128,14 @@ function layout(ctx, spec) {
   const titleH = spec.title ? 16 + 6 : 0;
   const subtitleH = spec.subtitle ? SUBTITLE_PX + 4 : 0;
   const panelTitleH = spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0;
-  const yLabelW = spec.label_rows
-    ? widest(ctx, spec.rows, fontOf(LABEL_PX), spec.label_limit) + TICK + 3
+  const yShown = labelledIndices(R, cellH, Y_LABEL_GAP);
+  const xShown = labelledIndices(C, cellW, X_LABEL_GAP);
+  const yLabelW = yShown.length
+    ? widest(ctx, yShown.map((r) => spec.rows[r]), fontOf(LABEL_PX), spec.label_limit) + TICK + 3
     : 0;
-  const xLabelH = spec.label_cols
-    ? widest(ctx, spec.cols, fontOf(LABEL_PX), spec.label_limit) * Math.sin(-X_LABEL_ANGLE) +
-      LABEL_PX * Math.cos(X_LABEL_ANGLE) + TICK + 3
+  const xLabelH = xShown.length
+    ? widest(ctx, xShown.map((c) => spec.cols[c]), fontOf(LABEL_PX), spec.label_limit) *
+        Math.sin(-X_LABEL_ANGLE) + LABEL_PX * Math.cos(X_LABEL_ANGLE) + TICK + 3
     : 0;
   const left = PAD + AXIS_TITLE_PX + 6 + yLabelW;
   const top = PAD + titleH + subtitleH;
@@ -150,7 +165,7 @@ function layout(ctx, spec) {
     Math.max(gridBottom + xLabelH + AXIS_TITLE_PX + 10 + PAD, top + LEGEND_BAR_H + 40),
   );
   return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, width, height,
-           gridBottom, xLabelH };
+           gridBottom, xLabelH, yShown, xShown };
 }
 
 function measureTitles(ctx, spec) {
@@ -228,20 +243,20 @@ function drawAxes(ctx, spec, box, panel, ink) {
   ctx.lineWidth = 1;
   ctx.font = fontOf(LABEL_PX);
   ctx.fillStyle = ink;
-  if (panel.yLabels && spec.label_rows) {
+  if (panel.yLabels) {
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
-    spec.rows.forEach((label, r) => {
+    for (const r of box.yShown) {
       const cy = panel.y + (r + 0.5) * cellH;
       ctx.beginPath();
       ctx.moveTo(panel.x - TICK, cy);
       ctx.lineTo(panel.x, cy);
       ctx.stroke();
-      ctx.fillText(fitText(ctx, label, spec.label_limit), panel.x - TICK - 2, cy);
-    });
+      ctx.fillText(fitText(ctx, spec.rows[r], spec.label_limit), panel.x - TICK - 2, cy);
+    }
   }
-  if (panel.xLabels && spec.label_cols) {
-    spec.cols.forEach((label, c) => {
+  if (panel.xLabels) {
+    for (const c of box.xShown) {
       const cx = panel.x + (c + 0.5) * cellW;
       const by = panel.y + panelH;
       ctx.beginPath();
@@ -253,9 +268,9 @@ function drawAxes(ctx, spec, box, panel, ink) {
       ctx.rotate(X_LABEL_ANGLE);
       ctx.textAlign = "right";
       ctx.textBaseline = "middle";
-      ctx.fillText(fitText(ctx, label, spec.label_limit), 0, 0);
+      ctx.fillText(fitText(ctx, spec.cols[c], spec.label_limit), 0, 0);
       ctx.restore();
-    });
+    }
   }
 }
 
