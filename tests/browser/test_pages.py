@@ -135,3 +135,29 @@ def test_copied_link_reproduces_controls(server, browser, page):
         assert _slider_values(fresh) == values
     finally:
         fresh.context.close()
+
+
+def test_playground_figure_downloads_are_the_drawn_grid(server, browser):
+    """The grid is drawn on the canvas; its PNG and SVG downloads are rendered on click from
+    the Altair heatmap of the same table: one panel per head."""
+    from io import BytesIO
+    from pathlib import Path
+
+    from PIL import Image
+
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1440, "height": 2000})
+    page = context.new_page()
+    try:
+        open_page(page, page_url(server.url, PAGES[0], "playground.heads=2&playground.seq_len=6"))
+        files = {}
+        for kind in ("PNG", "SVG"):
+            with page.expect_download(timeout=PAINT_TIMEOUT_MS) as download:
+                page.get_by_role("button", name=f"Figure ({kind})").click()
+            files[kind] = Path(download.value.path()).read_bytes()
+        image = Image.open(BytesIO(files["PNG"]))
+        assert image.format == "PNG" and image.width > image.height
+        svg = files["SVG"].decode("utf-8")
+        assert svg.startswith("<svg") and "Head 0" in svg and "Head 1" in svg
+        assert "Head 2" not in svg
+    finally:
+        context.close()
