@@ -22,6 +22,7 @@ const MISSING_RGB = [221, 221, 221];
 const Y_LABEL_GAP = LABEL_PX + 2;
 const X_LABEL_GAP = Math.ceil((LABEL_PX + 2) / Math.sin(-X_LABEL_ANGLE));
 const MAX_LABEL_STEP = 8;
+const TIP_OFFSET = 14;
 
 function decodeFloats(b64) {
   if (!b64) return null;
@@ -351,7 +352,9 @@ function tooltipRows(spec, values, scores, hit) {
   return rows;
 }
 
-function showTooltip(tip, rows, x, y, wrap) {
+// The tooltip sits next to the pointer (viewport coordinates, position: fixed), on the side
+// where it fits, so it is never clipped by the chart's or the page's edge.
+function showTooltip(tip, rows, clientX, clientY) {
   tip.replaceChildren(
     ...rows.map(([key, value]) => {
       const tr = document.createElement("tr");
@@ -366,10 +369,14 @@ function showTooltip(tip, rows, x, y, wrap) {
     }),
   );
   tip.style.display = "table";
-  const room = wrap.clientWidth;
-  const left = x + 14 + tip.offsetWidth > room ? x - 14 - tip.offsetWidth : x + 14;
+  const w = tip.offsetWidth;
+  const h = tip.offsetHeight;
+  const left = clientX + TIP_OFFSET + w > window.innerWidth ? clientX - TIP_OFFSET - w
+                                                            : clientX + TIP_OFFSET;
+  const top = clientY + TIP_OFFSET + h > window.innerHeight ? clientY - TIP_OFFSET - h
+                                                            : clientY + TIP_OFFSET;
   tip.style.left = `${Math.max(0, left)}px`;
-  tip.style.top = `${y + 14}px`;
+  tip.style.top = `${Math.max(0, top)}px`;
 }
 
 export default function heatmapCanvas(component) {
@@ -428,9 +435,7 @@ export default function heatmapCanvas(component) {
     octx.strokeStyle = "#e4002b";
     octx.lineWidth = 1.5;
     octx.strokeRect(panel.x + hit.c * box.cellW, panel.y + hit.r * box.cellH, box.cellW, box.cellH);
-    const wrapRect = wrap.getBoundingClientRect();
-    showTooltip(tip, tooltipRows(spec, values, scores, hit),
-                event.clientX - wrapRect.left, event.clientY - wrapRect.top, wrap);
+    showTooltip(tip, tooltipRows(spec, values, scores, hit), event.clientX, event.clientY);
   };
   const onLeave = () => {
     clearHighlight();
