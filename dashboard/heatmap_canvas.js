@@ -445,9 +445,12 @@ export default function heatmapCanvas(component) {
   overlay.addEventListener("pointermove", onMove);
   overlay.addEventListener("pointerdown", onMove);
   overlay.addEventListener("pointerleave", onLeave);
+  // the tooltip is fixed to the viewport: hide it when any scroll container moves the chart
+  document.addEventListener("scroll", onLeave, true);
   return () => {
     overlay.removeEventListener("pointermove", onMove);
     overlay.removeEventListener("pointerdown", onMove);
     overlay.removeEventListener("pointerleave", onLeave);
+    document.removeEventListener("scroll", onLeave, true);
   };
 }
