@@ -6,6 +6,7 @@
 // with new data on every rerun; the canvas is kept and redrawn, so nothing flickers.
 
 const FONT = "sans-serif";
+const TITLE_PX = 16;
 const LABEL_PX = 10;
 const AXIS_TITLE_PX = 11;
 const PANEL_TITLE_PX = 13;
@@ -126,7 +127,7 @@ function layout(ctx, spec) {
   const nRows = Math.ceil(P / nCols);
   const panelW = cellW * C;
   const panelH = cellH * R;
-  const titleH = spec.title ? 16 + 6 : 0;
+  const titleH = spec.title ? TITLE_PX + 6 : 0;
   const subtitleH = spec.subtitle ? SUBTITLE_PX + 4 : 0;
   const panelTitleH = spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0;
   const yShown = labelledIndices(R, cellH, Y_LABEL_GAP);
@@ -170,7 +171,7 @@ function layout(ctx, spec) {
 }
 
 function measureTitles(ctx, spec) {
-  ctx.font = fontOf(16, true);
+  ctx.font = fontOf(TITLE_PX, true);
   let w = spec.title ? ctx.measureText(spec.title).width : 0;
   ctx.font = fontOf(SUBTITLE_PX);
   if (spec.subtitle) w = Math.max(w, ctx.measureText(spec.subtitle).width);
@@ -211,9 +212,9 @@ function draw(canvas, spec, values, ink) {
   ctx.textAlign = "left";
   let y = PAD;
   if (spec.title) {
-    ctx.font = fontOf(16, true);
+    ctx.font = fontOf(TITLE_PX, true);
     ctx.fillText(spec.title, PAD, y);
-    y += 22;
+    y += TITLE_PX + 6;
   }
   if (spec.subtitle) {
     ctx.font = fontOf(SUBTITLE_PX);
@@ -229,7 +230,8 @@ function draw(canvas, spec, values, ink) {
       ctx.font = fontOf(PANEL_TITLE_PX, true);
       ctx.textAlign = "center";
       ctx.textBaseline = "bottom";
-      ctx.fillText(panel.name, panel.x + panelW / 2, panel.y - 4);
+      ctx.fillText(fitText(ctx, panel.name, panelW + PANEL_GAP - 4), panel.x + panelW / 2,
+                   panel.y - 4);
     }
     drawAxes(ctx, spec, box, panel, ink);
   });
