@@ -48,6 +48,12 @@ def _check_rows(df: pd.DataFrame, needed: Sequence[str]) -> None:
         )
 
 
+def _heatmap_columns(panel_title: str | None, score_title: str | None) -> list[str]:
+    """The columns a heatmap table needs: panels and scores only when they are shown."""
+    optional = {"panel": panel_title, "score": score_title}
+    return ["row", "col", "value"] + [name for name, title in optional.items() if title is not None]
+
+
 def _cell_px(n_rows: int, n_cols: int, faceted: bool, width: int | None) -> tuple[int, int]:
     """(width, height) in pixels of one heatmap cell: about ``width`` (default: a panel's or
     a single chart's width) per panel side, within [MIN_CELL_PX, MAX_CELL_PX]; square cells
@@ -147,12 +153,7 @@ def heatmap_chart(
     Raises:
         ValueError: for missing columns or more than :data:`MAX_CHART_ROWS` rows.
     """
-    needed = ["row", "col", "value"]
-    if panel_title is not None:
-        needed.append("panel")
-    if score_title is not None:
-        needed.append("score")
-    _check_rows(df, needed)
+    _check_rows(df, _heatmap_columns(panel_title, score_title))
     faceted = panel_title is not None
     cell_w, cell_h = _cell_px(len(row_order), len(col_order), faceted, width)
     colours = _colour_scale(df["value"], domain, diverging, sqrt)
@@ -247,12 +248,7 @@ def heatmap_canvas_spec(
         ValueError: for missing columns, more than :data:`MAX_CHART_ROWS` rows, a row or
             column label not in ``row_order``/``col_order``, or a repeated cell.
     """
-    needed = ["row", "col", "value"]
-    if panel_title is not None:
-        needed.append("panel")
-    if score_title is not None:
-        needed.append("score")
-    _check_rows(df, needed)
+    _check_rows(df, _heatmap_columns(panel_title, score_title))
     faceted = panel_title is not None
     cell_w, cell_h = _cell_px(len(row_order), len(col_order), faceted, width)
     colours = _colour_scale(df["value"], domain, diverging, sqrt)

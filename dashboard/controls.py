@@ -124,6 +124,31 @@ def pooled_note(heatmap: data.Heatmap) -> str | None:
     return t("common.chart_pooled", rows=heatmap.shape[0], cols=heatmap.shape[1])
 
 
+def head_grid_args(grid: data.Heatmap, title: str, columns: int) -> dict:
+    """Keyword arguments of :func:`dashboard.charts.heatmap_canvas_spec` (and of
+    ``heatmap_chart``, for the export) for a per-head weight grid with raw-score tooltips:
+    translated titles, the pooled note, and one colour scale from 0 to the largest weight
+    shown, shared by every head.
+
+    Args:
+        grid: the heads' :func:`dashboard.data.heatmap_frame`, with scores and panels.
+        title: the chart title; columns: panels per row.
+    """
+    return {
+        "title": title,
+        "subtitle": pooled_note(grid),
+        "x_title": t("common.chart_key"),
+        "y_title": t("common.chart_query"),
+        "value_title": t("common.chart_weight"),
+        "score_title": t("common.chart_score"),
+        "panel_title": t("common.chart_head"),
+        "row_order": grid.row_order,
+        "col_order": grid.col_order,
+        "domain": (0.0, float(grid.frame["value"].max()) or 1.0),
+        "columns": columns,
+    }
+
+
 def device_controls() -> str:
     """Sidebar device line: a selectbox (URL key ``device``) when several devices exist.
 

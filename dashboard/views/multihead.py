@@ -117,19 +117,8 @@ def real_heads() -> None:
     heads = run.weights.shape[0]
     head_names = [t("multihead.head_name", h=h) for h in range(heads)]
     grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
-    real_args = {
-        "title": t("multihead.real_title", heads=heads, d_k=run.d_k),
-        "subtitle": controls.pooled_note(grid),
-        "x_title": t("common.chart_key"),
-        "y_title": t("common.chart_query"),
-        "value_title": t("common.chart_weight"),
-        "score_title": t("common.chart_score"),
-        "panel_title": t("common.chart_head"),
-        "row_order": grid.row_order,
-        "col_order": grid.col_order,
-        "domain": (0.0, float(grid.frame["value"].max()) or 1.0),
-        "columns": min(heads, GALLERY_COLUMNS),
-    }
+    title = t("multihead.real_title", heads=heads, d_k=run.d_k)
+    real_args = controls.head_grid_args(grid, title, columns=min(heads, GALLERY_COLUMNS))
     canvas.heatmap(charts.heatmap_canvas_spec(grid.frame, **real_args), key="multihead.real")
     real_stats = pd.DataFrame(
         {

@@ -8,6 +8,7 @@ from dashboard import canvas, charts, controls, data, exports
 from dashboard.i18n import t
 
 PAGE = "playground"
+GRID_COLUMNS = 4
 SIDE_BY_SIDE_WIDTH = 420  # px per heatmap when the averaged map and the output share a row
 
 controls.page_intro(PAGE)
@@ -62,20 +63,8 @@ def draw_maps(run: data.AttentionRun) -> None:
     heads = run.weights.shape[0]
     head_names = [t("playground.head_name", h=h) for h in range(heads)]
     grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
-    shared_domain = (0.0, float(grid.frame["value"].max()) or 1.0)  # pooled cells
-    grid_args = {
-        "title": t("playground.grid_title", heads=heads),
-        "subtitle": controls.pooled_note(grid),
-        "x_title": t("common.chart_key"),
-        "y_title": t("common.chart_query"),
-        "value_title": t("common.chart_weight"),
-        "score_title": t("common.chart_score"),
-        "panel_title": t("common.chart_head"),
-        "row_order": grid.row_order,
-        "col_order": grid.col_order,
-        "domain": shared_domain,
-        "columns": min(heads, 4),
-    }
+    title = t("playground.grid_title", heads=heads)
+    grid_args = controls.head_grid_args(grid, title, columns=min(heads, GRID_COLUMNS))
     canvas.heatmap(charts.heatmap_canvas_spec(grid.frame, **grid_args), key="playground.grid")
 
     mean_weights, mean_scores, row_sums = run.mean_weights, run.mean_scores, run.row_sums

@@ -4,7 +4,6 @@ its head, tokens, weight and raw score from the literal matrices in canvas_app.p
 
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
@@ -23,6 +22,7 @@ from tests.browser.canvas_app import (
     WEIGHTS,
     tidy,
 )
+from tests.dashboard.conftest import vega_colours
 
 COLOUR_TOLERANCE = 3  # per RGB channel, out of 255
 
@@ -63,36 +63,9 @@ def _colour_encoding(spec: dict) -> dict:
     return {}
 
 
-def vega_colours(values: np.ndarray, chart) -> np.ndarray:
-    """(N, 3) RGB that Vega gives ``values`` on the colour scale of ``chart``: a strip of
-    one-pixel rects, rendered by vl-convert."""
-    import vl_convert as vlc
-    from PIL import Image
-
-    scale = _colour_encoding(chart.to_dict())["scale"]
-    n = len(values)
-    strip = {
-        "data": {"values": [{"i": i, "v": float(v)} for i, v in enumerate(values)]},
-        "mark": {"type": "rect", "width": 1, "height": 1},
-        "width": n,
-        "height": 1,
-        "padding": 0,
-        "autosize": "none",
-        "background": "white",
-        "config": {"view": {"stroke": None}},
-        "encoding": {
-            "x": {
-                "field": "i",
-                "type": "quantitative",
-                "scale": {"domain": [-0.5, n - 0.5]},
-                "axis": None,
-            },
-            "y": {"value": 0.5},
-            "color": {"field": "v", "type": "quantitative", "scale": scale, "legend": None},
-        },
-    }
-    png = vlc.vegalite_to_png(strip, scale=1)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))[0].astype(int)
+def chart_colours(values: np.ndarray, chart) -> np.ndarray:
+    """(N, 3) RGB that Vega gives ``values`` on the colour scale of the Altair ``chart``."""
+    return vega_colours(values, _colour_encoding(chart.to_dict())["scale"])
 
 
 def drawn_cells(page, index: int) -> np.ndarray:
@@ -123,14 +96,14 @@ def drawn_cells(page, index: int) -> np.ndarray:
 def test_cells_have_vega_colours_on_a_shared_sqrt_scale(canvas_page):
     drawn = drawn_cells(canvas_page, 0)
     chart = charts.heatmap_chart(tidy(WEIGHTS, SCORES), **GRID_ARGS)
-    expected = vega_colours(WEIGHTS.ravel(), chart).reshape(drawn.shape)
+    expected = chart_colours(WEIGHTS.ravel(), chart).reshape(drawn.shape)
     assert np.abs(drawn - expected).max() <= COLOUR_TOLERANCE, (drawn - expected).max()
 
 
 def test_signed_cells_have_vega_colours_on_a_diverging_scale(canvas_page):
     drawn = drawn_cells(canvas_page, 1)
     chart = charts.heatmap_chart(tidy(SIGNED[None]).drop(columns="panel"), **SIGNED_ARGS)
-    expected = vega_colours(SIGNED.ravel(), chart).reshape(drawn.shape)
+    expected = chart_colours(SIGNED.ravel(), chart).reshape(drawn.shape)
     assert np.abs(drawn - expected).max() <= COLOUR_TOLERANCE, (drawn - expected).max()
 
 

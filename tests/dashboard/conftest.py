@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 from pathlib import Path
 
@@ -49,6 +50,38 @@ def canvas_heatmaps(at: AppTest) -> list[dict]:
                 spec[field] = np.frombuffer(raw, dtype="<f4").reshape(shape)
         specs.append(spec)
     return specs
+
+
+def vega_colours(values, scale: dict) -> np.ndarray:
+    """(N, 3) RGB that Vega gives ``values`` on a colour ``scale`` (a Vega-Lite scale dict):
+    a strip of one-pixel rects, rendered by vl-convert. The reference for the canvas
+    heatmap's colours."""
+    import vl_convert as vlc
+    from PIL import Image
+
+    n = len(values)
+    strip = {
+        "data": {"values": [{"i": i, "v": float(v)} for i, v in enumerate(values)]},
+        "mark": {"type": "rect", "width": 1, "height": 1},
+        "width": n,
+        "height": 1,
+        "padding": 0,
+        "autosize": "none",
+        "background": "white",
+        "config": {"view": {"stroke": None}},
+        "encoding": {
+            "x": {
+                "field": "i",
+                "type": "quantitative",
+                "scale": {"domain": [-0.5, n - 0.5]},
+                "axis": None,
+            },
+            "y": {"value": 0.5},
+            "color": {"field": "v", "type": "quantitative", "scale": scale, "legend": None},
+        },
+    }
+    png = vlc.vegalite_to_png(strip, scale=1)
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))[0].astype(int)
 
 
 def drew_chart(at: AppTest) -> bool:

@@ -5,13 +5,13 @@ colours, and clear errors for tables it cannot draw."""
 from __future__ import annotations
 
 import base64
-import io
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from dashboard import charts
+from tests.dashboard.conftest import vega_colours
 
 TITLES = {"title": "T", "x_title": "Key", "y_title": "Query", "value_title": "Weight"}
 
@@ -105,36 +105,8 @@ def _stops_ramp(stops: str, n: int) -> np.ndarray:
 def test_scheme_stops_reproduce_vega_scheme(scheme):
     """Vega (through vl-convert) draws 256 values on the scheme; the stops must give the
     same colours."""
-    import vl_convert as vlc
-    from PIL import Image
-
     n = 256
-    strip = {
-        "data": {"values": [{"i": i} for i in range(n)]},
-        "mark": {"type": "rect", "width": 1, "height": 1},
-        "width": n,
-        "height": 1,
-        "padding": 0,
-        "autosize": "none",
-        "background": "white",
-        "config": {"view": {"stroke": None}},
-        "encoding": {
-            "x": {
-                "field": "i",
-                "type": "quantitative",
-                "scale": {"domain": [-0.5, n - 0.5]},
-                "axis": None,
-            },
-            "y": {"value": 0.5},
-            "color": {
-                "field": "i",
-                "type": "quantitative",
-                "scale": {"scheme": scheme, "domain": [0, n - 1]},
-                "legend": None,
-            },
-        },
-    }
-    vega = np.asarray(Image.open(io.BytesIO(vlc.vegalite_to_png(strip, scale=1))).convert("RGB"))[0]
+    vega = vega_colours(range(n), {"scheme": scheme, "domain": [0, n - 1]})
     assert np.abs(_stops_ramp(charts.SCHEME_STOPS[scheme], n) - vega).max() <= 1.0
 
 
