@@ -24,7 +24,7 @@ SEQUENTIAL_SCHEME = "yellowgreenblue"
 DIVERGING_SCHEME = "redblue"
 # Vega's colour schemes as evenly spaced RGB stops, interpolated linearly in between (how Vega
 # samples them); the canvas heatmap draws with these so it matches the Altair heatmaps, and
-# tests/dashboard/test_canvas_heatmap.py checks them against vl-convert's rendering.
+# tests/dashboard/test_canvas_spec.py checks them against vl-convert's rendering.
 SCHEME_STOPS = {
     "yellowgreenblue": "eff9bddbf1b4bde5b594d5b969c5be45b4c22c9ec02182b82163aa23479c1c3185",
     "redblue": "8c0d25bf363adf745ef4ae91fbdbc9f2efeed2e5ef9dcae15da2cb2f78b3134b85",
