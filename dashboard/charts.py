@@ -293,11 +293,10 @@ def _cell_positions(
         if not index.is_unique:
             raise ValueError(f"the {name} order repeats labels {sorted(index[index.duplicated()])}")
         codes[name] = index.get_indexer(df[name]).astype(np.int64)  # (N,), -1 if unknown
-    rows, cols = codes["row"], codes["col"]
-    for name, source in (("row", df["row"]), ("col", df["col"])):
         if (codes[name] < 0).any():
-            unknown = sorted({str(v) for v in source[codes[name] < 0]})[:5]
+            unknown = sorted({str(v) for v in df[name][codes[name] < 0]})[:5]
             raise ValueError(f"{name} labels {unknown} are not in the {name} order")
+    rows, cols = codes["row"], codes["col"]
     flat = (panel_codes * len(row_order) + rows) * len(col_order) + cols  # (N,)
     if len(np.unique(flat)) != len(flat):
         raise ValueError("the table has more than one value for some cells")
