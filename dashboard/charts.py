@@ -92,12 +92,15 @@ class _ColourScale:
         }
 
 
-def _colour_scale(
-    values: pd.Series, domain: tuple[float, float] | None, diverging: bool, sqrt: bool
-) -> _ColourScale:
-    """Red-blue centred on 0 for signed data; else yellow-green-blue from ``domain`` (default:
-    0..max), square-root when ``sqrt`` and the domain starts at or above 0."""
-    lo, hi = domain if domain is not None else _default_domain(values, diverging)
+def _colour_scale(values: np.ndarray, spec: HeatmapSpec) -> _ColourScale:
+    """Red-blue centred on 0 for signed data (``spec.diverging``); else yellow-green-blue
+    from ``spec.domain`` (default: 0..max of the finite values), square-root when
+    ``spec.sqrt`` and the domain starts at or above 0."""
+    if spec.domain is not None:
+        lo, hi = spec.domain
+    else:
+        lo, hi = _default_domain(values, spec.diverging)
+    sqrt, diverging = spec.sqrt, spec.diverging
     if diverging:
         bound = max(abs(lo), abs(hi)) or 1.0
         return _ColourScale(DIVERGING_SCHEME, "linear", (-bound, bound), True)
@@ -105,45 +108,55 @@ def _colour_scale(
     return _ColourScale(SEQUENTIAL_SCHEME, kind, (lo, hi if hi > lo else lo + 1.0), False)
 
 
-def heatmap_chart(
-    df: pd.DataFrame,
-    *,
-    title: str,
-    x_title: str,
-    y_title: str,
-    value_title: str,
-    row_order: Sequence[str],
-    col_order: Sequence[str],
-    score_title: str | None = None,
-    panel_title: str | None = None,
-    subtitle: str | None = None,
-    domain: tuple[float, float] | None = None,
-    diverging: bool = False,
-    sqrt: bool = True,
-    columns: int = 4,
-    annotate: bool = False,
-    value_format: str = ".3f",
-    width: int | None = None,
-) -> alt.Chart:
-    """A heatmap (Altair rect marks) of a tidy table, optionally one panel per head.
+@dataclass(frozen=True)
+class HeatmapSpec:
+    """How one heatmap looks: what both heatmap builders (the canvas one on screen and the
+    Altair one for PNG/SVG export) take, so that screen and export agree.
 
-    Args:
-        df: columns ``row``, ``col``, ``value``; optional ``score`` (shown in tooltips when
-            ``score_title`` is given) and ``panel`` (one panel per value, in data order, when
-            ``panel_title`` is given).
+    Attributes:
         title: chart title; subtitle: e.g. "pooled to 64×64".
-        x_title, y_title, value_title, score_title, panel_title: translated labels used on
-            axes, legend and tooltips.
-        row_order, col_order: axis label order (top-to-bottom, left-to-right).
-        domain: explicit colour domain (lo, hi); give the same one to every panel so they
-            share one scale. Default: the data range (0..max for sequential data).
-        diverging: use a red-blue scale centred on 0 (for signed values like scores).
+        x_title, y_title, value_title: translated axis and legend titles.
+        row_order, col_order: axis labels, top-to-bottom and left-to-right.
+        score_title: title of a second value shown in tooltips (e.g. raw scores), or None.
+        panel_title: title of the panel field when there are several panels (e.g. heads).
+        domain: explicit colour domain (lo, hi); the same one for every panel shares one
+            scale. Default: the data range (0..max for sequential data).
+        diverging: a red-blue scale centred on 0 (for signed values such as outputs).
         sqrt: square-root colour scale for non-negative data, so that small weights next to
             a dominant one (e.g. the first row of a causal mask) stay visible.
         columns: panels per row when there are panels.
-        annotate: print each value in its cell (small matrices only).
+        annotate: print each value in its cell (Altair only; small matrices).
         value_format: d3 format of values in tooltips and annotations.
-        width: total width in pixels of one panel (default depends on faceting).
+        width: total width in pixels of one panel (default depends on panels).
+    """
+
+    title: str
+    x_title: str
+    y_title: str
+    value_title: str
+    row_order: tuple[str, ...] = ()
+    col_order: tuple[str, ...] = ()
+    score_title: str | None = None
+    panel_title: str | None = None
+    subtitle: str | None = None
+    domain: tuple[float, float] | None = None
+    diverging: bool = False
+    sqrt: bool = True
+    columns: int = 4
+    annotate: bool = False
+    value_format: str = ".3f"
+    width: int | None = None
+
+
+def heatmap_chart(df: pd.DataFrame, spec: HeatmapSpec) -> alt.Chart:
+    """A heatmap (Altair rect marks) of a long table, optionally one panel per head: the
+    PNG/SVG export of what the canvas heatmap draws, and the small annotated matrices.
+
+    Args:
+        df: columns ``row``, ``col``, ``value``; optional ``score`` (shown in tooltips when
+            ``spec.score_title`` is given) and ``panel`` (one panel per value, in data
+            order, when ``spec.panel_title`` is given).
+        spec: titles, axis orders, colour scale and layout.
 
     Returns:
         An ``alt.Chart`` (``alt.LayerChart`` when annotated), or an ``alt.ConcatChart`` of
@@ -153,36 +166,38 @@ def heatmap_chart(
     Raises:
         ValueError: for missing columns or more than :data:`MAX_CHART_ROWS` rows.
     """
-    _check_rows(df, _heatmap_columns(panel_title, score_title))
-    faceted = panel_title is not None
-    cell_w, cell_h = _cell_px(len(row_order), len(col_order), faceted, width)
-    colours = _colour_scale(df["value"], domain, diverging, sqrt)
+    _check_rows(df, _heatmap_columns(spec.panel_title, spec.score_title))
+    faceted = spec.panel_title is not None
+    row_order, col_order = spec.row_order, spec.col_order
+    cell_w, cell_h = _cell_px(len(row_order), len(col_order), faceted, spec.width)
+    colours = _colour_scale(df["value"].to_numpy(dtype=float), spec)
     lo, hi = colours.domain
-    scale = colours.altair()
-    titles = {"row": y_title, "col": x_title, "value": value_title}
-    if score_title is not None:
-        titles["score"] = score_title
+    titles = {"row": spec.y_title, "col": spec.x_title, "value": spec.value_title}
+    if spec.score_title is not None:
+        titles["score"] = spec.score_title
     if faceted:
-        titles = {"panel": panel_title, **titles}
+        titles = {"panel": spec.panel_title, **titles}
     names = _display_names(titles)
-    shown = _display_table(df, names, value_format)
+    shown = _display_table(df, names, spec.value_format)
     cells = _CellStyle(
         names=names,
-        scale=scale,
-        value_title=value_title,
-        value_format=value_format,
+        scale=colours.altair(),
+        value_title=spec.value_title,
+        value_format=spec.value_format,
         cell=(cell_w, cell_h),
         order=(tuple(row_order), tuple(col_order)),
-        annotate=_annotation_test(names["value"], lo, hi, diverging) if annotate else None,
+        annotate=(
+            _annotation_test(names["value"], lo, hi, spec.diverging) if spec.annotate else None
+        ),
         axis_scales=(_ordered(row_order), _ordered(col_order)),
     )
     top = {
-        "title": _title(title, subtitle),
+        "title": _title(spec.title, spec.subtitle),
         "usermeta": FAST_RENDER_META,
         "config": alt.Config(mark=alt.MarkConfig(aria=False)),
     }
     if not faceted:
-        chart = _heatmap_layer(_without_index(shown), cells, x_title, y_title)
+        chart = _heatmap_layer(_without_index(shown), cells, spec.x_title, spec.y_title)
         for key, value in top.items():
             setattr(chart, key, value)
         return chart
@@ -190,15 +205,15 @@ def heatmap_chart(
     # panels as text, or, given a sort list, add a per-cell formula whose result would also
     # show up in the tooltip.
     panels = list(shown.groupby(names["panel"], sort=False))
-    n_cols = max(1, min(columns, len(panels)))
+    n_cols = max(1, min(spec.columns, len(panels)))
     last_row = (len(panels) - 1) // n_cols
     parts = []
     for i, (name, part) in enumerate(panels):
         panel = _heatmap_layer(
             _without_index(part.copy()),
             cells,
-            x_title if i // n_cols == last_row else None,
-            y_title if i % n_cols == 0 else None,
+            spec.x_title if i // n_cols == last_row else None,
+            spec.y_title if i % n_cols == 0 else None,
         )
         panel.title = alt.TitleParams(str(name), fontSize=FONT_SIZE, fontWeight="bold")
         parts.append(panel)
@@ -210,105 +225,106 @@ def heatmap_chart(
     )
 
 
+def _panel_stack(values: np.ndarray, spec: HeatmapSpec, what: str) -> np.ndarray:
+    """``values`` as a (P, R, C) float array whose R and C match the spec's axis orders.
+
+    Raises:
+        ValueError: for another shape, repeated labels or more than MAX_CHART_ROWS cells.
+    """
+    stack = np.asarray(values, dtype=np.float64)
+    stack = stack[None] if stack.ndim == 2 else stack
+    if stack.ndim != 3:
+        raise ValueError(f"heatmap {what} must be 2-D or 3-D, got shape {np.shape(values)}")
+    expected = (len(spec.row_order), len(spec.col_order))
+    if stack.shape[1:] != expected:
+        raise ValueError(
+            f"heatmap {what} of shape {stack.shape[1:]} do not match the axis orders {expected}"
+        )
+    for name, order in (("row", spec.row_order), ("col", spec.col_order)):
+        if len(set(order)) != len(order):
+            repeated = sorted({label for label in order if order.count(label) > 1})
+            raise ValueError(f"the {name} order repeats labels {repeated}")
+    if stack.size > MAX_CHART_ROWS:
+        raise ValueError(
+            f"heatmap has {stack.size} cells, over the limit of {MAX_CHART_ROWS}; pool it first"
+        )
+    return stack
+
+
 def heatmap_canvas_spec(
-    df: pd.DataFrame,
+    values: np.ndarray,
+    spec: HeatmapSpec,
     *,
-    title: str,
-    x_title: str,
-    y_title: str,
-    value_title: str,
-    row_order: Sequence[str],
-    col_order: Sequence[str],
-    score_title: str | None = None,
-    panel_title: str | None = None,
-    subtitle: str | None = None,
-    domain: tuple[float, float] | None = None,
-    diverging: bool = False,
-    sqrt: bool = True,
-    columns: int = 4,
-    value_format: str = ".3f",
-    width: int | None = None,
+    scores: np.ndarray | None = None,
+    panels: Sequence[str] | None = None,
 ) -> dict:
-    """The same heatmap as :func:`heatmap_chart`, as data for the canvas heatmap component.
+    """The same heatmap as :func:`heatmap_chart`, as data for the canvas heatmap component,
+    straight from the matrices (no long table).
 
     The canvas draws every cell as one pixel of an image scaled up, and finds the hovered
     cell by arithmetic, so a repaint costs about the same at 64 tokens as at 8, where Vega
     builds, encodes and draws one mark per cell (about 10 µs each in Streamlit).
 
     Args:
-        df, title, …, width: as for :func:`heatmap_chart` (no annotation).
+        values: (R, C) or (P, R, C) matrices, rows and columns in ``spec``'s axis orders;
+            NaN where there is no cell.
+        spec: titles, axis orders, colour scale and layout (``annotate`` is ignored).
+        scores: optional array of the same shape, shown in tooltips under
+            ``spec.score_title`` (which must then be given).
+        panels: P panel names (needed, with ``spec.panel_title``, for several panels).
 
     Returns:
         A JSON-ready dict: titles, ``rows``/``cols``/``panels`` labels in order, the colour
         scale (domain, type and the scheme's colour stops), cell size in pixels, and
         ``values`` (and ``scores``) as base64 float32 arrays of shape (P, R, C) in row-major
-        order, NaN where the table has no cell.
+        order.
 
     Raises:
-        ValueError: for missing columns, more than :data:`MAX_CHART_ROWS` rows, a row or
-            column label not in ``row_order``/``col_order``, or a repeated cell.
+        ValueError: for shapes that do not match the axis orders or each other, repeated
+            labels, more than :data:`MAX_CHART_ROWS` cells, or scores without a title.
     """
-    _check_rows(df, _heatmap_columns(panel_title, score_title))
-    faceted = panel_title is not None
-    cell_w, cell_h = _cell_px(len(row_order), len(col_order), faceted, width)
-    colours = _colour_scale(df["value"], domain, diverging, sqrt)
-    if faceted:
-        panel_codes, panel_names = pd.factorize(df["panel"], sort=False)
-        panels = [str(name) for name in panel_names]
-    else:
-        panel_codes, panels = np.zeros(len(df), dtype=np.int64), [""]
-    flat = _cell_positions(df, panel_codes, row_order, col_order)  # (N,) into (P, R, C)
-    shape = (len(panels), len(row_order), len(col_order))
-    precision = _FORMAT_PRECISION.search(value_format)
+    stack = _panel_stack(values, spec, "values")  # (P, R, C)
+    score_stack = None
+    if scores is not None or spec.score_title is not None:
+        if scores is None or spec.score_title is None:
+            raise ValueError("scores and spec.score_title must be given together")
+        score_stack = _panel_stack(scores, spec, "scores")
+        if score_stack.shape != stack.shape:
+            raise ValueError(f"scores shape {score_stack.shape} != values shape {stack.shape}")
+    names = [""] if panels is None else [str(p) for p in panels]
+    if len(names) != stack.shape[0]:
+        raise ValueError(f"{len(names)} panel names for {stack.shape[0]} panels")
+    faceted = spec.panel_title is not None
+    cell_w, cell_h = _cell_px(len(spec.row_order), len(spec.col_order), faceted, spec.width)
+    colours = _colour_scale(stack, spec)
+    precision = _FORMAT_PRECISION.search(spec.value_format)
     kind, digits = ("f", 3) if precision is None else (precision.group(2), int(precision.group(1)))
     return {
-        "title": title,
-        "subtitle": subtitle or "",
-        "x_title": x_title,
-        "y_title": y_title,
-        "value_title": value_title,
-        "score_title": score_title,
-        "panel_title": panel_title,
-        "rows": [str(label) for label in row_order],
-        "cols": [str(label) for label in col_order],
-        "panels": panels,
-        "values": _float32_base64(df["value"], flat, shape),
-        "scores": None if score_title is None else _float32_base64(df["score"], flat, shape),
+        "title": spec.title,
+        "subtitle": spec.subtitle or "",
+        "x_title": spec.x_title,
+        "y_title": spec.y_title,
+        "value_title": spec.value_title,
+        "score_title": spec.score_title,
+        "panel_title": spec.panel_title,
+        "rows": [str(label) for label in spec.row_order],
+        "cols": [str(label) for label in spec.col_order],
+        "panels": names,
+        "values": _float32_base64(stack),
+        "scores": None if score_stack is None else _float32_base64(score_stack),
         "scale": colours.canvas(),
         "cell": [cell_w, cell_h],
-        "columns": max(1, min(columns, len(panels))),
+        "columns": max(1, min(spec.columns, len(names))),
         "label_limit": LABEL_LIMIT_PX,
         # the tooltip shows one more decimal than a ".Nf" format, as the Altair heatmap does
         "value_format": {"kind": kind, "digits": digits + 1 if kind == "f" else digits},
     }
 
 
-def _cell_positions(
-    df: pd.DataFrame, panel_codes: np.ndarray, row_order: Sequence[str], col_order: Sequence[str]
-) -> np.ndarray:
-    """Flat index of each table row in a (P, R, C) array laid out by the given orders."""
-    codes = {}
-    for name, order in (("row", row_order), ("col", col_order)):
-        index = pd.Index(list(order))
-        if not index.is_unique:
-            raise ValueError(f"the {name} order repeats labels {sorted(index[index.duplicated()])}")
-        codes[name] = index.get_indexer(df[name]).astype(np.int64)  # (N,), -1 if unknown
-        if (codes[name] < 0).any():
-            unknown = sorted({str(v) for v in df[name][codes[name] < 0]})[:5]
-            raise ValueError(f"{name} labels {unknown} are not in the {name} order")
-    rows, cols = codes["row"], codes["col"]
-    flat = (panel_codes * len(row_order) + rows) * len(col_order) + cols  # (N,)
-    if len(np.unique(flat)) != len(flat):
-        raise ValueError("the table has more than one value for some cells")
-    return flat
-
-
-def _float32_base64(values: pd.Series, flat: np.ndarray, shape: tuple[int, int, int]) -> str:
-    """``values`` scattered to ``flat`` positions of a NaN-filled float32 (P, R, C) array,
-    as base64 of its little-endian bytes (what a JavaScript Float32Array reads)."""
-    grid = np.full(int(np.prod(shape)), np.nan, dtype="<f4")  # (P*R*C,)
-    grid[flat] = values.to_numpy(dtype=np.float32)
-    return base64.b64encode(grid.tobytes()).decode("ascii")
+def _float32_base64(stack: np.ndarray) -> str:
+    """A (P, R, C) array as base64 of its little-endian float32 bytes, row-major (what a
+    JavaScript Float32Array reads)."""
+    return base64.b64encode(np.ascontiguousarray(stack, dtype="<f4").tobytes()).decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -469,8 +485,12 @@ def _header() -> alt.Header:
     return alt.Header(labelFontSize=FONT_SIZE, labelFontWeight="bold")
 
 
-def _default_domain(values: pd.Series, diverging: bool) -> tuple[float, float]:
-    lo, hi = float(values.min()), float(values.max())
+def _default_domain(values: np.ndarray, diverging: bool) -> tuple[float, float]:
+    """(min, max) of the finite values (0 and 1 when there are none); lo at most 0 unless
+    diverging."""
+    finite = np.asarray(values, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if not diverging:
         lo = min(lo, 0.0)
     return lo, hi

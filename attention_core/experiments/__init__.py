@@ -14,6 +14,7 @@ No plotting here: the dashboard turns these tables into charts.
 from attention_core.experiments.complexity import (
     COMPLEXITY_COLUMNS,
     measure_complexity,
+    PEAK_METHODS,
     measure_peak_bytes,
 )
 from attention_core.experiments.equivariance import (
@@ -77,6 +78,7 @@ __all__ = [
     "measure_complexity",
     "measure_gradient_norms",
     "measure_peak_bytes",
+    "PEAK_METHODS",
     "measure_scaling",
     "naive_softmax",
     "precision_comparison",

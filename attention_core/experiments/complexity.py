@@ -43,6 +43,12 @@ Progress = Callable[[float], None]
 # torch.profiler and the CUDA peak counters are process-wide: one measurement at a time, or
 # concurrent callers (e.g. several dashboard sessions) corrupt or block each other.
 _MEASURE_LOCK = threading.Lock()
+METHOD_CUDA = "measured (CUDA allocator)"
+METHOD_PROFILER = "measured (torch.profiler CPU allocations)"
+METHOD_NONE = "not measurable (no profiler events)"
+PEAK_METHODS = {METHOD_PROFILER: "profiler", METHOD_CUDA: "cuda", METHOD_NONE: "none"}
+"""Every method label :func:`measure_peak_bytes` returns, mapped to a short code that a UI
+can translate (``"profiler"``, ``"cuda"``, ``"none"``)."""
 
 
 def measure_peak_bytes(fn: Callable[[], object], device: torch.device) -> tuple[float, str]:
@@ -54,8 +60,8 @@ def measure_peak_bytes(fn: Callable[[], object], device: torch.device) -> tuple[
             anything else the CPU profiler's allocation events.
 
     Returns:
-        (peak bytes, method label). The peak is NaN when this PyTorch build exposes no
-        allocation events; the label then says so.
+        (peak bytes, method label): the label is a key of :data:`PEAK_METHODS`. The peak is
+        NaN when this PyTorch build exposes no allocation events; the label then says so.
 
     Thread safety: measurements are serialised by a process-wide lock, since the profiler
     and the CUDA peak counters are global.
@@ -71,12 +77,12 @@ def _measure_peak_bytes_locked(fn: Callable[[], object], device: torch.device):
         torch.cuda.reset_peak_memory_stats(device)
         fn()
         torch.cuda.synchronize(device)
-        return float(torch.cuda.max_memory_allocated(device) - base), "measured (CUDA allocator)"
+        return float(torch.cuda.max_memory_allocated(device) - base), METHOD_CUDA
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     results = getattr(prof.profiler, "kineto_results", None)
     if results is None:
-        return math.nan, "not measurable (no profiler events)"
+        return math.nan, METHOD_NONE
     events = sorted(
         (e for e in results.events() if e.name() == MEMORY_EVENT), key=lambda e: e.start_ns()
     )
@@ -84,7 +90,7 @@ def _measure_peak_bytes_locked(fn: Callable[[], object], device: torch.device):
     for event in events:
         running += event.nbytes()  # positive for an allocation, negative for a free
         peak = max(peak, running)
-    return float(peak), "measured (torch.profiler CPU allocations)"
+    return float(peak), METHOD_PROFILER
 
 
 def time_call(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
