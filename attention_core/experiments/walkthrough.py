@@ -127,7 +127,7 @@ def _projections(seed: int, d_k: int) -> tuple[torch.Tensor, torch.Tensor, torch
 
 
 def walk_through_attention(
-    tokens: Sequence[str], d_k: int, seed: int, *, causal: bool = False
+    tokens: Sequence[str], *, d_k: int, seed: int, causal: bool = False
 ) -> Walkthrough:
     """Compute the tutorial's Q, K, V walkthrough explicitly, in float64.
 
@@ -199,7 +199,7 @@ def walk_through_preset(
     """
     tokens = preset_tokens(sentence_kind)
     n = check_int("n_tokens", n_tokens, low=MIN_STEP_TOKENS, high=min(MAX_STEP_TOKENS, len(tokens)))
-    return walk_through_attention(tokens[:n], d_k, seed, causal=causal)
+    return walk_through_attention(tokens[:n], d_k=d_k, seed=seed, causal=causal)
 
 
 def explain_cell(result: Walkthrough, i: int, j: int) -> CellBreakdown:

@@ -33,7 +33,7 @@ def _softmax_rows(scaled, allowed):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d_k", [1, 3, 8])
 def test_intermediates_follow_the_formulas(d_k, causal):
-    r = walk_through_attention(TOKENS, d_k, seed=5, causal=causal)
+    r = walk_through_attention(TOKENS, d_k=d_k, seed=5, causal=causal)
     n, D = len(TOKENS), STEP_D_MODEL
     assert r.X.shape == (n, D) and r.W_Q.shape == (D, d_k) and r.output.shape == (n, d_k)
     assert all(r.matrices[name].dtype == np.float64 for name in MATRIX_NAMES)
@@ -51,16 +51,16 @@ def test_intermediates_follow_the_formulas(d_k, causal):
 
 
 def test_output_matches_pytorch_sdpa():
-    r = walk_through_attention(TOKENS, 4, seed=2, causal=True)
+    r = walk_through_attention(TOKENS, d_k=4, seed=2, causal=True)
     q, k, v = (torch.from_numpy(m.copy()) for m in (r.Q, r.K, r.V))  # (n, 4) float64
     expected = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)[0]
     np.testing.assert_allclose(r.output, expected.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_projections_are_seeded_and_scaled():
-    a = walk_through_attention(TOKENS, 8, seed=1)
-    b = walk_through_attention(TOKENS, 8, seed=1)
-    c = walk_through_attention(TOKENS, 8, seed=2)
+    a = walk_through_attention(TOKENS, d_k=8, seed=1)
+    b = walk_through_attention(TOKENS, d_k=8, seed=1)
+    c = walk_through_attention(TOKENS, d_k=8, seed=2)
     np.testing.assert_array_equal(a.W_Q, b.W_Q)
     assert not np.array_equal(a.W_Q, c.W_Q)
     assert not np.array_equal(a.W_Q, a.W_K)  # three separate draws
@@ -70,7 +70,7 @@ def test_projections_are_seeded_and_scaled():
 
 
 def test_result_is_frozen_and_read_only():
-    r = walk_through_attention(TOKENS, 2, seed=0)
+    r = walk_through_attention(TOKENS, d_k=2, seed=0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.Q = r.K
     with pytest.raises(ValueError, match="read-only"):
@@ -81,12 +81,12 @@ def test_result_is_frozen_and_read_only():
 def test_preset_walkthrough_takes_the_leading_tokens():
     r = walk_through_preset("preset_zh", 6, seed=3, d_k=4, causal=True)
     assert r.tokens == preset_tokens("preset_zh")[:6]
-    direct = walk_through_attention(r.tokens, 4, seed=3, causal=True)
+    direct = walk_through_attention(r.tokens, d_k=4, seed=3, causal=True)
     np.testing.assert_array_equal(r.weights, direct.weights)
 
 
 def test_explain_cell_recomputes_the_weight():
-    r = walk_through_attention(TOKENS, 4, seed=9, causal=True)
+    r = walk_through_attention(TOKENS, d_k=4, seed=9, causal=True)
     cell = explain_cell(r, 3, 1)
     assert cell.dot == pytest.approx(sum(r.Q[3, e] * r.K[1, e] for e in range(4)), abs=1e-12)
     assert cell.sqrt_d_k == 2.0
@@ -101,16 +101,16 @@ def test_explain_cell_recomputes_the_weight():
 @pytest.mark.parametrize(
     "call, needle",
     [
-        (lambda: walk_through_attention(("a",), 2, 0), "got 1"),
-        (lambda: walk_through_attention(("a",) * 13, 2, 0), "got 13"),
-        (lambda: walk_through_attention("abc", 2, 0), "'abc'"),
-        (lambda: walk_through_attention(TOKENS, 9, 0), "d_k.*9"),
-        (lambda: walk_through_attention(TOKENS, 2, 0, causal=1), "causal.*1"),
-        (lambda: walk_through_attention(TOKENS, 2, -3), "seed.*-3"),
+        (lambda: walk_through_attention(("a",), d_k=2, seed=0), "got 1"),
+        (lambda: walk_through_attention(("a",) * 13, d_k=2, seed=0), "got 13"),
+        (lambda: walk_through_attention("abc", d_k=2, seed=0), "'abc'"),
+        (lambda: walk_through_attention(TOKENS, d_k=9, seed=0), "d_k.*9"),
+        (lambda: walk_through_attention(TOKENS, d_k=2, seed=0, causal=1), "causal.*1"),
+        (lambda: walk_through_attention(TOKENS, d_k=2, seed=-3), "seed.*-3"),
         (lambda: walk_through_preset("preset_en", 40, 0, 4), "n_tokens.*40"),
         (lambda: walk_through_preset("preset_fr", 4, 0, 4), "'preset_fr'"),
-        (lambda: explain_cell(walk_through_attention(TOKENS, 2, 0), 5, 0), "i.*5"),
-        (lambda: explain_cell(walk_through_attention(TOKENS, 2, 0), 0, -1), "j.*-1"),
+        (lambda: explain_cell(walk_through_attention(TOKENS, d_k=2, seed=0), 5, 0), "i.*5"),
+        (lambda: explain_cell(walk_through_attention(TOKENS, d_k=2, seed=0), 0, -1), "j.*-1"),
     ],
 )
 def test_walkthrough_bad_input(call, needle):
