@@ -23,11 +23,12 @@ from torch.profiler import ProfilerActivity, profile
 
 from attention_core.device import MemoryBudgetError, format_bytes, resolve_budget
 from attention_core.estimates import estimate_memory
-from attention_core.experiments.scaling import check_whole
 from attention_core.registry import attend, get_variant
+from attention_core.validation import check_choice, check_int
 
 MAX_LENGTH = 1 << 20
 MAX_REPEATS = 100
+MEASURED_DEVICES = ("cpu", "cuda")
 MEMORY_EVENT = "[memory]"
 COMPLEXITY_COLUMNS = (
     "variant",
@@ -159,16 +160,15 @@ def measure_complexity(
     names = [get_variant(name).name for name in variants]
     if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable):
         raise ValueError(f"lengths must be a list of whole numbers, got {lengths!r}")
-    Ls = sorted({check_whole("L", n, 1, MAX_LENGTH) for n in lengths})
+    Ls = sorted({check_int("L", n, low=1, high=MAX_LENGTH) for n in lengths})
     if not names or not Ls:
         raise ValueError(f"need at least one variant and length, got {names!r} and {Ls!r}")
-    B = check_whole("batch", batch, 1, 64)
-    H = check_whole("heads", heads, 1, 64)
-    E = check_whole("E", E, 1, 1024)
-    repeats = check_whole("repeats", repeats, 1, MAX_REPEATS)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    B = check_int("batch", batch, low=1, high=64)
+    H = check_int("heads", heads, low=1, high=64)
+    E = check_int("E", E, low=1, high=1024)
+    repeats = check_int("repeats", repeats, low=1, high=MAX_REPEATS)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
+    check_choice("device", device, MEASURED_DEVICES)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for but CUDA is not available")
     torch_device = torch.device(device)
