@@ -23,7 +23,7 @@ How the framework fits together (follow this when adding a page):
 * This file runs on every rerun: it resets the URL bookkeeping, draws the language and
   device choice, runs the page, then shows URL notices above the page, fills the
   copy-link box, and drops query keys the page did not use. It imports ``dashboard`` as an
-  installed package (``-e .`` in requirements.txt): no ``sys.path`` edit.
+  installed package (``-e .`` in requirements.txt), so it needs no import-path edit.
 """
 
 from __future__ import annotations

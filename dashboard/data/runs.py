@@ -19,11 +19,11 @@ import torch
 
 import attention_core as core
 from attention_core import experiments
+from attention_core.experiments import head_entropy, mean_distance
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.data.catalogue import device_for
 from dashboard.data.inputs import build_input, build_mask
 from dashboard.data.tables import readonly
-from dashboard.data.teaching import head_entropy, mean_distance
 
 ZERO_WEIGHT_TOL = 0.0
 

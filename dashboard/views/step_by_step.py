@@ -42,6 +42,7 @@ def step_controls(page: str) -> StepConfig:
 
 def render(ctl: StepConfig) -> None:
     """Compute and draw the page (returns early, without st.stop, on refusal)."""
+    st.info(t("step_by_step.analogy"))
     try:
         result = data.step_by_step(ctl)
     except ValueError as err:
@@ -120,7 +121,7 @@ def render(ctl: StepConfig) -> None:
         where=right,
     )
     cell = data.cell_breakdown(result, i, j)
-    allowed = t("step_by_step.allowed_yes") if cell["allowed"] else t("step_by_step.allowed_no")
+    allowed = t("step_by_step.allowed_yes") if cell.allowed else t("step_by_step.allowed_no")
     steps = pd.DataFrame(
         {
             t("step_by_step.col_step"): [
@@ -134,23 +135,23 @@ def render(ctl: StepConfig) -> None:
                 t("step_by_step.s_weight"),
             ],
             t("step_by_step.col_value"): [
-                f"{cell['dot']:.4f}",
-                f"{cell['sqrt_d_k']:.4f}",
-                f"{cell['scaled']:.4f}",
+                f"{cell.dot:.4f}",
+                f"{cell.sqrt_d_k:.4f}",
+                f"{cell.scaled:.4f}",
                 allowed,
-                f"{cell['row_max']:.4f}",
-                f"{cell['exp']:.4f}",
-                f"{cell['row_sum']:.4f}",
-                f"{cell['weight']:.4f}",
+                f"{cell.row_max:.4f}",
+                f"{cell.exp:.4f}",
+                f"{cell.row_sum:.4f}",
+                f"{cell.weight:.4f}",
             ],
         }
     )
     st.dataframe(steps, hide_index=True)
     metric_cols = st.columns(3)
-    metric_cols[0].metric(t("step_by_step.metric_weight"), f"{cell['weight']:.4f}")
+    metric_cols[0].metric(t("step_by_step.metric_weight"), f"{cell.weight:.4f}")
     metric_cols[1].metric(
         t("step_by_step.metric_recomputed"),
-        f"{(cell['exp'] / cell['row_sum']):.4f}",
+        f"{(cell.exp / cell.row_sum):.4f}",
     )
     metric_cols[2].metric(
         t("step_by_step.metric_row_sum", i=i),
@@ -166,6 +167,5 @@ def render(ctl: StepConfig) -> None:
 
 
 controls.page_intro(PAGE)
-st.info(t("step_by_step.analogy"))
 ctl = step_controls(PAGE)
 render(ctl)

@@ -125,7 +125,7 @@ def test_step_by_step_matches_the_formula():
     assert np.allclose(m["output"], m["weights"] @ m["V"])
     assert result.library_max_diff < 1e-6
     cell = data.cell_breakdown(result, 3, 1)
-    assert cell["exp"] / cell["row_sum"] == pytest.approx(cell["weight"])
+    assert cell.exp / cell.row_sum == pytest.approx(cell.weight)
     with pytest.raises(ValueError, match="n_tokens"):
         data.step_by_step(StepConfig("preset_en", n_tokens=40, d_k=4))
 
