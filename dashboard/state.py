@@ -6,7 +6,8 @@ The pattern, for a control ``"<page>.<name>"`` (the query key and the widget key
    session's memory of it (query parameters are dropped when the user switches pages), else
    the default. A missing value gives the default silently. A malformed, out-of-range,
    unknown, over-long or repeated value gives the default *and* a notice, shown once on the
-   page by :func:`render_notices` (the bad value is escaped, never rendered as markdown).
+   page by :func:`render_notices` (the bad value is shown as literal text by
+   :func:`dashboard.literal.literal`: never rendered as markdown, never a link).
 2. **Widget**: the widget is created with that initial value through ``st.session_state``.
 3. **Write back**: its current value is written to ``st.query_params`` on every run; at the
    end of the run :func:`finish_run` drops query keys that this run did not use, so the URL
@@ -33,13 +34,12 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from dashboard.i18n import t
+from dashboard.literal import literal
 
 MAX_RAW_LEN = 200
-NOTICE_VALUE_LEN = 40
 _NOTICES = "_state.notices"
 _TOUCHED = "_state.touched"
 _MEMORY = "_state.memory"
-_MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:&=\"'^@%])")
 _SCRIPT_LIKE = re.compile(r"[<>`{}\\]|javascript:|data:", re.IGNORECASE)
 
 Parser = Callable[[str], Any]
@@ -63,22 +63,6 @@ def begin_run() -> None:
     st.session_state[_TOUCHED] = []
 
 
-def escape_markdown(value: str) -> str:
-    """Return ``value`` shortened and escaped so that Streamlit markdown shows it literally.
-
-    Args:
-        value: untrusted text, e.g. a tampered query value.
-
-    Returns:
-        At most :data:`NOTICE_VALUE_LEN` characters, every markdown/HTML special character
-        backslash-escaped and control characters replaced by "?".
-    """
-    cleaned = "".join("?" if unicodedata.category(c).startswith("C") else c for c in value)
-    if len(cleaned) > NOTICE_VALUE_LEN:
-        cleaned = cleaned[:NOTICE_VALUE_LEN] + "…"
-    return _MARKDOWN_SPECIALS.sub(r"\\\1", cleaned)
-
-
 def add_notice(key: str, raw: str) -> None:
     """Record that the URL value ``raw`` for ``key`` was rejected (shown by render_notices)."""
     notices = _session_list(_NOTICES)
@@ -93,14 +77,11 @@ def notices() -> list[tuple[str, str]]:
 
 
 def render_notices(where: DeltaGenerator | None = None) -> None:
-    """Show one warning listing every rejected URL value of this run (escaped)."""
+    """Show one warning listing every rejected URL value of this run (as literal text)."""
     found = notices()
     if not found:
         return
-    lines = [
-        t("common.url_notice_item", key=escape_markdown(k), value=escape_markdown(v))
-        for k, v in found
-    ]
+    lines = [t("common.url_notice_item", key=literal(k), value=literal(v)) for k, v in found]
     body = t("common.url_notice_title") + "\n\n" + "\n".join(f"- {line}" for line in lines)
     (where or st).warning(body)
 
