@@ -51,14 +51,18 @@ def test_cloud_file_pins_exactly_the_root_versions():
 
 
 def test_cloud_file_adds_only_the_cpu_index_as_an_extra_index():
+    """Options: the CPU index, and the project itself, installed editable as locally."""
     options, _ = read_requirements(CLOUD_FILE)
-    assert options == [f"--extra-index-url {CPU_INDEX}"]
+    root_options, _ = read_requirements(ROOT_FILE)
+    assert root_options == ["-e ."]
+    assert options == [f"--extra-index-url {CPU_INDEX}", "-e ."]
 
 
 @pytest.mark.parametrize("name", LOCAL_FILES)
 def test_local_and_ci_files_name_no_other_index(name):
     options, _ = read_requirements(REPO_ROOT / name)
-    assert options == []
+    assert [o for o in options if "index" in o or "://" in o] == []
+    assert set(options) <= {"-e ."}
     text = (REPO_ROOT / name).read_text("utf-8")
     assert "download.pytorch.org" not in text and "://" not in text
 
