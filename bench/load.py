@@ -210,11 +210,13 @@ async def drive_stream(
     opened = await asyncio.gather(*(open_session(base_url, p, stats) for p in page_links(sessions)))
     learners = [s for s in opened if s is not None]
     cpu_before, start = cpu_seconds(server_pid), time.monotonic()
+    client_before = time.process_time()
     await asyncio.gather(
         *(learner(s, i, start, start + seconds, interval, stats) for i, s in enumerate(learners))
     )
     stats["elapsed_s"] = time.monotonic() - start
     stats["cpu_s"] = cpu_seconds(server_pid) - cpu_before
+    stats["client_cpu_s"] = time.process_time() - client_before
     return stats
 
 
@@ -252,7 +254,8 @@ def report_stream(stats: dict, sessions: int, seconds: float, interval: float, p
     busy = stats["cpu_s"] / stats["elapsed_s"]
     print(
         f"server CPU: {stats['cpu_s']:.1f} CPU-s in {stats['elapsed_s']:.1f} s = {busy:.2f} "
-        f"cores busy (this machine: {os.cpu_count()}); {per_move:.3f} CPU-s per move"
+        f"cores busy (this machine: {os.cpu_count()}); {per_move:.3f} CPU-s per move; "
+        f"the load client itself: {stats['client_cpu_s']:.1f} CPU-s"
     )
     print(f"server peak RSS: {peak / 2**20:.0f} MiB (goal < 1024 MiB) {verdict(peak < RSS_GOAL)}")
     per_core = interval / per_move if stats["moves"] else 0.0
