@@ -172,7 +172,11 @@ async def learner(
             if time.monotonic() >= deadline or not learner_session.shown:
                 break
             key = rng.choice(learner_session.shown[:SLIDERS_MOVED])
-            result = await learner_session.move_slider(key, rng.choice((-1, 1)))
+            steps = rng.choice((-1, 1))
+            slider = learner_session.sliders[key]
+            if slider.moved(steps) == slider.value:  # at an end: a hand moves it the other way
+                steps = -steps
+            result = await learner_session.move_slider(key, steps)
             moves += 1
             stats["move_s"].append(result.seconds)
             if not result.ok:
