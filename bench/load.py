@@ -164,6 +164,7 @@ async def learner(
     every ``interval`` seconds (or right after the last one finished, when it ran late);
     ``seed`` picks its first moment, sliders and directions."""
     rng = random.Random(seed)
+    page = learner_session.page or page_names()[0]
     when = start + rng.uniform(0.0, interval)
     moves = 0
     try:
@@ -179,6 +180,7 @@ async def learner(
             result = await learner_session.move_slider(key, steps)
             moves += 1
             stats["move_s"].append(result.seconds)
+            stats["by_page"].setdefault(page, []).append(result.seconds)
             if not result.ok:
                 stats["errors"].append(
                     f"/{learner_session.page} {key}: status {result.status} {result.errors}"
@@ -210,7 +212,7 @@ async def drive_stream(
     base_url: str, server_pid: int, sessions: int, seconds: float, interval: float
 ) -> dict:
     """Open every learner's page at once, then let them move sliders for ``seconds``."""
-    stats = {"errors": [], "move_s": [], "open_s": [], "moves": 0}
+    stats = {"errors": [], "move_s": [], "open_s": [], "moves": 0, "by_page": {}}
     opened = await asyncio.gather(*(open_session(base_url, p, stats) for p in page_links(sessions)))
     learners = [s for s in opened if s is not None]
     cpu_before, start = cpu_seconds(server_pid), time.monotonic()
@@ -253,6 +255,11 @@ def report_stream(stats: dict, sessions: int, seconds: float, interval: float, p
     print(
         f"widget change -> script finished: p50 {p50:.3f} s, p95 {p95:.3f} s "
         f"(goal p95 <= {P95_GOAL_S:g} s) {verdict(p95 <= P95_GOAL_S)}"
+    )
+    by_page = {page: percentiles(times) for page, times in stats["by_page"].items()}
+    print(
+        "  by page (p50/p95 s): "
+        + ", ".join(f"{page} {mid:.2f}/{tail:.2f}" for page, (mid, tail) in by_page.items())
     )
     per_move = stats["cpu_s"] / max(stats["moves"], 1)
     busy = stats["cpu_s"] / stats["elapsed_s"]
