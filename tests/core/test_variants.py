@@ -533,7 +533,15 @@ def test_dropout_expectation_equals_undropped_weights(name):
 
 BIG_L = 4096
 SMALL_BUDGET = 64 * 2**20  # far below 2 · L × L · 4 bytes = 128 MiB at L = 4096
-EFFICIENT = {"local": {"window_size": 8}, "linear": {}, "chunked": {}}
+EFFICIENT = {
+    "local": {"window_size": 8},
+    "linear": {},
+    # E != Ev here, so chunked runs its explicit online softmax: tiles of 256 × 1024
+    "chunked": {"chunk_size": 256, "key_chunk_size": 1024},
+    "block": {"block_size": 64},
+    "strided": {"stride": 16},  # E != Ev here: SDPA's math path forms L·S/stride scores
+}
+DENSE = ["stable", "random", "combined"]
 
 
 def _largest_allocation(fn) -> int:
@@ -563,14 +571,30 @@ def test_efficient_variants_fit_a_small_budget_at_L_4096(name):
         ref = (kernel @ v64) / kernel.sum(-1, keepdim=True)
     else:
         scores = q64[rows] @ k64.T / math.sqrt(E)  # (4, S)
-        if name == "local":
-            band = masks.local(BIG_L, params["window_size"])[rows]
-            scores = scores.masked_fill(~band, -math.inf)
+        if VARIANTS[name].pattern is not None:
+            pattern = VARIANTS[name].pattern(BIG_L, BIG_L, **params)[rows]  # (4, S)
+            scores = scores.masked_fill(~pattern, -math.inf)
         ref = torch.softmax(scores, -1) @ v64
     torch.testing.assert_close(out[0, 0, rows].double(), ref, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["stable", "strided", "random", "combined"])
+@pytest.mark.parametrize("masked", [False, True], ids=["no_mask", "causal"])
+def test_fused_chunked_allocates_no_score_matrix_at_L_4096(masked):
+    """With E == Ev and no weights, chunked runs fused tiles: nothing L×S is allocated
+    (default sizes; with a mask, one float mask tile of chunk × key_chunk per head, so
+    smaller tiles), and the output equals SDPA's."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, BIG_L, 16, generator=g) for _ in range(3))
+    mask = masks.causal(BIG_L) if masked else None
+    params = {"chunk_size": 256, "key_chunk_size": 1024} if masked else {}
+    largest = _largest_allocation(lambda: attend(q, k, v, "chunked", mask=mask, **params))
+    assert largest < BIG_L * BIG_L * 4 / 8, f"chunked allocated {largest} bytes at once"
+    out = attend(q, k, v, "chunked", mask=mask, memory_budget=SMALL_BUDGET, **params).output
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", DENSE)
 def test_dense_variants_refuse_a_small_budget_at_L_4096(name):
     q, k, v = _qkv(torch.float32, lead=(1, 1), L=BIG_L)
     assert estimate_memory(name, batch=1, heads=1, L=BIG_L, E=E) > SMALL_BUDGET
@@ -578,7 +602,7 @@ def test_dense_variants_refuse_a_small_budget_at_L_4096(name):
         attend(q, k, v, name, memory_budget=SMALL_BUDGET)
 
 
-@pytest.mark.parametrize("name", ["stable", "strided", "random", "combined"])
+@pytest.mark.parametrize("name", DENSE)
 def test_refused_call_allocates_nothing_over_the_budget(name):
     """The budget guards the allocation itself: a refused call must not first allocate
     more than the budget it is refusing to exceed."""
