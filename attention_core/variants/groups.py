@@ -7,7 +7,11 @@ j share a class). So instead of masking an L×S matrix, each group's queries are
 with its keys and attend among themselves: G groups of n queries and m keys cost
 O(G·n·m·E) time and O(G·n·m) memory, that is O(L·b) for blocks and O(L·S/stride) for
 strides. A :class:`Groups` holds the gather indices; padding slots (where a group is
-shorter than the others) are blocked keys and discarded queries.
+shorter than the others) are blocked keys and discarded queries. When the groups tile the
+sequence exactly (L a multiple of the block or the stride), the fused path needs no gather
+at all: the groups are a view of q, k, v ((N, G, b, E) runs, or the (N, n, s, E) view
+transposed to (N, s, n, E) residue classes), and SDPA's output comes back in position
+order, so only the output itself is allocated.
 """
 
 from __future__ import annotations
@@ -32,12 +36,16 @@ class Groups:
         rows: (G, n) int64 query positions, padding slots included.
         cols: (G, m) int64 key positions, padding slots included.
         L, S: query and key lengths.
+        view: ``"runs"`` when group g is positions [g·n, g·n + n) of both q and k with no
+            padding, ``"residues"`` when it is positions g, g + G, … with no padding (the
+            groups are then views of the inputs); ``None`` otherwise (gathered).
     """
 
     rows: torch.Tensor
     cols: torch.Tensor
     L: int
     S: int
+    view: str | None = None
 
     @property
     def padded(self) -> bool:
@@ -52,7 +60,8 @@ def block_groups(L: int, S: int, block_size: int, device) -> Groups:
     offsets = torch.arange(block_size, device=device)  # (b,)
     starts = torch.arange(count, device=device).unsqueeze(-1) * block_size  # (G, 1)
     span = starts + offsets  # (G, b)
-    return Groups(rows=span, cols=span, L=L, S=S)
+    exact = L == S and L % block_size == 0
+    return Groups(rows=span, cols=span, L=L, S=S, view="runs" if exact else None)
 
 
 def strided_groups(L: int, S: int, stride: int, device) -> Groups:
@@ -62,7 +71,8 @@ def strided_groups(L: int, S: int, stride: int, device) -> Groups:
     residues = torch.arange(count, device=device).unsqueeze(-1)  # (G, 1)
     rows = residues + stride * torch.arange(math.ceil(L / stride), device=device)  # (G, n)
     cols = residues + stride * torch.arange(math.ceil(S / stride), device=device)  # (G, m)
-    return Groups(rows=rows, cols=cols, L=L, S=S)
+    exact = L % stride == 0 and S % stride == 0
+    return Groups(rows=rows, cols=cols, L=L, S=S, view="residues" if exact else None)
 
 
 def _gather(t: torch.Tensor, index: torch.Tensor, length: int) -> torch.Tensor:
@@ -151,13 +161,51 @@ def _as_4d(t: torch.Tensor, lead: torch.Size) -> torch.Tensor:
 
 
 def _mask_4d(mask: torch.Tensor | None, lead: torch.Size) -> torch.Tensor | None:
-    """A group mask for :func:`_as_4d` inputs: kept 3-D (G, r, c) when it does not vary
-    over the lead dims (no copy), else flattened like the inputs."""
+    """A group mask for :func:`_as_4d` inputs: (1, G, r, c) when it does not vary over the
+    lead dims (no copy), else flattened like the inputs. Always 4-D: SDPA takes a 3-D
+    mask only on its slow math path."""
     if mask is None:
         return None
     if all(size == 1 for size in mask.shape[:-3]):
-        return mask.reshape(mask.shape[-3:])  # (G, n|1, m|1) broadcasts over N
+        return mask.reshape(1, *mask.shape[-3:])  # (1, G, n|1, m|1) broadcasts over N
     return _as_4d(mask, lead)
+
+
+def _group_view(t: torch.Tensor, groups: Groups, lead: torch.Size) -> torch.Tensor:
+    """(…, length, F) as (N, G, n, F) without a copy (unless a lead dim is broadcast)."""
+    length, features = t.shape[-2], t.shape[-1]
+    G = groups.rows.shape[0]
+    flat = t.expand(*lead, length, features).reshape(-1, length, features)  # (N, length, F)
+    if groups.view == "runs":
+        return flat.view(flat.shape[0], G, length // G, features)  # (N, G, n, F)
+    residues = flat.view(flat.shape[0], length // G, G, features)  # (N, n, G, F)
+    return residues.transpose(1, 2)  # (N, G, n, F): strided view, no copy
+
+
+def _ungroup_view(out: torch.Tensor, groups: Groups, lead: torch.Size) -> torch.Tensor:
+    """(N, G, n, Ev) group outputs of :func:`_group_view` inputs back to (..., L, Ev)."""
+    if groups.view == "residues":
+        out = out.transpose(1, 2)  # (N, n, G, Ev): SDPA's own layout, so usually no copy
+    return out.reshape(*lead, groups.L, out.shape[-1])
+
+
+def _fused_views(q, k, v, groups, mask, scale, memory_budget) -> torch.Tensor:
+    """The fused path when the groups are views of q, k, v: no gather, no scatter."""
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q_g, k_g, v_g = (_group_view(t, groups, lead) for t in (q, k, v))  # (N, G, n|m, ·)
+    allowed, additive = _group_mask(mask, groups, compute_dtype(q.dtype))
+    allowed = None if allowed is None else _flat_lead(allowed, lead)
+    additive = None if additive is None else _flat_lead(additive, lead)
+    out = _fused_groups(q_g, k_g, v_g, allowed, additive, scale, memory_budget)
+    return _ungroup_view(out, groups, lead)
+
+
+def _flat_lead(mask: torch.Tensor, lead: torch.Size) -> torch.Tensor:
+    """A group mask (…, G, r, c) with its lead dims flattened like :func:`_group_view`'s
+    (N, …), or to 1 when it has no lead dims of its own (4-D either way)."""
+    if mask.dim() <= 3 or all(size == 1 for size in mask.shape[:-3]):
+        return mask.reshape(1, *mask.shape[-3:])
+    return mask.expand(*lead, *mask.shape[-3:]).reshape(-1, *mask.shape[-3:])
 
 
 def _fused_groups(q_g, k_g, v_g, allowed, additive, scale, memory_budget):
@@ -212,11 +260,14 @@ def grouped_attention(
     """
     L, S = q.shape[-2], k.shape[-2]
     work = compute_dtype(q.dtype)
+    fused = not need_weights and dropout_p == 0.0
+    if fused and groups.view is not None:
+        return AttentionResult(_fused_views(q, k, v, groups, mask, scale, memory_budget))
     q_g = _gather(q, groups.rows, L)  # (..., G, n, E)
     k_g = _gather(k, groups.cols, S)  # (..., G, m, E)
     v_g = _gather(v, groups.cols, S)  # (..., G, m, Ev)
     allowed, additive = _group_mask(mask, groups, work)
-    if not need_weights and dropout_p == 0.0:
+    if fused:
         out_g = _fused_groups(q_g, k_g, v_g, allowed, additive, scale, memory_budget)
         return AttentionResult(_scatter_rows(out_g, groups).to(q.dtype))
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])

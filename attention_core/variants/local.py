@@ -28,9 +28,10 @@ from attention_core.variants.common import (
 from attention_core.variants.groups import block_groups, grouped_attention, grouped_memory
 
 MIN_QUERY_BLOCK = 32
-# Query rows per fused SDPA call of ``local``. Measured at L=8192, w=128 (B=1, H=8, E=64,
-# fp32) on this Zen 4: 128 rows 83 ms, 256 rows 105 ms, 512 rows 650 ms (the fused kernel
-# slows sharply with a larger mask); the issue measured 128–256 best on a Xeon too.
+# Query rows per block of ``local``'s single fused call. Each block computes c + 2·halo keys
+# per row for the w + 1 it keeps, so small blocks waste less; measured at L=8192, w=128
+# (B=1, H=8, E=64, fp32) on this Zen 4 under load: 64 rows 133 ms, 128 rows 133 ms, 256 rows
+# 176 ms, 512 rows 280 ms.
 FUSED_QUERY_BLOCK = 128
 
 
@@ -192,40 +193,42 @@ def windowed_attention(
     return AttentionResult(out.to(q.dtype), dense_weights, dense_scores)
 
 
-def _band_mask(block: int, halo: int, device) -> torch.Tensor:
-    """(c, c + 2·halo) bool: row i' of a query block sees window column j' when
-    0 <= j' − i' <= 2·halo, i.e. |query − key| <= halo."""
-    columns = torch.arange(block + 2 * halo, device=device)  # (W,)
-    rel = columns - torch.arange(block, device=device).unsqueeze(-1)  # (c, W): j' − i'
-    return (rel >= 0) & (rel <= 2 * halo)  # (c, W)
+def _flat(t: torch.Tensor, lead: torch.Size) -> torch.Tensor:
+    """(…, n, F) broadcast to ``lead`` and flattened to (N, n, F) (a view unless a lead dim
+    is broadcast)."""
+    return t.expand(*lead, *t.shape[-2:]).reshape(-1, *t.shape[-2:])
 
 
-def _user_window(mask: torch.Tensor, rows: slice, cols: slice) -> torch.Tensor:
-    """A user mask broadcastable to (..., L, L) cut to one block's rows and key window,
-    keeping size-1 dims."""
-    if mask.dim() < 2:
-        mask = mask.view(1, -1)  # (S,) -> (1, S)
-    r = rows if mask.shape[-2] > 1 else slice(None)
-    c = cols if mask.shape[-1] > 1 else slice(None)
-    return mask[..., r, c]
+def _overlapping_windows(t: torch.Tensor, block: int, halo: int, nb: int) -> torch.Tensor:
+    """Key windows of every query block as one overlapping view, no copy per window.
+
+    t (N, L, F) is padded by ``halo`` rows in front and up to nb·c + halo behind (one copy),
+    then viewed as (N, nb, c + 2·halo, F) with block b's window starting at row b·c.
+    """
+    N, L, features = t.shape
+    padded = t.new_empty((N, nb * block + 2 * halo, features))  # (N, nb·c + 2·halo, F)
+    padded[:, :halo].zero_()  # one pass: zero only the margins (F.pad fills, then copies)
+    padded[:, halo + L :].zero_()
+    padded[:, halo : halo + L] = t
+    return padded.as_strided(
+        (N, nb, block + 2 * halo, features), (padded.stride(0), block * features, features, 1)
+    )  # (N, nb, W, F)
 
 
-def _block_mask(band: torch.Tensor, user: torch.Tensor | None, dtype):
-    """SDPA mask of one block: the band alone, or intersected with the user's window; and
-    the (..., c, 1) rows that keep a key (None: all do, the band holds the diagonal)."""
-    if user is None:
-        return band, None
-    if user.dtype == torch.bool:
-        combined = band & user
-        return combined, combined.any(dim=-1, keepdim=True)
-    combined = user.to(dtype).masked_fill(~band, -math.inf)
-    return combined, (combined != -math.inf).any(dim=-1, keepdim=True)
+def _flat_window_mask(user: torch.Tensor, lead: torch.Size) -> torch.Tensor:
+    """A user mask in window layout (…, nb, c|1, W) with its lead dims flattened to N, or
+    to 1 when they are all 1 (then it broadcasts over N without a copy). Always 4-D: SDPA
+    takes a 3-D mask only on its slow math path."""
+    if all(size == 1 for size in user.shape[:-3]):
+        return user.reshape(1, *user.shape[-3:])  # (1, nb, c|1, W)
+    return user.expand(*lead, *user.shape[-3:]).reshape(-1, *user.shape[-3:])
 
 
 def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tensor:
-    """Local attention (L == S) as one fused SDPA call per block of
-    :data:`FUSED_QUERY_BLOCK` query rows against its key window [start − halo, stop + halo),
-    with a (c, W) band mask. O(L·(c + 2·halo)·E) time, no L×L matrix.
+    """Local attention (L == S) as ONE fused SDPA call over all query blocks of
+    :data:`FUSED_QUERY_BLOCK` rows, each against its key window [b·c − halo, b·c + c + halo)
+    (an overlapping view of the padded keys), with a (nb, c, W) band mask. O(L·(c + 2·halo))
+    time and memory, no L×L matrix, and one parallel kernel instead of a loop of calls.
 
     Args:
         q: (..., L, E). k: (..., L, E). v: (..., L, Ev). halo: window_size // 2.
@@ -235,40 +238,42 @@ def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tens
         output (..., L, Ev); a query row with no allowed key gives 0.
 
     Raises:
-        MemoryBudgetError: float64 runs SDPA's math path, which forms each block's
-            (c, W) scores: when those exceed the budget.
+        MemoryBudgetError: float64 (or E != Ev) runs SDPA's math path, which forms the
+            (nb, c, W) window scores: when those exceed the budget.
     """
-    L = q.shape[-2]
+    L, E, Ev = q.shape[-2], q.shape[-1], v.shape[-1]
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     block = min(FUSED_QUERY_BLOCK, L)
+    nb = math.ceil(L / block)
     width = block + 2 * halo
     check_budget(
-        2 * tensor_bytes((*lead, block, width), compute_dtype(q.dtype)),
-        f"window scores {(*lead, block, width)}",
+        2 * tensor_bytes((*lead, nb, block, width), compute_dtype(q.dtype)),
+        f"window scores {(*lead, nb, block, width)}",
         memory_budget,
     )
-    q, k, v = (
-        q.expand(*lead, *q.shape[-2:]),
-        k.expand(*lead, *k.shape[-2:]),
-        v.expand(*lead, *v.shape[-2:]),
-    )
-    band = _band_mask(block, halo, q.device)  # (c, W)
-    out = q.new_empty((*lead, L, v.shape[-1]))  # (..., L, Ev)
-    for start in range(0, L, block):
-        stop = min(start + block, L)
-        lo, hi = max(0, start - halo), min(L, stop + halo)
-        offset = lo - (start - halo)  # window columns cut off at the sequence start
-        rows, cols = slice(start, stop), slice(lo, hi)
-        user = None if mask is None else _user_window(mask, rows, cols)
-        block_mask, has_key = _block_mask(
-            band[: stop - start, offset : offset + hi - lo], user, q.dtype
-        )
-        # (..., c, E) against (..., W, E), (..., W, Ev) -> (..., c, Ev)
-        part = F.scaled_dot_product_attention(
-            q[..., rows, :], k[..., cols, :], v[..., cols, :], attn_mask=block_mask, scale=scale
-        )
-        out[..., rows, :] = part if has_key is None else part.masked_fill(~has_key, 0.0)
-    return out
+    q_flat = _flat(q, lead)  # (N, L, E)
+    if nb * block != L:
+        q_flat = F.pad(q_flat, (0, 0, 0, nb * block - L))  # (N, nb·c, E)
+    q_blocks = q_flat.view(q_flat.shape[0], nb, block, E)  # (N, nb, c, E)
+    k_win = _overlapping_windows(_flat(k, lead), block, halo, nb)  # (N, nb, W, E)
+    v_win = _overlapping_windows(_flat(v, lead), block, halo, nb)  # (N, nb, W, Ev)
+    allowed = _window_layout(L, block, halo, q.device).unsqueeze(0)  # (1, nb, c, W): band
+    # and keys in range; 4-D, as SDPA's fused kernel needs
+    sdpa_mask, has_key = allowed, None
+    if mask is not None:
+        user = _flat_window_mask(_mask_windows(mask, L, block, halo), lead)  # (N|, nb, c|1, W)
+        if user.dtype == torch.bool:
+            sdpa_mask = allowed & user
+            has_key = sdpa_mask.any(dim=-1, keepdim=True)
+        else:
+            sdpa_mask = user.to(q.dtype).masked_fill(~allowed, -math.inf)
+            has_key = (sdpa_mask != -math.inf).any(dim=-1, keepdim=True)
+    # (N, nb, c, E) against (N, nb, W, E), (N, nb, W, Ev) -> (N, nb, c, Ev)
+    out = F.scaled_dot_product_attention(q_blocks, k_win, v_win, attn_mask=sdpa_mask, scale=scale)
+    if has_key is not None:
+        out = out.masked_fill(~has_key, 0.0)
+    out = out.reshape(out.shape[0], nb * block, Ev)[:, :L, :]  # (N, L, Ev)
+    return out.reshape(*lead, L, Ev)
 
 
 def local_attention(
