@@ -635,3 +635,74 @@ def test_estimate_memory_orders_variants():
     assert estimate_memory("chunked", **dims) < dense / 10
     double_len = estimate_memory("local", window_size=128, **{**dims, "L": 8192})
     assert double_len <= 2.2 * estimate_memory("local", window_size=128, **dims)
+
+
+# --- pre-softmax scores (AttentionResult.scores) -------------------------------------------
+
+SCORE_MASK_KINDS = ("none", "causal", "float", "bool4d")
+# Square tilings (L=12) take block's and strided's gather-free views; L=10 the padded gathers.
+SCORE_CASES = [
+    pytest.param(name, mask_kind, Ls, id=f"{name}-{mask_kind}-L{Ls}")
+    for name in sorted(VARIANTS)
+    for mask_kind in SCORE_MASK_KINDS
+    for Ls in (L, 12)
+]
+
+
+def _expected_scores(name, q, k, mask, params, scale):
+    """q·kᵀ·scale (float64) plus the float mask, every blocked cell at float64's minimum."""
+    additive = _reference_mask(name, mask, q.shape[-2], k.shape[-2], params)
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., L, S)
+    if additive is None:
+        return scores
+    scores = scores + additive
+    return scores.masked_fill(additive == -math.inf, torch.finfo(torch.float64).min)
+
+
+@pytest.mark.parametrize(("name", "mask_kind", "Ls"), SCORE_CASES)
+def test_scores_are_the_masked_scaled_logits_and_give_the_weights(name, mask_kind, Ls):
+    q, k, v = _qkv(torch.float64, L=Ls)
+    mask = _user_mask(mask_kind, Ls, Ls)
+    params = SMALL_PARAMS.get(name, {})
+    if name == "linear":  # its masks are key padding and causal only: none is needed here
+        result = attend(q, k, v, name, need_weights=True, **params)
+        assert result.weights is not None and result.scores is None  # no softmax, no scores
+        return
+    result = attend(q, k, v, name, mask=mask, need_weights=True, **params)
+    expected = _expected_scores(name, q, k, mask, params, _ref_scale(name, None))
+    assert result.scores is not None and result.scores.dtype == torch.float64
+    torch.testing.assert_close(result.scores, expected, atol=1e-10, rtol=0)
+    assert not torch.isinf(result.scores).any(), "blocked cells hold the dtype's minimum"
+    has_key = (expected > torch.finfo(torch.float64).min).any(dim=-1)  # (..., L)
+    softmax = torch.softmax(result.scores, dim=-1)
+    torch.testing.assert_close(result.weights[has_key], softmax[has_key], atol=1e-10, rtol=0)
+    assert (result.weights[~has_key] == 0).all()
+    assert attend(q, k, v, name, mask=mask, need_weights=False, **params).scores is None
+
+
+@pytest.mark.parametrize("name", COMPARABLE)
+def test_scores_of_half_inputs_are_kept_in_float32(name):
+    q, k, v = _qkv(torch.bfloat16)
+    params = SMALL_PARAMS.get(name, {})
+    result = attend(q, k, v, name, mask=masks.causal(L), need_weights=True, **params)
+    assert result.scores.dtype == torch.float32
+    scale = _ref_scale(name, None)
+    expected = _expected_scores(name, q.double(), k.double(), masks.causal(L), params, scale)
+    blocked = expected == torch.finfo(torch.float64).min
+    torch.testing.assert_close(
+        result.scores.double()[~blocked], expected[~blocked], atol=0.05, rtol=0.02
+    )
+    assert (result.scores[blocked] == torch.finfo(torch.float32).min).all()
+
+
+@pytest.mark.parametrize("name", ["block", "strided"])
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+def test_gather_free_views_equal_sdpa(name, mask_kind):
+    """L a multiple of the block and the stride: the groups are views of q, k, v."""
+    Ls = 12
+    q, k, v = _qkv(torch.float64, L=Ls)
+    mask = _user_mask(mask_kind, Ls, Ls)
+    params = {"block": {"block_size": 4}, "strided": {"stride": 3}}[name]
+    _check_against_reference(name, q, k, v, mask, params, need_weights=False)
+    q32, k32, v32 = _qkv(torch.float32, L=Ls)
+    _check_against_reference(name, q32, k32, v32, mask, params, need_weights=False)
