@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from attention_core.registry import attend, get_variant
+from attention_core.types import AttentionResult
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -148,24 +149,26 @@ class MultiHeadSelfAttention(nn.Module):
             return mask.unsqueeze(1)  # (B, 1, L|1, S)
         return mask
 
-    def forward(
+    def forward_intermediates(
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         need_weights: bool = True,
         generator: torch.Generator | None = None,
-    ):
-        """Attend over x.
+    ) -> AttentionResult:
+        """Attend over x and return what the layer computed, per head.
+
+        The scores are the variant's own (see :class:`AttentionResult`): q·kᵀ·scale with this
+        module's ``scale`` (or the variant's default), plus the mask, blocked cells at the
+        dtype's minimum; ``None`` for ``linear``, which has no softmax.
 
         Args:
-            x: (B, L, D).
-            mask: None, (L, L), (B, L, L), (B, 1, L) key padding, or (B, H, L, L); bool
-                (True = may attend) or float (added to the scores).
-            need_weights: return the per-head weights (forms B·H·L² values).
-            generator: torch.Generator for reproducible dropout in training mode.
+            x, mask, generator: as in :meth:`forward`.
+            need_weights: also return the per-head weights and scores (B·H·L² values each).
 
         Returns:
-            (output (B, L, D), weights (B, H, L, L) or None).
+            AttentionResult(output (B, L, D) after the output projection, weights
+            (B, H, L, L) or None, scores (B, H, L, L) or None).
 
         Raises:
             ValueError: for a badly shaped x or mask, NaN/inf input, or a budget overflow.
@@ -184,4 +187,30 @@ class MultiHeadSelfAttention(nn.Module):
             **self.params,
         )
         out = self.out_linear(self.merge_heads(result.output))  # (B, L, D)
-        return out, result.weights
+        return AttentionResult(out, result.weights, result.scores)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        generator: torch.Generator | None = None,
+    ):
+        """Attend over x.
+
+        Args:
+            x: (B, L, D).
+            mask: None, (L, L), (B, L, L), (B, 1, L) key padding, or (B, H, L, L); bool
+                (True = may attend) or float (added to the scores).
+            need_weights: return the per-head weights (forms B·H·L² values).
+            generator: torch.Generator for reproducible dropout in training mode.
+
+        Returns:
+            (output (B, L, D), weights (B, H, L, L) or None). For the scores as well, call
+            :meth:`forward_intermediates`.
+
+        Raises:
+            ValueError: for a badly shaped x or mask, NaN/inf input, or a budget overflow.
+        """
+        result = self.forward_intermediates(x, mask, need_weights, generator)
+        return result.output, result.weights

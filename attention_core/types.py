@@ -24,10 +24,25 @@ class AttentionResult:
         weights: attention weights, shape (..., L, S), or ``None`` when they were not
             requested (``need_weights=False``). Rows sum to 1, or to 0 for a query that
             may attend to no key.
+        scores: the pre-softmax scores actually fed to the softmax, shape (..., L, S), or
+            ``None`` (no weights requested, or a variant without a softmax: ``linear``).
+            They are q·kᵀ·scale plus a float mask's finite values; every blocked cell (a
+            bool mask's False, a float mask's -inf, a cell outside the variant's own
+            pattern) holds :func:`blocked_score`, the dtype's minimum, never -inf. They are
+            kept in the compute dtype (float32 for float16/bfloat16 inputs), before dropout,
+            so ``softmax(scores)`` equals ``weights`` when there is no dropout, except on a
+            query row with no allowed key, whose weights are 0.
     """
 
     output: torch.Tensor
     weights: torch.Tensor | None = None
+    scores: torch.Tensor | None = None
+
+
+def blocked_score(dtype: torch.dtype) -> float:
+    """The score a blocked cell holds before the softmax: the dtype's own minimum
+    (finite, so a fully blocked row gives no NaN before it is set to zeros)."""
+    return torch.finfo(dtype).min
 
 
 @dataclass(frozen=True)
