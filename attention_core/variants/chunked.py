@@ -285,8 +285,10 @@ SPECS = (
     VariantSpec(
         name="chunked",
         label="Chunked (memory-efficient)",
-        explanation="Exact attention computed in query chunks and key tiles with an online "
-        "softmax: peak memory does not grow with L×S.",
+        explanation=(
+            "Exact attention computed a chunk of queries and keys at a time (online "
+            "softmax) to save memory."
+        ),
         time_complexity="O(L·S·E)",
         memory_complexity="O(L·Ev) (+ chunk·key_chunk with a mask or weights)",
         exact=True,

@@ -180,9 +180,10 @@ def stable_attention(
 SPECS = (
     VariantSpec(
         name="basic",
-        label="Basic (unscaled)",
-        explanation="softmax(QKᵀ)V with no 1/√d_k: the tutorial's first version; scores grow "
-        "with d_k and the softmax saturates.",
+        label="Basic (no scaling)",
+        explanation=(
+            "softmax(QKᵀ)V with no scaling: the tutorial's first version; large d_k makes it peaky."
+        ),
         time_complexity="O(L·S·E)",
         memory_complexity="O(L·S)",
         exact=False,
@@ -193,8 +194,7 @@ SPECS = (
     VariantSpec(
         name="scaled",
         label="Scaled dot-product",
-        explanation="softmax(QKᵀ/√d_k + mask)V, run by PyTorch's fused kernel when no weights "
-        "are asked for.",
+        explanation="softmax(QKᵀ/√d_k)V: the standard attention of transformers.",
         time_complexity="O(L·S·E)",
         memory_complexity="O(L·E) fused, O(L·S) with weights",
         exact=True,
@@ -204,8 +204,9 @@ SPECS = (
     VariantSpec(
         name="stable",
         label="Numerically stable",
-        explanation="Subtracts each row's maximum before exp, computes half types in float32 "
-        "and returns zeros for a query with no key.",
+        explanation=(
+            "Scaled attention that subtracts each row's maximum before exp, so nothing overflows."
+        ),
         time_complexity="O(L·S·E)",
         memory_complexity="O(L·S)",
         exact=True,

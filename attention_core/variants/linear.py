@@ -252,8 +252,7 @@ SPECS = (
     VariantSpec(
         name="linear",
         label="Linear (kernel)",
-        explanation="Replaces softmax with the kernel φ(x)=elu(x)+1 and computes φ(Q)(φ(K)ᵀV): "
-        "linear in L, an approximation.",
+        explanation="Kernel trick φ(Q)(φ(K)ᵀV) with φ(x)=elu(x)+1: O(L), an approximation.",
         time_complexity="O(L·E·Ev)",
         memory_complexity="O(L·E + E·Ev)",
         exact=False,

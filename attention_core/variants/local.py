@@ -414,8 +414,9 @@ SPECS = (
     VariantSpec(
         name="local",
         label="Local window",
-        explanation="Each token attends to window_size // 2 neighbours on each side, computed "
-        "block by block without an L×L matrix.",
+        explanation=(
+            "Each token attends only to neighbours within half a window on each side: O(L·w)."
+        ),
         time_complexity="O(L·w·E)",
         memory_complexity="O(L·w)",
         exact=True,
@@ -426,9 +427,8 @@ SPECS = (
     ),
     VariantSpec(
         name="block",
-        label="Block (sparse)",
-        explanation="The sequence is cut into blocks; tokens attend fully inside their own "
-        "block only, gathered block by block without an L×L matrix.",
+        label="Block",
+        explanation="Tokens attend only inside their own block.",
         time_complexity="O(L·b·E)",
         memory_complexity="O(L·b)",
         exact=True,

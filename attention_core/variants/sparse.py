@@ -97,9 +97,8 @@ STRIDE_PARAM = Param("stride", "int", 4, 1, 4096, 1, "attend to every stride-th 
 SPECS = (
     VariantSpec(
         name="strided",
-        label="Strided (sparse)",
-        explanation="Each token attends to tokens a multiple of stride away: long-range "
-        "links at fixed intervals.",
+        label="Strided",
+        explanation="Each token attends to tokens a multiple of the stride away.",
         time_complexity="O(L·S/stride·E)",
         memory_complexity="O(L·S/stride)",
         exact=True,
@@ -110,8 +109,8 @@ SPECS = (
     ),
     VariantSpec(
         name="random",
-        label="Random (sparse)",
-        explanation="Each query attends to a seeded random subset of keys (plus itself).",
+        label="Random sparse",
+        explanation="Each token attends to a seeded random subset of keys (and itself).",
         time_complexity="O(L·S·E) (dense, masked)",
         memory_complexity="O(L·S)",
         exact=True,
@@ -125,9 +124,8 @@ SPECS = (
     ),
     VariantSpec(
         name="combined",
-        label="Combined (local + strided)",
-        explanation="A local window for nearby context united with strided links for "
-        "long-range context.",
+        label="Local + strided",
+        explanation="Local window OR strided pattern: near detail plus far reach.",
         time_complexity="O(L·S·E) (dense, masked)",
         memory_complexity="O(L·S)",
         exact=True,
