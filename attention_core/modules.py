@@ -13,6 +13,7 @@ from torch import nn
 
 from attention_core.registry import attend, get_variant
 from attention_core.types import AttentionResult
+from attention_core.validation import check_float, check_int
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -49,21 +50,15 @@ class MultiHeadSelfAttention(nn.Module):
         **params,
     ):
         super().__init__()
-        for name, value in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        embed_dim = check_int("embed_dim", embed_dim, low=1)
+        num_heads = check_int("num_heads", num_heads, low=1)
         if embed_dim % num_heads != 0:
             divisors = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
             raise ValueError(
                 f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}; "
                 f"choose num_heads among {divisors}"
             )
-        if (
-            isinstance(dropout, bool)
-            or not isinstance(dropout, int | float)
-            or not (0.0 <= dropout < 1.0)
-        ):
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        dropout = check_float("dropout", dropout, low=0.0, high=1.0, high_open=True)
         spec = get_variant(variant)
         self.embed_dim = embed_dim
         self.num_heads = num_heads
@@ -72,10 +67,8 @@ class MultiHeadSelfAttention(nn.Module):
         self.params = spec.resolve_params(params)
         self.dropout = float(dropout)
         self.scale = scale
-        if init_seed is not None and (
-            isinstance(init_seed, bool) or not isinstance(init_seed, int) or init_seed < 0
-        ):
-            raise ValueError(f"init_seed must be a whole number >= 0, got {init_seed!r}")
+        if init_seed is not None:
+            init_seed = check_int("init_seed", init_seed, low=0)
         # seeded: allocate without drawing from the global generator, then draw from our own
         where = {"device": "meta"} if init_seed is not None else {}
         self.q_linear = nn.Linear(embed_dim, embed_dim, bias=bias, **where)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from attention_core.validation import check_bool, check_float, check_int
+
 
 @dataclass(frozen=True)
 class AttentionResult:
@@ -73,20 +75,12 @@ class Param:
             ValueError: when the value has the wrong type or lies outside [low, high].
         """
         if self.kind == "bool":
-            if not isinstance(value, bool):
-                raise ValueError(f"{self.name} must be True or False, got {value!r}")
-            return value
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{self.name} must be a number, got {value!r}")
+            return check_bool(self.name, value)
         if self.kind == "int":
-            if int(value) != value:
-                raise ValueError(f"{self.name} must be a whole number, got {value!r}")
-            value = int(value)
-        else:
-            value = float(value)
-        if not (self.low <= value <= self.high):
-            raise ValueError(f"{self.name} must lie in [{self.low}, {self.high}], got {value!r}")
-        return value
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)  # 3.0 from a float slider or a JSON round trip
+            return check_int(self.name, value, low=int(self.low), high=int(self.high))
+        return check_float(self.name, value, low=self.low, high=self.high)
 
 
 VariantFn = Callable[..., AttentionResult]

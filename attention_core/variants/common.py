@@ -12,6 +12,7 @@ import torch
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, blocked_score
+from attention_core.validation import check_float
 
 SCALE_RULES = ("inv_sqrt", "one")
 
@@ -121,11 +122,7 @@ def resolve_scale(scale: float | None, E: int, rule: str) -> float:
         raise ValueError(f"unknown scale rule {rule!r}; valid: {SCALE_RULES}")
     if scale is None:
         return 1.0 / math.sqrt(E) if rule == "inv_sqrt" else 1.0
-    if isinstance(scale, bool) or not isinstance(scale, int | float):
-        raise ValueError(f"scale must be a positive number, got {scale!r}")
-    if not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a finite positive number, got {scale!r}")
-    return float(scale)
+    return check_float("scale", scale, low=0.0, low_open=True)
 
 
 def check_dropout(dropout_p: float) -> float:
@@ -134,11 +131,7 @@ def check_dropout(dropout_p: float) -> float:
     Raises:
         ValueError: unless 0 <= dropout_p < 1.
     """
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, int | float):
-        raise ValueError(f"dropout_p must be a number in [0, 1), got {dropout_p!r}")
-    if not (0.0 <= float(dropout_p) < 1.0):
-        raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p!r}")
-    return float(dropout_p)
+    return check_float("dropout_p", dropout_p, low=0.0, high=1.0, high_open=True)
 
 
 def allowed_from_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
