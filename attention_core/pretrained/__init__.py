@@ -30,9 +30,23 @@ from attention_core.pretrained.e5 import (
     load_e5_small,
 )
 from attention_core.pretrained.e5_tokenizer import E5_UNK_TOKEN, E5Tokenizer
+from attention_core.pretrained.probe import (
+    HeadLink,
+    find_span,
+    link_weights,
+    rank_heads,
+    special_share,
+    tokens_in_span,
+)
 from attention_core.pretrained.tokenizer import UNK_TOKEN, Tokenized, load_tokenizer, tokenize
 
 __all__ = [
+    "HeadLink",
+    "find_span",
+    "link_weights",
+    "rank_heads",
+    "special_share",
+    "tokens_in_span",
     "E5_INSTALL_HINT",
     "E5_MODEL_NAME",
     "E5_PACKAGE_PIN",

