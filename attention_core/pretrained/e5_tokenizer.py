@@ -27,6 +27,7 @@ import warnings
 
 from attention_core.pretrained.e5_file import TokenizerTables
 from attention_core.pretrained.tokenizer import Tokenized
+from attention_core.validation import check_int
 
 METASPACE = "\u2581"
 SPACE = " "
@@ -65,8 +66,7 @@ class E5Tokenizer:
         Raises:
             ValueError: when ``max_length`` is below 3.
         """
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
-            raise ValueError(f"max_length must be an integer >= 3, got {max_length!r}")
+        max_length = check_int("max_length", max_length, low=SPECIAL_COUNT + 1)
         self.pieces = tables.pieces
         self.bos_id, self.eos_id, self.unk_id = tables.bos, tables.eos, tables.unk
         self.max_length = max_length

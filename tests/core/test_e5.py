@@ -39,6 +39,7 @@ from attention_core.pretrained.e5_file import (  # noqa: E402
     parse_e5_file,
     q4_blocks,
 )
+from attention_core.pretrained.e5_tokenizer import E5Tokenizer  # noqa: E402
 
 MIN_COSINE = 0.999
 MOVED = 0.05  # a change in weight worth calling a move
@@ -318,3 +319,12 @@ def test_sinks_take_much_of_the_pronoun_row(encoded):
     result = encoded[TUTORIAL]
     share = special_share(result.attentions, result.tokens, ("<s>", "</s>"))  # (12, 12)
     assert float(share.mean()) > 4 * (2 / len(result.tokens))
+
+
+def test_tokenizer_needs_room_for_the_specials(model_bytes):
+    tables = parse_e5_file(model_bytes).tokenizer
+    with pytest.raises(ValueError, match="max_length"):
+        E5Tokenizer(tables, 2)
+    with pytest.warns(UserWarning, match="truncated"):
+        tokenized = E5Tokenizer(tables, 3).tokenize("猫 猫 猫")
+    assert len(tokenized.tokens) == 3 and tokenized.tokens[::2] == ["<s>", "</s>"]
