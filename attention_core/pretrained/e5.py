@@ -31,6 +31,7 @@ from attention_core.pretrained.e5_file import (
     LAYER_NORMS,
     LOW_NIBBLE_MASK,
     NIBBLE_BITS,
+    Q4_BLOCK_BYTES,
     Q4_NIBBLE_OFFSET,
     Q4_SCALE_BYTES,
     E5File,
@@ -82,7 +83,7 @@ class QuantizedEmbedding(nn.Module):
             ValueError: for another dtype or shape.
         """
         super().__init__()
-        if blocks.dtype != torch.uint8 or blocks.dim() != 3 or blocks.shape[-1] != 18:
+        if blocks.dtype != torch.uint8 or blocks.dim() != 3 or blocks.shape[-1] != Q4_BLOCK_BYTES:
             raise ValueError(
                 f"blocks must be uint8 (V, nb, 18), got {blocks.dtype} {tuple(blocks.shape)}"
             )
