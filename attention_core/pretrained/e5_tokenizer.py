@@ -186,8 +186,11 @@ class E5Tokenizer:
         """
         self._check_text(text)
         normalized, sources = self.normalize(text)
-        ids, spans = self.segment(normalized)
         room = self.max_length - SPECIAL_COUNT
+        # A piece spans at most max_piece_bytes characters, so past this many characters the
+        # text has more pieces than fit anyway: segmenting only this much bounds the work.
+        limit = (room + 1) * self._max_piece_bytes
+        ids, spans = self.segment(normalized[:limit])
         truncated = len(ids) > room
         if truncated:
             warnings.warn(
