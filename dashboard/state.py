@@ -317,6 +317,7 @@ def slider_int(
     low: int,
     high: int,
     default: int,
+    *,
     step: int = 1,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -367,6 +368,7 @@ def slider_float(
     low: float,
     high: float,
     default: float,
+    *,
     step: float,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -417,6 +419,7 @@ def number_float(
     low: float,
     high: float,
     default: float,
+    *,
     step: float,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -463,6 +466,7 @@ def select(
     label: str,
     options: Sequence[Any],
     default: Any,
+    *,
     format_func: Callable[[Any], str] = str,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -484,7 +488,15 @@ def select(
         ValueError: when ``options`` is empty.
     """
     return _choice_widget(
-        "selectbox", page, name, label, options, default, format_func, help, where
+        "selectbox",
+        page,
+        name,
+        label,
+        options,
+        default,
+        format_func=format_func,
+        help=help,
+        where=where,
     )
 
 
@@ -494,6 +506,7 @@ def radio(
     label: str,
     options: Sequence[Any],
     default: Any,
+    *,
     format_func: Callable[[Any], str] = str,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -508,13 +521,33 @@ def radio(
         ValueError: when ``options`` is empty.
     """
     return _choice_widget(
-        "radio", page, name, label, options, default, format_func, help, where, horizontal
+        "radio",
+        page,
+        name,
+        label,
+        options,
+        default,
+        format_func=format_func,
+        help=help,
+        where=where,
+        horizontal=horizontal,
     )
 
 
 def _choice_widget(
-    kind, page, name, label, options, default, format_func, help, where, horizontal=None
-):
+    kind: str,
+    page: str,
+    name: str,
+    label: str,
+    options: Sequence[Any],
+    default: Any,
+    *,
+    format_func: Callable[[Any], str],
+    help: str | None,
+    where: DeltaGenerator | None,
+    horizontal: bool | None = None,
+) -> Any:
+    """A select box or radio (``kind``) whose value lives in the URL: see :func:`select`."""
     options = list(options)
     if not options:
         raise ValueError(f"control {page}.{name} has no options")
@@ -558,6 +591,7 @@ def multiselect(
     options: Sequence[Any],
     default: Sequence[Any],
     max_selections: int,
+    *,
     format_func: Callable[[Any], str] = str,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -605,6 +639,7 @@ def checkbox(
     name: str,
     label: str,
     default: bool,
+    *,
     help: str | None = None,
     where: DeltaGenerator | None = None,
     disabled: bool = False,
@@ -627,6 +662,7 @@ def text(
     label: str,
     default: str,
     max_len: int,
+    *,
     help: str | None = None,
     where: DeltaGenerator | None = None,
 ) -> str:
