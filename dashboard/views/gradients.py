@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard import charts, controls, data, state
 from dashboard.i18n import t
+from dashboard.literal import DETAIL_MAX_LEN, literal
 
 PAGE = "gradients"
 EMBED_DIMS = (4, 8, 16, 32, 64, 128, 256)
@@ -150,7 +151,8 @@ def dk_section(ctl: GradientsConfig) -> None:
     try:
         d_ks = tuple(sorted(set(state.parse_int_list(raw_d_ks, 1, data.LAB_MAX_D_K, MAX_D_KS))))
     except ValueError as err:
-        st.warning(t("gradients.bad_d_ks", value=state.escape_markdown(raw_d_ks), detail=str(err)))
+        detail = literal(err, DETAIL_MAX_LEN)
+        st.warning(t("gradients.bad_d_ks", value=literal(raw_d_ks), detail=detail))
         d_ks = tuple(state.parse_int_list(DEFAULT_D_KS, 1, data.LAB_MAX_D_K, MAX_D_KS))
     try:
         with st.spinner(t("gradients.computing")):

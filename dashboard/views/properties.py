@@ -9,6 +9,7 @@ import streamlit as st
 from dashboard import charts, controls, data, state
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
+from dashboard.literal import DETAIL_MAX_LEN, literal
 
 PAGE = "properties"
 TOLERANCE = 1e-5
@@ -142,8 +143,8 @@ def equivariance_section(ctl: LayerConfig) -> None:
                 if sorted(perm) != list(range(ctl.seq_len)):
                     raise ValueError(t("properties.perm_not_each_once"))
             except ValueError as err:
-                detail = state.escape_markdown(raw)
-                st.error(t("properties.bad_perm", value=detail, n=ctl.seq_len, detail=err))
+                detail = literal(err, DETAIL_MAX_LEN)
+                st.error(t("properties.bad_perm", value=literal(raw), n=ctl.seq_len, detail=detail))
                 perm = None
                 mode = "invalid"
     if mode != "invalid":

@@ -9,6 +9,7 @@ import streamlit as st
 
 from dashboard import charts, controls, data, state
 from dashboard.i18n import t
+from dashboard.literal import DETAIL_MAX_LEN, literal
 
 PAGE = "scaling"
 DEFAULT_D_KS = "32,64,128,256"
@@ -23,7 +24,8 @@ def parse_d_ks(raw: str) -> list[int]:
     try:
         return state.parse_int_list(raw, 1, data.LAB_MAX_D_K, MAX_D_KS)
     except ValueError as err:
-        st.warning(t("scaling.bad_d_ks", value=state.escape_markdown(raw), detail=str(err)))
+        detail = literal(err, DETAIL_MAX_LEN)
+        st.warning(t("scaling.bad_d_ks", value=literal(raw), detail=detail))
         return state.parse_int_list(DEFAULT_D_KS, 1, data.LAB_MAX_D_K, MAX_D_KS)
 
 

@@ -147,7 +147,7 @@ def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):
     )
     assert not at.exception
     assert len(at.error) == 1 and len(at.warning) == 1
-    assert "playground\\.seed" in at.warning[0].value
+    assert "` playground.seed `" in at.warning[0].value
     assert "playground.seq_len=512" in at.sidebar.code[0].value
 
 
