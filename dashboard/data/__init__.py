@@ -126,15 +126,25 @@ from dashboard.data.tables import (
     weights_table,
 )
 from dashboard.data.teaching import (
+    LIBRARY_SHELVES,
+    MEETING_OTHER_SCORES,
+    MEETING_PEOPLE,
     STEP_D_MODEL,
     cell_breakdown,
     head_entropy,
+    library_lookup,
     mean_distance,
+    meeting_weights,
     pattern_gallery,
     step_by_step,
 )
 
 __all__ = [
+    "LIBRARY_SHELVES",
+    "MEETING_OTHER_SCORES",
+    "MEETING_PEOPLE",
+    "library_lookup",
+    "meeting_weights",
     "E5",
     "MINILM",
     "MODEL_INSTALL_HINTS",

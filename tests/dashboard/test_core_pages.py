@@ -14,8 +14,8 @@ def _row_sums(at, lang="en"):
     return metrics(at)[label]
 
 
-def test_playground_default_english():
-    at = open_app()
+def test_playground_in_english():
+    at = open_app("playground")
     assert_clean(at)
     assert at.title[0].value == "Playground"
     shown = metrics(at)
@@ -50,7 +50,7 @@ def test_playground_causal_chinese_sentence():
 
 
 def test_playground_large_sequence_is_pooled():
-    at = open_app(**{"playground.seq_len": "1024", "playground.heads": "8"})
+    at = open_app("playground", **{"playground.seq_len": "1024", "playground.heads": "8"})
     assert_clean(at)
     heatmaps = canvas_heatmaps(at)
     assert len(heatmaps) == 3
@@ -81,7 +81,7 @@ def test_playground_linear_variant_hides_dropout_and_typed_sentence():
 
 def test_playground_weights_over_budget_show_output_stats(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "1")
-    at = open_app(**{"playground.seq_len": "1024", "playground.seed": "4242"})
+    at = open_app("playground", **{"playground.seq_len": "1024", "playground.seed": "4242"})
     assert_clean(at)
     assert len(at.warning) == 1 and "memory budget" in at.warning[0].value
     assert "Output mean ± std" in metrics(at)
@@ -90,7 +90,7 @@ def test_playground_weights_over_budget_show_output_stats(monkeypatch):
 
 def test_playground_over_budget_shows_error(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "0.001")
-    at = open_app(**{"playground.seq_len": "512", "playground.variant": "chunked"})
+    at = open_app("playground", **{"playground.seq_len": "512", "playground.variant": "chunked"})
     assert not at.exception
     assert len(at.error) == 1
     assert "Lower the sequence length" in at.error[0].value
@@ -152,7 +152,7 @@ def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):
 
 
 def test_playground_peak_memory_is_measured_and_holds_the_weights():
-    at = open_app(**{"playground.seq_len": "128", "playground.heads": "8"})
+    at = open_app("playground", **{"playground.seq_len": "128", "playground.heads": "8"})
     assert_clean(at)
     shown = metrics(at)
     assert "Peak memory" in shown, shown  # "Memory (est.)" when only estimated

@@ -277,7 +277,7 @@ SENTENCES = {
 
 @pytest.mark.parametrize("text", list(SENTENCES.values()), ids=list(SENTENCES))
 def test_typed_sentence_always_gives_a_working_page(text):
-    at = open_app(None, **pg(input="typed"))
+    at = open_app("playground", **pg(input="typed"))
     at.text_input(key="playground.sentence").input(text).run()
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -374,7 +374,7 @@ def assert_shown_literally(at, value: str) -> None:
 
 @pytest.mark.parametrize("value", list(HOSTILE.values()), ids=list(HOSTILE))
 def test_hostile_url_value_is_shown_as_literal_text(value):
-    at = open_app(None, **pg(seq_len=value))
+    at = open_app("playground", **pg(seq_len=value))
     assert_shown_literally(at, value)
     assert at.slider(key="playground.seq_len").value == 16
 
@@ -408,7 +408,7 @@ def test_every_echo_site_shows_hostile_values_literally(site):
 
 def test_typed_url_sentence_is_used_but_never_linked():
     """A typed sentence with a URL is valid text: its tokens are used, no markdown links it."""
-    at = open_app(None, **pg(input="typed"))
+    at = open_app("playground", **pg(input="typed"))
     at.text_input(key="playground.sentence").input("see " + HOSTILE["https-url"]).run()
     assert not at.exception, [e.message for e in at.exception]
     assert drew_chart(at), "the page drew no chart"
