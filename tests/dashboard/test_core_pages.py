@@ -38,6 +38,7 @@ def test_playground_in_english():
 
 def test_playground_causal_chinese_sentence():
     at = open_app(
+        "playground",
         lang="zh",
         **{"playground.input": "preset_zh", "playground.mask": "causal", "playground.heads": "2"},
     )
@@ -68,11 +69,12 @@ def test_playground_large_sequence_is_pooled():
 
 def test_playground_linear_variant_hides_dropout_and_typed_sentence():
     at = open_app(
+        "playground",
         **{
             "playground.variant": "linear",
             "playground.input": "typed",
             "playground.sentence": "Attention is all you need, they said.",
-        }
+        },
     )
     assert_clean(at)
     assert "playground.dropout" not in [s.key for s in at.slider]
@@ -143,7 +145,8 @@ def test_multihead_page(lang):
 def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "0.001")
     at = open_app(
-        **{"playground.seq_len": "512", "playground.variant": "chunked", "playground.seed": "x"}
+        "playground",
+        **{"playground.seq_len": "512", "playground.variant": "chunked", "playground.seed": "x"},
     )
     assert not at.exception
     assert len(at.error) == 1 and len(at.warning) == 1
