@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard import charts, controls, data, exports, state
 from dashboard.i18n import t
+from dashboard.literal import literal
 
 PAGE = "real_model"
 CUSTOM = "custom"
@@ -262,20 +263,20 @@ def draw_word_link(run: data.ModelRun, pronoun: str, noun: str) -> None:
     try:
         link = data.word_link(run, pronoun, noun)
     except ValueError:
-        st.caption(t("real_model.word_missing", pronoun=pronoun, word=noun))
+        st.caption(t("real_model.word_missing", pronoun=literal(pronoun), word=literal(noun)))
         return
     best = link.heads.iloc[0]
     st.metric(
-        t("real_model.metric_pronoun", pronoun=pronoun, word=noun),
+        t("real_model.metric_pronoun", pronoun=literal(pronoun), word=literal(noun)),
         f"L{int(best['layer'])}H{int(best['head'])}  {best['weight']:.3f}",
         help=t("real_model.pronoun_metric_help"),
     )
     st.caption(
         t(
             "real_model.word_tokens",
-            word=noun,
-            tokens=" + ".join(link.tokens),
-            covered=link.covered,
+            word=literal(noun),
+            tokens=literal(" + ".join(link.tokens)),
+            covered=literal(link.covered),
             uniform=f"{best['uniform']:.3f}",
         )
     )

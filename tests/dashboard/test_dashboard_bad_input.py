@@ -30,7 +30,7 @@ class Case:
 
     id: str
     params: dict = field(default_factory=dict)
-    page: str | None = None
+    page: str | None = None  # None: the Playground, the page most cases probe
     notice: str | None = None  # a URL key that must be named in the fallback warning
     error: str | None = None  # an st.error containing this text (lower case) is expected
     warning: bool = False  # a warning (other than a URL notice) is expected
@@ -258,7 +258,7 @@ def _assert_working_page(at, case: Case) -> None:
 def test_bad_url_value_falls_back_with_notice(case, monkeypatch):
     for key, value in case.env.items():
         monkeypatch.setenv(key, value)
-    at = open_app(case.page, **case.params)
+    at = open_app(case.page or P, **case.params)  # no page: the Playground
     _assert_working_page(at, case)
     if case.notice is not None:
         assert SCRIPT not in " ".join(m.value for m in at.markdown)
@@ -388,13 +388,14 @@ def test_hostile_scaling_d_k_list_is_shown_as_literal_text(value):
 LITERAL_SITES = {  # (page, query key, hostile value)
     "gradients-d_ks": ("gradients", "gradients.d_ks", "16," + HOSTILE["www-name"]),
     "properties-perm": ("properties", "properties.perm", "0," + HOSTILE["http-url"]),
-    "typed-sentence": (None, "playground.sentence", HOSTILE["img-tag"]),
+    "typed-sentence": ("playground", "playground.sentence", HOSTILE["img-tag"]),
     "real-model-text": ("real_model", "real_model.text", HOSTILE["angle-autolink"]),
+    "real-model-nouns": ("real_model", "real_model.nouns", HOSTILE["www-name"]),
 }
 SITE_CONTEXT = {  # what else the link must hold for the value to be read
     "gradients": {},
     "properties": {"properties.perm_mode": "typed"},
-    None: {"playground.input": "typed"},
+    "playground": {"playground.input": "typed"},
     "real_model": {"real_model.preset": "custom"},
 }
 

@@ -25,10 +25,10 @@ TOP_LABEL = {
     "en": "“它” attends most to (layer 9, head 9)",
     "zh": "“它” 最关注的词元（第 9 层，第 9 头）",
 }
-CAT_LABEL = {"en": "Strongest head: “它” → “猫”", "zh": "最强的头：“它” → “猫”"}
-MAT_LABEL = {"en": "Strongest head: “它” → “垫子”", "zh": "最强的头：“它” → “垫子”"}
+CAT_LABEL = {"en": "Strongest head: ` 它 ` → ` 猫 `", "zh": "最强的头：` 它 ` → ` 猫 `"}
+MAT_LABEL = {"en": "Strongest head: ` 它 ` → ` 垫子 `", "zh": "最强的头：` 它 ` → ` 垫子 `"}
 PAIR_LABEL = {"en": "Cosine of the two sentence embeddings", "zh": "两个句向量的余弦"}
-UNK_LABEL = {"en": "Unknown tokens <unk>", "zh": "未知词元 <unk>"}
+UNK_LABEL = {"en": "Unknown tokens `<unk>`", "zh": "未知词元 `<unk>`"}
 COSINE_LABEL = {"en": "Cosine similarity to the exact model", "zh": "与精确模型的余弦相似度"}
 SAME_LABEL = {"en": "Same 144 maps as the original?", "zh": "144 张图与原模型相同？"}
 ENGINE_TOLERANCE = 0.01  # float32 forward vs the engine's int8 activations
