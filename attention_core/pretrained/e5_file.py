@@ -43,7 +43,6 @@ UTF8_CONTINUATION_MASK = 0xC0
 UTF8_CONTINUATION = 0x80
 MAX_UNICODE = 0x10FFFF
 SPECIAL_NAMES = ("bos", "eos", "pad", "unk")
-EMBEDDING_TENSORS = ("emb.word", "emb.pos", "emb.type", "emb.ln.w", "emb.ln.b")
 LAYER_MATRICES = ("q", "k", "v", "ao", "fi", "fo")
 LAYER_NORMS = ("aln", "oln")
 

