@@ -1,8 +1,8 @@
 """Attention variants against PyTorch's own ``scaled_dot_product_attention``: time and memory.
 
-Run ``python -m bench`` (full sizes, about a minute or two on a small CPU) or
-``python -m bench --quick`` (small sizes, a smoke run of well under 30 s). Inputs are float32,
-B=1, H=8, E=64, drawn from a seeded generator.
+Run ``python -m bench`` (full sizes: a few minutes on a small CPU, FlexAttention's compile
+included) or ``python -m bench --quick`` (small sizes, a smoke run of under a minute). Inputs
+are float32, B=1, H=8, E=64, drawn from a seeded generator.
 
 How it measures:
 
@@ -29,12 +29,23 @@ How it measures:
   use this column: the RSS column also holds allocator effects that vary from run to run
   (``local`` at L=4096 read 99–114 MiB of RSS growth over runs against 98.0 MiB allocated).
 
-The reference rows: ``sdpa`` is ``F.scaled_dot_product_attention(q, k, v)``; ``sdpa+band`` is
-SDPA given the local window as a bool ``attn_mask`` (what you would write without a banded
-kernel); ``naive`` is the explicit ``softmax(q kᵀ / sqrt(E)) v`` that forms the L×L matrix.
-Our rows call ``attention_core.attend(q, k, v, variant, need_weights=False)`` with default
-parameters (``local``: window_size=128). Goals are printed with PASS or MISS; a MISS is
-reported, never hidden.
+The reference rows: ``sdpa`` is ``F.scaled_dot_product_attention(q, k, v)``; ``sdpa+band``,
+``sdpa+block`` and ``sdpa+strided`` are SDPA given the pattern as a bool ``attn_mask`` (what
+you would write without a sparse kernel; the mask is an input built before measuring);
+``flex`` is ``torch.nn.attention.flex_attention`` compiled with ``torch.compile`` on this
+device with the sliding window |i − j| <= 64 as a block mask (the compile time is excluded
+from its time and printed beside it, with its largest difference from ``local``; where
+``torch.compile`` fails, the row says why and its goal prints MISS); ``naive`` is the
+explicit ``softmax(q kᵀ / sqrt(E)) v`` that forms the L×L matrix; ``linear-mm`` is linear
+attention's two matmuls alone, φ(Q)(φ(K)ᵀV) on features built before measuring (its
+floor). Our rows call ``attention_core.attend(q, k, v, variant, need_weights=False)`` with
+default parameters except ``local`` window_size=128, ``block`` block_size=64 and ``strided``
+stride=8; ``scaled+w`` is ``scaled`` with ``need_weights=True`` (the dashboard's path, at
+L=256). Goals are printed with PASS or MISS; a MISS is reported, never hidden.
+
+On a machine shared with other work the absolute times swing by 2× or more between runs
+(oversubscribed cores make every multi-threaded op wait on its threads); read the ratios,
+which are measured side by side in one process, round-robin, and run the bench twice.
 """
 
 from __future__ import annotations
