@@ -236,7 +236,7 @@ def _reset_peak_rss() -> tuple[int, bool]:
         return _peak_rss_bytes(), False
 
 
-def worker(kinds: list[str], L: int, device: str, repeats: int) -> dict:
+def worker(kinds: list[str], L: int, device: str, repeats: int, threads: int = 0) -> dict:
     """Peak memory growth and median time of each of ``kinds`` at length L, in this process.
 
     Returns {kind: {"seconds", "peak_bytes", "peak_exact", "alloc_bytes", "note"}}, or
@@ -246,6 +246,8 @@ def worker(kinds: list[str], L: int, device: str, repeats: int) -> dict:
 
     from attention_core.experiments import measure_peak_bytes
 
+    if threads > 0:
+        torch.set_num_threads(threads)
     answer: dict[str, dict] = {}
     with torch.inference_mode():
         q, k, v = _inputs(L, device)
@@ -306,7 +308,9 @@ def _run_worker(spec: dict) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure_device(device: str, quick: bool, repeats: int) -> dict[tuple[str, int], Measurement]:
+def measure_device(
+    device: str, quick: bool, repeats: int, threads: int = 0
+) -> dict[tuple[str, int], Measurement]:
     """Every measurement the goals need on one device, keyed by (kind, L)."""
     small, large = QUICK_SIZES if quick else FULL_SIZES
     dash_repeats = max(repeats, QUICK_REPEATS if quick else DASH_REPEATS)
@@ -317,7 +321,8 @@ def measure_device(device: str, quick: bool, repeats: int) -> dict[tuple[str, in
         (large, LARGE_KINDS, repeats),
     ):
         print(f"  measuring {', '.join(kinds)} at L={L} on {device} ...", file=sys.stderr)
-        answer = _run_worker({"kinds": list(kinds), "L": L, "device": device, "repeats": rounds})
+        spec = {"kinds": list(kinds), "L": L, "device": device, "repeats": rounds}
+        answer = _run_worker({**spec, "threads": threads})
         for kind in kinds:
             got = answer.get(kind, {})
             results[(kind, L)] = Measurement(
@@ -442,7 +447,11 @@ def _fmt_mib(nbytes: float) -> str:
 
 
 def report(
-    device: str, results: dict[tuple[str, int], Measurement], quick: bool, repeats: int
+    device: str,
+    results: dict[tuple[str, int], Measurement],
+    quick: bool,
+    repeats: int,
+    threads: int = 0,
 ) -> list[Goal]:
     """Print the measurement table and the goal table for one device; return the goals."""
     small, large = QUICK_SIZES if quick else FULL_SIZES
@@ -455,6 +464,7 @@ def report(
         f"\n== {device}: float32, B={BATCH}, H={HEADS}, E={HEAD_DIM}; time = median of "
         f"{repeats} round-robin runs after a warm-up; memory = {memory_how} of one call"
         f"{'; QUICK sizes' if quick else ''}"
+        f"{f'; {threads} torch thread(s)' if threads else ''}"
     )
     print(f"{'measure':<14}{'L':>7}{'time ms':>11}{'alloc MiB':>11}{'RSS MiB':>10}")
     for r in results.values():
@@ -499,18 +509,29 @@ def main(argv: list[str] | None = None) -> int:
         help="auto: the CPU, and CUDA too when available",
     )
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds per length")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads in each measuring process (default: torch's own choice); 1 "
+        "gives steadier ratios on a machine shared with other work",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         spec = json.loads(args.worker)
-        print(json.dumps(worker(spec["kinds"], spec["L"], spec["device"], spec["repeats"])))
+        answer = worker(
+            spec["kinds"], spec["L"], spec["device"], spec["repeats"], spec.get("threads", 0)
+        )
+        print(json.dumps(answer))
         return 0
     repeats = args.repeats or (QUICK_REPEATS if args.quick else FULL_REPEATS)
     if repeats < 1:
         parser.error(f"--repeats must be >= 1, got {repeats}")
     started = time.perf_counter()
     for device in _devices(args.device):
-        report(device, measure_device(device, args.quick, repeats), args.quick, repeats)
+        results = measure_device(device, args.quick, repeats, args.threads)
+        report(device, results, args.quick, repeats, args.threads)
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
     return 0
 
