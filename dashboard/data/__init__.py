@@ -14,186 +14,136 @@ Modules, by concern:
 * :mod:`~dashboard.data.teaching` — head patterns, head statistics, the Q/K/V walkthrough.
 * :mod:`~dashboard.data.lab` — the Scaling, Variants, Properties, Gradients, Practice calls.
 * :mod:`~dashboard.data.model` — the real pretrained encoder.
+* :mod:`~dashboard.data.serving` — many sessions on one process: torch threads per run, when
+  peak memory is measured (imported as a module: ``from dashboard.data import serving``).
+* :mod:`~dashboard.data.memo` — the byte-bounded cache of the layer runs.
 
-Importing this package computes nothing and starts no thread.
+Importing this package computes nothing, starts no thread and imports neither torch nor
+the library: each name below is imported from its module the first time a page uses it
+(:pep:`562`), so a page that needs no tensor (a landing page, say) never pays torch's
+import. ``from dashboard.data import X`` and ``data.X`` work as usual.
 """
 
 from __future__ import annotations
 
-from dashboard.data.catalogue import (
-    ParamInfo,
-    VariantInfo,
-    device_for,
-    device_options,
-    variant_catalogue,
-)
-from dashboard.data.inputs import (
-    INPUT_KINDS,
-    MASK_KINDS,
-    MAX_SENTENCE_TOKENS,
-    MAX_SEQ_LEN,
-    PRESET_SENTENCES,
-    axis_labels,
-    build_input,
-    build_mask,
-    has_words,
-    input_tokens,
-    tokens_for,
-)
-from dashboard.data.lab import (
-    LAB_MAX_COMPLEXITY_L,
-    LAB_MAX_D_K,
-    allowed_pattern,
-    causal_leak,
-    checkpoint_table,
-    chunk_memory_estimates,
-    chunk_memory_measured,
-    chunked_exact_diff,
-    complexity_cell,
-    equivariance_check,
-    gradient_by_dk,
-    gradient_by_variant,
-    memory_estimate,
-    precision_table,
-    row_sum_table,
-    scaling_table,
-    softmax_stability,
-    softmax_sweep,
-    variant_pattern,
-)
-from dashboard.data.model import (
-    MODEL_GRID_MAX_TOKENS,
-    MODEL_HEAD_VIEW_MAX_TOKENS,
-    MODEL_INSTALL_HINT,
-    MODEL_LINE_MIN_WEIGHT,
-    MODEL_PRESETS,
-    MODEL_TEXT_MAX_CHARS,
-    SAME_MAPS_TOL,
-    WEIGHT_MILLI,
-    ModelRun,
-    SwapComparison,
-    compare_swap,
-    embedding_cosine,
-    head_view_frame,
-    minilm_encoder,
-    model_grid_frame,
-    model_installed,
-    model_run,
-    model_token_frame,
-    top_key,
-)
-from dashboard.data.runs import (
-    ZERO_WEIGHT_TOL,
-    AttentionRun,
-    PeakMemory,
-    attention_peak,
-    attention_run,
-    max_output_difference,
-    warm_up_profiler,
-)
-from dashboard.data.tables import (
-    FULL_HEATMAP_MAX,
-    MAX_CHART_ROWS,
-    POOLED_SIDE,
-    Heatmap,
-    describe_bytes,
-    describe_seconds,
-    heatmap_grid,
-    heatmap_side,
-    long_table,
-    pool_edges,
-    pool_matrix,
-    readonly,
-    weights_table,
-)
-from dashboard.data.teaching import (
-    STEP_D_MODEL,
-    cell_breakdown,
-    head_entropy,
-    mean_distance,
-    pattern_gallery,
-    step_by_step,
-)
+import importlib
 
-__all__ = [
-    "AttentionRun",
-    "FULL_HEATMAP_MAX",
-    "Heatmap",
-    "INPUT_KINDS",
-    "LAB_MAX_COMPLEXITY_L",
-    "LAB_MAX_D_K",
-    "MASK_KINDS",
-    "MAX_CHART_ROWS",
-    "MAX_SENTENCE_TOKENS",
-    "MAX_SEQ_LEN",
-    "MODEL_GRID_MAX_TOKENS",
-    "MODEL_HEAD_VIEW_MAX_TOKENS",
-    "MODEL_INSTALL_HINT",
-    "MODEL_LINE_MIN_WEIGHT",
-    "MODEL_PRESETS",
-    "MODEL_TEXT_MAX_CHARS",
-    "ModelRun",
-    "POOLED_SIDE",
-    "PRESET_SENTENCES",
-    "ParamInfo",
-    "PeakMemory",
-    "SAME_MAPS_TOL",
-    "STEP_D_MODEL",
-    "SwapComparison",
-    "VariantInfo",
-    "WEIGHT_MILLI",
-    "ZERO_WEIGHT_TOL",
-    "allowed_pattern",
-    "attention_peak",
-    "attention_run",
-    "axis_labels",
-    "build_input",
-    "build_mask",
-    "causal_leak",
-    "cell_breakdown",
-    "checkpoint_table",
-    "chunk_memory_estimates",
-    "chunk_memory_measured",
-    "chunked_exact_diff",
-    "compare_swap",
-    "complexity_cell",
-    "describe_bytes",
-    "describe_seconds",
-    "device_for",
-    "device_options",
-    "embedding_cosine",
-    "equivariance_check",
-    "gradient_by_dk",
-    "gradient_by_variant",
-    "has_words",
-    "head_entropy",
-    "head_view_frame",
-    "heatmap_grid",
-    "heatmap_side",
-    "input_tokens",
-    "long_table",
-    "max_output_difference",
-    "mean_distance",
-    "memory_estimate",
-    "minilm_encoder",
-    "model_grid_frame",
-    "model_installed",
-    "model_run",
-    "model_token_frame",
-    "pattern_gallery",
-    "pool_edges",
-    "pool_matrix",
-    "precision_table",
-    "readonly",
-    "row_sum_table",
-    "scaling_table",
-    "softmax_stability",
-    "softmax_sweep",
-    "step_by_step",
-    "tokens_for",
-    "top_key",
-    "variant_catalogue",
-    "variant_pattern",
-    "warm_up_profiler",
-    "weights_table",
-]
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "catalogue": (
+        "ParamInfo",
+        "VariantInfo",
+        "device_for",
+        "device_options",
+        "variant_catalogue",
+    ),
+    "inputs": (
+        "INPUT_KINDS",
+        "MASK_KINDS",
+        "MAX_SENTENCE_TOKENS",
+        "MAX_SEQ_LEN",
+        "PRESET_SENTENCES",
+        "axis_labels",
+        "build_input",
+        "build_mask",
+        "has_words",
+        "input_tokens",
+        "tokens_for",
+    ),
+    "lab": (
+        "LAB_MAX_COMPLEXITY_L",
+        "LAB_MAX_D_K",
+        "allowed_pattern",
+        "causal_leak",
+        "checkpoint_table",
+        "chunk_memory_estimates",
+        "chunk_memory_measured",
+        "chunked_exact_diff",
+        "complexity_cell",
+        "equivariance_check",
+        "gradient_by_dk",
+        "gradient_by_variant",
+        "memory_estimate",
+        "precision_table",
+        "row_sum_table",
+        "scaling_table",
+        "softmax_stability",
+        "softmax_sweep",
+        "variant_pattern",
+    ),
+    "model": (
+        "MODEL_GRID_MAX_TOKENS",
+        "MODEL_HEAD_VIEW_MAX_TOKENS",
+        "MODEL_INSTALL_HINT",
+        "MODEL_LINE_MIN_WEIGHT",
+        "MODEL_PRESETS",
+        "MODEL_TEXT_MAX_CHARS",
+        "SAME_MAPS_TOL",
+        "WEIGHT_MILLI",
+        "ModelRun",
+        "SwapComparison",
+        "compare_swap",
+        "embedding_cosine",
+        "head_view_frame",
+        "minilm_encoder",
+        "model_grid_frame",
+        "model_installed",
+        "model_run",
+        "model_token_frame",
+        "top_key",
+    ),
+    "runs": (
+        "ZERO_WEIGHT_TOL",
+        "AttentionRun",
+        "PeakMemory",
+        "attention_peak",
+        "attention_run",
+        "max_output_difference",
+        "warm_up_profiler",
+    ),
+    "tables": (
+        "FULL_HEATMAP_MAX",
+        "MAX_CHART_ROWS",
+        "POOLED_SIDE",
+        "Heatmap",
+        "describe_bytes",
+        "describe_seconds",
+        "heatmap_grid",
+        "heatmap_side",
+        "long_table",
+        "pool_edges",
+        "pool_matrix",
+        "readonly",
+        "weights_table",
+    ),
+    "teaching": (
+        "STEP_D_MODEL",
+        "cell_breakdown",
+        "head_entropy",
+        "mean_distance",
+        "pattern_gallery",
+        "step_by_step",
+    ),
+}
+"""The public names of the package, by the module that defines them."""
+
+_OWNER = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_OWNER)
+
+
+def __getattr__(name: str):
+    """Import a public name from its module on first use (then it is a plain attribute).
+
+    Raises:
+        AttributeError: for a name the package does not export.
+    """
+    module = _OWNER.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

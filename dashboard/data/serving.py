@@ -1,0 +1,126 @@
+"""Many learners on one server: how concurrent script runs share the cores and the profiler.
+
+Streamlit runs each session's script in its own thread of one process, so a room of
+learners shares two things that are process-wide:
+
+* **torch's intra-op threads** (``torch.set_num_threads`` holds for the whole process). One
+  run alone uses every core the process may use; as soon as two or more runs go at once,
+  each computes on one thread, so that N runs on C cores never start N × C busy-waiting
+  OpenMP threads. :func:`script_run` counts the runs going and re-applies the setting when
+  a run starts or ends (only once torch is imported: a page that needs no tensor never
+  imports it).
+* **the profiler** (``torch.profiler``, and ``attention_core`` serialises measurements
+  behind one process-wide lock). Measuring a layer's peak memory is a second pass under that
+  lock; with a room on the server it would queue every session behind one another. So a
+  page measures only when no other run is going and no other session is measuring
+  (:func:`profiler_slot`); otherwise it shows the library's estimate and says why.
+
+Nothing here imports torch at import time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+
+_COUNT_LOCK = threading.Lock()
+_PROFILER_SLOT = threading.Lock()
+_active_runs = 0
+
+
+def usable_cores() -> int:
+    """The number of CPU cores this process may run on (its affinity, else the CPU count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def torch_threads_for(active: int, cores: int) -> int:
+    """torch intra-op threads for each run when ``active`` script runs share ``cores``.
+
+    Args:
+        active: script runs going at once (the asking one included), at least 1.
+        cores: cores the process may use, at least 1.
+
+    Returns:
+        ``cores`` for a run alone, 1 as soon as two or more runs go at once.
+
+    Raises:
+        ValueError: for ``active`` or ``cores`` below 1.
+    """
+    if active < 1 or cores < 1:
+        raise ValueError(f"active ({active}) and cores ({cores}) must be at least 1")
+    return cores if active == 1 else 1
+
+
+def active_runs() -> int:
+    """The number of script runs going now (counted by :func:`script_run`)."""
+    return _active_runs
+
+
+def _apply_torch_threads() -> None:
+    """Set torch's intra-op threads for the runs going now; nothing when torch is not
+    imported (it is not imported here). Called with ``_COUNT_LOCK`` held."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    threads = torch_threads_for(max(1, _active_runs), usable_cores())
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def script_run() -> Iterator[int]:
+    """Count one script run for as long as the block runs (``dashboard/app.py`` wraps each
+    run in it), and share the cores accordingly.
+
+    Yields:
+        The number of runs going, this one included.
+    """
+    global _active_runs
+    with _COUNT_LOCK:
+        _active_runs += 1
+        active = _active_runs
+        _apply_torch_threads()
+    try:
+        yield active
+    finally:
+        with _COUNT_LOCK:
+            _active_runs -= 1
+            _apply_torch_threads()
+
+
+def share_cores() -> int:
+    """Apply the thread setting now that torch is imported (the first run of a process
+    imports it after :func:`script_run` began).
+
+    Returns:
+        torch's intra-op threads now.
+    """
+    import torch
+
+    with _COUNT_LOCK:
+        _apply_torch_threads()
+    return torch.get_num_threads()
+
+
+@contextlib.contextmanager
+def profiler_slot() -> Iterator[bool]:
+    """Take the one profiling slot of the process if the server is quiet.
+
+    Yields:
+        True when this run may measure (it holds the slot until the block ends): no other
+        script run is going and no other session is measuring. False under load: measure
+        nothing, show the estimate.
+    """
+    if _active_runs > 1 or not _PROFILER_SLOT.acquire(blocking=False):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        _PROFILER_SLOT.release()
