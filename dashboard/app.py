@@ -139,6 +139,7 @@ def main() -> None:
 
         freeze_startup_objects("page")
         data.warm_up_profiler()
+    serving.release_memory()  # what this run freed, back to the system
 
 
 with serving.script_run():

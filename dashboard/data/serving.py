@@ -15,20 +15,33 @@ learners shares two things that are process-wide:
   page measures only when no other run is going and no other session is measuring
   (:func:`profiler_slot`); otherwise it shows the library's estimate and says why.
 
+And one thing every run leaves behind: memory freed by Python, numpy and torch stays in the
+C allocator's heaps (one per thread that allocated; Streamlit runs each session in its own
+thread), so the process's resident size ratchets up page after page. :func:`release_memory`
+hands the free pages back to the system (glibc's ``malloc_trim``) after a run, in a
+background thread, at most once every :data:`TRIM_INTERVAL_S`.
+
 Nothing here imports torch at import time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 _COUNT_LOCK = threading.Lock()
 _PROFILER_SLOT = threading.Lock()
+_TRIM_LOCK = threading.Lock()
 _active_runs = 0
+_last_trim = -float("inf")
+TRIM_INTERVAL_S = 5.0
+"""Seconds between two trims of the C heaps (a trim walks every heap: 10–100 ms)."""
 
 
 def usable_cores() -> int:
@@ -124,3 +137,43 @@ def profiler_slot() -> Iterator[bool]:
         yield True
     finally:
         _PROFILER_SLOT.release()
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or ``None`` on another C library."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def _trim_now() -> None:
+    try:
+        _TRIM(0)  # ctypes releases the GIL: the sessions' scripts go on meanwhile
+    finally:
+        _TRIM_LOCK.release()
+
+
+def release_memory(*, now: float | None = None) -> bool:
+    """After a run: give the pages the C heaps hold free back to the system, in a daemon
+    thread, unless a trim is going or one began less than :data:`TRIM_INTERVAL_S` ago.
+
+    Args:
+        now: the time (``time.monotonic``), for tests.
+
+    Returns:
+        True when a trim was started.
+    """
+    global _last_trim
+    now = time.monotonic() if now is None else now
+    if _TRIM is None or now - _last_trim < TRIM_INTERVAL_S:
+        return False
+    if not _TRIM_LOCK.acquire(blocking=False):
+        return False
+    _last_trim = now
+    threading.Thread(target=_trim_now, name="malloc-trim", daemon=True).start()
+    return True

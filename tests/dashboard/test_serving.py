@@ -154,3 +154,19 @@ def test_app_imports_only_light_modules_at_the_top():
     assert not any(m.startswith(("attention_core", "dashboard.charts")) for m in modules)
     froms = {(n.module, a.name) for n in top if isinstance(n, ast.ImportFrom) for a in n.names}
     assert ("dashboard", "controls") not in froms and ("dashboard", "data") not in froms
+
+
+@pytest.mark.skipif(serving._TRIM is None, reason="not glibc")
+def test_freed_memory_is_released_at_most_once_per_interval():
+    start = 1e9  # far from any trim the app has made in this process
+    assert serving.release_memory(now=start)
+    assert not serving.release_memory(now=start + 1.0)  # within the interval
+    assert serving._TRIM_LOCK.acquire(timeout=30)  # the background trim has finished
+    serving._TRIM_LOCK.release()
+    assert not serving.release_memory(now=start + serving.TRIM_INTERVAL_S - 0.5)
+    assert serving.release_memory(now=start + serving.TRIM_INTERVAL_S + 0.5)
+    assert serving._TRIM_LOCK.acquire(timeout=30)  # a trim already going: none started
+    try:
+        assert not serving.release_memory(now=start + 3 * serving.TRIM_INTERVAL_S)
+    finally:
+        serving._TRIM_LOCK.release()
