@@ -27,8 +27,11 @@ How the framework fits together (follow this when adding a page):
 * **Start-up cost**: this file and the modules it imports at the top import neither torch,
   nor the library, nor pandas/Altair (:mod:`dashboard.data` imports each name on first use).
   A page listed in :data:`TORCH_FREE_PAGES` (one that computes nothing with tensors, e.g. a
-  landing page) gets no device line and never imports torch; every other page imports it
-  here, through the device line. Each run is counted by
+  landing page) gets no device line and never imports torch. For every other page, torch
+  is imported in a background thread (:func:`dashboard.data.serving.preload_torch`) while
+  the page draws its title and explainer; the sidebar's device line (listing the devices
+  needs torch) keeps its place under the language switch and is drawn by the page's first
+  :func:`dashboard.controls.current_device` call. Each run is counted by
   :func:`dashboard.data.serving.script_run`, which shares the cores between concurrent runs.
 """
 
@@ -40,7 +43,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard import state
+from dashboard import controls, state
 from dashboard.data import serving
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t
 from dashboard.views import PAGES
@@ -75,17 +78,14 @@ def current_url() -> str:
 
 
 @st.cache_resource(show_spinner=False)
-def freeze_startup_objects(stage: str) -> int:
-    """Once per process and stage: move the objects alive after the imports (torch, pandas
-    and Altair's schemas, about 270k) into the permanent generation, so that Python's own
-    full collections skip them (0.15 s each otherwise, holding the GIL in the middle of a
-    rerun). Streamlit's extra ``gc.collect(2)`` after every run is off in
-    ``.streamlit/config.toml``. No collection first: it would cost the first page those
-    0.15 s, and the imports leave little cyclic garbage to keep.
-
-    Args:
-        stage: ``"torch"`` once torch and the library are imported (before the page runs),
-            ``"page"`` after the first page (pandas and Altair are imported by then).
+def freeze_startup_objects() -> int:
+    """Once per process, after the first page that computes with torch (so torch, pandas
+    and Altair are imported): move the objects alive after the imports (their schemas and
+    modules, about 270k) into the permanent generation, so that Python's own full
+    collections skip them (0.15 s each otherwise, holding the GIL in the middle of a rerun).
+    Streamlit's extra ``gc.collect(2)`` after every run is off in ``.streamlit/config.toml``.
+    No collection first: it would cost a run those 0.15 s, and the imports leave little
+    cyclic garbage to keep.
 
     Returns:
         The number of frozen objects.
@@ -118,13 +118,13 @@ def main() -> None:
     page = st.navigation(list(pages.values()))
     needs_torch = not any(page is pages.get(name) for name in TORCH_FREE_PAGES)
     if needs_torch:
-        from dashboard import controls  # the device line imports torch
-
-        controls.device_controls()
-        serving.share_cores()
-        freeze_startup_objects("torch")
+        serving.preload_torch()  # imported in the background while the page draws its title
+        controls.reserve_device_line()  # drawn when the page first asks for the device
     notice_box = st.container()
     page.run()
+    if needs_torch:
+        controls.current_device()  # the device line, if the page did not ask for it
+        freeze_startup_objects()
     state.render_notices(notice_box)
     state.finish_run()
     with st.sidebar:
@@ -137,7 +137,6 @@ def main() -> None:
     if needs_torch:
         from dashboard import data
 
-        freeze_startup_objects("page")
         data.warm_up_profiler()
     serving.release_memory()  # what this run freed, back to the system
 

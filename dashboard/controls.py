@@ -33,10 +33,13 @@ from dashboard.config import LayerConfig, ParamPairs
 from dashboard.i18n import t
 
 if TYPE_CHECKING:
+    from streamlit.delta_generator import DeltaGenerator
+
     from dashboard.charts import HeatmapSpec
 
 DEVICE_KEY = "device"
 _DEVICE_STATE = "_app.device"
+_DEVICE_BOX = "_app.device_box"
 D_MODEL_OPTIONS = (8, 16, 32, 48, 64, 96, 128, 256, 384, 512, 768)
 MAX_HEADS = 16
 MAX_SEED = 10_000
@@ -203,12 +206,16 @@ def head_grid_spec(grid: data.Heatmap, title: str, columns: int) -> HeatmapSpec:
 # ---------------------------------------------------------------- device
 
 
-def device_controls() -> str:
+def device_controls(where: DeltaGenerator | None = None) -> str:
     """Sidebar device line: a selectbox (URL key ``device``) when several devices exist.
+
+    Args:
+        where: the container to draw in (default: the sidebar).
 
     Returns:
         The device name in use; also stored for :func:`current_device`.
     """
+    where = st.sidebar if where is None else where
     default, available = data.device_options()
     if len(available) > 1:
         device = state.select(
@@ -218,16 +225,29 @@ def device_controls() -> str:
             list(available),
             default,
             help=t("common.device_help"),
+            where=where,
         )
     else:
         device = default
-    st.sidebar.caption(f"{t('common.metric_device')}: **{device}**")
+    where.caption(f"{t('common.metric_device')}: **{device}**")
     st.session_state[_DEVICE_STATE] = device
     return device
 
 
+def reserve_device_line() -> None:
+    """Keep the device line's place in the sidebar for this run (``dashboard/app.py`` calls
+    it under the language switch): listing the devices imports torch, so the line is drawn
+    there by the run's first :func:`current_device` call (or by the app after the page),
+    and the page's title and explainer go out before torch's import."""
+    st.session_state[_DEVICE_BOX] = st.sidebar.container()
+
+
 def current_device() -> str:
-    """The device chosen in the sidebar this run (``"auto"`` before the sidebar is drawn)."""
+    """The device chosen in the sidebar this run; draws the device line into its reserved
+    place on the run's first call (``"auto"`` when no place was reserved and none drawn)."""
+    box = st.session_state.pop(_DEVICE_BOX, None)
+    if box is not None:
+        return device_controls(box)
     return st.session_state.get(_DEVICE_STATE, "auto")
 
 

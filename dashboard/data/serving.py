@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import importlib
 import os
 import sys
 import threading
@@ -38,8 +39,12 @@ from collections.abc import Callable, Iterator
 _COUNT_LOCK = threading.Lock()
 _PROFILER_SLOT = threading.Lock()
 _TRIM_LOCK = threading.Lock()
+_PRELOAD_LOCK = threading.Lock()
+_preload: threading.Thread | None = None
 _active_runs = 0
 _last_trim = -float("inf")
+PRELOADED = ("dashboard.data.runs", "dashboard.data.lab")
+"""Modules :func:`preload_torch` imports (torch, the library and pandas come with them)."""
 TRIM_INTERVAL_S = 5.0
 """Seconds between two trims of the C heaps (a trim walks every heap: 10–100 ms)."""
 
@@ -105,6 +110,30 @@ def script_run() -> Iterator[int]:
         with _COUNT_LOCK:
             _active_runs -= 1
             _apply_torch_threads()
+
+
+def _import_in_background() -> None:
+    for name in PRELOADED:
+        importlib.import_module(name)
+    share_cores()
+
+
+def preload_torch() -> threading.Thread:
+    """Once per process: import torch and the data layer's torch modules in a daemon thread,
+    so that the first page draws its title and explainer (and imports pandas and Altair for
+    its charts) while torch loads; the page's first tensor call waits for the import.
+
+    Returns:
+        The (daemon) thread, started by the first call.
+    """
+    global _preload
+    with _PRELOAD_LOCK:
+        if _preload is None:
+            _preload = threading.Thread(
+                target=_import_in_background, name="torch-preload", daemon=True
+            )
+            _preload.start()
+        return _preload
 
 
 def share_cores() -> int:

@@ -152,8 +152,19 @@ def test_app_imports_only_light_modules_at_the_top():
     modules = {node.module for node in top if isinstance(node, ast.ImportFrom)}
     assert not {"torch", "pandas", "altair"} & names
     assert not any(m.startswith(("attention_core", "dashboard.charts")) for m in modules)
-    froms = {(n.module, a.name) for n in top if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert ("dashboard", "controls") not in froms and ("dashboard", "data") not in froms
+    # the dashboard modules it imports are the light ones checked above
+    froms = {f"{n.module}.{a.name}" for n in top if isinstance(n, ast.ImportFrom) for a in n.names}
+    dashboard = {name for name in froms if name.startswith("dashboard.")}
+    assert dashboard <= {
+        "dashboard.controls",
+        "dashboard.state",
+        "dashboard.data.serving",
+        "dashboard.i18n.LANG_KEY",
+        "dashboard.i18n.LANG_NAMES",
+        "dashboard.i18n.LANGS",
+        "dashboard.i18n.t",
+        "dashboard.views.PAGES",
+    }, dashboard
 
 
 @pytest.mark.skipif(serving._TRIM is None, reason="not glibc")
@@ -170,3 +181,29 @@ def test_freed_memory_is_released_at_most_once_per_interval():
         assert not serving.release_memory(now=start + 3 * serving.TRIM_INTERVAL_S)
     finally:
         serving._TRIM_LOCK.release()
+
+
+@pytest.mark.parametrize("page", ["playground", "scaling"])
+def test_the_device_line_keeps_its_place_under_the_language_switch(page, monkeypatch):
+    """The device line is drawn after torch is imported (by the page's first device
+    question, or by the app after a page that asks none), in the place reserved for it:
+    the sidebar's first select box, whatever the page draws below."""
+    from dashboard import data
+
+    monkeypatch.setattr(data, "device_options", lambda: ("cpu", ("cpu", "meta")))
+    at = open_app(None if page == "playground" else page, device="cpu")
+    assert_clean(at)
+    widgets = [key for key in _sidebar_keys(at.sidebar) if key]
+    assert widgets[:2] == ["lang", "device"], widgets  # the page's own widgets come after
+    assert widgets.count("device") == 1 and len(widgets) > 2
+    assert at.sidebar.selectbox(key="device").options == ["cpu", "meta"]
+    captions = [c.value for c in at.sidebar.caption]
+    assert captions.count("Device: **cpu**") == 1, captions
+
+
+def _sidebar_keys(node) -> list[str | None]:
+    """The widget keys of a block's elements in page order (``None`` for non-widgets)."""
+    children = getattr(node, "children", None)
+    if children is None:
+        return [getattr(node, "key", None)]
+    return [key for index in sorted(children) for key in _sidebar_keys(children[index])]
