@@ -137,3 +137,17 @@ def test_sessions_asking_at_once_share_one_computation():
         thread.join(timeout=30)
     assert calls == [7] and len(results) == 4
     assert all(result is results[0] for result in results)
+
+
+def test_a_runs_head_statistics_equal_the_librarys_over_all_heads_at_once():
+    """The run computes entropy and distance one head at a time (to bound its float64
+    temporaries); the figures are exactly those of one call over every head."""
+    from attention_core.experiments import head_entropy, mean_distance
+    from dashboard import data
+    from dashboard.config import LayerConfig
+
+    run = data.attention_run(LayerConfig(seq_len=48, d_model=32, heads=4, seed=77, device="cpu"))
+    assert run.entropy.shape == (4,) and run.distance.shape == (4,)
+    np.testing.assert_array_equal(run.entropy, head_entropy(run.weights))
+    np.testing.assert_array_equal(run.distance, mean_distance(run.weights))
+    assert held_bytes(run) >= run.weights.nbytes + run.scores.nbytes
