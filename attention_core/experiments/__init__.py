@@ -9,6 +9,8 @@ No plotting here: the dashboard turns these tables into charts.
 * :mod:`~attention_core.experiments.gradients` — gradient norms of W_Q, W_K, W_V and x.
 * :mod:`~attention_core.experiments.complexity` — measured time and peak memory against L.
 * :mod:`~attention_core.experiments.stability` — naive vs stable softmax, precision, memory.
+* :mod:`~attention_core.experiments.tasks` — shift, reverse, sort, induction: known attention.
+* :mod:`~attention_core.experiments.training` — train a tiny attention model, snapshot heads.
 """
 
 from attention_core.experiments.complexity import (
@@ -52,16 +54,46 @@ from attention_core.experiments.stability import (
     precision_comparison,
     softmax_overflow_sweep,
 )
+from attention_core.experiments.tasks import (
+    IGNORE,
+    NO_KEY,
+    TASKS,
+    TaskBatch,
+    make_batch,
+    pattern_match,
+    sample_tokens,
+    target_pattern,
+    task_targets,
+)
+from attention_core.experiments.training import (
+    PROJECTIONS,
+    Snapshot,
+    TrainingConfig,
+    TrainingRun,
+    estimate_training_bytes,
+    iter_training,
+    probe_batch,
+    run_training,
+    train_task,
+)
 
 __all__ = [
     "COMPLEXITY_COLUMNS",
     "GRAD_TENSORS",
+    "IGNORE",
+    "NO_KEY",
     "PATTERN_NAMES",
+    "PROJECTIONS",
     "SCALING_COLUMNS",
+    "TASKS",
     "CausalLeakResult",
     "EquivarianceResult",
     "GradientNorms",
     "GradientProblem",
+    "Snapshot",
+    "TaskBatch",
+    "TrainingConfig",
+    "TrainingRun",
     "check_causal_leak",
     "check_chunked_exact",
     "check_perm",
@@ -70,20 +102,30 @@ __all__ = [
     "chunked_vs_full_memory",
     "compare_softmax_stability",
     "equivariance_table",
+    "estimate_training_bytes",
     "gradient_norms_vs_dk",
     "gradient_table",
     "head_patterns",
+    "iter_training",
+    "make_batch",
     "make_gradient_problem",
     "measure_complexity",
     "measure_gradient_norms",
     "measure_peak_bytes",
     "measure_scaling",
     "naive_softmax",
+    "pattern_match",
     "precision_comparison",
+    "probe_batch",
     "random_perm",
     "row_sums",
+    "run_training",
+    "sample_tokens",
     "sinusoidal_positions",
     "softmax_entropy",
     "softmax_jacobian_norm",
     "softmax_overflow_sweep",
+    "target_pattern",
+    "task_targets",
+    "train_task",
 ]
