@@ -9,12 +9,16 @@ No plotting here: the dashboard turns these tables into charts.
 * :mod:`~attention_core.experiments.gradients` — gradient norms of W_Q, W_K, W_V and x.
 * :mod:`~attention_core.experiments.complexity` — measured time and peak memory against L.
 * :mod:`~attention_core.experiments.stability` — naive vs stable softmax, precision, memory.
+* :mod:`~attention_core.experiments.inputs` — tokens, token embeddings, sinusoidal positions.
+* :mod:`~attention_core.experiments.walkthrough` — single-head attention, every intermediate.
+* :mod:`~attention_core.experiments.head_stats` — head entropy and mean attention distance.
 * :mod:`~attention_core.experiments.tasks` — shift, reverse, sort, induction: known attention.
 * :mod:`~attention_core.experiments.training` — train a tiny attention model, snapshot heads.
 """
 
 from attention_core.experiments.complexity import (
     COMPLEXITY_COLUMNS,
+    PEAK_METHODS,
     measure_complexity,
     measure_peak_bytes,
 )
@@ -28,7 +32,6 @@ from attention_core.experiments.equivariance import (
     equivariance_table,
     random_perm,
     row_sums,
-    sinusoidal_positions,
 )
 from attention_core.experiments.gradients import (
     GRAD_TENSORS,
@@ -38,6 +41,22 @@ from attention_core.experiments.gradients import (
     gradient_table,
     make_gradient_problem,
     measure_gradient_norms,
+)
+from attention_core.experiments.head_stats import head_entropy, mean_distance
+from attention_core.experiments.inputs import (
+    INPUT_KINDS,
+    MAX_SENTENCE_TOKENS,
+    PRESET_SENTENCES,
+    LayerInput,
+    check_tokens,
+    has_words,
+    input_tokens,
+    make_input,
+    preset_tokens,
+    sinusoidal_positions,
+    token_embeddings,
+    token_vector,
+    tokens_for,
 )
 from attention_core.experiments.patterns import PATTERN_NAMES, head_patterns
 from attention_core.experiments.scaling import (
@@ -76,39 +95,64 @@ from attention_core.experiments.training import (
     run_training,
     train_task,
 )
+from attention_core.experiments.walkthrough import (
+    MATRIX_NAMES,
+    STEP_D_MODEL,
+    CellBreakdown,
+    Walkthrough,
+    explain_cell,
+    walk_through_attention,
+    walk_through_preset,
+)
 
 __all__ = [
     "COMPLEXITY_COLUMNS",
     "GRAD_TENSORS",
     "IGNORE",
+    "INPUT_KINDS",
+    "MATRIX_NAMES",
+    "MAX_SENTENCE_TOKENS",
     "NO_KEY",
     "PATTERN_NAMES",
+    "PEAK_METHODS",
+    "PRESET_SENTENCES",
     "PROJECTIONS",
     "SCALING_COLUMNS",
+    "STEP_D_MODEL",
     "TASKS",
     "CausalLeakResult",
+    "CellBreakdown",
     "EquivarianceResult",
     "GradientNorms",
     "GradientProblem",
+    "LayerInput",
     "Snapshot",
     "TaskBatch",
     "TrainingConfig",
     "TrainingRun",
+    "Walkthrough",
     "check_causal_leak",
     "check_chunked_exact",
     "check_perm",
     "check_permutation_equivariance",
+    "check_tokens",
     "checkpointing_estimate",
     "chunked_vs_full_memory",
     "compare_softmax_stability",
     "equivariance_table",
     "estimate_training_bytes",
+    "explain_cell",
     "gradient_norms_vs_dk",
     "gradient_table",
+    "has_words",
+    "head_entropy",
     "head_patterns",
+    "input_tokens",
     "iter_training",
     "make_batch",
     "make_gradient_problem",
+    "make_input",
+    "mean_distance",
     "measure_complexity",
     "measure_gradient_norms",
     "measure_peak_bytes",
@@ -116,6 +160,7 @@ __all__ = [
     "naive_softmax",
     "pattern_match",
     "precision_comparison",
+    "preset_tokens",
     "probe_batch",
     "random_perm",
     "row_sums",
@@ -127,5 +172,10 @@ __all__ = [
     "softmax_overflow_sweep",
     "target_pattern",
     "task_targets",
+    "token_embeddings",
+    "token_vector",
+    "tokens_for",
     "train_task",
+    "walk_through_attention",
+    "walk_through_preset",
 ]
