@@ -14,6 +14,7 @@ Modules, by concern:
 * :mod:`~dashboard.data.teaching` — head patterns, head statistics, the Q/K/V walkthrough.
 * :mod:`~dashboard.data.lab` — the Scaling, Variants, Properties, Gradients, Practice calls.
 * :mod:`~dashboard.data.model` — the real pretrained encoder.
+* :mod:`~dashboard.data.training` — Watch it learn: training runs streamed, kept by config.
 
 Importing this package computes nothing and starts no thread.
 """
@@ -114,11 +115,20 @@ from dashboard.data.teaching import (
     pattern_gallery,
     step_by_step,
 )
+from dashboard.data.training import (
+    Snapshot,
+    TrainingConfig,
+    TrainingRun,
+    curves_table,
+    finished_run,
+    grad_table,
+    match_table,
+    stream_run,
+    training_target,
+)
 
 __all__ = [
-    "AttentionRun",
     "FULL_HEATMAP_MAX",
-    "Heatmap",
     "INPUT_KINDS",
     "LAB_MAX_COMPLEXITY_L",
     "LAB_MAX_D_K",
@@ -132,17 +142,22 @@ __all__ = [
     "MODEL_LINE_MIN_WEIGHT",
     "MODEL_PRESETS",
     "MODEL_TEXT_MAX_CHARS",
-    "ModelRun",
     "POOLED_SIDE",
     "PRESET_SENTENCES",
-    "ParamInfo",
-    "PeakMemory",
     "SAME_MAPS_TOL",
     "STEP_D_MODEL",
-    "SwapComparison",
-    "VariantInfo",
     "WEIGHT_MILLI",
     "ZERO_WEIGHT_TOL",
+    "AttentionRun",
+    "Heatmap",
+    "ModelRun",
+    "ParamInfo",
+    "PeakMemory",
+    "Snapshot",
+    "SwapComparison",
+    "TrainingConfig",
+    "TrainingRun",
+    "VariantInfo",
     "allowed_pattern",
     "attention_peak",
     "attention_run",
@@ -157,12 +172,15 @@ __all__ = [
     "chunked_exact_diff",
     "compare_swap",
     "complexity_cell",
+    "curves_table",
     "describe_bytes",
     "describe_seconds",
     "device_for",
     "device_options",
     "embedding_cosine",
     "equivariance_check",
+    "finished_run",
+    "grad_table",
     "gradient_by_dk",
     "gradient_by_variant",
     "has_words",
@@ -172,6 +190,7 @@ __all__ = [
     "heatmap_side",
     "input_tokens",
     "long_table",
+    "match_table",
     "max_output_difference",
     "mean_distance",
     "memory_estimate",
@@ -190,8 +209,10 @@ __all__ = [
     "softmax_stability",
     "softmax_sweep",
     "step_by_step",
+    "stream_run",
     "tokens_for",
     "top_key",
+    "training_target",
     "variant_catalogue",
     "variant_pattern",
     "warm_up_profiler",
