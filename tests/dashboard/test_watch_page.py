@@ -87,3 +87,28 @@ def test_bad_url_values_fall_back_with_a_notice():
     assert not at.exception
     notice = " ".join(w.value for w in at.warning)
     assert "watch.task" in notice and "watch.lr" in notice and "watch.heads" in notice
+
+
+def test_stream_yields_before_training_ends_and_keeps_the_finished_run():
+    from dashboard import data
+
+    config = data.TrainingConfig(task="sort", steps=30, snapshot_every=10, seed=11, d_model=16)
+    stream = data.stream_run(config)
+    first = next(stream)
+    assert first.step == 0
+    assert data.finished_run(config) is None  # not kept until the last snapshot
+    rest = list(stream)
+    assert [s.step for s in rest] == [10, 20, 30]
+    kept = data.finished_run(config)
+    assert [s.loss for s in kept.snapshots] == [s.loss for s in (first, *rest)]
+    assert not kept.final.weights.flags.writeable
+    reference = train_task("sort", steps=30, snapshot_every=10, seed=11, d_model=16)
+    assert [s.loss for s in kept.snapshots] == [s.loss for s in reference.snapshots]
+
+
+def test_play_steps_through_the_snapshots():
+    at = open_app("watch", **FAST, **{"watch.trained": "true", "watch.step": "0"})
+    play = next(b for b in at.button if b.label == "▶ Play")
+    at = play.click().run()
+    assert_clean(at)
+    assert len(canvas_heatmaps(at)) == 1  # the frames are gone; the chosen step is drawn
