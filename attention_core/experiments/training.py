@@ -70,7 +70,7 @@ PARAMETER_COPIES = 4
 # when other processes kept both cores busy)
 TRAINING_THREADS = 1
 # offsets that derive the data and probe seeds from the run's seed
-DATA_STREAM, PROBE_STREAM = 1, 2
+DATA_STREAM, PROBE_STREAM, INIT_STREAM = 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -222,36 +222,41 @@ class TinyAttentionModel(nn.Module):
 
     Args:
         config: the run's configuration (sizes, variant, scale).
-        generator: draws every initial weight (embeddings N(0, 1), blocks and readout as
-            ``nn.Linear`` does).
+        generator: draws the embeddings (N(0, 1)) and the readout (as ``nn.Linear`` does);
+            each attention block draws from its own seed derived from ``config.seed``.
     """
 
     def __init__(self, config: TrainingConfig, generator: torch.Generator):
         super().__init__()
         D, V, L = config.d_model, config.vocab, config.seq_len
-        params = dict(config.variant_params)
-        with torch.device("meta"):  # allocate without touching torch's global generator
-            self.embed = nn.Embedding(V, D)
-            self.pos = nn.Parameter(torch.empty(L, D)) if config.positions else None
-            self.blocks = nn.ModuleList(
-                MultiHeadSelfAttention(
-                    D, config.heads, config.variant, scale=config.scale, **params
-                )
-                for _ in range(config.layers)
-            )
-            self.readout = nn.Linear(D, V)
-        self.to_empty(device="cpu")
+        # torch.empty draws nothing; the values come from ``generator`` below (a meta-device
+        # build would be the other way, but its first ``normal_`` imports torch._dynamo: 3 s)
+        self.embed = nn.Parameter(torch.empty(V, D))
+        self.pos = nn.Parameter(torch.empty(L, D)) if config.positions else None
+        self.readout_weight = nn.Parameter(torch.empty(V, D))
+        self.readout_bias = nn.Parameter(torch.empty(V))
         self._init_weights(generator)
+        params = dict(config.variant_params)
+        self.blocks = nn.ModuleList(
+            MultiHeadSelfAttention(
+                D,
+                config.heads,
+                config.variant,
+                scale=config.scale,
+                init_seed=derived_seed(config.seed, INIT_STREAM, layer),
+                **params,
+            )
+            for layer in range(config.layers)
+        )
 
     def _init_weights(self, generator: torch.Generator) -> None:
-        nn.init.normal_(self.embed.weight, generator=generator)
+        """Embeddings N(0, 1); readout as ``nn.Linear`` initialises itself."""
+        nn.init.normal_(self.embed, generator=generator)
         if self.pos is not None:
             nn.init.normal_(self.pos, generator=generator)
-        for block in self.blocks:
-            block.reset_parameters(generator)
-        nn.init.kaiming_uniform_(self.readout.weight, a=math.sqrt(5), generator=generator)
-        bound = 1.0 / math.sqrt(self.readout.in_features)
-        nn.init.uniform_(self.readout.bias, -bound, bound, generator=generator)
+        nn.init.kaiming_uniform_(self.readout_weight, a=math.sqrt(5), generator=generator)
+        bound = 1.0 / math.sqrt(self.readout_weight.shape[1])
+        nn.init.uniform_(self.readout_bias, -bound, bound, generator=generator)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor | None, need_weights: bool):
         """Logits for every position.
@@ -262,7 +267,7 @@ class TinyAttentionModel(nn.Module):
         Returns:
             (logits (B, L, V), list of per-layer weights (B, H, L, L), empty without weights).
         """
-        x = self.embed(tokens)  # (B, L, D)
+        x = self.embed[tokens]  # (B, L) -> (B, L, D)
         if self.pos is not None:
             x = x + self.pos  # (B, L, D) + (L, D)
         weights = []
@@ -271,7 +276,8 @@ class TinyAttentionModel(nn.Module):
             x = x + out  # residual (B, L, D)
             if need_weights:
                 weights.append(w)
-        return self.readout(x), weights  # (B, L, V)
+        logits = F.linear(x, self.readout_weight, self.readout_bias)  # (B, L, D) -> (B, L, V)
+        return logits, weights
 
 
 def estimate_training_bytes(config: TrainingConfig) -> int:
@@ -389,13 +395,18 @@ def iter_training(config: TrainingConfig) -> Iterator[Snapshot]:
         f"batch {config.batch_size}",
         hint="lower the batch size, sequence length, heads, layers or d_model",
     )
-    model = TinyAttentionModel(config, torch.Generator().manual_seed(config.seed))
+    with _intra_op_threads(TRAINING_THREADS):
+        model = TinyAttentionModel(config, torch.Generator().manual_seed(config.seed))
+        probe = probe_batch(config)
+        mask = masks.causal(config.seq_len) if config.causal else None  # (L, L) or None
+        first = take_snapshot(model, probe, mask, 0)
+    yield first
+    # made after the first snapshot: building torch's first optimizer in a process imports
+    # torch._dynamo (seconds), which the initial snapshot need not wait for
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     data = torch.Generator().manual_seed(derived_seed(config.seed, DATA_STREAM))
-    probe = probe_batch(config)
-    mask = masks.causal(config.seq_len) if config.causal else None  # (L, L) or None
     done = 0
-    for step in config.snapshot_steps:
+    for step in config.snapshot_steps[1:]:
         with _intra_op_threads(TRAINING_THREADS):  # restored before each yield
             for _ in range(done, step):
                 batch = make_batch(config.task, config.batch_size, config.seq_len, data)

@@ -27,6 +27,7 @@ MIN_SNAPSHOT_EVERY = 10
 SNAPSHOTS_PER_RUN = 50
 HEAD_COLUMNS = 4
 PLAY_DELAY_S = 0.12
+LIVE_REDRAW_S = 0.25  # while training, the heads are redrawn at most this often
 READY_ACCURACY = 0.99
 
 
@@ -323,17 +324,20 @@ def train_live(config: data.TrainingConfig, index: int) -> bool:
         True when the run finished (it is then in the store), False when it was refused.
     """
     st.subheader(run_title(config))
-    bar = st.progress(0.0, text=t("watch.training", step=0, steps=config.steps))
+    bar = st.progress(0.0, text=t("watch.starting"))
     live = st.empty()
     target = data.training_target(config)
+    drawn_at = -LIVE_REDRAW_S
     try:
         for snapshot in data.stream_run(config):
             bar.progress(
                 snapshot.step / config.steps,
                 text=t("watch.training", step=snapshot.step, steps=config.steps),
             )
-            with live.container():
-                draw_heads(snapshot, target, key=f"watch.live.{index}.{snapshot.step}")
+            if time.perf_counter() - drawn_at >= LIVE_REDRAW_S:  # the first, then a few a second
+                drawn_at = time.perf_counter()
+                with live.container():
+                    draw_heads(snapshot, target, key=f"watch.live.{index}.{snapshot.step}")
     except ValueError as err:
         controls.show_error(err)
         return False
