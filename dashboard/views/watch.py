@@ -318,7 +318,8 @@ def show_run(run, step: int, index: int) -> None:
 
 
 def train_live(config: data.TrainingConfig, index: int) -> bool:
-    """Train ``config`` with a progress bar and the heads redrawn at every snapshot.
+    """Train ``config`` with a progress bar and the heads redrawn as snapshots arrive (at most
+    every :data:`LIVE_REDRAW_S`).
 
     Returns:
         True when the run finished (it is then in the store), False when it was refused.
@@ -341,8 +342,6 @@ def train_live(config: data.TrainingConfig, index: int) -> bool:
     except ValueError as err:
         controls.show_error(err)
         return False
-    bar.empty()
-    live.empty()
     return True
 
 
@@ -391,12 +390,15 @@ def render(ctl: WatchConfig) -> None:
             st.info(t("watch.press_train"))
             draw_target(configs[0])
             return
-        cols = st.columns(len(configs))
-        for i, (col, config, run) in enumerate(zip(cols, configs, runs, strict=True)):
-            if run is None:
-                with col:
-                    if not train_live(config, i):
-                        return
+        training_area = st.empty()  # progress and live heads, cleared for the finished runs
+        with training_area.container():
+            cols = st.columns(len(configs))
+            for i, (col, config, run) in enumerate(zip(cols, configs, runs, strict=True)):
+                if run is None:
+                    with col:
+                        if not train_live(config, i):
+                            return
+        training_area.empty()
         runs = [data.finished_run(c) for c in configs]
         if any(r is None for r in runs):  # dropped from a full store meanwhile: show what we have
             st.warning(t("watch.store_full"))

@@ -112,3 +112,18 @@ def test_play_steps_through_the_snapshots():
     at = play.click().run()
     assert_clean(at)
     assert len(canvas_heatmaps(at)) == 1  # the frames are gone; the chosen step is drawn
+
+
+def test_scaling_preset_trains_scaled_and_unscaled_side_by_side_chinese():
+    at = open_app("watch", lang="zh", **{"watch.steps": "50"})
+    preset = next(b for b in at.button if b.label.startswith("对比：d_k 256"))
+    at = preset.click().run()
+    assert_clean(at)
+    assert at.query_params["watch.b.scaling"] == "unscaled"
+    titles = [h.value for h in at.subheader]
+    assert len(titles) == 2 and "不缩放" in titles[1] and "不缩放" not in titles[0]
+    assert any("实测" in i.value for i in at.info)
+    first = train_task("shift", d_model=256, steps=50, snapshot_every=10, scaled=True)
+    second = train_task("shift", d_model=256, steps=50, snapshot_every=10, scaled=False)
+    losses = [m.value for m in at.metric if m.label == "最终损失"]
+    assert losses == [f"{first.final.loss:.3f}", f"{second.final.loss:.3f}"]
