@@ -18,6 +18,7 @@ Modules, by concern:
 * :mod:`~dashboard.data.serving` — many sessions on one process: torch threads per run, when
   peak memory is measured (imported as a module: ``from dashboard.data import serving``).
 * :mod:`~dashboard.data.memo` — the byte-bounded cache of the layer runs.
+* :mod:`~dashboard.data.training` — Watch it learn: training runs streamed, kept by config.
 
 Importing this package computes nothing, starts no thread and imports neither torch nor
 the library: each name below is imported from its module the first time a page uses it
@@ -147,6 +148,17 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "meeting_weights",
         "pattern_gallery",
         "step_by_step",
+    ),
+    "training": (
+        "Snapshot",
+        "TrainingConfig",
+        "TrainingRun",
+        "curves_table",
+        "finished_run",
+        "grad_table",
+        "match_table",
+        "stream_run",
+        "training_target",
     ),
 }
 """The public names of the package, by the module that defines them."""

@@ -9,6 +9,7 @@ PAGES = (
     ("variants", ":material/tune:"),
     ("properties", ":material/rule:"),
     ("gradients", ":material/trending_down:"),
+    ("watch", ":material/model_training:"),
     ("practice", ":material/build:"),
     ("real_model", ":material/psychology:"),
 )

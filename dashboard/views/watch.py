@@ -1,0 +1,431 @@
+"""Watch it learn: train a tiny attention-only model in seconds and see its heads form."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from attention_core.experiments import TASKS
+from dashboard import canvas, charts, controls, data, state
+from dashboard.config import ParamPairs
+from dashboard.i18n import t
+
+PAGE = "watch"
+OTHER = "watch.b"  # key prefix of the second run's own controls
+TRAINED = "watch.trained"  # URL flag: a run was asked for, so a link trains it again
+D_MODELS = (8, 16, 32, 64, 128, 256)
+LEARNING_RATES = (0.001, 0.003, 0.01, 0.03, 0.1)
+SCALINGS = ("default", "scaled", "unscaled")
+MAX_LAYERS = 4
+MAX_SEQ_LEN = 32
+MIN_STEPS, MAX_STEPS, STEPS_STEP = 50, 2000, 50
+MIN_SNAPSHOT_EVERY = 10
+SNAPSHOTS_PER_RUN = 50
+HEAD_COLUMNS = 4
+PLAY_DELAY_S = 0.12
+LIVE_REDRAW_S = 0.25  # while training, the heads are redrawn at most this often
+READY_ACCURACY = 0.99
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """What may differ between the two runs: the variant, its parameters, the scaling."""
+
+    variant: str
+    params: ParamPairs
+    scaling: str
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """The page's settings, as plain values; :meth:`configs` builds the training runs."""
+
+    task: str
+    seq_len: int
+    steps: int
+    lr: float
+    d_model: int
+    heads: int
+    layers: int
+    positions: bool
+    seed: int
+    first: RunChoice
+    second: RunChoice | None
+
+    @property
+    def snapshot_every(self) -> int:
+        """Steps between snapshots: about 50 snapshots per run, at least every 10 steps."""
+        return max(MIN_SNAPSHOT_EVERY, self.steps // SNAPSHOTS_PER_RUN)
+
+    def configs(self) -> tuple[data.TrainingConfig, ...]:
+        """One training configuration per run.
+
+        Raises:
+            ValueError: naming a value the trainer refuses.
+        """
+        choices = (self.first,) if self.second is None else (self.first, self.second)
+        scaled = {"default": None, "scaled": True, "unscaled": False}
+        return tuple(
+            data.TrainingConfig(
+                task=self.task,
+                variant=c.variant,
+                variant_params=c.params,
+                scaled=scaled[c.scaling],
+                layers=self.layers,
+                heads=self.heads,
+                d_model=self.d_model,
+                seq_len=self.seq_len,
+                steps=self.steps,
+                lr=self.lr,
+                positions=self.positions,
+                seed=self.seed,
+                snapshot_every=self.snapshot_every,
+            )
+            for c in choices
+        )
+
+
+# ---------------------------------------------------------------- controls
+
+
+def run_choice(page: str, seq_len: int, label: str) -> RunChoice:
+    """A variant with its own parameters, and the score scaling, under the key prefix ``page``."""
+    variant = controls.variant_controls(page, seq_len, label=label)
+    scaling = state.radio(
+        page,
+        "scaling",
+        t("watch.ctl_scaling"),
+        SCALINGS,
+        "default",
+        format_func=lambda s: t(f"watch.scaling_{s}"),
+        help=t("watch.ctl_scaling_help"),
+    )
+    return RunChoice(variant.variant, variant.params, scaling)
+
+
+def watch_controls(page: str) -> WatchConfig:
+    """The sidebar: task and sizes shared by both runs, then each run's variant and scaling."""
+    task = state.select(
+        page,
+        "task",
+        t("watch.ctl_task"),
+        TASKS,
+        "shift",
+        format_func=lambda k: t(f"watch.task_{k}"),
+    )
+    seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 4, MAX_SEQ_LEN, 8)
+    steps = state.slider_int(
+        page, "steps", t("watch.ctl_steps"), MIN_STEPS, MAX_STEPS, 300, step=STEPS_STEP
+    )
+    lr = state.select(page, "lr", t("watch.ctl_lr"), LEARNING_RATES, 0.01)
+    d_model = state.select(page, "d_model", t("common.ctl_d_model"), D_MODELS, 32)
+    heads = state.select(page, "heads", t("common.ctl_heads"), controls.head_options(d_model), 1)
+    st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
+    layers = state.slider_int(page, "layers", t("watch.ctl_layers"), 1, MAX_LAYERS, 1)
+    positions = state.checkbox(
+        page, "positions", t("watch.ctl_positions"), True, help=t("watch.ctl_positions_help")
+    )
+    seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+    first = run_choice(page, seq_len, t("watch.ctl_variant_a"))
+    compare = state.checkbox(page, "compare", t("watch.ctl_compare"), False)
+    second = run_choice(OTHER, seq_len, t("watch.ctl_variant_b")) if compare else None
+    return WatchConfig(
+        task=task,
+        seq_len=seq_len,
+        steps=steps,
+        lr=lr,
+        d_model=d_model,
+        heads=heads,
+        layers=layers,
+        positions=positions,
+        seed=seed,
+        first=first,
+        second=second,
+    )
+
+
+PRESETS = {
+    "scaling": {
+        "watch.task": "shift",
+        "watch.d_model": 256,
+        "watch.heads": 1,
+        "watch.seq_len": 8,
+        "watch.lr": 0.01,
+        "watch.variant": "scaled",
+        "watch.scaling": "scaled",
+        "watch.compare": True,
+        "watch.b.variant": "scaled",
+        "watch.b.scaling": "unscaled",
+    },
+    "window": {
+        "watch.task": "reverse",
+        "watch.d_model": 32,
+        "watch.heads": 1,
+        "watch.seq_len": 8,
+        "watch.lr": 0.01,
+        "watch.variant": "scaled",
+        "watch.scaling": "default",
+        "watch.compare": True,
+        "watch.b.variant": "local",
+        "watch.b.local.window_size": 3,
+        "watch.b.scaling": "default",
+    },
+}
+
+
+def apply_preset(name: str) -> None:
+    """Button callback: set the controls of a side-by-side comparison and ask for training."""
+    for key, value in PRESETS[name].items():
+        st.session_state[key] = value
+    state.write(TRAINED, True)
+
+
+# ---------------------------------------------------------------- drawing
+
+
+def head_maps(weights: np.ndarray, target: np.ndarray) -> data.Heatmap:
+    """Every head's weights (layers, heads, L, L) and the target (L, L) as one heatmap grid."""
+    layers, heads, L, _ = weights.shape
+    names = [
+        t("watch.head_name", layer=layer + 1, head=head + 1)
+        for layer in range(layers)
+        for head in range(heads)
+    ]
+    stack = np.concatenate([weights.reshape(layers * heads, L, L), target[None]])  # (P, L, L)
+    labels = [str(i) for i in range(L)]
+    return data.heatmap_grid(stack, labels, labels, panels=[*names, t("watch.target_name")])
+
+
+def draw_heads(snapshot: data.Snapshot, target: np.ndarray, key: str) -> None:
+    """The heads at one snapshot beside the task's target pattern."""
+    grid = head_maps(snapshot.weights, target)
+    title = t("watch.heads_title", step=snapshot.step, acc=f"{snapshot.accuracy:.1%}")
+    spec = controls.weights_spec(
+        grid,
+        title,
+        panel_title=t("common.chart_head"),
+        domain=(0.0, 1.0),
+        columns=min(len(grid.panels), HEAD_COLUMNS),
+    )
+    canvas.heatmap_grid(grid, spec, key=key)
+
+
+def draw_target(config: data.TrainingConfig) -> None:
+    """The task's correct attention on its own, before anything is trained."""
+    target = data.training_target(config)
+    labels = [str(i) for i in range(config.seq_len)]
+    grid = data.heatmap_grid(target, labels, labels)
+    title = t("watch.target_title", task=t(f"watch.task_{config.task}"))
+    spec = controls.weights_spec(grid, title, domain=(0.0, 1.0))
+    canvas.heatmap_grid(grid, spec, key="watch.target")
+
+
+def curve_chart(table: pd.DataFrame, metric: str, key: str) -> None:
+    """Loss or accuracy against the step."""
+    part = table[table["metric"] == metric].assign(series=t(f"watch.metric_{metric}"))
+    st.altair_chart(
+        charts.layered_line_chart(
+            part,
+            x="step",
+            y="value",
+            color="series",
+            title=t(f"watch.chart_{metric}"),
+            x_title=t("watch.axis_step"),
+            y_title=t(f"watch.metric_{metric}"),
+            color_title="",
+            height=200,
+        ),
+        theme=None,
+        key=key,
+        width="stretch",
+    )
+
+
+def series_chart(frame: pd.DataFrame, *, y: str, title: str, log_y: bool, key: str) -> None:
+    """One line per ``series`` against the step (match per head, gradient norms)."""
+    st.altair_chart(
+        charts.layered_line_chart(
+            frame,
+            x="step",
+            y=y,
+            color="series",
+            title=title,
+            x_title=t("watch.axis_step"),
+            y_title=title,
+            color_title="",
+            log_y=log_y,
+            height=220,
+        ),
+        theme=None,
+        key=key,
+        width="stretch",
+    )
+
+
+def run_title(config: data.TrainingConfig) -> str:
+    """ "Scaled attention · unscaled scores" and the like."""
+    scaling = {None: "default", True: "scaled", False: "unscaled"}[config.scaled]
+    params = ", ".join(f"{controls.param_label(k)} {v}" for k, v in config.variant_params)
+    name = controls.variant_label(config.variant) + (f" ({params})" if params else "")
+    return f"{name} · {t(f'watch.scaling_{scaling}')}"
+
+
+def summary(run, where) -> None:
+    """Final accuracy, loss, best head match and the first step at 99 % accuracy."""
+    final = run.final
+    ready = next((s.step for s in run.snapshots if s.accuracy >= READY_ACCURACY), None)
+    cols = where.columns(4)
+    cols[0].metric(t("watch.metric_final_accuracy"), f"{final.accuracy:.1%}")
+    cols[1].metric(t("watch.metric_final_loss"), f"{final.loss:.3f}")
+    cols[2].metric(t("watch.metric_match"), f"{final.match.max():.2f}")
+    cols[3].metric(t("watch.metric_ready"), "—" if ready is None else str(ready))
+
+
+def show_run(run, step: int, index: int) -> None:
+    """One finished run: summary, heads at ``step``, curves, match and gradient norms."""
+    config = run.config
+    st.subheader(run_title(config))
+    summary(run, st)
+    shown = max((s for s in run.snapshots if s.step <= step), key=lambda s: s.step)
+    draw_heads(shown, run.target, key=f"watch.heads.{index}")
+    curves = data.curves_table(run.snapshots)
+    curve_chart(curves, "loss", key=f"watch.loss.{index}")
+    curve_chart(curves, "accuracy", key=f"watch.accuracy.{index}")
+    match = data.match_table(run.snapshots)
+    match = match.assign(
+        series=[
+            t("watch.head_name", layer=a + 1, head=b + 1)
+            for a, b in zip(match["layer"], match["head"], strict=True)
+        ]
+    )
+    series_chart(
+        match, y="match", title=t("watch.chart_match"), log_y=False, key=f"watch.match.{index}"
+    )
+    grads = data.grad_table(run.snapshots)
+    grads = grads[grads["grad_norm"] > 0].assign(
+        series=[
+            f"{n} · {t('watch.layer_name', layer=a + 1)}"
+            for n, a in zip(grads["tensor"], grads["layer"], strict=True)
+        ]
+    )
+    series_chart(
+        grads, y="grad_norm", title=t("watch.chart_grads"), log_y=True, key=f"watch.grads.{index}"
+    )
+
+
+def train_live(config: data.TrainingConfig, index: int) -> bool:
+    """Train ``config`` with a progress bar and the heads redrawn as snapshots arrive (at most
+    every :data:`LIVE_REDRAW_S`).
+
+    Returns:
+        True when the run finished (it is then in the store), False when it was refused.
+    """
+    st.subheader(run_title(config))
+    bar = st.progress(0.0, text=t("watch.starting"))
+    live = st.empty()
+    target = data.training_target(config)
+    drawn_at = -LIVE_REDRAW_S
+    try:
+        for snapshot in data.stream_run(config):
+            bar.progress(
+                snapshot.step / config.steps,
+                text=t("watch.training", step=snapshot.step, steps=config.steps),
+            )
+            if time.perf_counter() - drawn_at >= LIVE_REDRAW_S:  # the first, then a few a second
+                drawn_at = time.perf_counter()
+                with live.container():
+                    draw_heads(snapshot, target, key=f"watch.live.{index}.{snapshot.step}")
+    except ValueError as err:
+        controls.show_error(err)
+        return False
+    return True
+
+
+def play(runs, index_step: list[int]) -> None:
+    """Step through the snapshots of every run, redrawing the heads (the Play button)."""
+    frames = st.empty()
+    for step in index_step:
+        with frames.container():
+            cols = st.columns(len(runs))
+            for i, (col, run) in enumerate(zip(cols, runs, strict=True)):
+                with col:
+                    shown = max((s for s in run.snapshots if s.step <= step), key=lambda s: s.step)
+                    draw_heads(shown, run.target, key=f"watch.play.{i}.{step}")
+        time.sleep(PLAY_DELAY_S)
+    frames.empty()
+
+
+def comparison_note(configs) -> None:
+    """What was measured for the page's two suggested comparisons, when one is on screen."""
+    if len(configs) != 2:
+        return
+    a, b = configs
+    if a.variant == b.variant and a.scale != b.scale:
+        st.info(t("watch.measured_scaling"))
+    elif a.task == "reverse" and "local" in (a.variant, b.variant):
+        st.info(t("watch.measured_window"))
+
+
+def render(ctl: WatchConfig) -> None:
+    """Train (streaming) or fetch the runs, then draw them side by side."""
+    buttons = st.columns(3)
+    pressed = buttons[0].button(t("watch.train"), type="primary")
+    buttons[1].button(t("watch.preset_scaling"), on_click=apply_preset, args=("scaling",))
+    buttons[2].button(t("watch.preset_window"), on_click=apply_preset, args=("window",))
+    try:
+        configs = ctl.configs()
+    except ValueError as err:
+        controls.show_error(err)
+        return
+    wanted = state.url_bool(TRAINED, False) or pressed
+    if pressed:
+        state.write(TRAINED, True)
+    runs = [data.finished_run(c) for c in configs]
+    if any(r is None for r in runs):
+        if not wanted:
+            st.info(t("watch.press_train"))
+            draw_target(configs[0])
+            return
+        training_area = st.empty()  # progress and live heads, cleared for the finished runs
+        with training_area.container():
+            cols = st.columns(len(configs))
+            for i, (col, config, run) in enumerate(zip(cols, configs, runs, strict=True)):
+                if run is None:
+                    with col:
+                        if not train_live(config, i):
+                            return
+        training_area.empty()
+        runs = [data.finished_run(c) for c in configs]
+        if any(r is None for r in runs):  # dropped from a full store meanwhile: show what we have
+            st.warning(t("watch.store_full"))
+            return
+    comparison_note(configs)
+    steps = [s.step for s in runs[0].snapshots]
+    top = st.columns([4, 1])
+    step = state.slider_int(
+        PAGE,
+        "step",
+        t("watch.ctl_step"),
+        0,
+        ctl.steps,
+        ctl.steps,
+        step=ctl.snapshot_every,
+        where=top[0],
+    )
+    if top[1].button(t("watch.play")):
+        play(runs, steps)
+    cols = st.columns(len(runs))
+    for i, (col, run) in enumerate(zip(cols, runs, strict=True)):
+        with col:
+            show_run(run, step, i)
+    with st.expander(t("common.how_it_works")):
+        st.markdown(t("watch.how_it_works"))
+
+
+controls.page_intro(PAGE)
+ctl = watch_controls(PAGE)
+render(ctl)
