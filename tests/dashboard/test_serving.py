@@ -100,14 +100,14 @@ def test_the_playground_says_when_peak_memory_was_not_measured(lang, torch_threa
     seed = {"en": "4242", "zh": "4243"}[lang]  # a config no other test has measured
     params = {"lang": lang, "playground.seq_len": "40", "playground.seed": seed}
     with serving.script_run():  # another learner's run is going
-        at = open_app(**params)
+        at = open_app("playground", **params)
     assert_clean(at)
     shown = metrics(at)
     label = {"en": "Memory (est.)", "zh": "内存（估计）"}[lang]
     assert label in shown, shown
     captions = " ".join(c.value for c in at.caption)
     assert _note(lang) in captions
-    at = open_app(**params)  # alone: measured, and the note is gone
+    at = open_app("playground", **params)  # alone: measured, and the note is gone
     assert_clean(at)
     assert _note(lang) not in " ".join(c.value for c in at.caption)
     assert len(metrics(at)) == len(shown) and label not in metrics(at)
