@@ -46,7 +46,7 @@ import streamlit as st
 from dashboard import controls, state
 from dashboard.data import serving
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t
-from dashboard.views import PAGES
+from dashboard.views import PAGES, default_page
 
 VIEWS_DIR = Path(__file__).parent / "views"
 DEFAULT_BASE_URL = "http://localhost:8501/"
@@ -95,17 +95,18 @@ def freeze_startup_objects() -> int:
 
 
 def navigation_pages() -> dict[str, st.Page]:
-    """Every page of :data:`dashboard.views.PAGES` by name, with its translated title (the
-    first is the default)."""
+    """Every page of :data:`dashboard.views.PAGES` by name, with its translated title; the
+    default (what the root URL opens) is :func:`default_page` of the query."""
+    default = default_page(list(st.query_params.keys()))
     return {
         name: st.Page(
             VIEWS_DIR / f"{name}.py",
             title=t(f"common.page_{name}"),
             icon=icon,
             url_path=name,
-            default=(i == 0),
+            default=(name == default),
         )
-        for i, (name, icon) in enumerate(PAGES)
+        for name, icon in PAGES
     }
 
 

@@ -14,3 +14,22 @@ PAGES = (
     ("real_model", ":material/psychology:"),
 )
 """``(file stem, icon)`` of every page, in navigation order; the first is the default."""
+
+
+def default_page(query_keys: list[str]) -> str:
+    """The page a URL without a page path opens: the page whose controls the query names
+    first (a link copied from the root before Intuition became the landing page, such as
+    ``/?playground.seq_len=64``, still opens the Playground), else the first page.
+
+    Args:
+        query_keys: the URL's query keys in order (``"lang"``, ``"playground.seq_len"``, …).
+
+    Returns:
+        A page name of :data:`PAGES`.
+    """
+    names = [name for name, _icon in PAGES]
+    for key in query_keys:
+        prefix = key.split(".", 1)[0]
+        if "." in key and prefix in names:
+            return prefix
+    return names[0]

@@ -235,3 +235,17 @@ def test_run_scores_are_the_cores_scaled_masked_scores():
     assert np.all(np.isneginf(run.scores[:, ~lower]))
     linear = data.attention_run(LayerConfig(variant="linear", seq_len=6, device="cpu"))
     assert linear.weights is not None and linear.scores is None and linear.mean_scores is None
+
+
+def test_a_root_link_made_for_the_playground_still_opens_it():
+    """Before Intuition became the landing page, the root was the Playground, so a copied
+    link could be ``/?playground.seq_len=8``: it opens the Playground with that length."""
+    from dashboard.views import default_page
+
+    assert default_page(["lang", "playground.seq_len", "scaling.seed"]) == "playground"
+    assert default_page(["lang", "device"]) == "intuition"
+    assert default_page(["nosuchpage.x"]) == "intuition"
+    at = open_app(**{"playground.seq_len": "8", "playground.seed": "3"})
+    assert_clean(at)
+    assert metrics(at)["Tokens L"] == "8"
+    assert open_app().title[0].value != at.title[0].value
