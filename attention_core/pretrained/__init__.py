@@ -1,4 +1,5 @@
-"""Loaders for real checkpoints: a small BERT encoder (all-MiniLM-L6-v2), no hub access."""
+"""Loaders for real checkpoints, no hub access: a small BERT encoder (all-MiniLM-L6-v2) and a
+llama decoder (SmolLM2-135M-Instruct, from a GGUF file)."""
 
 from attention_core.pretrained.bert import (
     INSTALL_HINT,
@@ -15,24 +16,68 @@ from attention_core.pretrained.bert import (
     load_minilm,
     model_available,
 )
+from attention_core.pretrained.bpe import CharacterGroup, group_by_character, token_bytes
+from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, parse_gguf
+from attention_core.pretrained.llama import (
+    ROPE_STYLES,
+    Decoder,
+    DecoderCache,
+    DecoderOutput,
+    LlamaConfig,
+    apply_rope,
+    rope_angles,
+    rows_to_half,
+    rows_to_interleaved,
+)
+from attention_core.pretrained.smollm2 import (
+    SMOLLM2_INSTALL_HINT,
+    SMOLLM2_PACKAGE_PIN,
+    SMOLLM2_SHA256,
+    default_gguf_path,
+    load_llama_gguf,
+    load_smollm2,
+    smollm2_available,
+)
 from attention_core.pretrained.tokenizer import UNK_TOKEN, Tokenized, load_tokenizer, tokenize
 
 __all__ = [
     "INSTALL_HINT",
     "MINILM_SHA256",
     "MODEL_PACKAGE_PIN",
+    "ROPE_STYLES",
+    "SMOLLM2_INSTALL_HINT",
+    "SMOLLM2_PACKAGE_PIN",
+    "SMOLLM2_SHA256",
     "UNK_TOKEN",
     "BertConfig",
+    "CharacterGroup",
+    "Decoder",
+    "DecoderCache",
+    "DecoderOutput",
     "EncodeResult",
     "Encoder",
     "EncoderOutput",
+    "GGUFFile",
+    "LlamaConfig",
     "ModelNotInstalledError",
+    "TensorInfo",
     "Tokenized",
+    "apply_rope",
     "cosine_similarity",
+    "default_gguf_path",
     "default_model_folder",
+    "group_by_character",
     "load_bert",
+    "load_llama_gguf",
     "load_minilm",
+    "load_smollm2",
     "load_tokenizer",
     "model_available",
+    "parse_gguf",
+    "rope_angles",
+    "rows_to_half",
+    "rows_to_interleaved",
+    "smollm2_available",
+    "token_bytes",
     "tokenize",
 ]
