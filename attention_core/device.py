@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from attention_core.validation import check_int
+
 MIB = 2**20
 DEFAULT_MEMORY_BUDGET = 512 * MIB
 BUDGET_ENV_VAR = "ATTENTION_LAB_MEMORY_BUDGET_MIB"
@@ -120,9 +122,7 @@ def resolve_budget(budget: int | None = None) -> int:
             budget = int(float(env) * MIB)
         except ValueError as err:
             raise ValueError(f"{BUDGET_ENV_VAR} must be a number of MiB, got {env!r}") from err
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-        raise ValueError(f"memory_budget must be a positive number of bytes, got {budget!r}")
-    return budget
+    return check_int("memory_budget (bytes)", budget, low=1)
 
 
 def tensor_bytes(shape: tuple[int, ...] | torch.Size, dtype: torch.dtype) -> int:

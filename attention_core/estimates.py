@@ -6,6 +6,7 @@ import torch
 
 from attention_core.device import parse_dtype
 from attention_core.registry import get_variant
+from attention_core.validation import check_int
 
 
 def estimate_memory(
@@ -47,7 +48,6 @@ def estimate_memory(
         ("E", E),
         ("Ev", Ev),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        check_int(name, value, low=1)
     itemsize = torch.empty((), dtype=parse_dtype(dtype)).element_size()
     return int(spec.memory_model(batch * heads, L, S, E, Ev, itemsize, need_weights, **resolved))

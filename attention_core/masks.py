@@ -11,20 +11,14 @@ from collections.abc import Sequence
 
 import torch
 
-from attention_core.validation import check_int
+from attention_core.validation import check_choice, check_float, check_int
 
 _COMBINE_MODES = ("or", "and")
 
 
-def _check_positive(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-    return value
-
-
 def _positions(L: int, S: int | None, device: torch.device | str | None):
-    L = _check_positive("L", L)
-    S = L if S is None else _check_positive("S", S)
+    L = check_int("L", L, low=1)
+    S = L if S is None else check_int("S", S, low=1)
     i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1) query positions
     j = torch.arange(S, device=device).unsqueeze(0)  # (1, S) key positions
     return i, j
@@ -104,7 +98,7 @@ def padding(lengths: Sequence[int] | torch.Tensor, L: int, *, device=None) -> to
     Raises:
         ValueError: when a length is negative, above L, or not a whole number.
     """
-    L = _check_positive("L", L)
+    L = check_int("L", L, low=1)
     lengths_t = torch.as_tensor(lengths, device=device)
     if lengths_t.dim() != 1 or lengths_t.numel() == 0:
         raise ValueError(f"lengths must be a non-empty 1-D sequence, got {lengths!r}")
@@ -128,7 +122,7 @@ def local(L: int, window_size: int, S: int | None = None, *, device=None) -> tor
     Raises:
         ValueError: when window_size, L or S is not a whole number >= 1.
     """
-    _check_positive("window_size", window_size)
+    check_int("window_size", window_size, low=1)
     i, j = _positions(L, S, device)
     return (i - j).abs() <= window_size // 2
 
@@ -142,7 +136,7 @@ def strided(L: int, stride: int, S: int | None = None, *, device=None) -> torch.
     Raises:
         ValueError: when stride, L or S is not a whole number >= 1.
     """
-    _check_positive("stride", stride)
+    check_int("stride", stride, low=1)
     i, j = _positions(L, S, device)
     return (i - j).remainder(stride) == 0
 
@@ -156,7 +150,7 @@ def block(L: int, block_size: int, S: int | None = None, *, device=None) -> torc
     Raises:
         ValueError: when block_size, L or S is not a whole number >= 1.
     """
-    _check_positive("block_size", block_size)
+    check_int("block_size", block_size, low=1)
     i, j = _positions(L, S, device)
     return (i // block_size) == (j // block_size)
 
@@ -175,15 +169,11 @@ def random(
     Raises:
         ValueError: when density is outside (0, 1] or seed is not a whole number.
     """
-    if isinstance(density, bool) or not isinstance(density, int | float):
-        raise ValueError(f"density must be a number in (0, 1], got {density!r}")
-    if not (0.0 < float(density) <= 1.0):
-        raise ValueError(f"density must lie in (0, 1], got {density!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be a whole number, got {seed!r}")
+    density = check_float("density", density, low=0.0, high=1.0, low_open=True)
+    seed = check_int("seed", seed)
     i, j = _positions(L, S, None)
     generator = torch.Generator().manual_seed(seed)
-    keep = torch.rand(i.shape[0], j.shape[1], generator=generator) < float(density)
+    keep = torch.rand(i.shape[0], j.shape[1], generator=generator) < density
     return (keep | (i == j)).to(device)
 
 
@@ -202,8 +192,7 @@ def combine(*masks: torch.Tensor, how: str = "or") -> torch.Tensor:
         ValueError: with no mask, a non-bool mask, shapes that do not broadcast, or an
             unknown ``how``.
     """
-    if how not in _COMBINE_MODES:
-        raise ValueError(f"how must be one of {_COMBINE_MODES}, got {how!r}")
+    check_choice("how", how, _COMBINE_MODES)
     if not masks:
         raise ValueError("combine needs at least one mask")
     for m in masks:

@@ -6,6 +6,8 @@ How the framework fits together (follow this when adding a page):
 
 * **Pages** live in ``dashboard/views/<page>.py``, one per file, and are listed in
   :data:`dashboard.views.PAGES` for ``st.navigation``; the title is ``t("common.page_<page>")``.
+  Each page ends the same way: ``controls.page_intro(PAGE)``, ``ctl = <page>_controls(PAGE)``
+  (a frozen config of plain values), ``render(ctl)`` (see CONTRIBUTING.md).
 * **Strings** come from :func:`dashboard.i18n.t` with keys ``"<namespace>.<name>"`` stored in
   ``dashboard/locales/{en,zh}/<namespace>.json``; a page uses its own namespace plus
   ``common``. The sidebar language switch is the query parameter ``lang``.
@@ -13,30 +15,28 @@ How the framework fits together (follow this when adding a page):
   or :mod:`dashboard.controls` groups, with keys ``"<page>.<param>"``: each value is read
   from the URL (bad values fall back to defaults with one visible notice per page), shown
   as a widget, and written back, so the URL always reproduces the view.
-* **Data**: tensor maths only in :mod:`dashboard.data` (cached, plain-value arguments);
+* **Data**: tensor maths only in the :mod:`dashboard.data` package (cached calls taking plain
+  values or a frozen :class:`dashboard.config.LayerConfig`);
   :mod:`dashboard.charts` turns DataFrames into Altair charts (or, for big heatmaps, the
   data of the canvas heatmap that :mod:`dashboard.canvas` draws); :mod:`dashboard.exports`
   adds download buttons.
 * This file runs on every rerun: it resets the URL bookkeeping, draws the language and
   device choice, runs the page, then shows URL notices above the page, fills the
-  copy-link box, and drops query keys the page did not use.
+  copy-link box, and drops query keys the page did not use. It imports ``dashboard`` as an
+  installed package (``-e .`` in requirements.txt), so it needs no import-path edit.
 """
 
 from __future__ import annotations
 
 import gc
-import sys
 from pathlib import Path
+from urllib.parse import urlencode
 
 import streamlit as st
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from dashboard import controls, state  # noqa: E402
-from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t  # noqa: E402
-from dashboard.views import PAGES  # noqa: E402
+from dashboard import controls, data, state
+from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t
+from dashboard.views import PAGES
 
 VIEWS_DIR = Path(__file__).parent / "views"
 DEFAULT_BASE_URL = "http://localhost:8501/"
@@ -57,8 +57,6 @@ def language_switch() -> str:
 
 def current_url() -> str:
     """Return the full URL of the current view: the page address plus the query string."""
-    from urllib.parse import urlencode
-
     base = st.context.url or DEFAULT_BASE_URL
     base = base.split("?", 1)[0]
     query = urlencode(st.query_params.to_dict())
@@ -85,6 +83,7 @@ def main() -> None:
     """Draw the shared sidebar and run the selected page."""
     st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
     freeze_startup_objects()
+    data.warm_up_profiler()
     state.begin_run()
     language_switch()
     controls.device_controls()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from dashboard.charts import HeatmapSpec, heatmap_canvas_spec
+
 COMPONENT_NAME = "attention_lab.heatmap"
 _ASSETS = Path(__file__).parent
 _HEATMAP = st.components.v2.component(
@@ -32,3 +34,13 @@ def heatmap(spec: dict, *, key: str) -> None:
             component keeps its canvas across reruns and redraws it, instead of remounting.
     """
     _HEATMAP(data=spec, key=f"_canvas.{key}")
+
+
+def heatmap_grid(grid, spec: HeatmapSpec, *, key: str) -> None:
+    """Draw the matrices of a :class:`dashboard.data.Heatmap` (``values``, ``scores``,
+    ``panels``) with the look ``spec`` on a canvas.
+
+    Raises:
+        ValueError: when the matrices do not match the spec's axis orders.
+    """
+    heatmap(heatmap_canvas_spec(grid.values, spec, scores=grid.scores, panels=grid.panels), key=key)

@@ -1,9 +1,21 @@
-"""Widget groups that return frozen dataclasses of plain values.
+"""Widget groups shared by the pages; each returns a frozen config of plain values.
 
 Every widget goes through :mod:`dashboard.state`, so its value lives in the URL under
 ``"<page>.<name>"``. Variant parameters are built from the registry entry (via
 :func:`dashboard.data.variant_catalogue`) under ``"<page>.<variant>.<param>"``, so a new
 variant appears here without UI code.
+
+The groups:
+
+* :func:`layer_controls` — one multi-head layer run: variant, input, sizes, mask, dropout,
+  seed → a :class:`~dashboard.config.LayerConfig`;
+* :func:`variant_controls` (:func:`variant_select` + :func:`variant_params_controls`) — a
+  variant and its own parameters → a :class:`VariantChoice`;
+* :func:`input_controls` — random vectors, a preset or a typed sentence → an
+  :class:`InputChoice`.
+
+Also here: the page header (:func:`page_intro`), the one error helper (:func:`show_error`),
+variant and parameter labels, and the heatmap look shared by the per-head grids.
 """
 
 from __future__ import annotations
@@ -12,7 +24,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from attention_core import experiments
+from attention_core.device import MemoryBudgetError
+from attention_core.pretrained import ModelNotInstalledError
 from dashboard import data, state
+from dashboard.charts import HeatmapSpec
+from dashboard.config import LayerConfig, ParamPairs
 from dashboard.i18n import t
 
 DEVICE_KEY = "device"
@@ -24,58 +41,32 @@ MAX_DROPOUT = 0.9
 DROPOUT_STEP = 0.05
 SENTENCE_MAX_CHARS = 200
 DEFAULT_SENTENCE = "the cat sat on the mat because it was comfortable"
+MIN_SEQ_LEN = 4
+DEFAULT_LAYER = LayerConfig()
 
 
 @dataclass(frozen=True)
-class AttentionControls:
-    """Everything that defines one multi-head self-attention computation.
+class VariantChoice:
+    """A variant and its own parameters, as chosen in the sidebar.
 
     Attributes:
-        variant: registry name.
-        params: the variant's ``(name, value)`` pairs, in registry order.
-        seq_len: L for random input (sentences use their own length).
-        d_model, heads: model width and number of heads (heads divides d_model).
-        mask_kind: ``"none"``, ``"causal"`` or ``"padding"``; pad_len: real tokens for padding.
-        dropout: dropout probability on the weights (0 when unsupported).
-        seed: seeds input, projections and dropout.
-        input_kind: one of :data:`dashboard.data.INPUT_KINDS`; sentence: typed text.
-        device: device name chosen in the sidebar.
+        variant: registry name. params: its ``(name, value)`` pairs in registry order.
     """
 
     variant: str
-    params: tuple[tuple[str, int | float | bool], ...]
-    seq_len: int
-    d_model: int
-    heads: int
-    mask_kind: str
-    pad_len: int
-    dropout: float
-    seed: int
+    params: ParamPairs = ()
+
+
+@dataclass(frozen=True)
+class InputChoice:
+    """What goes into a layer: ``input_kind`` (one of :data:`dashboard.data.INPUT_KINDS`) and
+    the typed ``sentence`` (empty unless ``input_kind == "typed"``)."""
+
     input_kind: str
-    sentence: str
-    device: str
+    sentence: str = ""
 
-    @property
-    def d_k(self) -> int:
-        """Per-head width d_model / heads."""
-        return self.d_model // self.heads
 
-    def as_args(self) -> dict[str, object]:
-        """Keyword arguments for :func:`dashboard.data.attention_run`."""
-        return {
-            "variant": self.variant,
-            "params": self.params,
-            "seq_len": self.seq_len,
-            "d_model": self.d_model,
-            "heads": self.heads,
-            "mask_kind": self.mask_kind,
-            "pad_len": self.pad_len,
-            "dropout": self.dropout,
-            "seed": self.seed,
-            "input_kind": self.input_kind,
-            "sentence": self.sentence,
-            "device": self.device,
-        }
+# ---------------------------------------------------------------- labels and page parts
 
 
 def translated(key: str, fallback: str) -> str:
@@ -91,6 +82,14 @@ def variant_label(name: str) -> str:
     catalogue = data.variant_catalogue()
     fallback = catalogue[name].label if name in catalogue else name
     return translated(f"common.variant_{name}", fallback)
+
+
+def variant_explanation(name: str) -> str:
+    """Translated one-line explanation of a variant (the registry's English one when
+    untranslated)."""
+    catalogue = data.variant_catalogue()
+    fallback = catalogue[name].explanation if name in catalogue else ""
+    return translated(f"common.variant_{name}_explain", fallback)
 
 
 def param_label(name: str) -> str:
@@ -109,12 +108,39 @@ def page_intro(namespace: str) -> None:
         st.markdown(t(f"{namespace}.look_for"))
 
 
-def show_compute_error(err: ValueError) -> None:
-    """Show a refused computation as st.error: over budget (with what to lower) or invalid."""
-    if type(err).__name__ == "MemoryBudgetError":
+def show_error(err: Exception) -> None:
+    """The one way a page shows a refused computation, chosen by the exception's type.
+
+    * :class:`~attention_core.device.MemoryBudgetError` — over the memory budget, with what
+      to lower;
+    * :class:`~attention_core.pretrained.ModelNotInstalledError` — the model package is
+      missing, with the pip line;
+    * any other ``ValueError`` — invalid settings, with the library's message;
+    * a ``RuntimeError`` from torch — invalid settings, with its first line.
+
+    Raises:
+        Exception: ``err`` itself when it is none of these (a bug, not bad input).
+    """
+    if isinstance(err, MemoryBudgetError):
         st.error(t("common.error_budget", detail=str(err)) + " " + t("common.error_budget_lower"))
-    else:
+    elif isinstance(err, ModelNotInstalledError):
+        st.warning(t("real_model.missing"))
+        st.code(data.MODEL_INSTALL_HINT, language="bash")
+        st.caption(str(err))
+    elif isinstance(err, ValueError):
         st.error(t("common.error_invalid", detail=str(err)))
+    elif isinstance(err, RuntimeError):  # torch's own refusals: the first line says why
+        st.error(t("common.error_invalid", detail=str(err).splitlines()[0]))
+    else:
+        raise err
+
+
+def memory_method_text(method: str) -> str:
+    """Translated description of how a peak memory was obtained, from the method label of
+    :func:`attention_core.experiments.measure_peak_bytes` (an unknown label reads as "not
+    measurable")."""
+    code = experiments.PEAK_METHODS.get(method, "none")
+    return t(f"common.memory_method_{code}")
 
 
 def pooled_note(heatmap: data.Heatmap) -> str | None:
@@ -124,29 +150,47 @@ def pooled_note(heatmap: data.Heatmap) -> str | None:
     return t("common.chart_pooled", rows=heatmap.shape[0], cols=heatmap.shape[1])
 
 
-def head_grid_args(grid: data.Heatmap, title: str, columns: int) -> dict:
-    """Keyword arguments of :func:`dashboard.charts.heatmap_canvas_spec` (and of
-    ``heatmap_chart``, for the export) for a per-head weight grid with raw-score tooltips:
-    translated titles, the pooled note, and one colour scale from 0 to the largest weight
-    shown, shared by every head.
+def weights_spec(grid: data.Heatmap, title: str, **options) -> HeatmapSpec:
+    """The look of a weight heatmap with raw-score tooltips: translated titles, the pooled
+    note, the grid's axis orders.
 
     Args:
-        grid: the heads' :func:`dashboard.data.heatmap_frame`, with scores and panels.
-        title: the chart title; columns: panels per row.
+        grid: a :func:`dashboard.data.heatmap_grid` of weights (scores optional).
+        title: the chart title.
+        **options: any other :class:`~dashboard.charts.HeatmapSpec` field (``width``,
+            ``domain``, …).
     """
-    return {
+    fields = {
         "title": title,
         "subtitle": pooled_note(grid),
         "x_title": t("common.chart_key"),
         "y_title": t("common.chart_query"),
         "value_title": t("common.chart_weight"),
-        "score_title": t("common.chart_score"),
-        "panel_title": t("common.chart_head"),
+        "score_title": t("common.chart_score") if grid.scores is not None else None,
         "row_order": grid.row_order,
         "col_order": grid.col_order,
-        "domain": (0.0, float(grid.frame["value"].max()) or 1.0),
-        "columns": columns,
     }
+    return HeatmapSpec(**{**fields, **options})
+
+
+def head_grid_spec(grid: data.Heatmap, title: str, columns: int) -> HeatmapSpec:
+    """The look of a per-head weight grid: :func:`weights_spec` with one panel per head and
+    one colour scale from 0 to the largest weight shown, shared by every head.
+
+    Args:
+        grid: the heads' :func:`dashboard.data.heatmap_grid`, with scores and panels.
+        title: the chart title; columns: panels per row.
+    """
+    return weights_spec(
+        grid,
+        title,
+        panel_title=t("common.chart_head"),
+        domain=(0.0, float(grid.values.max()) or 1.0),
+        columns=columns,
+    )
+
+
+# ---------------------------------------------------------------- device
 
 
 def device_controls() -> str:
@@ -177,12 +221,41 @@ def current_device() -> str:
     return st.session_state.get(_DEVICE_STATE, "auto")
 
 
+# ---------------------------------------------------------------- variant, input, layer
+
+
 def head_options(d_model: int) -> list[int]:
     """Numbers of heads (up to 16) that divide ``d_model``."""
     return [h for h in range(1, MAX_HEADS + 1) if d_model % h == 0]
 
 
-def variant_params_controls(page: str, variant: str, seq_len: int) -> tuple:
+def variant_select(
+    page: str, default: str = "scaled", *, explain: bool = True, label: str | None = None
+) -> str:
+    """The variant selectbox (URL key ``"<page>.variant"``), with its explanation below.
+
+    Args:
+        page: key prefix. default: the variant a fresh page shows.
+        explain: draw the variant's one-line explanation under the box.
+        label: the box's label (default "Variant", translated).
+
+    Returns:
+        The registry name chosen.
+    """
+    variant = state.select(
+        page,
+        "variant",
+        label or t("common.ctl_variant"),
+        list(data.variant_catalogue()),
+        default,
+        format_func=variant_label,
+    )
+    if explain:
+        st.sidebar.caption(variant_explanation(variant))
+    return variant
+
+
+def variant_params_controls(page: str, variant: str, seq_len: int) -> ParamPairs:
     """Sliders/checkboxes for a variant's own parameters, built from its registry entry.
 
     Widget keys are ``"<page>.<variant>.<param>"``. Integer sliders stop at
@@ -199,12 +272,13 @@ def variant_params_controls(page: str, variant: str, seq_len: int) -> tuple:
     for p in info.params:
         name = f"{variant}.{p.name}"
         label = param_label(p.name)
+        hint = p.help or None
         if p.kind == "bool":
-            value = state.checkbox(page, name, label, bool(p.default), help=p.help or None)
+            value = state.checkbox(page, name, label, bool(p.default), help=hint)
         elif p.kind == "int":
             high = int(min(p.high, max(p.default, seq_len, 16, p.low + 1)))
             value = state.slider_int(
-                page, name, label, int(p.low), high, int(p.default), int(p.step), p.help or None
+                page, name, label, int(p.low), high, int(p.default), step=int(p.step), help=hint
             )
         else:
             value = state.slider_float(
@@ -214,19 +288,24 @@ def variant_params_controls(page: str, variant: str, seq_len: int) -> tuple:
                 float(p.low),
                 float(p.high),
                 float(p.default),
-                float(p.step),
-                p.help or None,
+                step=float(p.step),
+                help=hint,
             )
         values.append((p.name, value))
     return tuple(values)
 
 
-def input_controls(page: str, default_kind: str = "random") -> tuple[str, str]:
-    """Input choice: random vectors, a preset sentence or a typed sentence.
+def variant_controls(
+    page: str, seq_len: int, default: str = "scaled", *, label: str | None = None
+) -> VariantChoice:
+    """A variant, its explanation and its own parameters (sized for ``seq_len`` tokens)."""
+    variant = variant_select(page, default, label=label)
+    return VariantChoice(variant, variant_params_controls(page, variant, seq_len))
 
-    Returns:
-        ``(input_kind, sentence)``; sentence is the typed text (empty unless ``"typed"``).
-    """
+
+def input_controls(page: str, default_kind: str = "random") -> InputChoice:
+    """Input choice: random vectors, a preset sentence or a typed sentence (with a warning
+    when the typed text has no word, a note when it is cut)."""
     kind = state.select(
         page,
         "input",
@@ -235,75 +314,26 @@ def input_controls(page: str, default_kind: str = "random") -> tuple[str, str]:
         default_kind,
         format_func=lambda k: t(f"common.input_{k}"),
     )
-    sentence = ""
-    if kind == "typed":
-        sentence = state.text(
-            page,
-            "sentence",
-            t("common.ctl_sentence"),
-            DEFAULT_SENTENCE,
-            SENTENCE_MAX_CHARS,
-            help=t("common.ctl_sentence_help"),
-        )
-        tokens = data.tokens_for(sentence)
-        if not data.has_words(tokens):
-            st.warning(t("common.sentence_empty"))
-        elif len(tokens) > data.MAX_SENTENCE_TOKENS:
-            st.info(t("common.sentence_truncated", n=data.MAX_SENTENCE_TOKENS))
-    return kind, sentence
-
-
-def attention_controls(
-    page: str,
-    default_variant: str = "scaled",
-    default_seq_len: int = 16,
-    default_d_model: int = 64,
-    default_heads: int = 4,
-    max_seq_len: int = data.MAX_SEQ_LEN,
-) -> AttentionControls:
-    """The full set of sidebar controls for one multi-head attention computation.
-
-    Args:
-        page: page name (key prefix).
-        default_variant, default_seq_len, default_d_model, default_heads: defaults.
-        max_seq_len: the largest L offered.
-
-    Returns:
-        An :class:`AttentionControls`.
-    """
-    catalogue = data.variant_catalogue()
-    variant = state.select(
+    if kind != "typed":
+        return InputChoice(kind)
+    sentence = state.text(
         page,
-        "variant",
-        t("common.ctl_variant"),
-        list(catalogue),
-        default_variant,
-        format_func=variant_label,
+        "sentence",
+        t("common.ctl_sentence"),
+        DEFAULT_SENTENCE,
+        SENTENCE_MAX_CHARS,
+        help=t("common.ctl_sentence_help"),
     )
-    st.sidebar.caption(
-        translated(f"common.variant_{variant}_explain", catalogue[variant].explanation)
-    )
-    input_kind, sentence = input_controls(page)
-    if input_kind == "random":
-        seq_len = state.slider_int(
-            page, "seq_len", t("common.ctl_seq_len"), 4, max_seq_len, default_seq_len
-        )
-    else:
-        seq_len = len(data.input_tokens(input_kind, sentence, default_seq_len))
-        st.sidebar.caption(f"{t('common.metric_seq_len')}: {seq_len}")
-    params = variant_params_controls(page, variant, seq_len)
-    d_model = state.select(
-        page, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, default_d_model
-    )
-    heads = state.select(
-        page,
-        "heads",
-        t("common.ctl_heads"),
-        head_options(d_model),
-        default_heads,
-        help=t("common.ctl_heads_help"),
-    )
-    st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
+    tokens = data.tokens_for(sentence)
+    if not data.has_words(tokens):
+        st.warning(t("common.sentence_empty"))
+    elif len(tokens) > data.MAX_SENTENCE_TOKENS:
+        st.info(t("common.sentence_truncated", n=data.MAX_SENTENCE_TOKENS))
+    return InputChoice(kind, sentence)
+
+
+def _mask_controls(page: str, seq_len: int) -> tuple[str, int]:
+    """The mask kind and, for padding, how many tokens are real."""
     mask_kind = state.select(
         page,
         "mask",
@@ -317,15 +347,59 @@ def attention_controls(
         pad_len = state.slider_int(
             page, "pad_len", t("common.ctl_pad_len"), 1, seq_len, max(1, (3 * seq_len) // 4)
         )
-    dropout = 0.0
-    if catalogue[variant].supports_dropout:
-        dropout = state.slider_float(
-            page, "dropout", t("common.ctl_dropout"), 0.0, MAX_DROPOUT, 0.0, DROPOUT_STEP
+    return mask_kind, pad_len
+
+
+def _dropout_control(page: str, variant: str) -> float:
+    """The dropout slider, or a note when the variant takes none (then 0)."""
+    if data.variant_catalogue()[variant].supports_dropout:
+        return state.slider_float(
+            page, "dropout", t("common.ctl_dropout"), 0.0, MAX_DROPOUT, 0.0, step=DROPOUT_STEP
+        )
+    st.sidebar.caption(t("common.ctl_dropout_unsupported"))
+    return 0.0
+
+
+def layer_controls(
+    page: str, defaults: LayerConfig = DEFAULT_LAYER, *, max_seq_len: int = data.MAX_SEQ_LEN
+) -> LayerConfig:
+    """The full set of sidebar controls for one multi-head attention computation.
+
+    Args:
+        page: page name (key prefix).
+        defaults: the values a fresh page shows (``variant``, ``seq_len``, ``d_model``,
+            ``heads`` are read from it).
+        max_seq_len: the largest L offered.
+
+    Returns:
+        A :class:`~dashboard.config.LayerConfig` on the sidebar's device.
+    """
+    variant = variant_select(page, defaults.variant)
+    source = input_controls(page)
+    if source.input_kind == "random":
+        seq_len = state.slider_int(
+            page, "seq_len", t("common.ctl_seq_len"), MIN_SEQ_LEN, max_seq_len, defaults.seq_len
         )
     else:
-        st.sidebar.caption(t("common.ctl_dropout_unsupported"))
+        seq_len = len(data.input_tokens(source.input_kind, source.sentence, defaults.seq_len))
+        st.sidebar.caption(f"{t('common.metric_seq_len')}: {seq_len}")
+    params = variant_params_controls(page, variant, seq_len)
+    d_model = state.select(
+        page, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, defaults.d_model
+    )
+    heads = state.select(
+        page,
+        "heads",
+        t("common.ctl_heads"),
+        head_options(d_model),
+        defaults.heads,
+        help=t("common.ctl_heads_help"),
+    )
+    st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
+    mask_kind, pad_len = _mask_controls(page, seq_len)
+    dropout = _dropout_control(page, variant)
     seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, MAX_SEED, 0)
-    return AttentionControls(
+    return LayerConfig(
         variant=variant,
         params=params,
         seq_len=seq_len,
@@ -335,7 +409,7 @@ def attention_controls(
         pad_len=pad_len,
         dropout=dropout,
         seed=seed,
-        input_kind=input_kind,
-        sentence=sentence,
+        input_kind=source.input_kind,
+        sentence=source.sentence,
         device=current_device(),
     )

@@ -65,6 +65,7 @@ function ramp(scale) {
 
 function formatNumber(v, fmt) {
   if (v === null || v === undefined || Number.isNaN(v)) return "—";
+  if (!Number.isFinite(v)) return v < 0 ? "−∞" : "∞"; // a masked score: softmax gives it 0
   if (fmt.kind === "e") return v.toExponential(fmt.digits);
   if (fmt.kind === "g") return String(Number(v.toPrecision(Math.max(fmt.digits, 1))));
   return v.toFixed(fmt.digits);

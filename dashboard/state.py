@@ -6,7 +6,8 @@ The pattern, for a control ``"<page>.<name>"`` (the query key and the widget key
    session's memory of it (query parameters are dropped when the user switches pages), else
    the default. A missing value gives the default silently. A malformed, out-of-range,
    unknown, over-long or repeated value gives the default *and* a notice, shown once on the
-   page by :func:`render_notices` (the bad value is escaped, never rendered as markdown).
+   page by :func:`render_notices` (the bad value is shown as literal text by
+   :func:`dashboard.literal.literal`: never rendered as markdown, never a link).
 2. **Widget**: the widget is created with that initial value through ``st.session_state``.
 3. **Write back**: its current value is written to ``st.query_params`` on every run; at the
    end of the run :func:`finish_run` drops query keys that this run did not use, so the URL
@@ -17,15 +18,15 @@ One call does all three: :func:`slider_int`, :func:`slider_float`, :func:`select
 (:func:`url_int`, :func:`url_float`, :func:`url_choice`, :func:`url_bool`, :func:`url_text`,
 :func:`url_int_list`) do steps 1 and 3 for values that have no widget.
 
+The parsers of a URL value's text (``parse_int``, ``parse_choice``, …) are pure functions in
+:mod:`dashboard.url_values`, re-exported here.
+
 Pages call the helpers with their page name, e.g.
 ``seq_len = state.slider_int("scaling", "seq_len", t("common.ctl_seq_len"), 4, 512, 64)``.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,14 +34,22 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from dashboard.i18n import t
+from dashboard.literal import literal
+from dashboard.url_values import (
+    MAX_RAW_LEN,
+    parse_bool,
+    parse_choice,
+    parse_choice_list,
+    parse_float,
+    parse_int,
+    parse_int_list,
+    parse_text,
+    serialise,
+)
 
-MAX_RAW_LEN = 200
-NOTICE_VALUE_LEN = 40
 _NOTICES = "_state.notices"
 _TOUCHED = "_state.touched"
 _MEMORY = "_state.memory"
-_MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:&=\"'^@%])")
-_SCRIPT_LIKE = re.compile(r"[<>`{}\\]|javascript:|data:", re.IGNORECASE)
 
 Parser = Callable[[str], Any]
 
@@ -63,22 +72,6 @@ def begin_run() -> None:
     st.session_state[_TOUCHED] = []
 
 
-def escape_markdown(value: str) -> str:
-    """Return ``value`` shortened and escaped so that Streamlit markdown shows it literally.
-
-    Args:
-        value: untrusted text, e.g. a tampered query value.
-
-    Returns:
-        At most :data:`NOTICE_VALUE_LEN` characters, every markdown/HTML special character
-        backslash-escaped and control characters replaced by "?".
-    """
-    cleaned = "".join("?" if unicodedata.category(c).startswith("C") else c for c in value)
-    if len(cleaned) > NOTICE_VALUE_LEN:
-        cleaned = cleaned[:NOTICE_VALUE_LEN] + "…"
-    return _MARKDOWN_SPECIALS.sub(r"\\\1", cleaned)
-
-
 def add_notice(key: str, raw: str) -> None:
     """Record that the URL value ``raw`` for ``key`` was rejected (shown by render_notices)."""
     notices = _session_list(_NOTICES)
@@ -93,14 +86,11 @@ def notices() -> list[tuple[str, str]]:
 
 
 def render_notices(where: DeltaGenerator | None = None) -> None:
-    """Show one warning listing every rejected URL value of this run (escaped)."""
+    """Show one warning listing every rejected URL value of this run (as literal text)."""
     found = notices()
     if not found:
         return
-    lines = [
-        t("common.url_notice_item", key=escape_markdown(k), value=escape_markdown(v))
-        for k, v in found
-    ]
+    lines = [t("common.url_notice_item", key=literal(k), value=literal(v)) for k, v in found]
     body = t("common.url_notice_title") + "\n\n" + "\n".join(f"- {line}" for line in lines)
     (where or st).warning(body)
 
@@ -119,20 +109,10 @@ def finish_run() -> None:
             del st.query_params[key]
 
 
-def _serialise(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(round(value, 6))
-    if isinstance(value, list | tuple):
-        return ",".join(_serialise(v) for v in value)
-    return str(value)
-
-
 def write(key: str, value: Any) -> None:
     """Write ``value`` to the URL under ``key`` and remember it for this session."""
     _touch(key)
-    text = _serialise(value)
+    text = serialise(value)
     if st.query_params.get(key) != text or len(st.query_params.get_all(key)) != 1:
         st.query_params[key] = text
     _memory()[key] = value
@@ -164,86 +144,6 @@ def read(key: str, default: Any, parse: Parser) -> Any:
     except ValueError:
         add_notice(key, raw)
         return default
-
-
-def parse_int(raw: str, low: int, high: int) -> int:
-    """Parse a whole number in [low, high].
-
-    Raises:
-        ValueError: for anything else (text, decimals, out of range).
-    """
-    if not re.fullmatch(r"[+-]?\d{1,12}", raw.strip()):
-        raise ValueError(f"not a whole number: {raw!r}")
-    value = int(raw)
-    if not low <= value <= high:
-        raise ValueError(f"{value} outside [{low}, {high}]")
-    return value
-
-
-def parse_float(raw: str, low: float, high: float) -> float:
-    """Parse a finite number in [low, high].
-
-    Raises:
-        ValueError: for text, NaN, infinities or values out of range.
-    """
-    if not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d{1,3})?", raw.strip()):
-        raise ValueError(f"not a number: {raw!r}")
-    value = float(raw)
-    if not math.isfinite(value) or not low <= value <= high:
-        raise ValueError(f"{value} outside [{low}, {high}]")
-    return value
-
-
-def parse_bool(raw: str) -> bool:
-    """Parse ``true/false/1/0`` (any case).
-
-    Raises:
-        ValueError: for any other text.
-    """
-    lowered = raw.strip().lower()
-    if lowered in ("true", "1"):
-        return True
-    if lowered in ("false", "0"):
-        return False
-    raise ValueError(f"not a boolean: {raw!r}")
-
-
-def parse_choice(raw: str, options: Sequence[Any]) -> Any:
-    """Return the option whose text form equals ``raw``.
-
-    Raises:
-        ValueError: when no option matches.
-    """
-    for option in options:
-        if _serialise(option) == raw:
-            return option
-    raise ValueError(f"unknown option {raw!r}")
-
-
-def parse_text(raw: str, max_len: int) -> str:
-    """Accept plain text of at most ``max_len`` characters.
-
-    Raises:
-        ValueError: for longer text, control characters or script-like content
-            (angle brackets, backticks, braces, backslashes, ``javascript:``/``data:``).
-    """
-    if len(raw) > max_len:
-        raise ValueError(f"text longer than {max_len} characters")
-    if any(unicodedata.category(c) == "Cc" for c in raw) or _SCRIPT_LIKE.search(raw):
-        raise ValueError(f"text has forbidden characters: {raw!r}")
-    return raw
-
-
-def parse_int_list(raw: str, low: int, high: int, max_items: int) -> list[int]:
-    """Parse comma-separated whole numbers in [low, high], at most ``max_items`` of them.
-
-    Raises:
-        ValueError: for an empty list, too many items or any bad item.
-    """
-    items = [s for s in raw.split(",") if s.strip()]
-    if not items or len(items) > max_items:
-        raise ValueError(f"need 1 to {max_items} numbers, got {len(items)}")
-    return [parse_int(s, low, high) for s in items]
 
 
 def url_int(key: str, default: int, low: int, high: int) -> int:
@@ -317,6 +217,7 @@ def slider_int(
     low: int,
     high: int,
     default: int,
+    *,
     step: int = 1,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -367,6 +268,7 @@ def slider_float(
     low: float,
     high: float,
     default: float,
+    *,
     step: float,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -417,6 +319,7 @@ def number_float(
     low: float,
     high: float,
     default: float,
+    *,
     step: float,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -463,6 +366,7 @@ def select(
     label: str,
     options: Sequence[Any],
     default: Any,
+    *,
     format_func: Callable[[Any], str] = str,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -484,7 +388,15 @@ def select(
         ValueError: when ``options`` is empty.
     """
     return _choice_widget(
-        "selectbox", page, name, label, options, default, format_func, help, where
+        "selectbox",
+        page,
+        name,
+        label,
+        options,
+        default,
+        format_func=format_func,
+        help=help,
+        where=where,
     )
 
 
@@ -494,6 +406,7 @@ def radio(
     label: str,
     options: Sequence[Any],
     default: Any,
+    *,
     format_func: Callable[[Any], str] = str,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -508,13 +421,33 @@ def radio(
         ValueError: when ``options`` is empty.
     """
     return _choice_widget(
-        "radio", page, name, label, options, default, format_func, help, where, horizontal
+        "radio",
+        page,
+        name,
+        label,
+        options,
+        default,
+        format_func=format_func,
+        help=help,
+        where=where,
+        horizontal=horizontal,
     )
 
 
 def _choice_widget(
-    kind, page, name, label, options, default, format_func, help, where, horizontal=None
-):
+    kind: str,
+    page: str,
+    name: str,
+    label: str,
+    options: Sequence[Any],
+    default: Any,
+    *,
+    format_func: Callable[[Any], str],
+    help: str | None,
+    where: DeltaGenerator | None,
+    horizontal: bool | None = None,
+) -> Any:
+    """A select box or radio (``kind``) whose value lives in the URL: see :func:`select`."""
     options = list(options)
     if not options:
         raise ValueError(f"control {page}.{name} has no options")
@@ -524,31 +457,12 @@ def _choice_widget(
     _prepare(key, default, lambda raw: parse_choice(raw, options), lambda v: v in options)
     widget = getattr(_where(where), kind)
     extra = {} if horizontal is None else {"horizontal": horizontal}
-    shown = {_serialise(o): str(format_func(o)) for o in options}  # labels fixed in this run
+    shown = {serialise(o): str(format_func(o)) for o in options}  # labels fixed in this run
     value = widget(
-        label, options, key=key, format_func=lambda o: shown[_serialise(o)], help=help, **extra
+        label, options, key=key, format_func=lambda o: shown[serialise(o)], help=help, **extra
     )
     write(key, value)
     return value
-
-
-def parse_choice_list(raw: str, options: Sequence[Any], max_items: int) -> list[Any]:
-    """Parse ``"a,b"`` into options, in order: each known, none repeated, at most
-    ``max_items`` of them.
-
-    Raises:
-        ValueError: for an unknown or repeated name, or too many names.
-    """
-    by_text = {_serialise(o): o for o in options}
-    names = [part.strip() for part in raw.split(",") if part.strip()]
-    unknown = [n for n in names if n not in by_text]
-    if unknown:
-        raise ValueError(f"unknown choices {unknown}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"repeated choices in {names}")
-    if len(names) > max_items:
-        raise ValueError(f"{len(names)} choices, at most {max_items} allowed")
-    return [by_text[n] for n in names]
 
 
 def multiselect(
@@ -558,6 +472,7 @@ def multiselect(
     options: Sequence[Any],
     default: Sequence[Any],
     max_selections: int,
+    *,
     format_func: Callable[[Any], str] = str,
     help: str | None = None,
     where: DeltaGenerator | None = None,
@@ -587,12 +502,12 @@ def multiselect(
         )
 
     _prepare(key, default, lambda raw: parse_choice_list(raw, options, max_selections), valid)
-    shown = {_serialise(o): str(format_func(o)) for o in options}
+    shown = {serialise(o): str(format_func(o)) for o in options}
     value = _where(where).multiselect(
         label,
         options,
         key=key,
-        format_func=lambda o: shown[_serialise(o)],
+        format_func=lambda o: shown[serialise(o)],
         max_selections=max_selections,
         help=help,
     )
@@ -605,6 +520,7 @@ def checkbox(
     name: str,
     label: str,
     default: bool,
+    *,
     help: str | None = None,
     where: DeltaGenerator | None = None,
     disabled: bool = False,
@@ -627,6 +543,7 @@ def text(
     label: str,
     default: str,
     max_len: int,
+    *,
     help: str | None = None,
     where: DeltaGenerator | None = None,
 ) -> str:

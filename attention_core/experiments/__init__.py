@@ -9,11 +9,15 @@ No plotting here: the dashboard turns these tables into charts.
 * :mod:`~attention_core.experiments.gradients` — gradient norms of W_Q, W_K, W_V and x.
 * :mod:`~attention_core.experiments.complexity` — measured time and peak memory against L.
 * :mod:`~attention_core.experiments.stability` — naive vs stable softmax, precision, memory.
+* :mod:`~attention_core.experiments.inputs` — tokens, token embeddings, sinusoidal positions.
+* :mod:`~attention_core.experiments.walkthrough` — single-head attention, every intermediate.
+* :mod:`~attention_core.experiments.head_stats` — head entropy and mean attention distance.
 """
 
 from attention_core.experiments.complexity import (
     COMPLEXITY_COLUMNS,
     measure_complexity,
+    PEAK_METHODS,
     measure_peak_bytes,
 )
 from attention_core.experiments.equivariance import (
@@ -26,7 +30,6 @@ from attention_core.experiments.equivariance import (
     equivariance_table,
     random_perm,
     row_sums,
-    sinusoidal_positions,
 )
 from attention_core.experiments.gradients import (
     GRAD_TENSORS,
@@ -36,6 +39,22 @@ from attention_core.experiments.gradients import (
     gradient_table,
     make_gradient_problem,
     measure_gradient_norms,
+)
+from attention_core.experiments.head_stats import head_entropy, mean_distance
+from attention_core.experiments.inputs import (
+    INPUT_KINDS,
+    MAX_SENTENCE_TOKENS,
+    PRESET_SENTENCES,
+    LayerInput,
+    check_tokens,
+    has_words,
+    input_tokens,
+    make_input,
+    preset_tokens,
+    sinusoidal_positions,
+    token_embeddings,
+    token_vector,
+    tokens_for,
 )
 from attention_core.experiments.patterns import PATTERN_NAMES, head_patterns
 from attention_core.experiments.scaling import (
@@ -52,38 +71,69 @@ from attention_core.experiments.stability import (
     precision_comparison,
     softmax_overflow_sweep,
 )
+from attention_core.experiments.walkthrough import (
+    MATRIX_NAMES,
+    STEP_D_MODEL,
+    CellBreakdown,
+    Walkthrough,
+    explain_cell,
+    walk_through_attention,
+    walk_through_preset,
+)
 
 __all__ = [
     "COMPLEXITY_COLUMNS",
     "GRAD_TENSORS",
+    "INPUT_KINDS",
+    "MATRIX_NAMES",
+    "MAX_SENTENCE_TOKENS",
     "PATTERN_NAMES",
+    "PRESET_SENTENCES",
     "SCALING_COLUMNS",
+    "STEP_D_MODEL",
     "CausalLeakResult",
+    "CellBreakdown",
     "EquivarianceResult",
     "GradientNorms",
     "GradientProblem",
+    "LayerInput",
+    "Walkthrough",
     "check_causal_leak",
     "check_chunked_exact",
     "check_perm",
     "check_permutation_equivariance",
+    "check_tokens",
     "checkpointing_estimate",
     "chunked_vs_full_memory",
     "compare_softmax_stability",
     "equivariance_table",
+    "explain_cell",
     "gradient_norms_vs_dk",
     "gradient_table",
+    "has_words",
+    "head_entropy",
     "head_patterns",
+    "input_tokens",
     "make_gradient_problem",
+    "make_input",
+    "mean_distance",
     "measure_complexity",
     "measure_gradient_norms",
     "measure_peak_bytes",
+    "PEAK_METHODS",
     "measure_scaling",
     "naive_softmax",
     "precision_comparison",
+    "preset_tokens",
     "random_perm",
     "row_sums",
     "sinusoidal_positions",
     "softmax_entropy",
     "softmax_jacobian_norm",
     "softmax_overflow_sweep",
+    "token_embeddings",
+    "token_vector",
+    "tokens_for",
+    "walk_through_attention",
+    "walk_through_preset",
 ]

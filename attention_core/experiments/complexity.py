@@ -23,11 +23,12 @@ from torch.profiler import ProfilerActivity, profile
 
 from attention_core.device import MemoryBudgetError, format_bytes, resolve_budget
 from attention_core.estimates import estimate_memory
-from attention_core.experiments.scaling import check_whole
 from attention_core.registry import attend, get_variant
+from attention_core.validation import check_choice, check_int
 
 MAX_LENGTH = 1 << 20
 MAX_REPEATS = 100
+MEASURED_DEVICES = ("cpu", "cuda")
 MEMORY_EVENT = "[memory]"
 COMPLEXITY_COLUMNS = (
     "variant",
@@ -43,6 +44,12 @@ Progress = Callable[[float], None]
 # torch.profiler and the CUDA peak counters are process-wide: one measurement at a time, or
 # concurrent callers (e.g. several dashboard sessions) corrupt or block each other.
 _MEASURE_LOCK = threading.Lock()
+METHOD_CUDA = "measured (CUDA allocator)"
+METHOD_PROFILER = "measured (torch.profiler CPU allocations)"
+METHOD_NONE = "not measurable (no profiler events)"
+PEAK_METHODS = {METHOD_PROFILER: "profiler", METHOD_CUDA: "cuda", METHOD_NONE: "none"}
+"""Every method label :func:`measure_peak_bytes` returns, mapped to a short code that a UI
+can translate (``"profiler"``, ``"cuda"``, ``"none"``)."""
 
 
 def measure_peak_bytes(fn: Callable[[], object], device: torch.device) -> tuple[float, str]:
@@ -54,8 +61,8 @@ def measure_peak_bytes(fn: Callable[[], object], device: torch.device) -> tuple[
             anything else the CPU profiler's allocation events.
 
     Returns:
-        (peak bytes, method label). The peak is NaN when this PyTorch build exposes no
-        allocation events; the label then says so.
+        (peak bytes, method label): the label is a key of :data:`PEAK_METHODS`. The peak is
+        NaN when this PyTorch build exposes no allocation events; the label then says so.
 
     Thread safety: measurements are serialised by a process-wide lock, since the profiler
     and the CUDA peak counters are global.
@@ -71,12 +78,12 @@ def _measure_peak_bytes_locked(fn: Callable[[], object], device: torch.device):
         torch.cuda.reset_peak_memory_stats(device)
         fn()
         torch.cuda.synchronize(device)
-        return float(torch.cuda.max_memory_allocated(device) - base), "measured (CUDA allocator)"
+        return float(torch.cuda.max_memory_allocated(device) - base), METHOD_CUDA
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     results = getattr(prof.profiler, "kineto_results", None)
     if results is None:
-        return math.nan, "not measurable (no profiler events)"
+        return math.nan, METHOD_NONE
     events = sorted(
         (e for e in results.events() if e.name() == MEMORY_EVENT), key=lambda e: e.start_ns()
     )
@@ -84,7 +91,7 @@ def _measure_peak_bytes_locked(fn: Callable[[], object], device: torch.device):
     for event in events:
         running += event.nbytes()  # positive for an allocation, negative for a free
         peak = max(peak, running)
-    return float(peak), "measured (torch.profiler CPU allocations)"
+    return float(peak), METHOD_PROFILER
 
 
 def time_call(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -153,16 +160,15 @@ def measure_complexity(
     names = [get_variant(name).name for name in variants]
     if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable):
         raise ValueError(f"lengths must be a list of whole numbers, got {lengths!r}")
-    Ls = sorted({check_whole("L", n, 1, MAX_LENGTH) for n in lengths})
+    Ls = sorted({check_int("L", n, low=1, high=MAX_LENGTH) for n in lengths})
     if not names or not Ls:
         raise ValueError(f"need at least one variant and length, got {names!r} and {Ls!r}")
-    B = check_whole("batch", batch, 1, 64)
-    H = check_whole("heads", heads, 1, 64)
-    E = check_whole("E", E, 1, 1024)
-    repeats = check_whole("repeats", repeats, 1, MAX_REPEATS)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    B = check_int("batch", batch, low=1, high=64)
+    H = check_int("heads", heads, low=1, high=64)
+    E = check_int("E", E, low=1, high=1024)
+    repeats = check_int("repeats", repeats, low=1, high=MAX_REPEATS)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
+    check_choice("device", device, MEASURED_DEVICES)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for but CUDA is not available")
     torch_device = torch.device(device)

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -20,14 +19,12 @@ import pandas as pd
 import torch
 
 from attention_core import masks
-from attention_core.experiments.scaling import check_whole
+from attention_core.experiments.inputs import MAX_EMBED_DIM, MAX_SEQ_LEN, sinusoidal_positions
 from attention_core.modules import MultiHeadSelfAttention
 from attention_core.registry import get_variant
+from attention_core.validation import check_int
 
 TOLERANCE = 1e-5
-MAX_SEQ_LEN = 1024
-MAX_EMBED_DIM = 1024
-SINUSOID_BASE = 10_000.0
 TABLE_COLUMNS = ("variant", "causal", "positional", "max_abs_diff", "holds")
 PERTURB_SCALE = 1.0
 
@@ -57,33 +54,6 @@ class EquivarianceResult:
     per_position_diff: tuple[float, ...]
 
 
-def sinusoidal_positions(seq_len: int, embed_dim: int) -> torch.Tensor:
-    """Sinusoidal positional encodings of "Attention Is All You Need".
-
-    PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(pos / 10000^(2i/D)).
-
-    Args:
-        seq_len: L, in [1, 1024].
-        embed_dim: D, in [1, 1024].
-
-    Returns:
-        float32 tensor (L, D).
-
-    Raises:
-        ValueError: for a size out of range.
-    """
-    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
-    D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
-    position = torch.arange(L, dtype=torch.float64).unsqueeze(1)  # (L, 1)
-    even = torch.arange(0, D, 2, dtype=torch.float64)  # (ceil(D/2),)
-    freq = torch.exp(-math.log(SINUSOID_BASE) * even / D)  # (ceil(D/2),)
-    angles = position * freq  # (L, 1) * (ceil(D/2),) -> (L, ceil(D/2))
-    pe = torch.zeros(L, D, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angles)
-    pe[:, 1::2] = torch.cos(angles[:, : D // 2])
-    return pe.float()
-
-
 def check_perm(perm: Sequence[int], seq_len: int) -> tuple[int, ...]:
     """Return ``perm`` as a tuple after checking it is a permutation of range(seq_len).
 
@@ -93,15 +63,12 @@ def check_perm(perm: Sequence[int], seq_len: int) -> tuple[int, ...]:
     """
     if isinstance(perm, str | bytes) or not isinstance(perm, Iterable):
         raise ValueError(f"perm must be a sequence of whole numbers, got {perm!r}")
-    values = tuple(perm)
-    for p in values:
-        if isinstance(p, bool) or not isinstance(p, int | np.integer):
-            raise ValueError(f"perm must hold whole numbers, got {perm!r}")
-    if sorted(int(p) for p in values) != list(range(seq_len)):
+    values = tuple(check_int(f"perm[{i}]", p) for i, p in enumerate(perm))
+    if sorted(values) != list(range(seq_len)):
         raise ValueError(
             f"perm must be a permutation of 0..{seq_len - 1} (each once), got {list(values)!r}"
         )
-    return tuple(int(p) for p in values)
+    return values
 
 
 def random_perm(seq_len: int, seed: int = 0) -> tuple[int, ...]:
@@ -155,16 +122,18 @@ def check_permutation_equivariance(
             is not a permutation of range(L).
     """
     spec = get_variant(variant)
-    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
-    D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    D = check_int("embed_dim", embed_dim, low=1, high=MAX_EMBED_DIM)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
     order = random_perm(L, seed) if perm is None else check_perm(perm, L)
     layer = MultiHeadSelfAttention(D, num_heads, variant=spec.name, init_seed=seed, **params)
     layer = layer.eval()
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(1, L, D, generator=generator)  # (1, L, D)
     mask = masks.causal(L) if causal else None  # (L, L) or None
-    offset = sinusoidal_positions(L, D) if positional else torch.zeros(L, D)  # (L, D)
+    offset = (
+        sinusoidal_positions(L, D, dtype=torch.float64).float() if positional else torch.zeros(L, D)
+    )  # (L, D)
     index = torch.tensor(order)  # (L,)
 
     def f(tokens: torch.Tensor) -> torch.Tensor:
@@ -307,10 +276,10 @@ def check_causal_leak(
         ValueError: for an unknown variant or parameter, or a bad size, cutoff or seed.
     """
     spec = get_variant(variant)
-    L = check_whole("seq_len", seq_len, 2, MAX_SEQ_LEN)
-    D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
-    cut = L // 2 - 1 if cutoff is None else check_whole("cutoff", cutoff, 0, L - 2)
+    L = check_int("seq_len", seq_len, low=2, high=MAX_SEQ_LEN)
+    D = check_int("embed_dim", embed_dim, low=1, high=MAX_EMBED_DIM)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
+    cut = L // 2 - 1 if cutoff is None else check_int("cutoff", cutoff, low=0, high=L - 2)
     layer = _seeded_layer(spec.name, D, num_heads, seed, params)
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(1, L, D, generator=generator)  # (1, L, D)
@@ -359,9 +328,9 @@ def row_sums(
         ValueError: for an unknown variant or parameter, or a bad size or seed.
     """
     spec = get_variant(variant)
-    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
-    D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    D = check_int("embed_dim", embed_dim, low=1, high=MAX_EMBED_DIM)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
     layer = _seeded_layer(spec.name, D, num_heads, seed, params)
     x = torch.randn(1, L, D, generator=torch.Generator().manual_seed(seed))  # (1, L, D)
     mask = masks.causal(L) if causal else None
@@ -403,10 +372,10 @@ def check_chunked_exact(
     """
     from attention_core.registry import attend
 
-    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
-    E = check_whole("head_dim", head_dim, 1, MAX_EMBED_DIM)
-    H = check_whole("num_heads", num_heads, 1, 64)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    E = check_int("head_dim", head_dim, low=1, high=MAX_EMBED_DIM)
+    H = check_int("num_heads", num_heads, low=1, high=64)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
     generator = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(1, H, L, E, generator=generator) for _ in "qkv")  # (1, H, L, E)
     mask = masks.causal(L) if causal else None

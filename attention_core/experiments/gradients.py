@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attention_core.experiments.scaling import check_d_ks, check_whole, derived_seed
+from attention_core.experiments.scaling import check_d_ks, derived_seed
 from attention_core.registry import attend, get_variant
+from attention_core.validation import check_choice, check_float, check_int
 
 MAX_EMBED_DIM = 1024
 MAX_SEQ_LEN = 256
@@ -106,13 +107,11 @@ def make_gradient_problem(
     Raises:
         ValueError: for a bad size, init, seed or dtype.
     """
-    D = check_whole("embed_dim", embed_dim, 1, MAX_EMBED_DIM)
-    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
-    if init not in INITS:
-        raise ValueError(f"init must be one of {INITS}, got {init!r}")
-    if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
+    D = check_int("embed_dim", embed_dim, low=1, high=MAX_EMBED_DIM)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
+    check_choice("init", init, INITS)
+    check_choice("dtype", dtype, _DTYPES)
     torch_dtype = _DTYPES[dtype]
     generator = torch.Generator().manual_seed(seed)
     weight_std = 1.0 / math.sqrt(D) if init == "scaled" else 1.0
@@ -132,9 +131,7 @@ def _resolve_scale(scale: float | str | None) -> float | None:
         return None
     if scale == NO_SCALING:
         return 1.0
-    if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
-        raise ValueError(f"scale must be None, {NO_SCALING!r} or a positive number, got {scale!r}")
-    return float(scale)
+    return check_float(f"scale (None, {NO_SCALING!r} or a number)", scale, low=0, low_open=True)
 
 
 def measure_gradient_norms(
@@ -238,8 +235,8 @@ def gradient_norms_vs_dk(
         ValueError: for a bad d_k list, variant, parameter, size, init, seed or trials.
     """
     sizes = check_d_ks(d_ks, high=MAX_EMBED_DIM)
-    trials = check_whole("trials", trials, 1, MAX_TRIALS)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    trials = check_int("trials", trials, low=1, high=MAX_TRIALS)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
     rows = []
     for d_k in sizes:
         for scaling, scale in _scalings(d_k):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from attention_core.validation import check_int
+
 MAX_SEQ_LEN = 512
 RANDOM_HEADS = 4
 PATTERN_NAMES = (
@@ -18,20 +20,6 @@ PATTERN_NAMES = (
     "backward",
     *(f"random_{i + 1}" for i in range(RANDOM_HEADS)),
 )
-
-
-def _check_seq_len(seq_len: object) -> int:
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int | np.integer):
-        raise ValueError(f"seq_len must be a whole number, got {seq_len!r}")
-    if not (1 <= int(seq_len) <= MAX_SEQ_LEN):
-        raise ValueError(f"seq_len must lie in [1, {MAX_SEQ_LEN}], got {seq_len!r}")
-    return int(seq_len)
-
-
-def _check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or int(seed) < 0:
-        raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
-    return int(seed)
 
 
 def _normalise_rows(pattern: np.ndarray) -> np.ndarray:
@@ -68,8 +56,8 @@ def head_patterns(seq_len: int = 10, seed: int = 0) -> dict[str, np.ndarray]:
     Raises:
         ValueError: when seq_len or seed is not a whole number in range.
     """
-    L = _check_seq_len(seq_len)
-    rng = np.random.default_rng(_check_seed(seed))
+    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    rng = np.random.default_rng(check_int("seed", seed, low=0))
     band = np.eye(L) + np.eye(L, k=1) + np.eye(L, k=-1)  # (L, L), 1 on |i - j| <= 1
     patterns = {
         "local": _normalise_rows(band),

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attention_core.validation import check_int
+
 MAX_D_K = 4096
 MAX_SEQ_LEN = 256
 MAX_TRIALS = 10_000
@@ -38,19 +40,6 @@ SCALING_COLUMNS = (
 )
 
 
-def check_whole(name: str, value: object, low: int, high: int) -> int:
-    """Return ``value`` as int after checking it is a whole number in [low, high].
-
-    Raises:
-        ValueError: naming ``name`` and the bad value.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if not (low <= int(value) <= high):
-        raise ValueError(f"{name} must lie in [{low}, {high}], got {value!r}")
-    return int(value)
-
-
 def check_d_ks(d_ks: Iterable[int], high: int = MAX_D_K) -> tuple[int, ...]:
     """Validate a non-empty list of head sizes d_k, each a whole number in [1, high].
 
@@ -65,7 +54,7 @@ def check_d_ks(d_ks: Iterable[int], high: int = MAX_D_K) -> tuple[int, ...]:
     values = tuple(d_ks)
     if not values:
         raise ValueError("d_ks must hold at least one size, got an empty list")
-    return tuple(sorted({check_whole("d_k", d, 1, high) for d in values}))
+    return tuple(sorted({check_int("d_k", d, low=1, high=high) for d in values}))
 
 
 def derived_seed(seed: int, *parts: int) -> int:
@@ -135,9 +124,9 @@ def measure_scaling(
             exceeds 2**24 numbers.
     """
     sizes = check_d_ks(d_ks)
-    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
-    trials = check_whole("trials", trials, 1, MAX_TRIALS)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
+    trials = check_int("trials", trials, low=1, high=MAX_TRIALS)
     if 2 * trials * L * sizes[-1] > MAX_ELEMENTS:
         raise ValueError(
             f"trials={trials} x seq_len={L} x d_k={sizes[-1]} is too large "

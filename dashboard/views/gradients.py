@@ -3,11 +3,14 @@ and without the 1/√d_k scale, and against d_k."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import streamlit as st
 
 from dashboard import charts, controls, data, state
 from dashboard.i18n import t
+from dashboard.literal import DETAIL_MAX_LEN, literal
 
 PAGE = "gradients"
 EMBED_DIMS = (4, 8, 16, 32, 64, 128, 256)
@@ -20,39 +23,56 @@ TENSORS = ("W_Q", "W_K", "W_V", "input")
 
 
 def scaling_label(name: str) -> str:
+    """Translated name of a scaling series ("scaled"/"unscaled")."""
     return t(f"gradients.scaling_{name}")
 
 
 def tensor_label(name: str) -> str:
+    """Display name of a tensor: W_Q, W_K, W_V, or the translated "input"."""
     return t("gradients.tensor_input") if name == "input" else name
 
 
-controls.page_intro(PAGE)
+@dataclass(frozen=True)
+class GradientsConfig:
+    """The layers whose gradients are measured: width, tokens, initialisation and seed."""
 
-catalogue = data.variant_catalogue()
-embed_dim = state.select(PAGE, "embed_dim", t("gradients.ctl_embed_dim"), EMBED_DIMS, 16)
-seq_len = state.slider_int(PAGE, "seq_len", t("gradients.ctl_seq_len"), 2, 32, 4)
-init = state.radio(
-    PAGE,
-    "init",
-    t("gradients.ctl_init"),
-    INITS,
-    "scaled",
-    format_func=lambda i: t(f"gradients.init_{i}"),
-    help=t("gradients.ctl_init_help"),
-)
-seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+    embed_dim: int
+    seq_len: int
+    init: str
+    seed: int
 
 
-def variant_section() -> None:
+def gradients_controls(page: str) -> GradientsConfig:
+    """The sidebar: embedding width, sequence length, initialisation, seed."""
+    return GradientsConfig(
+        embed_dim=state.select(page, "embed_dim", t("gradients.ctl_embed_dim"), EMBED_DIMS, 16),
+        seq_len=state.slider_int(page, "seq_len", t("gradients.ctl_seq_len"), 2, 32, 4),
+        init=state.radio(
+            page,
+            "init",
+            t("gradients.ctl_init"),
+            INITS,
+            "scaled",
+            format_func=lambda i: t(f"gradients.init_{i}"),
+            help=t("gradients.ctl_init_help"),
+        ),
+        seed=state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0),
+    )
+
+
+def variant_section(ctl: GradientsConfig) -> None:
     """Gradient norms of every registered variant, scaled and unscaled."""
     st.header(t("gradients.variant_header"))
-    st.caption(t("gradients.variant_caption", embed_dim=embed_dim, seq_len=seq_len))
+    st.caption(t("gradients.variant_caption", embed_dim=ctl.embed_dim, seq_len=ctl.seq_len))
     tables, failed = [], []
     with st.spinner(t("gradients.computing")):
-        for name in catalogue:
+        for name in data.variant_catalogue():
             try:
-                tables.append(data.gradient_by_variant((name,), embed_dim, seq_len, init, seed))
+                tables.append(
+                    data.gradient_by_variant(
+                        (name,), ctl.embed_dim, ctl.seq_len, ctl.init, ctl.seed
+                    )
+                )
             except (ValueError, RuntimeError) as err:
                 failed.append((name, str(err).splitlines()[0]))
     for name, detail in failed:
@@ -104,7 +124,7 @@ def variant_section() -> None:
     st.caption(t("gradients.variants_note"))
 
 
-def dk_section() -> None:
+def dk_section(ctl: GradientsConfig) -> None:
     """Gradient norms of one variant against d_k, scaled and unscaled."""
     st.header(t("gradients.dk_header"))
     st.markdown(t("gradients.dk_intro"))
@@ -113,7 +133,7 @@ def dk_section() -> None:
         PAGE,
         "dk_variant",
         t("common.ctl_variant"),
-        list(catalogue),
+        list(data.variant_catalogue()),
         "scaled",
         format_func=controls.variant_label,
         where=c1,
@@ -131,11 +151,12 @@ def dk_section() -> None:
     try:
         d_ks = tuple(sorted(set(state.parse_int_list(raw_d_ks, 1, data.LAB_MAX_D_K, MAX_D_KS))))
     except ValueError as err:
-        st.warning(t("gradients.bad_d_ks", value=state.escape_markdown(raw_d_ks), detail=str(err)))
+        detail = literal(err, DETAIL_MAX_LEN)
+        st.warning(t("gradients.bad_d_ks", value=literal(raw_d_ks), detail=detail))
         d_ks = tuple(state.parse_int_list(DEFAULT_D_KS, 1, data.LAB_MAX_D_K, MAX_D_KS))
     try:
         with st.spinner(t("gradients.computing")):
-            vs_dk = data.gradient_by_dk(d_ks, dk_variant, seq_len, init, seed, trials)
+            vs_dk = data.gradient_by_dk(d_ks, dk_variant, ctl.seq_len, ctl.init, ctl.seed, trials)
     except (ValueError, RuntimeError) as err:
         st.warning(
             t(
@@ -184,5 +205,12 @@ def dk_section() -> None:
         st.markdown(t("gradients.how_it_works"))
 
 
-variant_section()
-dk_section()
+def render(ctl: GradientsConfig) -> None:
+    """Gradient norms per variant, then against d_k for one variant."""
+    variant_section(ctl)
+    dk_section(ctl)
+
+
+controls.page_intro(PAGE)
+ctl = gradients_controls(PAGE)
+render(ctl)

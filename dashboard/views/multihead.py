@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
 from dashboard import canvas, charts, controls, data, exports, state
+from dashboard.config import LayerConfig
 from dashboard.i18n import t
 
 PAGE = "multihead"
 GALLERY_MAX_LEN = 32
 GALLERY_COLUMNS = 4
-
-controls.page_intro(PAGE)
+REAL_DEFAULTS = LayerConfig(seq_len=12, d_model=64, heads=8)
+REAL_MAX_SEQ_LEN = 256
 
 
 def pattern_label(name: str) -> str:
@@ -72,42 +74,37 @@ def gallery() -> None:
     try:
         gallery, gallery_stats = data.pattern_gallery(gallery_len, gallery_seed)
     except ValueError as err:
-        st.error(t("common.error_invalid", detail=str(err)))
+        controls.show_error(err)
         return
-    frame = gallery.frame.assign(panel=gallery.frame["panel"].map(pattern_label))
-    gallery_args = {
-        "title": t("multihead.gallery_title"),
-        "x_title": t("common.chart_key"),
-        "y_title": t("common.chart_query"),
-        "value_title": t("common.chart_weight"),
-        "panel_title": t("multihead.col_pattern"),
-        "row_order": gallery.row_order,
-        "col_order": gallery.col_order,
-        "domain": (0.0, 1.0),
-        "columns": GALLERY_COLUMNS,
-    }
-    canvas.heatmap(charts.heatmap_canvas_spec(frame, **gallery_args), key="multihead.gallery")
+    named = replace(gallery, panels=tuple(map(pattern_label, gallery.panels)))
+    spec = controls.weights_spec(
+        named,
+        t("multihead.gallery_title"),
+        panel_title=t("multihead.col_pattern"),
+        domain=(0.0, 1.0),
+        columns=GALLERY_COLUMNS,
+    )
+    canvas.heatmap_grid(named, spec, key="multihead.gallery")
     gallery_table = gallery_stats.assign(name=gallery_stats["pattern"].map(pattern_label))
     stats_charts(gallery_table, "gallery")
-
-
-gallery()
 
 
 # ---------------------------------------------------------------- real heads
 
 
-def real_heads() -> None:
+def multihead_controls(page: str) -> LayerConfig:
+    """The sidebar: the layer whose real heads are drawn (the gallery has its own sliders)."""
+    return controls.layer_controls(page, REAL_DEFAULTS, max_seq_len=REAL_MAX_SEQ_LEN)
+
+
+def real_heads(ctl: LayerConfig) -> None:
     """The heads of a real layer (returns early, without st.stop, on refusal)."""
     st.header(t("multihead.real_header"))
     st.markdown(t("multihead.real_intro"))
-    ctl = controls.attention_controls(
-        PAGE, default_seq_len=12, default_d_model=64, default_heads=8, max_seq_len=256
-    )
     try:
-        run = data.attention_run(**ctl.as_args())
+        run = data.attention_run(ctl)
     except ValueError as err:
-        controls.show_compute_error(err)
+        controls.show_error(err)
         return
     if run.weights is None:
         st.warning(t("playground.weights_skipped"))
@@ -116,16 +113,12 @@ def real_heads() -> None:
     labels = data.axis_labels(run.tokens)
     heads = run.weights.shape[0]
     head_names = [t("multihead.head_name", h=h) for h in range(heads)]
-    grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
+    grid = data.heatmap_grid(run.weights, labels, labels, scores=run.scores, panels=head_names)
     title = t("multihead.real_title", heads=heads, d_k=run.d_k)
-    real_args = controls.head_grid_args(grid, title, columns=min(heads, GALLERY_COLUMNS))
-    canvas.heatmap(charts.heatmap_canvas_spec(grid.frame, **real_args), key="multihead.real")
+    real_spec = controls.head_grid_spec(grid, title, columns=min(heads, GALLERY_COLUMNS))
+    canvas.heatmap_grid(grid, real_spec, key="multihead.real")
     real_stats = pd.DataFrame(
-        {
-            "name": head_names,
-            "entropy": data.head_entropy(run.weights),
-            "mean_distance": data.mean_distance(run.weights),
-        }
+        {"name": head_names, "entropy": run.entropy, "mean_distance": run.distance}
     )
     stats_charts(real_stats, "real")
     table = real_stats.rename(
@@ -138,9 +131,7 @@ def real_heads() -> None:
     st.dataframe(table, hide_index=True)
     metric_cols = st.columns(3)
     metric_cols[0].metric(t("multihead.metric_heads"), heads)
-    metric_cols[1].metric(
-        t("multihead.metric_max_entropy"), f"{data.head_entropy(run.weights).max():.3f}"
-    )
+    metric_cols[1].metric(t("multihead.metric_max_entropy"), f"{run.entropy.max():.3f}")
     metric_cols[2].metric(t("multihead.metric_uniform_entropy"), f"{math.log(len(run.tokens)):.3f}")
     st.caption(t("multihead.stats_note"))
 
@@ -148,8 +139,16 @@ def real_heads() -> None:
         "multihead_weights",
         weights=run.weights,
         csv_text=lambda: data.weights_table(run.weights, labels, labels),
-        chart=lambda: charts.heatmap_chart(grid.frame, **real_args),
+        chart=lambda: charts.heatmap_chart(grid.frame, real_spec),
     )
 
 
-real_heads()
+def render(ctl: LayerConfig) -> None:
+    """The gallery of synthetic patterns, then the heads of the layer ``ctl`` describes."""
+    gallery()
+    real_heads(ctl)
+
+
+controls.page_intro(PAGE)
+ctl = multihead_controls(PAGE)
+render(ctl)

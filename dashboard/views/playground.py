@@ -5,23 +5,26 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import canvas, charts, controls, data, exports
+from dashboard.config import LayerConfig
 from dashboard.i18n import t
 
 PAGE = "playground"
 GRID_COLUMNS = 4
 SIDE_BY_SIDE_WIDTH = 420  # px per heatmap when the averaged map and the output share a row
 
-controls.page_intro(PAGE)
-ctl = controls.attention_controls(PAGE)
+
+def playground_controls(page: str) -> LayerConfig:
+    """The sidebar: one layer run (variant, input, sizes, mask, dropout, seed)."""
+    return controls.layer_controls(page)
 
 
-def render() -> None:
+def render(ctl: LayerConfig) -> None:
     """Compute and draw the page (returns early, without st.stop, on refusal)."""
     try:
         with st.spinner(t("playground.computing")):
-            run = data.attention_run(**ctl.as_args())
+            run = data.attention_run(ctl)
     except ValueError as err:
-        controls.show_compute_error(err)
+        controls.show_error(err)
         return
 
     cols = st.columns(6)
@@ -33,11 +36,11 @@ def render() -> None:
     cols[5].metric(t("common.metric_sparsity"), sparsity_text)
     # the peak-memory run comes last, so the heatmaps are on their way to the browser first
     memory_slot, notes_slot = cols[4].empty(), st.empty()
-    draw_maps(run)
+    draw_maps(ctl, run)
     try:
-        peak = data.attention_peak(**ctl.as_args())
-    except ValueError as err:  # the same arguments just ran, so this is not expected
-        controls.show_compute_error(err)
+        peak = data.attention_peak(ctl)
+    except ValueError as err:  # the same config just ran, so this is not expected
+        controls.show_error(err)
         return
     memory_label = (
         t("common.metric_memory_measured") if peak.measured else t("common.metric_memory_estimate")
@@ -52,7 +55,7 @@ def render() -> None:
     notes_slot.caption(" ".join(notes))
 
 
-def draw_maps(run: data.AttentionRun) -> None:
+def draw_maps(ctl: LayerConfig, run: data.AttentionRun) -> None:
     """Every head's weights, the head average, the output and the export buttons."""
     labels = data.axis_labels(run.tokens)
     if run.weights is None:
@@ -62,66 +65,51 @@ def draw_maps(run: data.AttentionRun) -> None:
 
     heads = run.weights.shape[0]
     head_names = [t("playground.head_name", h=h) for h in range(heads)]
-    grid = data.heatmap_frame(run.weights, labels, labels, scores=run.scores, panels=head_names)
+    grid = data.heatmap_grid(run.weights, labels, labels, scores=run.scores, panels=head_names)
     title = t("playground.grid_title", heads=heads)
-    grid_args = controls.head_grid_args(grid, title, columns=min(heads, GRID_COLUMNS))
-    canvas.heatmap(charts.heatmap_canvas_spec(grid.frame, **grid_args), key="playground.grid")
+    grid_spec = controls.head_grid_spec(grid, title, columns=min(heads, GRID_COLUMNS))
+    canvas.heatmap_grid(grid, grid_spec, key="playground.grid")
 
-    mean_weights, mean_scores, row_sums = run.mean_weights, run.mean_scores, run.row_sums
     left, right = st.columns(2)
     with left:
-        avg = data.heatmap_frame(mean_weights, labels, labels, scores=mean_scores)
-        avg_args = {
-            "title": t("playground.avg_title"),
-            "subtitle": controls.pooled_note(avg),
-            "x_title": t("common.chart_key"),
-            "y_title": t("common.chart_query"),
-            "value_title": t("common.chart_weight"),
-            "score_title": t("common.chart_score"),
-            "row_order": avg.row_order,
-            "col_order": avg.col_order,
-            "width": SIDE_BY_SIDE_WIDTH,
-        }
-        canvas.heatmap(charts.heatmap_canvas_spec(avg.frame, **avg_args), key="playground.avg")
+        avg = data.heatmap_grid(run.mean_weights, labels, labels, scores=run.mean_scores)
+        avg_spec = controls.weights_spec(avg, t("playground.avg_title"), width=SIDE_BY_SIDE_WIDTH)
+        canvas.heatmap_grid(avg, avg_spec, key="playground.avg")
         st.metric(
             t("common.metric_row_sums"),
             t(
                 "common.metric_row_sums_value",
-                low=float(row_sums.min()),
-                high=float(row_sums.max()),
+                low=float(run.row_sums.min()),
+                high=float(run.row_sums.max()),
             ),
         )
         if ctl.mask_kind == "padding" or ctl.dropout > 0:
             st.caption(t("playground.row_sums_note"))
     with right:
         dims = [str(d) for d in range(run.output.shape[1])]
-        out = data.heatmap_frame(run.output, labels, dims)
-        out_args = {
-            "title": t("playground.output_title"),
-            "subtitle": controls.pooled_note(out),
-            "x_title": t("playground.output_dim"),
-            "y_title": t("common.chart_query"),
-            "value_title": t("common.chart_value"),
-            "row_order": out.row_order,
-            "col_order": out.col_order,
-            "diverging": True,
-            "width": SIDE_BY_SIDE_WIDTH,
-        }
-        canvas.heatmap(charts.heatmap_canvas_spec(out.frame, **out_args), key="playground.output")
-        st.caption(
-            t(
-                "playground.output_stats_caption",
-                mean=run.output_mean,
-                std=run.output_std,
-            )
+        out = data.heatmap_grid(run.output, labels, dims)
+        out_spec = charts.HeatmapSpec(
+            title=t("playground.output_title"),
+            subtitle=controls.pooled_note(out),
+            x_title=t("playground.output_dim"),
+            y_title=t("common.chart_query"),
+            value_title=t("common.chart_value"),
+            row_order=out.row_order,
+            col_order=out.col_order,
+            diverging=True,
+            width=SIDE_BY_SIDE_WIDTH,
         )
+        canvas.heatmap_grid(out, out_spec, key="playground.output")
+        st.caption(t("playground.output_stats_caption", mean=run.output_mean, std=run.output_std))
 
     exports.export_buttons(
         "playground_weights",
         weights=run.weights,
         csv_text=lambda: data.weights_table(run.weights, labels, labels),
-        chart=lambda: charts.heatmap_chart(grid.frame, **grid_args),
+        chart=lambda: charts.heatmap_chart(grid.frame, grid_spec),
     )
 
 
-render()
+controls.page_intro(PAGE)
+ctl = playground_controls(PAGE)
+render(ctl)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
@@ -25,230 +26,267 @@ SWEEP_DTYPES = ("float16", "bfloat16", "float32")
 MIB = 2**20
 
 
-def memory_method_text(method: str) -> str:
-    """Translated description of how peak memory was obtained (see measure_peak_bytes)."""
-    if "profiler" in method:
-        return t("practice.memory_method_profiler")
-    if "CUDA" in method:
-        return t("practice.memory_method_cuda")
-    return t("practice.memory_method_none")
+@dataclass(frozen=True)
+class PracticeConfig:
+    """The live numbers' settings: a layer (L, width, heads, seed) for the precision check,
+    the chunk size of the memory comparison, and the checkpointing example's depth and L."""
+
+    seq_len: int
+    d_model: int
+    heads: int
+    seed: int
+    chunk_size: int
+    layers: int
+    ckpt_len: int
 
 
-def show_invalid(err: Exception) -> None:
-    st.error(t("common.error_invalid", detail=str(err).splitlines()[0]))
+def practice_controls(page: str) -> PracticeConfig:
+    """The sidebar: layer sizes, seed, chunk size and the checkpointing example."""
+    seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 8, 512, 128)
+    d_model = state.select(page, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, 64)
+    heads = state.select(
+        page,
+        "heads",
+        t("common.ctl_heads"),
+        controls.head_options(d_model),
+        4,
+        help=t("common.ctl_heads_help"),
+    )
+    seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+    return PracticeConfig(
+        seq_len=seq_len,
+        d_model=d_model,
+        heads=heads,
+        seed=seed,
+        chunk_size=state.select(page, "chunk_size", t("common.param_chunk_size"), CHUNK_SIZES, 256),
+        layers=state.slider_int(page, "layers", t("practice.ctl_layers"), 1, 48, 12),
+        ckpt_len=state.select(
+            page, "ckpt_len", t("practice.ctl_ckpt_len"), CHECKPOINT_LENGTHS, 2048
+        ),
+    )
+
+
+def stability_section(ctl: PracticeConfig) -> None:
+    """Numerical stability: the max trick, scaling, clipping, and the other practices."""
+    st.header(t("practice.stability_header"))
+
+    st.subheader(t("practice.s_max_title"))
+    st.markdown(t("practice.s_max_body"))
+    try:
+        sweep = data.softmax_sweep(SWEEP_DTYPES, ctl.seed)
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        sweep = sweep.assign(
+            series=[
+                t("practice.series_method", method=t(f"practice.method_{m}"), dtype=d)
+                for m, d in zip(sweep["method"], sweep["dtype"], strict=True)
+            ]
+        )
+        naive = sweep[sweep["method"] == "naive"]
+        stable_ok = bool((sweep[sweep["method"] == "stable"]["nonfinite_fraction"] == 0).all())
+        st.altair_chart(
+            charts.layered_line_chart(
+                naive,
+                x="logit_scale",
+                y="nonfinite_fraction",
+                color="series",
+                title=t("practice.chart_overflow"),
+                x_title=t("practice.axis_logit"),
+                y_title=t("practice.axis_nonfinite"),
+                color_title=t("practice.axis_method"),
+                log_x=True,
+                height=300,
+            ),
+            theme=None,
+            width="stretch",
+        )
+        st.caption(
+            t("practice.overflow_caption_ok" if stable_ok else "practice.overflow_caption_bad")
+        )
+
+    st.subheader(t("practice.s_scale_title"))
+    try:
+        scale_row = data.scaling_table((64,), 10, ctl.seed, 100).iloc[0]
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        st.markdown(
+            t(
+                "practice.s_scale_body",
+                std=f"{scale_row['std_unscaled']:.2f}",
+                std_scaled=f"{scale_row['std_scaled']:.2f}",
+                max_w=f"{scale_row['max_weight_unscaled']:.2f}",
+                max_w_scaled=f"{scale_row['max_weight_scaled']:.2f}",
+            )
+        )
+
+    st.subheader(t("practice.s_clip_title"))
+    try:
+        grads = data.gradient_by_variant(
+            ("scaled",), CLIP_EMBED_DIM, CLIP_SEQ_LEN, "randn", ctl.seed
+        )
+    except (ValueError, RuntimeError) as err:
+        controls.show_error(err)
+    else:
+        weights_only = grads[(grads["scaling"] == "unscaled") & (grads["tensor"] != "input")]
+        total = math.sqrt(float((weights_only["grad_norm"] ** 2).sum()))
+        factor = min(1.0, CLIP_MAX_NORM / total) if total > 0 else 1.0
+        st.markdown(
+            t(
+                "practice.s_clip_body",
+                total=f"{total:.3g}",
+                max_norm=f"{CLIP_MAX_NORM:g}",
+                factor=f"{factor:.3g}",
+                d=CLIP_EMBED_DIM,
+            )
+        )
+
+    for key in ("s_norm", "s_residual", "s_init"):
+        st.subheader(t(f"practice.{key}_title"))
+        st.markdown(t(f"practice.{key}_body"))
+
+
+def memory_section(ctl: PracticeConfig) -> None:
+    """Memory: chunking, precision, checkpointing, and the strategies without a live number."""
+    st.header(t("practice.memory_header"))
+
+    st.subheader(t("practice.m_chunk_title"))
+    st.markdown(t("practice.m_chunk_body"))
+    try:
+        estimates = data.chunk_memory_estimates(
+            MEMORY_LENGTHS, MEMORY_HEADS, MEMORY_HEAD_DIM, ctl.chunk_size
+        )
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        estimates = estimates.assign(
+            mib=estimates["estimated_bytes"] / MIB,
+            series=[t(f"practice.strategy_{s.replace(' ', '_')}") for s in estimates["strategy"]],
+        )
+        st.altair_chart(
+            charts.layered_line_chart(
+                estimates,
+                x="L",
+                y="mib",
+                color="series",
+                title=t("practice.chart_memory", heads=MEMORY_HEADS, head_dim=MEMORY_HEAD_DIM),
+                x_title=t("practice.axis_l"),
+                y_title=t("practice.axis_mib"),
+                color_title=t("practice.axis_strategy"),
+                log_x=True,
+                log_y=True,
+                height=320,
+            ),
+            theme=None,
+            width="stretch",
+        )
+        longest = estimates[estimates["L"] == MEMORY_LENGTHS[-1]].set_index("strategy")["mib"]
+        st.caption(
+            t(
+                "practice.memory_caption",
+                L=MEMORY_LENGTHS[-1],
+                full=f"{longest['full weights']:.0f}",
+                chunked=f"{longest['chunked']:.0f}",
+            )
+        )
+    with st.spinner(t("practice.measuring")):
+        try:
+            measured = data.chunk_memory_measured(
+                MEASURED_LENGTHS, MEMORY_HEADS // 2, MEMORY_HEAD_DIM, ctl.chunk_size
+            )
+        except (ValueError, RuntimeError) as err:
+            controls.show_error(err)
+            measured = None
+    if measured is not None:
+        ok = measured[measured["status"] == "ok"]
+        pivot = ok.pivot_table(index="L", columns="variant", values="peak_bytes_measured") / MIB
+        table = pd.DataFrame(
+            {
+                "L": pivot.index,
+                t("practice.col_full_measured"): pivot.get("stable"),
+                t("practice.col_chunked_measured"): pivot.get("chunked"),
+            }
+        )
+        st.dataframe(table.round(2), hide_index=True, width="stretch")
+        method = ok["memory_method"].iloc[0] if len(ok) else ""
+        st.caption(
+            t(
+                "practice.measured_caption",
+                heads=MEMORY_HEADS // 2,
+                head_dim=MEMORY_HEAD_DIM,
+                chunk=ctl.chunk_size,
+                method=controls.memory_method_text(method),
+            )
+        )
+
+    st.subheader(t("practice.m_precision_title"))
+    st.markdown(t("practice.m_precision_body"))
+    try:
+        precision = data.precision_table(ctl.seq_len, ctl.d_model, ctl.heads, ctl.seed)
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        cols = st.columns(len(precision))
+        for col, (_, row) in zip(cols, precision.iterrows(), strict=True):
+            col.metric(
+                t("practice.metric_precision", dtype=row["dtype"]),
+                f"{row['max_abs_diff_vs_fp32']:.2e}",
+                help=t(
+                    "practice.metric_precision_help",
+                    bits=int(row["bits"]),
+                    nbytes=int(row["bytes_per_element"]),
+                    rel=f"{row['max_rel_diff_vs_fp32']:.1e}",
+                ),
+            )
+        st.caption(
+            t(
+                "practice.precision_caption",
+                seq_len=ctl.seq_len,
+                d_model=ctl.d_model,
+                heads=ctl.heads,
+            )
+        )
+
+    st.subheader(t("practice.m_ckpt_title"))
+    st.markdown(t("practice.m_ckpt_body"))
+    try:
+        ckpt = data.checkpoint_table(
+            ctl.layers, MEMORY_HEADS, ctl.ckpt_len, MEMORY_HEADS * MEMORY_HEAD_DIM
+        )
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        stored = ckpt.set_index("strategy")["stored_bytes"]
+        c1, c2 = st.columns(2)
+        c1.metric(t("practice.metric_store_all"), data.describe_bytes(int(stored["store all"])))
+        c2.metric(
+            t("practice.metric_checkpoint"),
+            data.describe_bytes(int(stored["checkpoint"])),
+            delta=f"{stored['checkpoint'] / stored['store all'] - 1:+.0%}",
+            delta_color="inverse",
+        )
+        st.caption(
+            t(
+                "practice.ckpt_caption",
+                layers=ctl.layers,
+                L=ctl.ckpt_len,
+                heads=MEMORY_HEADS,
+                d_model=MEMORY_HEADS * MEMORY_HEAD_DIM,
+            )
+        )
+
+    for key in ("m_sparse", "m_shard", "m_batch"):
+        st.subheader(t(f"practice.{key}_title"))
+        st.markdown(t(f"practice.{key}_body"))
+
+
+def render(ctl: PracticeConfig) -> None:
+    """The stability practices, then the memory strategies, each with live numbers."""
+    stability_section(ctl)
+    memory_section(ctl)
 
 
 controls.page_intro(PAGE)
-
-seq_len = state.slider_int(PAGE, "seq_len", t("common.ctl_seq_len"), 8, 512, 128)
-d_model = state.select(PAGE, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, 64)
-heads = state.select(
-    PAGE,
-    "heads",
-    t("common.ctl_heads"),
-    controls.head_options(d_model),
-    4,
-    help=t("common.ctl_heads_help"),
-)
-seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
-chunk_size = state.select(PAGE, "chunk_size", t("common.param_chunk_size"), CHUNK_SIZES, 256)
-layers = state.slider_int(PAGE, "layers", t("practice.ctl_layers"), 1, 48, 12)
-ckpt_len = state.select(PAGE, "ckpt_len", t("practice.ctl_ckpt_len"), CHECKPOINT_LENGTHS, 2048)
-
-# --- numerical stability ---
-st.header(t("practice.stability_header"))
-
-st.subheader(t("practice.s_max_title"))
-st.markdown(t("practice.s_max_body"))
-try:
-    sweep = data.softmax_sweep(SWEEP_DTYPES, seed)
-except ValueError as err:
-    show_invalid(err)
-else:
-    sweep = sweep.assign(
-        series=[
-            t("practice.series_method", method=t(f"practice.method_{m}"), dtype=d)
-            for m, d in zip(sweep["method"], sweep["dtype"], strict=True)
-        ]
-    )
-    naive = sweep[sweep["method"] == "naive"]
-    stable_ok = bool((sweep[sweep["method"] == "stable"]["nonfinite_fraction"] == 0).all())
-    st.altair_chart(
-        charts.layered_line_chart(
-            naive,
-            x="logit_scale",
-            y="nonfinite_fraction",
-            color="series",
-            title=t("practice.chart_overflow"),
-            x_title=t("practice.axis_logit"),
-            y_title=t("practice.axis_nonfinite"),
-            color_title=t("practice.axis_method"),
-            log_x=True,
-            height=300,
-        ),
-        theme=None,
-        width="stretch",
-    )
-    st.caption(t("practice.overflow_caption_ok" if stable_ok else "practice.overflow_caption_bad"))
-
-st.subheader(t("practice.s_scale_title"))
-try:
-    scale_row = data.scaling_table((64,), 10, seed, 100).iloc[0]
-except ValueError as err:
-    show_invalid(err)
-else:
-    st.markdown(
-        t(
-            "practice.s_scale_body",
-            std=f"{scale_row['std_unscaled']:.2f}",
-            std_scaled=f"{scale_row['std_scaled']:.2f}",
-            max_w=f"{scale_row['max_weight_unscaled']:.2f}",
-            max_w_scaled=f"{scale_row['max_weight_scaled']:.2f}",
-        )
-    )
-
-st.subheader(t("practice.s_clip_title"))
-try:
-    grads = data.gradient_by_variant(("scaled",), CLIP_EMBED_DIM, CLIP_SEQ_LEN, "randn", seed)
-except (ValueError, RuntimeError) as err:
-    show_invalid(err)
-else:
-    weights_only = grads[(grads["scaling"] == "unscaled") & (grads["tensor"] != "input")]
-    total = math.sqrt(float((weights_only["grad_norm"] ** 2).sum()))
-    factor = min(1.0, CLIP_MAX_NORM / total) if total > 0 else 1.0
-    st.markdown(
-        t(
-            "practice.s_clip_body",
-            total=f"{total:.3g}",
-            max_norm=f"{CLIP_MAX_NORM:g}",
-            factor=f"{factor:.3g}",
-            d=CLIP_EMBED_DIM,
-        )
-    )
-
-for key in ("s_norm", "s_residual", "s_init"):
-    st.subheader(t(f"practice.{key}_title"))
-    st.markdown(t(f"practice.{key}_body"))
-
-# --- memory ---
-st.header(t("practice.memory_header"))
-
-st.subheader(t("practice.m_chunk_title"))
-st.markdown(t("practice.m_chunk_body"))
-try:
-    estimates = data.chunk_memory_estimates(
-        MEMORY_LENGTHS, MEMORY_HEADS, MEMORY_HEAD_DIM, chunk_size
-    )
-except ValueError as err:
-    show_invalid(err)
-else:
-    estimates = estimates.assign(
-        mib=estimates["estimated_bytes"] / MIB,
-        series=[t(f"practice.strategy_{s.replace(' ', '_')}") for s in estimates["strategy"]],
-    )
-    st.altair_chart(
-        charts.layered_line_chart(
-            estimates,
-            x="L",
-            y="mib",
-            color="series",
-            title=t("practice.chart_memory", heads=MEMORY_HEADS, head_dim=MEMORY_HEAD_DIM),
-            x_title=t("practice.axis_l"),
-            y_title=t("practice.axis_mib"),
-            color_title=t("practice.axis_strategy"),
-            log_x=True,
-            log_y=True,
-            height=320,
-        ),
-        theme=None,
-        width="stretch",
-    )
-    longest = estimates[estimates["L"] == MEMORY_LENGTHS[-1]].set_index("strategy")["mib"]
-    st.caption(
-        t(
-            "practice.memory_caption",
-            L=MEMORY_LENGTHS[-1],
-            full=f"{longest['full weights']:.0f}",
-            chunked=f"{longest['chunked']:.0f}",
-        )
-    )
-with st.spinner(t("practice.measuring")):
-    try:
-        measured = data.chunk_memory_measured(
-            MEASURED_LENGTHS, MEMORY_HEADS // 2, MEMORY_HEAD_DIM, chunk_size
-        )
-    except (ValueError, RuntimeError) as err:
-        show_invalid(err)
-        measured = None
-if measured is not None:
-    ok = measured[measured["status"] == "ok"]
-    pivot = ok.pivot_table(index="L", columns="variant", values="peak_bytes_measured") / MIB
-    table = pd.DataFrame(
-        {
-            "L": pivot.index,
-            t("practice.col_full_measured"): pivot.get("stable"),
-            t("practice.col_chunked_measured"): pivot.get("chunked"),
-        }
-    )
-    st.dataframe(table.round(2), hide_index=True, width="stretch")
-    method = ok["memory_method"].iloc[0] if len(ok) else ""
-    st.caption(
-        t(
-            "practice.measured_caption",
-            heads=MEMORY_HEADS // 2,
-            head_dim=MEMORY_HEAD_DIM,
-            chunk=chunk_size,
-            method=memory_method_text(method),
-        )
-    )
-
-st.subheader(t("practice.m_precision_title"))
-st.markdown(t("practice.m_precision_body"))
-try:
-    precision = data.precision_table(seq_len, d_model, heads, seed)
-except ValueError as err:
-    show_invalid(err)
-else:
-    cols = st.columns(len(precision))
-    for col, (_, row) in zip(cols, precision.iterrows(), strict=True):
-        col.metric(
-            t("practice.metric_precision", dtype=row["dtype"]),
-            f"{row['max_abs_diff_vs_fp32']:.2e}",
-            help=t(
-                "practice.metric_precision_help",
-                bits=int(row["bits"]),
-                nbytes=int(row["bytes_per_element"]),
-                rel=f"{row['max_rel_diff_vs_fp32']:.1e}",
-            ),
-        )
-    st.caption(t("practice.precision_caption", seq_len=seq_len, d_model=d_model, heads=heads))
-
-st.subheader(t("practice.m_ckpt_title"))
-st.markdown(t("practice.m_ckpt_body"))
-try:
-    ckpt = data.checkpoint_table(layers, MEMORY_HEADS, ckpt_len, MEMORY_HEADS * MEMORY_HEAD_DIM)
-except ValueError as err:
-    show_invalid(err)
-else:
-    stored = ckpt.set_index("strategy")["stored_bytes"]
-    c1, c2 = st.columns(2)
-    c1.metric(t("practice.metric_store_all"), data.describe_bytes(int(stored["store all"])))
-    c2.metric(
-        t("practice.metric_checkpoint"),
-        data.describe_bytes(int(stored["checkpoint"])),
-        delta=f"{stored['checkpoint'] / stored['store all'] - 1:+.0%}",
-        delta_color="inverse",
-    )
-    st.caption(
-        t(
-            "practice.ckpt_caption",
-            layers=layers,
-            L=ckpt_len,
-            heads=MEMORY_HEADS,
-            d_model=MEMORY_HEADS * MEMORY_HEAD_DIM,
-        )
-    )
-
-for key in ("m_sparse", "m_shard", "m_batch"):
-    st.subheader(t(f"practice.{key}_title"))
-    st.markdown(t(f"practice.{key}_body"))
+ctl = practice_controls(PAGE)
+render(ctl)

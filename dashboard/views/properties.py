@@ -7,7 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, controls, data, state
+from dashboard.config import LayerConfig
 from dashboard.i18n import t
+from dashboard.literal import DETAIL_MAX_LEN, literal
 
 PAGE = "properties"
 TOLERANCE = 1e-5
@@ -67,221 +69,248 @@ def show_with_and_without_mask(
     )
 
 
-def show_invalid(err: ValueError) -> None:
-    st.error(t("common.error_invalid", detail=str(err)))
+def properties_controls(page: str) -> LayerConfig:
+    """The sidebar: the layer every check runs (variant and its parameters, L, width,
+    heads, seed)."""
+    variant = controls.variant_select(page, explain=False)
+    seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 3, 16, 5)
+    params = controls.variant_params_controls(page, variant, seq_len)
+    d_model = state.select(page, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, 8)
+    heads = state.select(
+        page,
+        "heads",
+        t("common.ctl_heads"),
+        controls.head_options(d_model),
+        2,
+        help=t("common.ctl_heads_help"),
+    )
+    seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+    st.sidebar.caption(t("properties.layer_caption", d_model=d_model, heads=heads))
+    return LayerConfig(
+        variant=variant,
+        params=params,
+        seq_len=seq_len,
+        d_model=d_model,
+        heads=heads,
+        pad_len=seq_len,
+        seed=seed,
+        device=controls.current_device(),
+    )
+
+
+def equivariance_section(ctl: LayerConfig) -> None:
+    """Permutation equivariance: f(Px) = P f(x), with and without a causal mask."""
+    st.header(t("properties.eq_header"))
+    st.markdown(t("properties.eq_intro"))
+    left, right = st.columns(2)
+    mode = state.radio(
+        PAGE,
+        "perm_mode",
+        t("properties.ctl_perm_mode"),
+        PERM_MODES,
+        "typed",
+        format_func=lambda m: t(f"properties.perm_{m}"),
+        horizontal=True,
+        where=left,
+    )
+    positional = state.checkbox(
+        PAGE,
+        "positional",
+        t("properties.ctl_positional"),
+        False,
+        help=t("properties.ctl_positional_help"),
+        where=right,
+    )
+    perm: tuple[int, ...] | None = None
+    if mode == "typed":
+        raw = state.text(
+            PAGE,
+            "perm",
+            t("properties.ctl_perm"),
+            TUTORIAL_PERM,
+            PERM_MAX_CHARS,
+            help=t("properties.ctl_perm_help", last=ctl.seq_len - 1),
+            where=left,
+        )
+        typed_len = len([part for part in raw.split(",") if part.strip()])
+        if typed_len != ctl.seq_len and raw.replace(",", "").replace(" ", "").isdigit():
+            # a well-formed list for another length (e.g. after moving L) is not an error
+            st.warning(t("properties.perm_length_mismatch", n=typed_len, L=ctl.seq_len))
+            mode = "random"
+        else:
+            try:
+                perm = tuple(state.parse_int_list(raw, 0, ctl.seq_len - 1, ctl.seq_len))
+                if sorted(perm) != list(range(ctl.seq_len)):
+                    raise ValueError(t("properties.perm_not_each_once"))
+            except ValueError as err:
+                detail = literal(err, DETAIL_MAX_LEN)
+                st.error(t("properties.bad_perm", value=literal(raw), n=ctl.seq_len, detail=detail))
+                perm = None
+                mode = "invalid"
+    if mode != "invalid":
+        try:
+            plain = data.equivariance_check(ctl, perm=perm, causal=False, positional=positional)
+            masked = data.equivariance_check(ctl, perm=perm, causal=True, positional=positional)
+        except ValueError as err:
+            controls.show_error(err)
+        else:
+            st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
+            show_with_and_without_mask(
+                [
+                    (t("properties.metric_eq_plain"), t("properties.series_no_mask"), plain),
+                    (t("properties.metric_eq_causal"), t("properties.series_causal"), masked),
+                ],
+                "max_abs_diff",
+                ctl.seq_len,
+                t("properties.chart_eq"),
+                t("properties.axis_diff"),
+            )
+            st.caption(t("properties.eq_note"))
+
+
+def row_sums_section(ctl: LayerConfig) -> None:
+    """Every row of weights sums to 1 (or 0 for a query with no key)."""
+    st.header(t("properties.rows_header"))
+    st.markdown(t("properties.rows_intro"))
+    try:
+        sums_plain = data.row_sum_table(ctl, causal=False)
+        sums_causal = data.row_sum_table(ctl, causal=True)
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        c1, c2 = st.columns(2)
+        for col, table, key in (
+            (c1, sums_plain, "metric_rows_plain"),
+            (c2, sums_causal, "metric_rows_causal"),
+        ):
+            low, high = float(table["row_sum"].min()), float(table["row_sum"].max())
+            col.metric(
+                t(f"properties.{key}"), t("common.metric_row_sums_value", low=low, high=high)
+            )
+            col.markdown(verdict(max(abs(low - 1.0), abs(high - 1.0))))
+
+
+def leak_section(ctl: LayerConfig) -> None:
+    """A causal mask never lets a position see a later one."""
+    st.header(t("properties.leak_header"))
+    st.markdown(t("properties.leak_intro"))
+    cutoff = state.slider_int(
+        PAGE,
+        "cutoff",
+        t("properties.ctl_cutoff"),
+        0,
+        ctl.seq_len - 2,
+        max(0, ctl.seq_len // 2 - 1),
+        help=t("properties.ctl_cutoff_help"),
+        where=st.container(),
+    )
+    try:
+        kept = data.causal_leak(ctl, cutoff=cutoff, causal=True)
+        leaked = data.causal_leak(ctl, cutoff=cutoff, causal=False)
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        show_with_and_without_mask(
+            [
+                (t("properties.metric_leak_causal"), t("properties.series_causal"), kept),
+                (t("properties.metric_leak_plain"), t("properties.series_no_mask"), leaked),
+            ],
+            "past_max_abs_diff",
+            ctl.seq_len,
+            t("properties.chart_leak", cutoff=cutoff),
+            t("properties.axis_change"),
+        )
+
+
+def chunked_section(ctl: LayerConfig) -> None:
+    """Chunked attention equals exact attention."""
+    st.header(t("properties.chunk_header"))
+    st.markdown(t("properties.chunk_intro"))
+    c1, c2, c3 = st.columns(3)
+    chunk_len = state.slider_int(
+        PAGE, "chunk_len", t("properties.ctl_chunk_len"), 8, 512, 100, where=c1
+    )
+    chunk_size = state.slider_int(
+        PAGE, "chunk_size", t("common.param_chunk_size"), 1, 128, 16, where=c2
+    )
+    key_chunk = state.slider_int(
+        PAGE, "key_chunk_size", t("common.param_key_chunk_size"), 1, 128, 24, where=c3
+    )
+    try:
+        exact_plain = data.chunked_exact_diff(
+            chunk_len, 16, 2, chunk_size, key_chunk, causal=False, seed=ctl.seed
+        )
+        exact_causal = data.chunked_exact_diff(
+            chunk_len, 16, 2, chunk_size, key_chunk, causal=True, seed=ctl.seed
+        )
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        c1, c2 = st.columns(2)
+        with c1:
+            st.metric(t("properties.metric_chunk_plain"), f"{exact_plain:.2e}")
+            st.markdown(verdict(exact_plain))
+        with c2:
+            st.metric(t("properties.metric_chunk_causal"), f"{exact_causal:.2e}")
+            st.markdown(verdict(exact_causal))
+
+
+def softmax_section(ctl: LayerConfig) -> None:
+    """A naive float16 softmax overflows; the stable one does not."""
+    st.header(t("properties.softmax_header"))
+    st.markdown(t("properties.softmax_intro"))
+    c1, c2 = st.columns(2)
+    logit_scale = state.select(
+        PAGE,
+        "logit_scale",
+        t("properties.ctl_logit_scale"),
+        LOGIT_SCALES,
+        10000.0,
+        format_func=lambda v: f"{v:g}",
+        where=c1,
+    )
+    dtype = state.select(
+        PAGE, "dtype", t("properties.ctl_dtype"), SOFTMAX_DTYPES, "float16", where=c2
+    )
+    try:
+        stability = data.softmax_stability(logit_scale, dtype, ctl.seed)
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        shown = stability.assign(
+            method=[t(f"properties.method_{m}") for m in stability["method"]],
+            all_finite=[
+                t("properties.yes") if f else t("properties.no") for f in stability["all_finite"]
+            ],
+            max_abs_err=[f"{e:.2e}" for e in stability["max_abs_err"]],
+        )[["method", "n_nan", "n_inf", "all_finite", "max_abs_err"]].rename(
+            columns={
+                "method": t("properties.col_method"),
+                "n_nan": "NaN",
+                "n_inf": "inf",
+                "all_finite": t("properties.col_finite"),
+                "max_abs_err": t("properties.col_err"),
+            }
+        )
+        st.dataframe(shown, hide_index=True, width="stretch")
+        naive_ok = bool(stability.loc[stability["method"] == "naive", "all_finite"].iloc[0])
+        stable_ok = bool(stability.loc[stability["method"] == "stable", "all_finite"].iloc[0])
+        st.markdown(
+            t("properties.softmax_naive_ok" if naive_ok else "properties.softmax_naive_bad")
+            + " "
+            + t("properties.softmax_stable_ok" if stable_ok else "properties.softmax_stable_bad")
+        )
+
+
+def render(ctl: LayerConfig) -> None:
+    """The five checks, each with and without the mask that should break it."""
+    equivariance_section(ctl)
+    row_sums_section(ctl)
+    leak_section(ctl)
+    chunked_section(ctl)
+    softmax_section(ctl)
 
 
 controls.page_intro(PAGE)
-
-catalogue = data.variant_catalogue()
-variant = state.select(
-    PAGE,
-    "variant",
-    t("common.ctl_variant"),
-    list(catalogue),
-    "scaled",
-    format_func=controls.variant_label,
-)
-seq_len = state.slider_int(PAGE, "seq_len", t("common.ctl_seq_len"), 3, 16, 5)
-params = controls.variant_params_controls(PAGE, variant, seq_len)
-d_model = state.select(PAGE, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, 8)
-heads = state.select(
-    PAGE,
-    "heads",
-    t("common.ctl_heads"),
-    controls.head_options(d_model),
-    2,
-    help=t("common.ctl_heads_help"),
-)
-seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
-st.sidebar.caption(t("properties.layer_caption", d_model=d_model, heads=heads))
-
-# --- 1. permutation equivariance ---
-st.header(t("properties.eq_header"))
-st.markdown(t("properties.eq_intro"))
-left, right = st.columns(2)
-mode = state.radio(
-    PAGE,
-    "perm_mode",
-    t("properties.ctl_perm_mode"),
-    PERM_MODES,
-    "typed",
-    format_func=lambda m: t(f"properties.perm_{m}"),
-    horizontal=True,
-    where=left,
-)
-positional = state.checkbox(
-    PAGE,
-    "positional",
-    t("properties.ctl_positional"),
-    False,
-    help=t("properties.ctl_positional_help"),
-    where=right,
-)
-perm: tuple[int, ...] | None = None
-if mode == "typed":
-    raw = state.text(
-        PAGE,
-        "perm",
-        t("properties.ctl_perm"),
-        TUTORIAL_PERM,
-        PERM_MAX_CHARS,
-        help=t("properties.ctl_perm_help", last=seq_len - 1),
-        where=left,
-    )
-    typed_len = len([part for part in raw.split(",") if part.strip()])
-    if typed_len != seq_len and raw.replace(",", "").replace(" ", "").isdigit():
-        # a well-formed list for another length (e.g. after moving L) is not an error
-        st.warning(t("properties.perm_length_mismatch", n=typed_len, L=seq_len))
-        mode = "random"
-    else:
-        try:
-            perm = tuple(state.parse_int_list(raw, 0, seq_len - 1, seq_len))
-            if sorted(perm) != list(range(seq_len)):
-                raise ValueError(t("properties.perm_not_each_once"))
-        except ValueError as err:
-            detail = state.escape_markdown(raw)
-            st.error(t("properties.bad_perm", value=detail, n=seq_len, detail=err))
-            perm = None
-            mode = "invalid"
-if mode != "invalid":
-    try:
-        plain = data.equivariance_check(
-            variant, params, perm, seq_len, d_model, heads, False, positional, seed
-        )
-        masked = data.equivariance_check(
-            variant, params, perm, seq_len, d_model, heads, True, positional, seed
-        )
-    except ValueError as err:
-        show_invalid(err)
-    else:
-        st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
-        show_with_and_without_mask(
-            [
-                (t("properties.metric_eq_plain"), t("properties.series_no_mask"), plain),
-                (t("properties.metric_eq_causal"), t("properties.series_causal"), masked),
-            ],
-            "max_abs_diff",
-            seq_len,
-            t("properties.chart_eq"),
-            t("properties.axis_diff"),
-        )
-        st.caption(t("properties.eq_note"))
-
-# --- 2. rows sum to 1 ---
-st.header(t("properties.rows_header"))
-st.markdown(t("properties.rows_intro"))
-try:
-    sums_plain = data.row_sum_table(variant, params, seq_len, d_model, heads, False, seed)
-    sums_causal = data.row_sum_table(variant, params, seq_len, d_model, heads, True, seed)
-except ValueError as err:
-    show_invalid(err)
-else:
-    c1, c2 = st.columns(2)
-    for col, table, key in (
-        (c1, sums_plain, "metric_rows_plain"),
-        (c2, sums_causal, "metric_rows_causal"),
-    ):
-        low, high = float(table["row_sum"].min()), float(table["row_sum"].max())
-        col.metric(t(f"properties.{key}"), t("common.metric_row_sums_value", low=low, high=high))
-        col.markdown(verdict(max(abs(low - 1.0), abs(high - 1.0))))
-
-# --- 3. a causal mask never leaks the future ---
-st.header(t("properties.leak_header"))
-st.markdown(t("properties.leak_intro"))
-cutoff = state.slider_int(
-    PAGE,
-    "cutoff",
-    t("properties.ctl_cutoff"),
-    0,
-    seq_len - 2,
-    max(0, seq_len // 2 - 1),
-    help=t("properties.ctl_cutoff_help"),
-    where=st.container(),
-)
-try:
-    kept = data.causal_leak(variant, params, seq_len, d_model, heads, cutoff, True, seed)
-    leaked = data.causal_leak(variant, params, seq_len, d_model, heads, cutoff, False, seed)
-except ValueError as err:
-    show_invalid(err)
-else:
-    show_with_and_without_mask(
-        [
-            (t("properties.metric_leak_causal"), t("properties.series_causal"), kept),
-            (t("properties.metric_leak_plain"), t("properties.series_no_mask"), leaked),
-        ],
-        "past_max_abs_diff",
-        seq_len,
-        t("properties.chart_leak", cutoff=cutoff),
-        t("properties.axis_change"),
-    )
-
-# --- 4. chunked equals exact ---
-st.header(t("properties.chunk_header"))
-st.markdown(t("properties.chunk_intro"))
-c1, c2, c3 = st.columns(3)
-chunk_len = state.slider_int(
-    PAGE, "chunk_len", t("properties.ctl_chunk_len"), 8, 512, 100, where=c1
-)
-chunk_size = state.slider_int(
-    PAGE, "chunk_size", t("common.param_chunk_size"), 1, 128, 16, where=c2
-)
-key_chunk = state.slider_int(
-    PAGE, "key_chunk_size", t("common.param_key_chunk_size"), 1, 128, 24, where=c3
-)
-try:
-    exact_plain = data.chunked_exact_diff(chunk_len, 16, 2, chunk_size, key_chunk, False, seed)
-    exact_causal = data.chunked_exact_diff(chunk_len, 16, 2, chunk_size, key_chunk, True, seed)
-except ValueError as err:
-    show_invalid(err)
-else:
-    c1, c2 = st.columns(2)
-    with c1:
-        st.metric(t("properties.metric_chunk_plain"), f"{exact_plain:.2e}")
-        st.markdown(verdict(exact_plain))
-    with c2:
-        st.metric(t("properties.metric_chunk_causal"), f"{exact_causal:.2e}")
-        st.markdown(verdict(exact_causal))
-
-# --- 5. naive float16 softmax overflows ---
-st.header(t("properties.softmax_header"))
-st.markdown(t("properties.softmax_intro"))
-c1, c2 = st.columns(2)
-logit_scale = state.select(
-    PAGE,
-    "logit_scale",
-    t("properties.ctl_logit_scale"),
-    LOGIT_SCALES,
-    10000.0,
-    format_func=lambda v: f"{v:g}",
-    where=c1,
-)
-dtype = state.select(PAGE, "dtype", t("properties.ctl_dtype"), SOFTMAX_DTYPES, "float16", where=c2)
-try:
-    stability = data.softmax_stability(logit_scale, dtype, seed)
-except ValueError as err:
-    show_invalid(err)
-else:
-    shown = stability.assign(
-        method=[t(f"properties.method_{m}") for m in stability["method"]],
-        all_finite=[
-            t("properties.yes") if f else t("properties.no") for f in stability["all_finite"]
-        ],
-        max_abs_err=[f"{e:.2e}" for e in stability["max_abs_err"]],
-    )[["method", "n_nan", "n_inf", "all_finite", "max_abs_err"]].rename(
-        columns={
-            "method": t("properties.col_method"),
-            "n_nan": "NaN",
-            "n_inf": "inf",
-            "all_finite": t("properties.col_finite"),
-            "max_abs_err": t("properties.col_err"),
-        }
-    )
-    st.dataframe(shown, hide_index=True, width="stretch")
-    naive_ok = bool(stability.loc[stability["method"] == "naive", "all_finite"].iloc[0])
-    stable_ok = bool(stability.loc[stability["method"] == "stable", "all_finite"].iloc[0])
-    st.markdown(
-        t("properties.softmax_naive_ok" if naive_ok else "properties.softmax_naive_bad")
-        + " "
-        + t("properties.softmax_stable_ok" if stable_ok else "properties.softmax_stable_bad")
-    )
+ctl = properties_controls(PAGE)
+render(ctl)

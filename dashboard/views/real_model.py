@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -168,62 +170,55 @@ def draw_swap(
     st.caption(t("real_model.cosine_caption", variant=variant_name))
     left, right = st.columns(2)
     with left:
-        variant_hm = data.heatmap_frame(swapped_map, labels, labels)
+        variant_hm = data.heatmap_grid(swapped_map, labels, labels)
+        title = t("real_model.variant_map_title", variant=variant_name, layer=layer, head=head)
+        spec = controls.weights_spec(variant_hm, title, domain=(0.0, 1.0), width=HEATMAP_WIDTH)
         st.altair_chart(
-            charts.heatmap_chart(
-                variant_hm.frame,
-                title=t(
-                    "real_model.variant_map_title", variant=variant_name, layer=layer, head=head
-                ),
-                subtitle=controls.pooled_note(variant_hm),
-                x_title=t("common.chart_key"),
-                y_title=t("common.chart_query"),
-                value_title=t("common.chart_weight"),
-                row_order=variant_hm.row_order,
-                col_order=variant_hm.col_order,
-                domain=(0.0, 1.0),
-                width=HEATMAP_WIDTH,
-            ),
-            theme=None,
-            key=f"{PAGE}.variant_map",
+            charts.heatmap_chart(variant_hm.frame, spec), theme=None, key=f"{PAGE}.variant_map"
         )
     with right:
-        diff_hm = data.heatmap_frame(difference, labels, labels)
+        diff_hm = data.heatmap_grid(difference, labels, labels)
+        diff_spec = controls.weights_spec(
+            diff_hm,
+            t("real_model.diff_title", layer=layer, head=head),
+            value_title=t("real_model.chart_diff"),
+            diverging=True,
+            domain=(-1.0, 1.0),
+            width=HEATMAP_WIDTH,
+        )
         st.altair_chart(
-            charts.heatmap_chart(
-                diff_hm.frame,
-                title=t("real_model.diff_title", layer=layer, head=head),
-                subtitle=controls.pooled_note(diff_hm),
-                x_title=t("common.chart_key"),
-                y_title=t("common.chart_query"),
-                value_title=t("real_model.chart_diff"),
-                row_order=diff_hm.row_order,
-                col_order=diff_hm.col_order,
-                diverging=True,
-                domain=(-1.0, 1.0),
-                width=HEATMAP_WIDTH,
-            ),
-            theme=None,
-            key=f"{PAGE}.diff_map",
+            charts.heatmap_chart(diff_hm.frame, diff_spec), theme=None, key=f"{PAGE}.diff_map"
         )
     st.caption(t("real_model.diff_caption"))
 
 
-def render() -> None:
-    """Draw the page (returns early, without st.stop, when the model cannot run)."""
-    controls.page_intro(PAGE)
+@dataclass(frozen=True)
+class RealModelConfig:
+    """The page's input: whether the model is installed, and the text to encode."""
+
+    installed: bool
+    text: str = ""
+
+
+def real_model_controls(page: str) -> RealModelConfig:
+    """The sidebar's sentence choice (nothing when the model package is missing). The
+    layer, head, token and variant controls depend on the tokens: :func:`render` draws them."""
     if not data.model_installed():
+        return RealModelConfig(installed=False)
+    return RealModelConfig(installed=True, text=sentence_control())
+
+
+def render(ctl: RealModelConfig) -> None:
+    """Draw the page (returns early, without st.stop, when the model cannot run)."""
+    if not ctl.installed:
         show_install_hint()
         return
-    text = sentence_control()
+    text = ctl.text
     try:
         with st.spinner(t("real_model.loading")):
             exact = data.model_run(text, "scaled", ())
-    except FileNotFoundError as err:  # the package vanished after the check above
-        show_install_hint(str(err))
-        return
-    except ValueError as err:  # a refused (corrupted) checkpoint or unusable text
-        controls.show_compute_error(err)
+    except (FileNotFoundError, ValueError) as err:  # package gone, bad checkpoint or text
+        controls.show_error(err)
         return
 
     tokens = exact.tokens
@@ -242,19 +237,10 @@ def render() -> None:
         format_func=lambda i: labels[i] if 0 <= i < len(labels) else str(i),
         help=t("real_model.ctl_token_help"),
     )
-    catalogue = data.variant_catalogue()
-    variant = state.select(
-        PAGE,
-        "variant",
-        t("real_model.ctl_variant"),
-        list(catalogue),
-        DEFAULT_VARIANT,
-        format_func=controls.variant_label,
+    swap = controls.variant_controls(
+        PAGE, len(tokens), DEFAULT_VARIANT, label=t("real_model.ctl_variant")
     )
-    st.sidebar.caption(
-        controls.translated(f"common.variant_{variant}_explain", catalogue[variant].explanation)
-    )
-    params = controls.variant_params_controls(PAGE, variant, len(tokens))
+    variant, params = swap.variant, swap.params
 
     draw_tokens(exact)
     draw_model_view(exact)
@@ -266,7 +252,7 @@ def render() -> None:
         with st.spinner(t("real_model.loading")):
             swapped = data.model_run(text, variant, params)
     except ValueError as err:
-        controls.show_compute_error(err)
+        controls.show_error(err)
     else:
         draw_swap(exact, swapped, variant, layer, head)
 
@@ -279,4 +265,6 @@ def render() -> None:
     )
 
 
-render()
+controls.page_intro(PAGE)
+ctl = real_model_controls(PAGE)
+render(ctl)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import streamlit as st
 
 from dashboard import charts, controls, data, state
 from dashboard.i18n import t
+from dashboard.literal import DETAIL_MAX_LEN, literal
 
 PAGE = "scaling"
 DEFAULT_D_KS = "32,64,128,256"
@@ -21,7 +24,8 @@ def parse_d_ks(raw: str) -> list[int]:
     try:
         return state.parse_int_list(raw, 1, data.LAB_MAX_D_K, MAX_D_KS)
     except ValueError as err:
-        st.warning(t("scaling.bad_d_ks", value=state.escape_markdown(raw), detail=str(err)))
+        detail = literal(err, DETAIL_MAX_LEN)
+        st.warning(t("scaling.bad_d_ks", value=literal(raw), detail=detail))
         return state.parse_int_list(DEFAULT_D_KS, 1, data.LAB_MAX_D_K, MAX_D_KS)
 
 
@@ -34,25 +38,54 @@ def series_frame(table: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-controls.page_intro(PAGE)
+@dataclass(frozen=True)
+class ScalingConfig:
+    """The experiment: d_k values, tokens per sequence, trials and seed."""
 
-raw_d_ks = state.text(
-    PAGE,
-    "d_ks",
-    t("scaling.ctl_d_ks"),
-    DEFAULT_D_KS,
-    D_KS_MAX_CHARS,
-    help=t("scaling.ctl_d_ks_help", high=data.LAB_MAX_D_K, n=MAX_D_KS),
-)
-d_ks = tuple(sorted(set(parse_d_ks(raw_d_ks))))
-seq_len = state.slider_int(PAGE, "seq_len", t("scaling.ctl_seq_len"), 2, 64, 10)
-trials = state.slider_int(
-    PAGE, "trials", t("scaling.ctl_trials"), 1, MAX_TRIALS, 200, help=t("scaling.ctl_trials_help")
-)
-seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+    d_ks: tuple[int, ...]
+    seq_len: int
+    trials: int
+    seed: int
 
 
-def render(table: pd.DataFrame) -> None:
+def scaling_controls(page: str) -> ScalingConfig:
+    """The sidebar: the d_k list (a bad one falls back with a warning), L, trials, seed."""
+    raw_d_ks = state.text(
+        page,
+        "d_ks",
+        t("scaling.ctl_d_ks"),
+        DEFAULT_D_KS,
+        D_KS_MAX_CHARS,
+        help=t("scaling.ctl_d_ks_help", high=data.LAB_MAX_D_K, n=MAX_D_KS),
+    )
+    return ScalingConfig(
+        d_ks=tuple(sorted(set(parse_d_ks(raw_d_ks)))),
+        seq_len=state.slider_int(page, "seq_len", t("scaling.ctl_seq_len"), 2, 64, 10),
+        trials=state.slider_int(
+            page,
+            "trials",
+            t("scaling.ctl_trials"),
+            1,
+            MAX_TRIALS,
+            200,
+            help=t("scaling.ctl_trials_help"),
+        ),
+        seed=state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0),
+    )
+
+
+def render(ctl: ScalingConfig) -> None:
+    """Compute the table, then draw the metrics, the tutorial's table and the charts."""
+    try:
+        with st.spinner(t("scaling.computing")):
+            table = data.scaling_table(ctl.d_ks, ctl.seq_len, ctl.seed, ctl.trials)
+    except ValueError as err:
+        controls.show_error(err)
+        return
+    draw(ctl, table)
+
+
+def draw(ctl: ScalingConfig, table: pd.DataFrame) -> None:
     """Metrics, the tutorial's table, and the std/mean and saturation charts."""
     unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
     largest = table.iloc[-1]
@@ -73,7 +106,7 @@ def render(table: pd.DataFrame) -> None:
     )
 
     st.subheader(t("scaling.table_header"))
-    st.caption(t("scaling.table_caption", trials=trials, seq_len=seq_len))
+    st.caption(t("scaling.table_caption", trials=ctl.trials, seq_len=ctl.seq_len))
     shown = table[
         ["d_k", "mean_unscaled", "std_unscaled", "mean_scaled", "std_scaled", "theory_std_unscaled"]
     ].rename(
@@ -169,10 +202,6 @@ def render(table: pd.DataFrame) -> None:
     )
 
 
-try:
-    with st.spinner(t("scaling.computing")):
-        result = data.scaling_table(d_ks, seq_len, seed, trials)
-except ValueError as err:
-    st.error(t("common.error_invalid", detail=str(err)))
-else:
-    render(result)
+controls.page_intro(PAGE)
+ctl = scaling_controls(PAGE)
+render(ctl)

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, controls, data, exports, state
+from dashboard.config import StepConfig
 from dashboard.i18n import t
 
 PAGE = "step_by_step"
@@ -19,35 +20,39 @@ MATRIX_ROWS = (
 )
 CHART_WIDTH = 240
 
-controls.page_intro(PAGE)
-st.info(t("step_by_step.analogy"))
 
-sentence = state.select(
-    PAGE,
-    "sentence",
-    t("step_by_step.sentence"),
-    SENTENCES,
-    "preset_zh",
-    format_func=lambda k: t(f"common.input_{k}"),
-)
-n_tokens = state.slider_int(PAGE, "tokens", t("step_by_step.tokens"), 4, 8, 6)
-d_k = state.slider_int(PAGE, "d_k", t("step_by_step.d_k"), 1, data.STEP_D_MODEL, 4)
-causal = state.checkbox(PAGE, "causal", t("step_by_step.causal"), False)
-seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+def step_controls(page: str) -> StepConfig:
+    """The sidebar: sentence, number of tokens, d_k, causal mask, seed."""
+    sentence = state.select(
+        page,
+        "sentence",
+        t("step_by_step.sentence"),
+        SENTENCES,
+        "preset_zh",
+        format_func=lambda k: t(f"common.input_{k}"),
+    )
+    return StepConfig(
+        sentence=sentence,
+        n_tokens=state.slider_int(page, "tokens", t("step_by_step.tokens"), 4, 8, 6),
+        d_k=state.slider_int(page, "d_k", t("step_by_step.d_k"), 1, data.STEP_D_MODEL, 4),
+        causal=state.checkbox(page, "causal", t("step_by_step.causal"), False),
+        seed=state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0),
+    )
 
 
-def render() -> None:
+def render(ctl: StepConfig) -> None:
     """Compute and draw the page (returns early, without st.stop, on refusal)."""
+    st.info(t("step_by_step.analogy"))
     try:
-        result = data.step_by_step(sentence, n_tokens, seed, d_k, causal)
+        result = data.step_by_step(ctl)
     except ValueError as err:
-        st.error(t("common.error_invalid", detail=str(err)))
+        controls.show_error(err)
         return
 
     labels = data.axis_labels(result.tokens)
     dims = {
         "model": [f"d{i}" for i in range(data.STEP_D_MODEL)],
-        "head": [f"k{i}" for i in range(d_k)],
+        "head": [f"k{i}" for i in range(ctl.d_k)],
     }
     axes = {
         "X": (labels, dims["model"]),
@@ -67,10 +72,9 @@ def render() -> None:
     def matrix_chart(name: str):
         """Annotated heatmap of one intermediate matrix."""
         rows, cols = axes[name]
-        heat = data.heatmap_frame(result.matrices[name], rows, cols)
+        heat = data.heatmap_grid(result.matrices[name], rows, cols)
         shape = "×".join(str(s) for s in result.matrices[name].shape)
-        return charts.heatmap_chart(
-            heat.frame,
+        spec = charts.HeatmapSpec(
             title=f"{t(f'step_by_step.m_{name}')} ({shape})",
             subtitle=t(f"step_by_step.f_{name}"),
             x_title="",
@@ -84,6 +88,7 @@ def render() -> None:
             value_format=".2f",
             width=CHART_WIDTH,
         )
+        return charts.heatmap_chart(heat.frame, spec)
 
     for group in MATRIX_ROWS:
         widths = [len(axes[name][1]) + 2 for name in group]  # wider matrices get wider columns
@@ -95,16 +100,28 @@ def render() -> None:
     st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
 
     st.subheader(t("step_by_step.cell_header"))
-    positions = list(range(n_tokens))
+    positions = list(range(len(result.tokens)))
     left, right = st.columns(2)
     i = state.select(
-        PAGE, "query", t("step_by_step.pick_query"), positions, 0, lambda p: labels[p], where=left
+        PAGE,
+        "query",
+        t("step_by_step.pick_query"),
+        positions,
+        0,
+        format_func=lambda p: labels[p],
+        where=left,
     )
     j = state.select(
-        PAGE, "key", t("step_by_step.pick_key"), positions, 0, lambda p: labels[p], where=right
+        PAGE,
+        "key",
+        t("step_by_step.pick_key"),
+        positions,
+        0,
+        format_func=lambda p: labels[p],
+        where=right,
     )
     cell = data.cell_breakdown(result, i, j)
-    allowed = t("step_by_step.allowed_yes") if cell["allowed"] else t("step_by_step.allowed_no")
+    allowed = t("step_by_step.allowed_yes") if cell.allowed else t("step_by_step.allowed_no")
     steps = pd.DataFrame(
         {
             t("step_by_step.col_step"): [
@@ -118,23 +135,23 @@ def render() -> None:
                 t("step_by_step.s_weight"),
             ],
             t("step_by_step.col_value"): [
-                f"{cell['dot']:.4f}",
-                f"{cell['sqrt_d_k']:.4f}",
-                f"{cell['scaled']:.4f}",
+                f"{cell.dot:.4f}",
+                f"{cell.sqrt_d_k:.4f}",
+                f"{cell.scaled:.4f}",
                 allowed,
-                f"{cell['row_max']:.4f}",
-                f"{cell['exp']:.4f}",
-                f"{cell['row_sum']:.4f}",
-                f"{cell['weight']:.4f}",
+                f"{cell.row_max:.4f}",
+                f"{cell.exp:.4f}",
+                f"{cell.row_sum:.4f}",
+                f"{cell.weight:.4f}",
             ],
         }
     )
     st.dataframe(steps, hide_index=True)
     metric_cols = st.columns(3)
-    metric_cols[0].metric(t("step_by_step.metric_weight"), f"{cell['weight']:.4f}")
+    metric_cols[0].metric(t("step_by_step.metric_weight"), f"{cell.weight:.4f}")
     metric_cols[1].metric(
         t("step_by_step.metric_recomputed"),
-        f"{(cell['exp'] / cell['row_sum']):.4f}",
+        f"{(cell.exp / cell.row_sum):.4f}",
     )
     metric_cols[2].metric(
         t("step_by_step.metric_row_sum", i=i),
@@ -149,4 +166,6 @@ def render() -> None:
     )
 
 
-render()
+controls.page_intro(PAGE)
+ctl = step_controls(PAGE)
+render(ctl)

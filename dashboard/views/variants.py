@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import streamlit as st
 
 from dashboard import canvas, charts, controls, data, state
+from dashboard.config import LayerConfig
 from dashboard.i18n import t
 
 PAGE = "variants"
@@ -25,95 +27,99 @@ MAX_COLUMNS = 4
 _MEASURED = "variants._complexity_requested"
 
 
-def memory_method_text(method: str) -> str:
-    """Translated description of how peak memory was obtained (see measure_peak_bytes)."""
-    if "profiler" in method:
-        return t("variants.memory_method_profiler")
-    if "CUDA" in method:
-        return t("variants.memory_method_cuda")
-    return t("variants.memory_method_none")
+@dataclass(frozen=True)
+class VariantsConfig:
+    """Variants compared side by side on one shared input.
+
+    Attributes:
+        base: the shared layer (input, sizes, mask, seed, device); its variant is unused.
+        chosen: the variants compared, with their own parameters.
+    """
+
+    base: LayerConfig
+    chosen: tuple[controls.VariantChoice, ...]
+
+    def layer(self, choice: controls.VariantChoice) -> LayerConfig:
+        """The shared layer with ``choice``'s variant and parameters."""
+        return replace(self.base, variant=choice.variant, params=choice.params)
 
 
-controls.page_intro(PAGE)
-
-catalogue = data.variant_catalogue()
-chosen = state.multiselect(
-    PAGE,
-    "variants",
-    t("variants.ctl_variants"),
-    list(catalogue),
-    DEFAULT_VARIANTS,
-    MAX_COLUMNS,
-    format_func=controls.variant_label,
-    help=t("variants.ctl_variants_help", n=MAX_COLUMNS),
-    where=st.sidebar,
-)
-seq_len = state.slider_int(PAGE, "seq_len", t("common.ctl_seq_len"), 4, 128, 32)
-d_model = state.select(PAGE, "d_model", t("common.ctl_d_model"), controls.D_MODEL_OPTIONS, 64)
-heads = state.select(
-    PAGE,
-    "heads",
-    t("common.ctl_heads"),
-    controls.head_options(d_model),
-    4,
-    help=t("common.ctl_heads_help"),
-)
-st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
-mask_kind = state.select(
-    PAGE,
-    "mask",
-    t("common.ctl_mask"),
-    MASK_KINDS,
-    "none",
-    format_func=lambda k: t(f"common.mask_{k}"),
-)
-seed = state.slider_int(PAGE, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
-params = {name: controls.variant_params_controls(PAGE, name, seq_len) for name in chosen}
-
-device = controls.current_device()
-
-
-def run(variant: str, variant_params: tuple) -> data.AttentionRun:
-    """The page's shared input through one variant (cached)."""
-    return data.attention_run(
-        variant,
-        variant_params,
-        seq_len,
-        d_model,
-        heads,
-        mask_kind,
-        seq_len,
-        0.0,
-        seed,
-        "random",
-        "",
-        device,
+def variants_controls(page: str) -> VariantsConfig:
+    """The sidebar: up to four variants, then the shared input and each variant's params."""
+    chosen = state.multiselect(
+        page,
+        "variants",
+        t("variants.ctl_variants"),
+        list(data.variant_catalogue()),
+        DEFAULT_VARIANTS,
+        MAX_COLUMNS,
+        format_func=controls.variant_label,
+        help=t("variants.ctl_variants_help", n=MAX_COLUMNS),
+        where=st.sidebar,
     )
+    seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 4, 128, 32)
+    d_model = state.select(page, "d_model", t("common.ctl_d_model"), controls.D_MODEL_OPTIONS, 64)
+    heads = state.select(
+        page,
+        "heads",
+        t("common.ctl_heads"),
+        controls.head_options(d_model),
+        4,
+        help=t("common.ctl_heads_help"),
+    )
+    st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
+    mask_kind = state.select(
+        page,
+        "mask",
+        t("common.ctl_mask"),
+        MASK_KINDS,
+        "none",
+        format_func=lambda k: t(f"common.mask_{k}"),
+    )
+    seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
+    choices = tuple(
+        controls.VariantChoice(name, controls.variant_params_controls(page, name, seq_len))
+        for name in chosen
+    )
+    base = LayerConfig(
+        variant=REFERENCE,
+        seq_len=seq_len,
+        d_model=d_model,
+        heads=heads,
+        mask_kind=mask_kind,
+        pad_len=seq_len,
+        seed=seed,
+        device=controls.current_device(),
+    )
+    return VariantsConfig(base=base, chosen=choices)
 
 
-def compare_section() -> None:
+def compare_section(ctl: VariantsConfig) -> None:
     """Run the chosen variants on the shared input and draw one column each."""
+    base = ctl.base
     try:
         with st.spinner(t("variants.computing")):
-            reference = run(REFERENCE, ())
-            runs = {name: run(name, params[name]) for name in chosen}
+            reference = data.attention_run(ctl.layer(controls.VariantChoice(REFERENCE)))
+            runs = [data.attention_run(ctl.layer(choice)) for choice in ctl.chosen]
     except ValueError as err:
-        st.error(t("common.error_invalid", detail=str(err)))
+        controls.show_error(err)
         return
 
-    st.caption(t("variants.shared_input", seq_len=seq_len, d_model=d_model, heads=heads))
-    labels = [str(i) for i in range(seq_len)]
+    catalogue = data.variant_catalogue()
+    st.caption(
+        t("variants.shared_input", seq_len=base.seq_len, d_model=base.d_model, heads=base.heads)
+    )
+    labels = [str(i) for i in range(base.seq_len)]
     summary = []
-    columns = st.columns(len(chosen))
-    for col, name in zip(columns, chosen, strict=True):
+    columns = st.columns(len(ctl.chosen))
+    for col, choice, result in zip(columns, ctl.chosen, runs, strict=True):
+        name, params = choice.variant, choice.params
         info = catalogue[name]
-        result = runs[name]
-        head_dim = d_model // heads
         diff = data.max_output_difference(result, reference)
-        estimate = data.memory_estimate(name, params[name], heads, seq_len, head_dim, False)
+        estimate = data.memory_estimate(name, params, base.heads, base.seq_len, base.d_k, False)
         with col:
             st.subheader(controls.variant_label(name))
-            st.caption(controls.translated(f"common.variant_{name}_explain", info.explanation))
+            st.caption(controls.variant_explanation(name))
             st.markdown(
                 t(
                     "variants.complexity_line",
@@ -121,43 +127,31 @@ def compare_section() -> None:
                     memory=info.memory_complexity,
                 )
             )
-            if params[name]:
-                st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params[name]))
-            pattern = data.allowed_pattern(name, params[name], seq_len, mask_kind)
-            pattern_map = data.heatmap_frame(pattern, labels, labels)
-            canvas.heatmap(
-                charts.heatmap_canvas_spec(
-                    pattern_map.frame,
-                    title=t("variants.pattern_title"),
-                    subtitle=t("variants.pattern_density", share=float(pattern.mean())),
-                    x_title=t("common.chart_key"),
-                    y_title=t("common.chart_query"),
-                    value_title=t("variants.pattern_value"),
-                    row_order=pattern_map.row_order,
-                    col_order=pattern_map.col_order,
-                    domain=(0.0, 1.0),
-                    width=HEATMAP_WIDTH,
-                ),
-                key=f"variants.{name}.pattern",
+            if params:
+                st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params))
+            pattern = data.allowed_pattern(name, params, base.seq_len, base.mask_kind)
+            pattern_map = data.heatmap_grid(pattern, labels, labels)
+            pattern_spec = charts.HeatmapSpec(
+                title=t("variants.pattern_title"),
+                subtitle=t("variants.pattern_density", share=float(pattern.mean())),
+                x_title=t("common.chart_key"),
+                y_title=t("common.chart_query"),
+                value_title=t("variants.pattern_value"),
+                row_order=pattern_map.row_order,
+                col_order=pattern_map.col_order,
+                domain=(0.0, 1.0),
+                width=HEATMAP_WIDTH,
             )
+            canvas.heatmap_grid(pattern_map, pattern_spec, key=f"variants.{name}.pattern")
             if result.weights is None:
                 st.warning(t("playground.weights_skipped"))
                 sparsity_text = "—"
             else:
-                weight_map = data.heatmap_frame(result.mean_weights, labels, labels)
-                canvas.heatmap(
-                    charts.heatmap_canvas_spec(
-                        weight_map.frame,
-                        title=t("variants.weights_title"),
-                        x_title=t("common.chart_key"),
-                        y_title=t("common.chart_query"),
-                        value_title=t("common.chart_weight"),
-                        row_order=weight_map.row_order,
-                        col_order=weight_map.col_order,
-                        width=HEATMAP_WIDTH,
-                    ),
-                    key=f"variants.{name}.weights",
+                weight_map = data.heatmap_grid(result.mean_weights, labels, labels)
+                weight_spec = controls.weights_spec(
+                    weight_map, t("variants.weights_title"), subtitle=None, width=HEATMAP_WIDTH
                 )
+                canvas.heatmap_grid(weight_map, weight_spec, key=f"variants.{name}.weights")
                 sparsity_text = f"{result.sparsity:.1%}"
             st.metric(
                 t("variants.metric_diff"),
@@ -186,7 +180,7 @@ def compare_section() -> None:
     st.caption(t("variants.time_note"))
 
 
-def cost_section() -> None:
+def cost_section(ctl: VariantsConfig) -> None:
     """Measure time and peak memory against L, behind a button, with a progress bar."""
     st.header(t("variants.cost_header"))
     st.markdown(t("variants.cost_intro"))
@@ -215,13 +209,18 @@ def cost_section() -> None:
         for done, (name, n) in enumerate(cells, start=1):
             parts.append(
                 data.complexity_cell(
-                    name, n, COMPLEXITY_HEADS, COMPLEXITY_HEAD_DIM, COMPLEXITY_REPEATS, device
+                    name,
+                    n,
+                    COMPLEXITY_HEADS,
+                    COMPLEXITY_HEAD_DIM,
+                    COMPLEXITY_REPEATS,
+                    ctl.base.device,
                 )
             )
             bar.progress(done / len(cells), text=t("variants.measuring"))
     except ValueError as err:
         bar.empty()
-        st.error(t("common.error_invalid", detail=str(err)))
+        controls.show_error(err)
         return
     cost = pd.concat(parts, ignore_index=True)
     bar.empty()
@@ -274,7 +273,7 @@ def cost_section() -> None:
             heads=COMPLEXITY_HEADS,
             head_dim=COMPLEXITY_HEAD_DIM,
             repeats=COMPLEXITY_REPEATS,
-            method=memory_method_text(method),
+            method=controls.memory_method_text(method),
         )
     )
     skipped = cost[cost["status"] != "ok"]
@@ -292,10 +291,17 @@ def cost_section() -> None:
     st.dataframe(table.round(2), hide_index=True, width="stretch")
 
 
-if not chosen:
-    st.warning(t("variants.none_chosen"))
-else:
-    if len(chosen) == 1:
-        st.info(t("variants.one_chosen"))
-    compare_section()
-cost_section()
+def render(ctl: VariantsConfig) -> None:
+    """The side-by-side comparison (when variants are chosen), then the cost against L."""
+    if not ctl.chosen:
+        st.warning(t("variants.none_chosen"))
+    else:
+        if len(ctl.chosen) == 1:
+            st.info(t("variants.one_chosen"))
+        compare_section(ctl)
+    cost_section(ctl)
+
+
+controls.page_intro(PAGE)
+ctl = variants_controls(PAGE)
+render(ctl)

@@ -4,17 +4,10 @@ against Vega's own rendering and the matrices below."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import numpy as np
+import pandas as pd
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from dashboard import canvas, charts  # noqa: E402
+from dashboard import canvas, charts
 
 ROWS = ["the", "cat", "sat"]
 COLS = ["a", "b", "c", "d"]
@@ -31,8 +24,8 @@ SIGNED = np.array([[-1.0, -0.5, 0.0, 0.25], [0.5, 0.75, 1.0, -0.2], [0.1, -0.9, 
 
 
 def tidy(values: np.ndarray, scores: np.ndarray | None = None) -> pd.DataFrame:
-    """(P, R, C) arrays as the tidy table the chart builders take (rows in reverse order,
-    so the canvas must place them by label, not by position)."""
+    """(P, R, C) arrays as the long table the Altair heatmap (the reference) takes, rows in
+    reverse order (Altair places them by label)."""
     frames = []
     for p, name in enumerate(PANELS[: len(values)]):
         part = {
@@ -47,28 +40,28 @@ def tidy(values: np.ndarray, scores: np.ndarray | None = None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-GRID_ARGS = {
-    "title": "Weights",
-    "x_title": "Key token",
-    "y_title": "Query token",
-    "value_title": "Weight",
-    "score_title": "Raw score",
-    "panel_title": "Head",
-    "row_order": ROWS,
-    "col_order": COLS,
-    "domain": (0.0, 0.9),
-}
-SIGNED_ARGS = {
-    "title": "Output",
-    "x_title": "Dimension",
-    "y_title": "Query token",
-    "value_title": "Value",
-    "row_order": ROWS,
-    "col_order": COLS,
-    "diverging": True,
-}
+GRID_SPEC = charts.HeatmapSpec(
+    title="Weights",
+    x_title="Key token",
+    y_title="Query token",
+    value_title="Weight",
+    score_title="Raw score",
+    panel_title="Head",
+    row_order=tuple(ROWS),
+    col_order=tuple(COLS),
+    domain=(0.0, 0.9),
+)
+SIGNED_SPEC = charts.HeatmapSpec(
+    title="Output",
+    x_title="Dimension",
+    y_title="Query token",
+    value_title="Value",
+    row_order=tuple(ROWS),
+    col_order=tuple(COLS),
+    diverging=True,
+)
 
 if __name__ == "__main__":
-    canvas.heatmap(charts.heatmap_canvas_spec(tidy(WEIGHTS, SCORES), **GRID_ARGS), key="test.grid")
-    signed = tidy(SIGNED[None]).drop(columns="panel")
-    canvas.heatmap(charts.heatmap_canvas_spec(signed, **SIGNED_ARGS), key="test.signed")
+    grid = charts.heatmap_canvas_spec(WEIGHTS, GRID_SPEC, scores=SCORES, panels=PANELS)
+    canvas.heatmap(grid, key="test.grid")
+    canvas.heatmap(charts.heatmap_canvas_spec(SIGNED, SIGNED_SPEC), key="test.signed")

@@ -13,12 +13,12 @@ from bench.browser import streamlit_server, wait_idle
 from dashboard import charts
 from tests.browser.canvas_app import (
     COLS,
-    GRID_ARGS,
+    GRID_SPEC,
     PANELS,
     ROWS,
     SCORES,
     SIGNED,
-    SIGNED_ARGS,
+    SIGNED_SPEC,
     WEIGHTS,
     tidy,
 )
@@ -95,14 +95,14 @@ def drawn_cells(page, index: int) -> np.ndarray:
 
 def test_cells_have_vega_colours_on_a_shared_sqrt_scale(canvas_page):
     drawn = drawn_cells(canvas_page, 0)
-    chart = charts.heatmap_chart(tidy(WEIGHTS, SCORES), **GRID_ARGS)
+    chart = charts.heatmap_chart(tidy(WEIGHTS, SCORES), GRID_SPEC)
     expected = chart_colours(WEIGHTS.ravel(), chart).reshape(drawn.shape)
     assert np.abs(drawn - expected).max() <= COLOUR_TOLERANCE, (drawn - expected).max()
 
 
 def test_signed_cells_have_vega_colours_on_a_diverging_scale(canvas_page):
     drawn = drawn_cells(canvas_page, 1)
-    chart = charts.heatmap_chart(tidy(SIGNED[None]).drop(columns="panel"), **SIGNED_ARGS)
+    chart = charts.heatmap_chart(tidy(SIGNED[None]).drop(columns="panel"), SIGNED_SPEC)
     expected = chart_colours(SIGNED.ravel(), chart).reshape(drawn.shape)
     assert np.abs(drawn - expected).max() <= COLOUR_TOLERANCE, (drawn - expected).max()
 

@@ -1,6 +1,6 @@
-"""The canvas heatmap's data (dashboard.charts.heatmap_canvas_spec): values laid out by the
-axis orders, the same colour scale and cell size as the Altair heatmap, Vega's scheme
-colours, and clear errors for tables it cannot draw."""
+"""The canvas heatmap's data (dashboard.charts.heatmap_canvas_spec): the matrices as given,
+the same colour scale and cell size as the Altair heatmap, Vega's scheme colours, and clear
+errors for matrices it cannot draw."""
 
 from __future__ import annotations
 
@@ -21,39 +21,34 @@ def decoded(spec: dict, field: str = "values") -> np.ndarray:
     return np.frombuffer(base64.b64decode(spec[field]), dtype="<f4").reshape(shape)
 
 
-def tidy(matrix: np.ndarray, rows: list[str], cols: list[str], **extra) -> pd.DataFrame:
+def tidy(matrix: np.ndarray, rows: list[str], cols: list[str]) -> pd.DataFrame:
+    """The long table of one matrix, as the Altair export takes it."""
     return pd.DataFrame(
         {
             "row": np.repeat(rows, len(cols)),
             "col": np.tile(cols, len(rows)),
             "value": matrix.ravel(),
-            **extra,
         }
     )
 
 
-def test_values_follow_the_axis_orders_not_the_table_order():
-    rows, cols = ["x", "y"], ["p", "q", "r"]
+def test_values_are_the_matrices_in_axis_order():
+    rows, cols = ["y", "x"], ["p", "q", "r"]
     matrix = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
-    table = tidy(matrix, rows, cols).sample(frac=1.0, random_state=3)
-    spec = charts.heatmap_canvas_spec(table, **TITLES, row_order=["y", "x"], col_order=cols)
-    np.testing.assert_array_equal(decoded(spec)[0], [[4.0, 5.0, 6.0], [1.0, 2.0, 3.0]])
-    assert spec["rows"] == ["y", "x"] and spec["cols"] == cols and spec["panels"] == [""]
+    spec = charts.heatmap_canvas_spec(
+        matrix, charts.HeatmapSpec(**TITLES, row_order=rows, col_order=cols)
+    )
+    np.testing.assert_array_equal(decoded(spec)[0], matrix)
+    assert spec["rows"] == rows and spec["cols"] == cols and spec["panels"] == [""]
 
 
-def test_panels_keep_data_order_with_scores():
-    rows = cols = ["a", "b"]
+def test_panels_keep_their_order_with_scores():
+    rows = cols = ("a", "b")
     names = ["Head 2", "Head 10", "Head 1"]
     weights = np.arange(12, dtype=float).reshape(3, 2, 2) / 12
     scores = -np.arange(12, dtype=float).reshape(3, 2, 2)
-    table = pd.concat(
-        [
-            tidy(weights[p], rows, cols, score=scores[p].ravel(), panel=n)
-            for p, n in enumerate(names)
-        ]
-    )
-    spec = charts.heatmap_canvas_spec(
-        table,
+    scores[0, 0, 1] = -np.inf  # a masked score travels as -inf ("−∞" in the tooltip)
+    look = charts.HeatmapSpec(
         **TITLES,
         row_order=rows,
         col_order=cols,
@@ -61,16 +56,20 @@ def test_panels_keep_data_order_with_scores():
         panel_title="Head",
         columns=2,
     )
+    spec = charts.heatmap_canvas_spec(weights, look, scores=scores, panels=names)
     assert spec["panels"] == names and spec["columns"] == 2
     np.testing.assert_allclose(decoded(spec), weights, rtol=1e-6)
     np.testing.assert_allclose(decoded(spec, "scores"), scores, rtol=1e-6)
 
 
-def test_a_cell_missing_from_the_table_is_nan():
-    table = tidy(np.array([[1.0, 2.0], [3.0, 4.0]]), ["a", "b"], ["c", "d"]).iloc[:3]
-    spec = charts.heatmap_canvas_spec(table, **TITLES, row_order=["a", "b"], col_order=["c", "d"])
+def test_a_missing_cell_is_nan_and_does_not_set_the_scale():
+    matrix = np.array([[1.0, 2.0], [3.0, np.nan]])
+    spec = charts.heatmap_canvas_spec(
+        matrix, charts.HeatmapSpec(**TITLES, row_order=("a", "b"), col_order=("c", "d"))
+    )
     values = decoded(spec)[0]
     assert np.isnan(values[1, 1]) and values[1, 0] == 3.0
+    assert spec["scale"]["domain"] == [0.0, 3.0]
 
 
 def test_scale_and_cell_size_match_the_altair_heatmap():
@@ -78,10 +77,9 @@ def test_scale_and_cell_size_match_the_altair_heatmap():
     rng = np.random.default_rng(0)
     for kwargs in ({}, {"diverging": True}, {"sqrt": False}, {"domain": (0.0, 2.0)}):
         matrix = rng.normal(size=(5, 7)) if kwargs.get("diverging") else rng.random((5, 7))
-        table = tidy(matrix, rows, cols)
-        args = {**TITLES, "row_order": rows, "col_order": cols, "width": 300, **kwargs}
-        spec = charts.heatmap_canvas_spec(table, **args)
-        chart = charts.heatmap_chart(table, **args).to_dict()
+        look = charts.HeatmapSpec(**TITLES, row_order=rows, col_order=cols, width=300, **kwargs)
+        spec = charts.heatmap_canvas_spec(matrix, look)
+        chart = charts.heatmap_chart(tidy(matrix, rows, cols), look).to_dict()
         scale = chart["encoding"]["color"]["scale"]
         assert spec["scale"]["domain"] == pytest.approx(scale["domain"])
         assert spec["scale"]["type"] == scale.get("type", "linear")
@@ -110,21 +108,22 @@ def test_scheme_stops_reproduce_vega_scheme(scheme):
     assert np.abs(_stops_ramp(charts.SCHEME_STOPS[scheme], n) - vega).max() <= 1.0
 
 
-def test_bad_tables_are_refused_with_the_reason():
-    rows, cols = ["a", "b"], ["c", "d"]
-    table = tidy(np.ones((2, 2)), rows, cols)
-    with pytest.raises(ValueError, match=r"row labels \['b'\] are not in the row order"):
-        charts.heatmap_canvas_spec(table, **TITLES, row_order=["a"], col_order=cols)
-    with pytest.raises(ValueError, match="more than one value"):
+def test_bad_matrices_are_refused_with_the_reason():
+    look = charts.HeatmapSpec(**TITLES, row_order=("a", "b"), col_order=("c", "d"))
+    with pytest.raises(ValueError, match=r"do not match the axis orders \(2, 2\)"):
+        charts.heatmap_canvas_spec(np.ones((3, 2)), look)
+    with pytest.raises(ValueError, match="repeats labels"):
         charts.heatmap_canvas_spec(
-            pd.concat([table, table.iloc[:1]]), **TITLES, row_order=rows, col_order=cols
+            np.ones((2, 2)),
+            charts.HeatmapSpec(**TITLES, row_order=("a", "a"), col_order=("c", "d")),
         )
-    with pytest.raises(ValueError, match=r"lacks columns \['score'\]"):
-        charts.heatmap_canvas_spec(
-            table, **TITLES, row_order=rows, col_order=cols, score_title="Raw score"
-        )
+    with pytest.raises(ValueError, match="score_title must be given together"):
+        charts.heatmap_canvas_spec(np.ones((2, 2)), look, scores=np.ones((2, 2)))
+    with pytest.raises(ValueError, match="3 panel names for 1 panels"):
+        charts.heatmap_canvas_spec(np.ones((2, 2)), look, panels=["x", "y", "z"])
     side = 129
-    labels = [str(i) for i in range(side)]
-    big = tidy(np.zeros((side, side)), labels, labels)
+    labels = tuple(str(i) for i in range(side))
     with pytest.raises(ValueError, match="over the limit"):
-        charts.heatmap_canvas_spec(big, **TITLES, row_order=labels, col_order=labels)
+        charts.heatmap_canvas_spec(
+            np.zeros((side, side)), charts.HeatmapSpec(**TITLES, row_order=labels, col_order=labels)
+        )

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from dashboard import charts, data, exports
+from dashboard.config import StepConfig
 
 
 def _stochastic(rng, heads, n):
@@ -36,11 +37,11 @@ def test_pool_matrix_averages_equal_blocks():
 
 
 @pytest.mark.parametrize(("n", "heads"), [(16, 4), (128, 1), (128, 8), (1024, 16), (200, 3)])
-def test_heatmap_frame_never_exceeds_the_row_limit(n, heads):
+def test_heatmap_grid_never_exceeds_the_row_limit(n, heads):
     rng = np.random.default_rng(1)
     w = _stochastic(rng, heads, n)
     labels = [str(i) for i in range(n)]
-    heat = data.heatmap_frame(w, labels, labels, scores=w, panels=[f"h{h}" for h in range(heads)])
+    heat = data.heatmap_grid(w, labels, labels, scores=w, panels=[f"h{h}" for h in range(heads)])
     assert len(heat.frame) <= charts.MAX_CHART_ROWS
     full = n <= data.FULL_HEATMAP_MAX and heads * n * n <= charts.MAX_CHART_ROWS
     assert heat.pooled == (not full)
@@ -57,19 +58,21 @@ def test_heatmap_chart_shares_domain_and_has_tooltips():
     rng = np.random.default_rng(2)
     w = _stochastic(rng, 4, 8)
     labels = data.axis_labels(data.tokens_for("the cat sat on the mat , ok"))
-    heat = data.heatmap_frame(w, labels, labels, scores=np.log(w), panels=["a", "b", "c", "d"])
+    heat = data.heatmap_grid(w, labels, labels, scores=np.log(w), panels=["a", "b", "c", "d"])
     chart = charts.heatmap_chart(
         heat.frame,
-        title="T",
-        subtitle="pooled",
-        x_title="Key",
-        y_title="Query",
-        value_title="Weight",
-        score_title="Score",
-        panel_title="Head",
-        row_order=heat.row_order,
-        col_order=heat.col_order,
-        domain=(0.0, 0.5),
+        charts.HeatmapSpec(
+            title="T",
+            subtitle="pooled",
+            x_title="Key",
+            y_title="Query",
+            value_title="Weight",
+            score_title="Score",
+            panel_title="Head",
+            row_order=heat.row_order,
+            col_order=heat.col_order,
+            domain=(0.0, 0.5),
+        ),
     )
     spec = chart.to_dict()
     first = spec["concat"][0]
@@ -95,7 +98,10 @@ def test_heatmap_chart_refuses_too_many_rows():
     df = pd.DataFrame({"row": np.repeat(range(n), n), "col": np.tile(range(n), n), "value": 0.0})
     with pytest.raises(ValueError, match="pool it first"):
         charts.heatmap_chart(
-            df, title="", x_title="", y_title="", value_title="", row_order=[], col_order=[]
+            df,
+            charts.HeatmapSpec(
+                title="", x_title="", y_title="", value_title="", row_order=[], col_order=[]
+            ),
         )
     with pytest.raises(ValueError, match="lacks columns"):
         charts.bar_chart(pd.DataFrame({"a": [1]}), x="a", y="b", title="", x_title="", y_title="")
@@ -110,7 +116,7 @@ def test_tokenizer_words_characters_punctuation():
 
 
 def test_step_by_step_matches_the_formula():
-    result = data.step_by_step("preset_en", 5, 3, 4, True)
+    result = data.step_by_step(StepConfig("preset_en", n_tokens=5, d_k=4, causal=True, seed=3))
     m = result.matrices
     assert np.allclose(m["Q"], m["X"] @ m["W_Q"])
     assert np.allclose(m["scaled"], m["Q"] @ m["K"].T / 2.0)
@@ -119,9 +125,9 @@ def test_step_by_step_matches_the_formula():
     assert np.allclose(m["output"], m["weights"] @ m["V"])
     assert result.library_max_diff < 1e-6
     cell = data.cell_breakdown(result, 3, 1)
-    assert cell["exp"] / cell["row_sum"] == pytest.approx(cell["weight"])
+    assert cell.exp / cell.row_sum == pytest.approx(cell.weight)
     with pytest.raises(ValueError, match="n_tokens"):
-        data.step_by_step("preset_en", 40, 0, 4, False)
+        data.step_by_step(StepConfig("preset_en", n_tokens=40, d_k=4))
 
 
 def test_entropy_and_distance_on_known_patterns():
@@ -140,15 +146,17 @@ def test_exports_npy_csv_png_svg():
     assert exports.array_csv(w).splitlines()[1] == "3,4,5"
     table = data.weights_table(w[None].repeat(2, 0), ["a", "b"], ["x", "y", "z"])
     assert table.splitlines()[0] == "query,x,y,z,head"
-    heat = data.heatmap_frame(w, ["猫", "垫"], ["x", "y", "z"])
+    heat = data.heatmap_grid(w, ["猫", "垫"], ["x", "y", "z"])
     chart = charts.heatmap_chart(
         heat.frame,
-        title="注意力",
-        x_title="键",
-        y_title="查询",
-        value_title="权重",
-        row_order=heat.row_order,
-        col_order=heat.col_order,
+        charts.HeatmapSpec(
+            title="注意力",
+            x_title="键",
+            y_title="查询",
+            value_title="权重",
+            row_order=heat.row_order,
+            col_order=heat.col_order,
+        ),
     )
     assert exports.chart_png(chart)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<svg" in exports.chart_svg(chart)
@@ -158,17 +166,19 @@ def test_exports_npy_csv_png_svg():
 def test_heatmap_panels_keep_their_order_past_nine():
     names = [f"Head {h}" for h in range(12)]
     w = np.full((12, 3, 3), 1 / 3)
-    heat = data.heatmap_frame(w, ["a", "b", "c"], ["a", "b", "c"], panels=names)
+    heat = data.heatmap_grid(w, ["a", "b", "c"], ["a", "b", "c"], panels=names)
     chart = charts.heatmap_chart(
         heat.frame,
-        title="",
-        x_title="Key",
-        y_title="Query",
-        value_title="Weight",
-        panel_title="Head",
-        row_order=heat.row_order,
-        col_order=heat.col_order,
-        columns=4,
+        charts.HeatmapSpec(
+            title="",
+            x_title="Key",
+            y_title="Query",
+            value_title="Weight",
+            panel_title="Head",
+            row_order=heat.row_order,
+            col_order=heat.col_order,
+            columns=4,
+        ),
     )
     parts = chart.to_dict()["concat"]
     assert [p["title"]["text"] for p in parts] == names
@@ -180,14 +190,16 @@ def test_heatmap_field_names_are_escaped_and_unique():
     df = pd.DataFrame({"row": ["a", "b"], "col": ["a", "a"], "value": [1.23456e-7, 0.5]})
     chart = charts.heatmap_chart(
         df,
-        title="",
-        x_title="q.k [i]",
-        y_title="q.k [i]",
-        value_title="Δ",
-        row_order=["a", "b"],
-        col_order=["a"],
-        value_format=".2e",
-        annotate=True,
+        charts.HeatmapSpec(
+            title="",
+            x_title="q.k [i]",
+            y_title="q.k [i]",
+            value_title="Δ",
+            row_order=["a", "b"],
+            col_order=["a"],
+            value_format=".2e",
+            annotate=True,
+        ),
     )
     spec = chart.to_dict()
     (rows,) = spec["datasets"].values()

@@ -147,7 +147,7 @@ def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):
     )
     assert not at.exception
     assert len(at.error) == 1 and len(at.warning) == 1
-    assert "playground\\.seed" in at.warning[0].value
+    assert "` playground.seed `" in at.warning[0].value
     assert "playground.seq_len=512" in at.sidebar.code[0].value
 
 
@@ -164,33 +164,43 @@ def test_playground_peak_memory_is_measured_and_holds_the_weights():
 
 def test_attention_peak_matches_the_run_it_measures():
     from dashboard import data
+    from dashboard.config import LayerConfig
 
-    args = dict(
-        variant="scaled", params=(), seq_len=64, d_model=32, heads=4, mask_kind="none",
-        pad_len=64, dropout=0.0, seed=3, input_kind="random", sentence="", device="cpu",
-    )  # fmt: skip
-    run = data.attention_run(**args)
-    peak = data.attention_peak(**args)
+    cfg = LayerConfig(seq_len=64, d_model=32, heads=4, pad_len=64, seed=3, device="cpu")
+    run = data.attention_run(cfg)
+    peak = data.attention_peak(cfg)
     assert run.weights.shape == (4, 64, 64)
     assert peak.measured and peak.bytes >= run.weights.nbytes
 
 
-def test_quick_runs_are_timed_as_the_best_of_three_and_slow_ones_once():
+def test_a_heatmap_costs_one_forward_pass_and_one_profiled_pass(monkeypatch):
+    """On a cache miss, a heatmap's run is one forward pass of the layer (weights and scores
+    from the core, no second pass to rebuild scores or to time it) plus, for the peak
+    memory, one profiled pass."""
+    import attention_core
+    from attention_core import experiments
     from dashboard import data
+    from dashboard.config import LayerConfig
 
-    class Layer:
-        def __init__(self, times):
-            self.times, self.calls = list(times), 0
+    data.attention_run(LayerConfig(seq_len=8, seed=1, device="cpu"))  # warm the variant
+    forwards, profiled = [], []
+    real_forward = attention_core.MultiHeadSelfAttention.forward
+    real_measure = experiments.measure_peak_bytes
 
-        def forward(self, need_weights):
-            self.calls += 1
-            return None, None, self.times.pop(0)
+    def counting_forward(module, x, *args, **kwargs):
+        forwards.append(tuple(x.shape))
+        return real_forward(module, x, *args, **kwargs)
 
-    quick = Layer([0.002, 0.004])
-    assert data._settled_seconds(quick, True, 0.009) == 0.002 and quick.calls == 2
-    spike = Layer([0.0005, 0.0006])  # a first run slowed down by something else
-    assert data._settled_seconds(spike, True, 0.025) == 0.0005 and spike.calls == 2
-    budget = Layer([0.02, 0.001])  # 0.02 + 0.02 spent: no third run
-    assert data._settled_seconds(budget, True, 0.02) == 0.02 and budget.calls == 1
-    slow = Layer([])
-    assert data._settled_seconds(slow, True, 0.5) == 0.5 and slow.calls == 0
+    def counting_measure(fn, device):
+        profiled.append(len(forwards))
+        return real_measure(fn, device)
+
+    monkeypatch.setattr(attention_core.MultiHeadSelfAttention, "forward", counting_forward)
+    monkeypatch.setattr(experiments, "measure_peak_bytes", counting_measure)
+    cfg = LayerConfig(seq_len=24, d_model=32, heads=4, seed=12345, device="cpu")
+    run = data.attention_run(cfg)
+    assert forwards == [(1, 24, 32)] and run.scores is not None
+    data.attention_peak(cfg)
+    assert profiled == [1] and forwards == [(1, 24, 32), (1, 24, 32)]
+    data.attention_run(cfg), data.attention_peak(cfg)  # cached: no pass at all
+    assert len(forwards) == 2

@@ -5,14 +5,18 @@ strings, repeated keys), sliders at both extremes, awkward typed sentences, head
 do not divide d_model, combinations over the memory budget. Each case runs the app once in
 AppTest and checks: no exception, the expected notice (a warning naming the key, or an
 error saying what to lower), and a working page (its charts and metrics are still drawn).
+Hostile links (URLs, markdown links and images, HTML, ``www.`` names, e-mail addresses) must
+come back as literal text in a code span, with no link-making form left outside it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pytest
 
+from dashboard.literal import VALUE_MAX_LEN, literal
 from dashboard.views import PAGES
 from tests.dashboard.conftest import drew_chart, open_app
 
@@ -233,8 +237,7 @@ def _assert_working_page(at, case: Case) -> None:
     warnings = " ".join(w.value for w in at.warning)
     errors = [e.value for e in at.error]
     if case.notice is not None:
-        escaped = case.notice.replace(".", "\\.").replace("_", "\\_")
-        assert case.notice in warnings or escaped in warnings, warnings
+        assert f"` {case.notice} `" in warnings, warnings  # the key, as literal text
     if case.warn_text is not None:
         assert case.warn_text in warnings, warnings
     if case.error is not None:
@@ -299,3 +302,132 @@ def test_every_control_of_a_page_tampered_at_once(page, garbage):
     assert not at.exception, [e.message for e in at.exception]
     assert at.title, "the page lost its title"
     assert at.warning, "tampered values must be reported"
+
+
+# A link must never put someone else's link in the app's mouth: each hostile value below, put
+# in a link, is shown back as literal text only. Streamlit's markdown turns http(s)://, www. and
+# name@host forms into live links wherever they sit in a text node (even backslash-escaped), so
+# outside inline code spans no such form may remain; the value itself must still be shown.
+HOSTILE = {
+    "http-url": "http://evil.example/x",
+    "https-url": "https://evil.example/x",
+    "markdown-link": "[click](http://evil.example/x)",
+    "markdown-image": "![logo](https://evil.example/x.png)",
+    "img-tag": '<img src="http://evil.example/x.png">',
+    "www-name": "www.evil.example",
+    "javascript-url": "[x](javascript:alert(1))",
+    "email": "mail@evil.example",
+    "angle-autolink": "<https://evil.example/x>",
+}
+HOSTILE_HOST = "evil.example"
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+BACKSLASH_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+LINKABLE = {
+    "url": re.compile(r"[a-z][a-z0-9+.-]*:/", re.IGNORECASE),
+    "www": re.compile(r"www\.", re.IGNORECASE),
+    "email": re.compile(r"[-.\w+]+@[-\w]+(\.[-\w]+)+"),
+    "link or image": re.compile(r"\]\s*\("),
+    "html or autolink": re.compile(r"<\s*[a-z]", re.IGNORECASE),
+    "javascript": re.compile(r"javascript\s*:", re.IGNORECASE),
+    "host": re.compile(re.escape(HOSTILE_HOST), re.IGNORECASE),
+}
+
+
+def code_spans(markdown: str) -> list[str]:
+    """The contents of the inline code spans of ``markdown`` (CommonMark: a run of backticks
+    closed by a run of the same length; one space each side is stripped)."""
+    spans = []
+    for match in CODE_SPAN.finditer(markdown):
+        body = match.group(2)
+        if body.startswith(" ") and body.endswith(" ") and body.strip(" "):
+            body = body[1:-1]
+        spans.append(body)
+    return spans
+
+
+def linkable_forms(markdown: str) -> list[str]:
+    """Names of the link-making forms left in ``markdown`` outside inline code spans, after
+    backslash escapes are resolved (as Streamlit's autolinker sees the text)."""
+    outside = BACKSLASH_ESCAPE.sub(r"\1", CODE_SPAN.sub(" ", markdown))
+    return [name for name, pattern in LINKABLE.items() if pattern.search(outside)]
+
+
+def shown_markdown(at) -> list[str]:
+    """Every markdown text on the page: alerts, markdown, captions and metric labels."""
+    texts = [e.value for kind in ("warning", "error", "info", "success") for e in at.get(kind)]
+    texts += [e.value for e in at.markdown] + [e.value for e in at.caption]
+    return texts + [m.label for m in at.metric]
+
+
+SHOWN_PREFIX = 12  # a long value is cut in the notice: its start must be shown
+
+
+def assert_shown_literally(at, value: str) -> None:
+    """No markdown on the page links anywhere, and ``value`` is shown in a code span."""
+    assert not at.exception, [e.message for e in at.exception]
+    texts = shown_markdown(at)
+    for text in texts:
+        assert not linkable_forms(text), (linkable_forms(text), text)
+    spans = [span for text in texts for span in code_spans(text)]
+    assert any(value[:SHOWN_PREFIX] in span for span in spans), (value, texts)
+
+
+@pytest.mark.parametrize("value", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_hostile_url_value_is_shown_as_literal_text(value):
+    at = open_app(None, **pg(seq_len=value))
+    assert_shown_literally(at, value)
+    assert at.slider(key="playground.seq_len").value == 16
+
+
+@pytest.mark.parametrize("value", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_hostile_scaling_d_k_list_is_shown_as_literal_text(value):
+    at = open_app("scaling", **q("scaling", d_ks=f"32,{value}"))
+    assert_shown_literally(at, f"32,{value}")
+
+
+LITERAL_SITES = {  # (page, query key, hostile value)
+    "gradients-d_ks": ("gradients", "gradients.d_ks", "16," + HOSTILE["www-name"]),
+    "properties-perm": ("properties", "properties.perm", "0," + HOSTILE["http-url"]),
+    "typed-sentence": (None, "playground.sentence", HOSTILE["img-tag"]),
+    "real-model-text": ("real_model", "real_model.text", HOSTILE["angle-autolink"]),
+}
+SITE_CONTEXT = {  # what else the link must hold for the value to be read
+    "gradients": {},
+    "properties": {"properties.perm_mode": "typed"},
+    None: {"playground.input": "typed"},
+    "real_model": {"real_model.preset": "custom"},
+}
+
+
+@pytest.mark.parametrize("site", list(LITERAL_SITES.values()), ids=list(LITERAL_SITES))
+def test_every_echo_site_shows_hostile_values_literally(site):
+    page, key, value = site
+    at = open_app(page, **SITE_CONTEXT[page], **{key: value})
+    assert_shown_literally(at, value)
+
+
+def test_typed_url_sentence_is_used_but_never_linked():
+    """A typed sentence with a URL is valid text: its tokens are used, no markdown links it."""
+    at = open_app(None, **pg(input="typed"))
+    at.text_input(key="playground.sentence").input("see " + HOSTILE["https-url"]).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert drew_chart(at), "the page drew no chart"
+    for text in shown_markdown(at):
+        assert not linkable_forms(text), (linkable_forms(text), text)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["`", "a``b", "```x```", " lead", "trail `", "` both `", "plain", *HOSTILE.values()],
+)
+def test_literal_is_one_code_span_holding_exactly_the_value(value):
+    shown = literal(value, max_len=100)
+    assert code_spans(shown) == [value]
+    assert CODE_SPAN.fullmatch(shown), shown
+    assert not linkable_forms(shown)
+
+
+def test_literal_cuts_long_values_and_replaces_control_characters():
+    assert code_spans(literal("x" * 500)) == ["x" * VALUE_MAX_LEN + "…"]
+    assert code_spans(literal("a\nb\u202ec\u200bd")) == ["a?b?c?d"]
+    assert code_spans(literal(12)) == ["12"]

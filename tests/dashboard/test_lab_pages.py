@@ -53,7 +53,7 @@ def test_scaling_bad_d_ks_warns_and_falls_back(bad):
     assert not at.exception
     assert any("is not valid" in w.value for w in at.warning)
     assert at.dataframe[0].value["d_k"].tolist() == [32, 64, 128, 256]
-    assert any("scaling\\.seq\\_len" in w.value for w in at.warning)  # URL notice kept
+    assert any("` scaling.seq_len `" in w.value for w in at.warning)  # URL notice kept
 
 
 # --- variants --------------------------------------------------------------------------------
@@ -118,8 +118,8 @@ def test_variants_measure_button_shows_cost():
 def test_variants_bad_url_value_falls_back_with_notice():
     at = open_app("variants", **{"variants.variants": "scaled,nope", "variants.seq_len": "x"})
     assert not at.exception
-    assert any("variants\\.seq\\_len" in w.value for w in at.warning)
-    assert any("variants\\.variants" in w.value for w in at.warning)
+    assert any("` variants.seq_len `" in w.value for w in at.warning)
+    assert any("` variants.variants `" in w.value for w in at.warning)
     assert len([m for m in at.metric if m.label == "max |output − full|"]) == 3
 
 

@@ -1,0 +1,279 @@
+"""Cached calls behind the Scaling, Variants, Properties, Gradients and In-practice pages.
+
+Each wraps one experiment of :mod:`attention_core.experiments`; arguments are plain values
+and variant parameters are tuples of ``(name, value)`` pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import attention_core as core
+from attention_core import experiments
+from attention_core.experiments.scaling import check_d_ks
+from attention_core.validation import check_int
+from dashboard.config import LayerConfig, ParamPairs
+from dashboard.data.catalogue import device_for
+from dashboard.data.tables import readonly
+
+LAB_MAX_D_K = 1024
+LAB_MAX_COMPLEXITY_L = 2048
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def scaling_table(d_ks: tuple[int, ...], seq_len: int, seed: int, trials: int) -> pd.DataFrame:
+    """Scores and softmax statistics with and without 1/sqrt(d_k), one row per d_k.
+
+    Raises:
+        ValueError: for a bad d_k list (each in [1, 1024]), seq_len, seed or trials.
+    """
+    return experiments.measure_scaling(check_d_ks(d_ks, LAB_MAX_D_K), seq_len, seed, trials)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def variant_pattern(variant: str, params: ParamPairs, seq_len: int) -> np.ndarray | None:
+    """The (L, L) bool "may attend" pattern a sparse variant applies, or ``None`` if dense.
+
+    Raises:
+        ValueError: for an unknown variant or parameter.
+    """
+    spec = core.get_variant(variant)
+    if spec.pattern is None:
+        return None
+    resolved = spec.resolve_params(dict(params))
+    return readonly(spec.pattern(seq_len, seq_len, **resolved).cpu().numpy())  # (L, L)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def allowed_pattern(
+    variant: str,
+    params: ParamPairs,
+    seq_len: int,
+    mask_kind: str,
+) -> np.ndarray:
+    """(L, L) 0/1 matrix of the cells a query may attend to: the variant's pattern, the
+    causal mask and a causal variant flag together (read-only)."""
+    pattern = variant_pattern(variant, params, seq_len)
+    allowed = np.ones((seq_len, seq_len), dtype=bool) if pattern is None else pattern.copy()
+    if mask_kind == "causal" or dict(params).get("causal") is True:
+        allowed &= np.tri(seq_len, dtype=bool)  # (L, L) lower triangle: j <= i
+    return readonly(allowed.astype(np.float64))
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def memory_estimate(
+    variant: str,
+    params: ParamPairs,
+    heads: int,
+    seq_len: int,
+    head_dim: int,
+    need_weights: bool,
+) -> int:
+    """Estimated peak bytes of one ``attend`` call (batch 1), from the registry's model.
+
+    Raises:
+        ValueError: for an unknown variant or parameter or a size below 1.
+    """
+    return core.estimate_memory(
+        variant,
+        batch=1,
+        heads=heads,
+        L=seq_len,
+        E=head_dim,
+        need_weights=need_weights,
+        **dict(params),
+    )
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def complexity_cell(
+    variant: str, length: int, heads: int, head_dim: int, repeats: int, device: str
+) -> pd.DataFrame:
+    """Measured time and peak memory of one variant at one length: a one-row table of
+    :func:`attention_core.experiments.measure_complexity`. One cell per call, so a page can
+    drive a progress bar between cached calls (a cached function must not draw elements).
+
+    Raises:
+        ValueError: for an unknown variant or a length above 2048.
+    """
+    check_int("L", length, low=1, high=LAB_MAX_COMPLEXITY_L)
+    dev = device_for(device).type
+    return experiments.measure_complexity(
+        (variant,), (length,), batch=1, heads=heads, E=head_dim, repeats=repeats, device=dev
+    )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def equivariance_check(
+    cfg: LayerConfig, *, perm: tuple[int, ...] | None, causal: bool, positional: bool
+) -> dict:
+    """max |f(Px) - P f(x)| of the seeded layer ``cfg`` describes (its variant, params,
+    seq_len, d_model, heads and seed), as a plain dict of
+    :class:`attention_core.experiments.EquivarianceResult` fields.
+
+    Raises:
+        ValueError: for a bad permutation, variant, parameter or size.
+    """
+    result = experiments.check_permutation_equivariance(
+        cfg.variant,
+        cfg.d_model,
+        cfg.heads,
+        cfg.seq_len,
+        perm,
+        causal,
+        positional,
+        cfg.seed,
+        **cfg.param_dict,
+    )
+    return asdict(result)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def causal_leak(cfg: LayerConfig, *, cutoff: int, causal: bool) -> dict:
+    """Output change at earlier and later positions of the layer ``cfg`` describes when the
+    tokens after ``cutoff`` change, as a dict of
+    :class:`attention_core.experiments.CausalLeakResult` fields.
+
+    Raises:
+        ValueError: for a bad cutoff, variant, parameter or size.
+    """
+    result = experiments.check_causal_leak(
+        cfg.variant, cfg.d_model, cfg.heads, cfg.seq_len, cutoff, causal, cfg.seed, **cfg.param_dict
+    )
+    return asdict(result)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def row_sum_table(cfg: LayerConfig, *, causal: bool) -> pd.DataFrame:
+    """Row sums (head, query, row_sum) of the weights of the layer ``cfg`` describes.
+
+    Raises:
+        ValueError: for a bad variant, parameter or size.
+    """
+    return experiments.row_sums(
+        cfg.variant, cfg.seq_len, cfg.d_model, cfg.heads, causal, cfg.seed, **cfg.param_dict
+    )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def chunked_exact_diff(
+    seq_len: int,
+    head_dim: int,
+    heads: int,
+    chunk_size: int,
+    key_chunk_size: int,
+    *,
+    causal: bool,
+    seed: int,
+) -> float:
+    """max |chunked - full attention| on seeded q, k, v (1, H, L, E).
+
+    Raises:
+        ValueError: for a bad size or chunk size.
+    """
+    return experiments.check_chunked_exact(
+        seq_len, head_dim, heads, chunk_size, key_chunk_size, causal, seed
+    )
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def softmax_stability(logit_scale: float, dtype: str, seed: int) -> pd.DataFrame:
+    """Naive vs stable softmax on logits up to ``logit_scale`` in ``dtype`` (two rows).
+
+    Raises:
+        ValueError: for a bad scale or dtype.
+    """
+    return experiments.compare_softmax_stability(logit_scale, dtype, seed=seed)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def softmax_sweep(dtypes: tuple[str, ...], seed: int) -> pd.DataFrame:
+    """Share of non-finite weights of the naive and stable softmax against the logit scale.
+
+    Raises:
+        ValueError: for an unknown dtype.
+    """
+    scales = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1e3, 3e3, 1e4, 3e4)
+    return experiments.softmax_overflow_sweep(scales, dtypes, seed=seed)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def gradient_by_variant(
+    variants: tuple[str, ...], embed_dim: int, seq_len: int, init: str, seed: int
+) -> pd.DataFrame:
+    """Gradient norms of W_Q, W_K, W_V and x per variant, scaled and unscaled.
+
+    Raises:
+        ValueError: for an unknown variant, init or a bad size.
+    """
+    return experiments.gradient_table(variants, embed_dim, seq_len, init, seed)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def gradient_by_dk(
+    d_ks: tuple[int, ...], variant: str, seq_len: int, init: str, seed: int, trials: int
+) -> pd.DataFrame:
+    """Mean (and spread of) gradient norms against d_k, scaled and unscaled.
+
+    Raises:
+        ValueError: for a bad d_k list, variant, init or size.
+    """
+    return experiments.gradient_norms_vs_dk(d_ks, variant, seq_len, init, seed, trials)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def precision_table(seq_len: int, d_model: int, heads: int, seed: int) -> pd.DataFrame:
+    """max |out_dtype - out_fp32| of a seeded layer for bfloat16, float16 and float64.
+
+    Raises:
+        ValueError: for a bad size or heads not dividing d_model.
+    """
+    return experiments.precision_comparison(seq_len, d_model, heads, seed)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def chunk_memory_estimates(
+    lengths: tuple[int, ...], heads: int, head_dim: int, chunk_size: int
+) -> pd.DataFrame:
+    """Estimated peak bytes of full-weights, fused and chunked attention against L.
+
+    Raises:
+        ValueError: for a bad length or size.
+    """
+    return experiments.chunked_vs_full_memory(lengths, 1, heads, head_dim, chunk_size)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def chunk_memory_measured(
+    lengths: tuple[int, ...], heads: int, head_dim: int, chunk_size: int
+) -> pd.DataFrame:
+    """Measured peak bytes and time of explicit (``stable``) vs ``chunked`` attention.
+
+    Raises:
+        ValueError: for a length above 2048 or a bad size.
+    """
+    for n in lengths:
+        check_int("L", n, low=1, high=LAB_MAX_COMPLEXITY_L)
+    chunk = {"chunk_size": chunk_size, "key_chunk_size": chunk_size}
+    return experiments.measure_complexity(
+        ("stable", "chunked"),
+        lengths,
+        heads=heads,
+        E=head_dim,
+        repeats=1,
+        params={"chunked": chunk},
+    )
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def checkpoint_table(layers: int, heads: int, seq_len: int, d_model: int) -> pd.DataFrame:
+    """Estimated activation bytes kept for backward, with and without checkpointing.
+
+    Raises:
+        ValueError: for a bad size.
+    """
+    return experiments.checkpointing_estimate(layers, 1, heads, seq_len, d_model)

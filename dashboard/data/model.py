@@ -1,0 +1,247 @@
+"""The real pretrained encoder (all-MiniLM-L6-v2): cached runs with any variant swapped in,
+and the tables its page draws."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from attention_core import pretrained
+from attention_core.validation import check_int
+from dashboard.config import ParamPairs
+from dashboard.data.inputs import axis_labels
+from dashboard.data.tables import readonly
+
+MODEL_INSTALL_HINT = pretrained.INSTALL_HINT
+MODEL_TEXT_MAX_CHARS = 200
+MODEL_GRID_MAX_TOKENS = 32
+WEIGHT_MILLI = 1000
+MODEL_HEAD_VIEW_MAX_TOKENS = 40
+MODEL_LINE_MIN_WEIGHT = 0.01
+MODEL_PRESETS = {
+    "cat_comfortable": "The cat sat on the mat because it was comfortable.",
+    "cat_soft": "The cat sat on the mat because it was soft.",
+    "zh_cat": "那只猫坐在垫子上，它看起来很舒服。",
+    "bank": "She sat on the bank of the river and watched the water.",
+}
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One text through all-MiniLM-L6-v2 with one attention variant (read-only arrays).
+
+    Attributes:
+        tokens: the L WordPiece tokens (``[CLS]`` … ``[SEP]``).
+        attentions: (N, H, L, L) weights of every layer and head (N = 6, H = 12).
+        embedding: (D,) mean-pooled sentence embedding (D = 384), before normalisation.
+        unk_share: fraction of the non-special tokens that are ``[UNK]``.
+        truncated: True when the text was cut at the model's maximum length.
+        variant: the attention variant used in every layer.
+        params: its resolved ``(name, value)`` pairs, sorted by name.
+    """
+
+    tokens: tuple[str, ...]
+    attentions: np.ndarray
+    embedding: np.ndarray
+    unk_share: float
+    truncated: bool
+    variant: str
+    params: ParamPairs
+
+
+def model_installed() -> bool:
+    """Return True when the all-MiniLM-L6-v2 package is installed (nothing is imported)."""
+    return pretrained.model_available()
+
+
+@st.cache_resource(show_spinner=False)
+def minilm_encoder() -> pretrained.Encoder:
+    """Load all-MiniLM-L6-v2 once per server process (SHA-256 checked, exact attention).
+
+    Returns:
+        The shared encoder. Never mutate it: :func:`model_run` uses weight-sharing twins
+        (:meth:`attention_core.pretrained.Encoder.with_variant`).
+
+    Raises:
+        ModelNotInstalledError: when the package is missing (the message has the pip line).
+        ValueError: when the weights' SHA-256 differs from the pinned one.
+    """
+    return pretrained.load_minilm()
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def model_run(text: str, variant: str, params: ParamPairs) -> ModelRun:
+    """Encode ``text`` with ``variant`` replacing the attention in all six layers.
+
+    Args:
+        text: the sentence, 1 to :data:`MODEL_TEXT_MAX_CHARS` characters.
+        variant: registry name; params: the variant's ``(name, value)`` pairs.
+
+    Returns:
+        A :class:`ModelRun` (weights (6, 12, L, L), embedding (384,)).
+
+    Raises:
+        ValueError: for blank or over-long text, an unknown variant or a bad parameter.
+        ModelNotInstalledError: when the package is missing.
+    """
+    if not isinstance(text, str) or len(text) > MODEL_TEXT_MAX_CHARS:
+        raise ValueError(
+            f"text must be a string of at most {MODEL_TEXT_MAX_CHARS} characters, got {text!r}"
+        )
+    encoder = minilm_encoder().with_variant(variant, **dict(params))
+    result = encoder.encode(text)
+    tokenized = pretrained.Tokenized(result.tokens, result.input_ids.tolist(), result.truncated)
+    return ModelRun(
+        tokens=tuple(result.tokens),
+        attentions=readonly(result.attentions.numpy().copy()),  # (N, H, L, L)
+        embedding=readonly(result.sentence_embedding.numpy().copy()),  # (D,)
+        unk_share=tokenized.unk_share,
+        truncated=result.truncated,
+        variant=variant,
+        params=tuple(sorted(encoder.variant_params.items())),
+    )
+
+
+def embedding_cosine(a: ModelRun, b: ModelRun) -> float:
+    """Cosine similarity of two runs' mean-pooled sentence embeddings, in float64.
+
+    Raises:
+        ValueError: when the embeddings differ in shape or one is zero.
+    """
+    return pretrained.cosine_similarity(
+        torch.from_numpy(a.embedding.copy()), torch.from_numpy(b.embedding.copy())
+    )
+
+
+SAME_MAPS_TOL = 1e-5  # float32 round-off between exact variants
+
+
+@dataclass(frozen=True)
+class SwapComparison:
+    """How a swapped-in variant changes the real model.
+
+    Attributes:
+        cosine: sentence-embedding cosine to the exact model.
+        swapped_map: (L, L) the variant's weights in the chosen layer and head.
+        difference: (L, L) swapped minus exact weights there.
+        max_change: max |difference|.
+        same_maps: whether all 72 maps agree within :data:`SAME_MAPS_TOL`.
+    """
+
+    cosine: float
+    swapped_map: np.ndarray
+    difference: np.ndarray
+    max_change: float
+    same_maps: bool
+
+
+def compare_swap(swapped: ModelRun, exact: ModelRun, layer: int, head: int) -> SwapComparison:
+    """Compare a swapped-variant run with the exact one (1-based ``layer`` and ``head``)."""
+    swapped_map = swapped.attentions[layer - 1, head - 1]  # (L, L)
+    difference = swapped_map - exact.attentions[layer - 1, head - 1]  # (L, L)
+    all_maps_change = float(np.abs(swapped.attentions - exact.attentions).max())  # (6, 12, L, L)
+    return SwapComparison(
+        cosine=embedding_cosine(swapped, exact),
+        swapped_map=swapped_map,
+        difference=difference,
+        max_change=float(np.abs(difference).max()),
+        same_maps=all_maps_change <= SAME_MAPS_TOL,
+    )
+
+
+def top_key(run: ModelRun, layer: int, head: int, query: int) -> tuple[int, float]:
+    """The key a query token attends to most in one head, with its weight.
+
+    Args:
+        run: a :class:`ModelRun`.
+        layer, head: 1-based layer and head.
+        query: 0-based query position.
+
+    Returns:
+        ``(key position, weight)``.
+
+    Raises:
+        ValueError: when layer, head or query is out of range.
+    """
+    n_layers, n_heads, length = run.attentions.shape[:3]
+    check_int("layer", layer, low=1, high=n_layers)
+    check_int("head", head, low=1, high=n_heads)
+    check_int("query", query, low=0, high=length - 1)
+    row = run.attentions[layer - 1, head - 1, query]  # (L,)
+    key = int(np.argmax(row))
+    return key, float(row[key])
+
+
+def model_grid_frame(run: ModelRun, max_tokens: int = MODEL_GRID_MAX_TOKENS) -> pd.DataFrame:
+    """Every layer's and head's weights on the first ``max_tokens`` tokens, compactly.
+
+    One row per (layer, head, query) holds the whole weight row as whole thousandths in
+    one text field, so the browser receives N·H·l short rows instead of N·H·l² (about 7x
+    smaller); :func:`dashboard.charts.model_view_chart` expands them in the browser.
+
+    Args:
+        run: a :class:`ModelRun`.
+        max_tokens: crop to this many leading tokens (at most 72 · max_tokens² cells).
+
+    Returns:
+        Columns ``layer``, ``head`` (1-based), ``i`` (query position) and ``w``: text of l
+        comma-separated integers, the weights to keys 0..l-1 in thousandths (0..1000).
+    """
+    weights = run.attentions[:, :, :max_tokens, :max_tokens]  # (N, H, l, l)
+    n_layers, n_heads, n, _ = weights.shape
+    layer, head, i = np.meshgrid(
+        np.arange(1, n_layers + 1), np.arange(1, n_heads + 1), np.arange(n), indexing="ij"
+    )  # each (N, H, l)
+    milli = np.rint(weights * WEIGHT_MILLI).astype(np.int16).reshape(-1, n)  # (N·H·l, l)
+    return pd.DataFrame(
+        {
+            "layer": layer.ravel(),
+            "head": head.ravel(),
+            "i": i.ravel(),
+            "w": [",".join(map(str, row.tolist())) for row in milli],
+        }
+    )
+
+
+def model_token_frame(run: ModelRun, max_tokens: int) -> pd.DataFrame:
+    """The first ``max_tokens`` tokens as a table: ``i`` (position) and ``token`` (label)."""
+    labels = axis_labels(run.tokens)[:max_tokens]
+    return pd.DataFrame({"i": np.arange(len(labels)), "token": labels})
+
+
+def head_view_frame(
+    run: ModelRun, layer: int, head: int, max_tokens: int = MODEL_HEAD_VIEW_MAX_TOKENS
+) -> pd.DataFrame:
+    """Lines from query to key tokens of one head, for weights >= :data:`MODEL_LINE_MIN_WEIGHT`.
+
+    Args:
+        run: a :class:`ModelRun`.
+        layer, head: 1-based layer and head.
+        max_tokens: crop to this many leading tokens.
+
+    Returns:
+        Columns ``i`` (query position), ``j`` (key position), ``query``, ``key`` (labels)
+        and ``weight``.
+
+    Raises:
+        ValueError: when layer or head is out of range.
+    """
+    n_layers, n_heads = run.attentions.shape[:2]
+    check_int("layer", layer, low=1, high=n_layers)
+    check_int("head", head, low=1, high=n_heads)
+    weights = run.attentions[layer - 1, head - 1, :max_tokens, :max_tokens]  # (l, l)
+    i, j = np.nonzero(weights >= MODEL_LINE_MIN_WEIGHT)
+    labels = axis_labels(run.tokens)
+    return pd.DataFrame(
+        {
+            "i": i,
+            "j": j,
+            "query": [labels[k] for k in i],
+            "key": [labels[k] for k in j],
+            "weight": weights[i, j].astype(np.float64),
+        }
+    )

@@ -1,0 +1,310 @@
+"""Cached runs of one seeded multi-head self-attention layer, described by a
+:class:`~dashboard.config.LayerConfig`: its weights, scores and output, and (separately, so
+that a page can draw first) its peak memory.
+
+A cache miss costs one forward pass with weights (two when the weights would exceed the
+memory budget: the second runs without them) and, for the peak memory, one profiled pass.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+import torch
+
+import attention_core as core
+from attention_core import experiments
+from attention_core.experiments import head_entropy, mean_distance
+from dashboard.config import LayerConfig, ParamPairs
+from dashboard.data.catalogue import device_for
+from dashboard.data.inputs import build_input, build_mask
+from dashboard.data.tables import readonly
+
+ZERO_WEIGHT_TOL = 0.0
+
+LayerPass = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, float]
+"""One pass of a layer: (output (1, L, D), weights (1, H, L, L) or None, scores (1, H, L, L)
+or None, seconds)."""
+
+
+@dataclass(frozen=True)
+class AttentionRun:
+    """One computation of a multi-head self-attention layer, as read-only numpy arrays.
+
+    Attributes:
+        tokens: the L token labels.
+        weights: (H, L, L) post-softmax weights, or ``None`` when they would exceed the budget.
+        scores: (H, L, L) the scaled pre-softmax scores the variant formed, −inf where the
+            mask (or the variant's pattern) allows no attention; ``None`` likewise.
+        output: (L, D) layer output.
+        sparsity: fraction of weights that are exactly 0 (``nan`` without weights).
+        seconds: wall time of the computation (projections, attention, output projection).
+        device: device name the computation ran on.
+        d_k: per-head width.
+        mean_weights: (L, L) head-averaged weights, or ``None`` without weights.
+        mean_scores: (L, L) head-averaged raw scores, or ``None`` without weights.
+        row_sums: (L,) row sums of ``mean_weights``, or ``None`` without weights.
+        entropy: (H,) mean row entropy of each head (nats), or ``None`` without weights.
+        distance: (H,) mean attention distance of each head, or ``None`` without weights.
+        output_mean, output_std: mean and standard deviation of ``output``.
+    """
+
+    tokens: tuple[str, ...]
+    output: np.ndarray
+    sparsity: float
+    seconds: float
+    device: str
+    d_k: int
+    weights: np.ndarray | None = None
+    scores: np.ndarray | None = None
+    mean_weights: np.ndarray | None = None
+    mean_scores: np.ndarray | None = None
+    row_sums: np.ndarray | None = None
+    entropy: np.ndarray | None = None
+    distance: np.ndarray | None = None
+    output_mean: float = 0.0
+    output_std: float = 0.0
+
+
+def _TEMP_forward(layer, need_weights):
+    out, weights = layer.module(
+        layer.x, mask=layer.mask, need_weights=need_weights, generator=layer.generator
+    )
+    if weights is None:
+        return out, None, None
+    q, k, _ = layer.module.project_qkv(layer.x)
+    spec = core.get_variant(layer.module.variant)
+    scale = 1.0 if spec.default_scale == "one" else 1.0 / math.sqrt(layer.module.head_dim)
+    return out, weights, (q @ k.transpose(-2, -1)) * scale
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """Peak memory of one layer computation.
+
+    Attributes:
+        bytes: the peak.
+        measured: True when measured (torch.profiler on CPU, the allocator on CUDA), False
+            when the library's estimate (no allocation events available).
+        method: how it was obtained, one of :data:`attention_core.experiments.PEAK_METHODS`.
+    """
+
+    bytes: int
+    measured: bool
+    method: str = ""
+
+
+@dataclass
+class _Layer:
+    """A seeded layer and its input, ready to run: (module, x (1, L, D), mask, generator)."""
+
+    module: core.MultiHeadSelfAttention
+    x: torch.Tensor
+    mask: torch.Tensor | None
+    generator: torch.Generator
+    tokens: tuple[str, ...]
+    device: torch.device
+
+    def forward(self, need_weights: bool) -> LayerPass:
+        """Run the layer once.
+
+        Returns:
+            (output (1, L, D), weights (1, H, L, L) or None, scores (1, H, L, L) or None,
+            seconds): the scores are the scaled, masked pre-softmax scores the variant
+            formed, returned by the core with the weights.
+        """
+        _synchronize(self.device)
+        start = time.perf_counter()
+        with torch.no_grad():
+            out, weights, scores = _TEMP_forward(self, need_weights)
+        _synchronize(self.device)
+        return out, weights, scores, time.perf_counter() - start
+
+    def forward_within_budget(self) -> LayerPass:
+        """:meth:`forward` with weights, or without them when they would exceed the budget.
+
+        Raises:
+            MemoryBudgetError: when even the output does not fit.
+        """
+        try:
+            return self.forward(True)
+        except core.MemoryBudgetError:
+            return self.forward(False)
+
+
+def _layer(cfg: LayerConfig) -> _Layer:
+    """Build the seeded layer, its input and mask for ``cfg`` on its device.
+
+    Raises:
+        ValueError: for any invalid combination (heads not dividing d_model, bad params…).
+    """
+    dev = device_for(cfg.device)
+    x, tokens = build_input(cfg.input_kind, cfg.sentence, cfg.seq_len, cfg.d_model, cfg.seed)
+    L = len(tokens)
+    module = core.MultiHeadSelfAttention(
+        cfg.d_model,
+        cfg.heads,
+        cfg.variant,
+        dropout=cfg.dropout,
+        init_seed=cfg.seed,
+        **cfg.param_dict,
+    )
+    module = module.to(dev).train(cfg.dropout > 0)  # training mode only to apply the dropout
+    mask = build_mask(cfg.mask_kind, L, min(cfg.pad_len, L))  # (L, L), (1, 1, L) or None
+    return _Layer(
+        module=module,
+        x=x.to(dev),
+        mask=None if mask is None else mask.to(dev),
+        generator=torch.Generator(device=dev).manual_seed(cfg.seed),
+        tokens=tokens,
+        device=dev,
+    )
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _warm_up_variant(variant: str, params: ParamPairs, device: str) -> bool:
+    """Run ``variant`` once per process at a tiny size (8 tokens, width 8), so that the first
+    timed run does not include torch's one-time start-up of those kernels (measured here:
+    0.43 s for the first scaled dot-product at 32 tokens, 3 ms after)."""
+    tiny = core.MultiHeadSelfAttention(8, 2, variant, **dict(params)).to(device)
+    x = torch.zeros(1, 8, 8, device=device)  # (batch, L, d_model)
+    with torch.no_grad():
+        for need_weights in (True, False):
+            try:
+                tiny(x, need_weights=need_weights)
+            except ValueError:  # e.g. a window wider than 8 tokens: the real run reports it
+                return False
+    return True
+
+
+@st.cache_resource(show_spinner=False)
+def warm_up_profiler() -> threading.Thread:
+    """Once per server process, pay torch.profiler's one-time start-up (about 0.7 s here) in
+    a background thread, instead of inside the first visitor's first memory measurement.
+    Called by ``dashboard/app.py``; importing this module starts nothing.
+
+    Returns:
+        The (daemon) thread doing it.
+    """
+    thread = threading.Thread(
+        target=experiments.measure_peak_bytes,
+        args=(lambda: None, torch.device("cpu")),
+        name="profiler-warm-up",
+        daemon=True,
+    )
+    thread.start()
+    return thread
+
+
+def _head_arrays(weights: torch.Tensor, scores: torch.Tensor) -> dict[str, np.ndarray]:
+    """Read-only numpy views of one run's per-head maps and the statistics drawn from them.
+
+    Args:
+        weights, scores: (1, H, L, L) tensors.
+
+    Returns:
+        ``weights``/``scores`` (H, L, L), ``mean_weights``/``mean_scores`` (L, L),
+        ``row_sums`` (L,), ``entropy`` and ``distance`` (H,).
+    """
+    weights_np = readonly(weights[0].float().cpu().numpy())  # (H, L, L)
+    scores_np = readonly(scores[0].float().cpu().numpy())  # (H, L, L)
+    mean_weights = readonly(weights_np.mean(axis=0))  # (H, L, L) -> (L, L)
+    return {
+        "weights": weights_np,
+        "scores": scores_np,
+        "mean_weights": mean_weights,
+        "mean_scores": readonly(scores_np.mean(axis=0)),  # (H, L, L) -> (L, L)
+        "row_sums": readonly(mean_weights.sum(axis=-1)),  # (L,)
+        "entropy": readonly(head_entropy(weights_np)),  # (H,)
+        "distance": readonly(mean_distance(weights_np)),  # (H,)
+    }
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def attention_run(cfg: LayerConfig) -> AttentionRun:
+    """Run one seeded multi-head self-attention layer and return everything the pages show.
+
+    One forward pass with weights and scores (a second one without them when the (H, L, L)
+    matrices would exceed the memory budget). Its peak memory is a separate, cached
+    measurement (:func:`attention_peak`), so that a page can draw the heatmaps first.
+
+    Args:
+        cfg: the layer, its input, mask, seed and device.
+
+    Returns:
+        An :class:`AttentionRun`. Weights and scores are ``None`` when they would exceed the
+        memory budget while the output alone fits.
+
+    Raises:
+        MemoryBudgetError: when even the output cannot be computed within the budget.
+        ValueError: for any invalid combination (heads not dividing d_model, bad params…).
+    """
+    layer = _layer(cfg)
+    _warm_up_variant(cfg.variant, cfg.params, str(layer.device))
+    out, weights, scores, seconds = layer.forward_within_budget()
+    heads: dict[str, np.ndarray] = {}
+    sparsity = float("nan")
+    if weights is not None:
+        heads = _head_arrays(weights, scores)
+        sparsity = float((np.abs(heads["weights"]) <= ZERO_WEIGHT_TOL).mean())
+    output_np = readonly(out[0].float().cpu().numpy())  # (L, D)
+    return AttentionRun(
+        tokens=layer.tokens,
+        output=output_np,
+        sparsity=sparsity,
+        seconds=seconds,
+        device=str(layer.device),
+        d_k=cfg.d_k,
+        output_mean=float(output_np.mean()),
+        output_std=float(output_np.std()),
+        **heads,
+    )
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def attention_peak(cfg: LayerConfig) -> PeakMemory:
+    """Peak memory of the computation :func:`attention_run` makes for the same config
+    (weights included when they fit the budget), measured in one profiled pass of its own.
+
+    Returns:
+        A :class:`PeakMemory`: measured when the profiler or allocator saw allocations, else
+        the library's estimate.
+
+    Raises:
+        MemoryBudgetError, ValueError: as :func:`attention_run`.
+    """
+    layer = _layer(cfg)
+    need_weights = []
+
+    def run() -> None:
+        weights = layer.forward_within_budget()[1]
+        need_weights.append(weights is not None)
+
+    peak, method = experiments.measure_peak_bytes(run, layer.device)
+    if not math.isnan(peak):
+        return PeakMemory(int(peak), True, method)
+    estimate = core.estimate_memory(
+        cfg.variant,
+        batch=1,
+        heads=cfg.heads,
+        L=len(layer.tokens),
+        E=cfg.d_k,
+        need_weights=need_weights[-1],
+        **cfg.param_dict,
+    )
+    return PeakMemory(int(estimate), False, method)
+
+
+def max_output_difference(run: AttentionRun, reference: AttentionRun) -> float:
+    """max |output − reference output| of two runs on the same input, (L, D) each."""
+    return float(np.abs(run.output - reference.output).max())

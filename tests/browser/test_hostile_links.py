@@ -1,0 +1,64 @@
+"""A crafted link never makes the app show a live link to another site.
+
+Each hostile value (bare http(s) URLs, markdown links and images, an ``<img>`` tag, a
+``www.`` name, a ``javascript:`` link, an e-mail address, an ``<https://…>`` autolink) is put
+in a link to the Playground's sequence length or the Scaling page's d_k list. In the page the
+browser draws, every ``<a>`` must point at the app itself (or be an in-page ``#`` anchor), the
+value must be shown in a ``<code>`` element, and the browser must request nothing from the
+hostile host (Streamlit itself fetches its icons from Google's font server).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlsplit
+
+import pytest
+
+from bench.browser import wait_idle
+from tests.dashboard.test_dashboard_bad_input import HOSTILE, HOSTILE_HOST
+
+pytestmark = pytest.mark.browser
+
+PAINT_TIMEOUT_MS = 30_000
+HREFS_JS = "() => Array.from(document.querySelectorAll('a')).map(a => a.getAttribute('href'))"
+CODE_JS = "() => Array.from(document.querySelectorAll('code')).map(c => c.textContent)"
+SHOWN_PREFIX = 12  # a long value is cut in the notice: its start must be shown
+
+
+def hostile_links() -> list[tuple[str, str]]:
+    """``(path and query, value that must be shown)`` for every hostile value, plus URL and
+    ``www.`` names typed into the Scaling page's d_k list."""
+    links = [(f"?playground.seq_len={quote(value)}", value) for value in HOSTILE.values()]
+    for name in ("www-name", "http-url", "email"):
+        d_ks = f"32,{HOSTILE[name]}"
+        links.append((f"scaling?scaling.d_ks={quote(d_ks)}", d_ks))
+    return links
+
+
+def foreign_hrefs(hrefs: list[str | None], base: str) -> list[str]:
+    """The hrefs that leave the app: anything but an in-page ``#`` anchor or a URL on the
+    app's own scheme, host and port."""
+    own = urlsplit(base)
+    foreign = []
+    for href in hrefs:
+        if href is None or href.startswith("#"):
+            continue
+        parts = urlsplit(href)
+        if (parts.scheme, parts.netloc) != (own.scheme, own.netloc):
+            foreign.append(href)
+    return foreign
+
+
+def test_hostile_links_show_no_foreign_link_and_fetch_nothing_from_it(server, page):
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    for path, value in hostile_links():
+        page.goto(f"{server.url}/{path}")
+        page.wait_for_selector("h1", timeout=PAINT_TIMEOUT_MS)
+        wait_idle(page)
+        hrefs = page.evaluate(HREFS_JS)
+        assert not foreign_hrefs(hrefs, server.url), (path, hrefs)
+        shown = page.evaluate(CODE_JS)
+        assert any(value[:SHOWN_PREFIX] in text for text in shown), (path, shown)
+    assert not [url for url in requested if HOSTILE_HOST in urlsplit(url).netloc], requested
+    assert not page.errors, page.errors

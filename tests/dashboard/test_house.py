@@ -1,0 +1,82 @@
+"""The house rules of dashboard/: small signatures, small modules, one page shape, a data
+layer that starts nothing at import, and no sys.path edits."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = REPO_ROOT / "dashboard"
+MAX_POSITIONAL = 6
+MAX_MODULE_LINES = 600
+SOURCES = sorted(DASHBOARD.rglob("*.py"))
+
+
+def _positional_params(fn: ast.FunctionDef) -> list[str]:
+    names = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    return [n for n in names if n not in ("self", "cls")]
+
+
+def test_the_rules_see_the_code():
+    assert len(SOURCES) > 20
+    tree = ast.parse("def f(a, b, c, d, e, f, g, *, h): pass")
+    assert len(_positional_params(tree.body[0])) == 7
+
+
+def test_no_function_takes_more_than_six_positional_parameters():
+    offenders = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if len(_positional_params(node)) > MAX_POSITIONAL:
+                    offenders.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.name}")
+    assert offenders == []
+
+
+def test_every_module_stays_under_600_lines():
+    long = {
+        str(p.relative_to(REPO_ROOT)): n
+        for p in SOURCES
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_nothing_edits_sys_path():
+    offenders = [
+        str(p.relative_to(REPO_ROOT)) for p in SOURCES if "sys.path" in p.read_text("utf-8")
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("view", sorted((DASHBOARD / "views").glob("[a-z]*.py")), ids=str)
+def test_every_page_has_one_shape(view):
+    """Module level ends with: page_intro(PAGE); ctl = <page>_controls(PAGE); render(ctl)."""
+    body = ast.parse(view.read_text(encoding="utf-8")).body
+    tail = [ast.unparse(node) for node in body[-3:]]
+    assert tail[0] == "controls.page_intro(PAGE)"
+    assert tail[1].startswith("ctl = ") and tail[1].endswith("_controls(PAGE)")
+    assert tail[2] == "render(ctl)"
+    statements = [n for n in body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)]
+    assert len(statements) == 2, "only page_intro and render run at module level"
+
+
+def test_importing_the_data_layer_starts_no_thread():
+    code = (
+        "import threading, dashboard.data; "
+        "print(sorted(t.name for t in threading.enumerate() if t.name != 'MainThread'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
