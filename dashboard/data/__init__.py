@@ -14,6 +14,7 @@ Modules, by concern:
 * :mod:`~dashboard.data.teaching` — head patterns, head statistics, the Q/K/V walkthrough.
 * :mod:`~dashboard.data.lab` — the Scaling, Variants, Properties, Gradients, Practice calls.
 * :mod:`~dashboard.data.model` — the real pretrained encoder.
+* :mod:`~dashboard.data.decoder` — the real decoder (SmolLM2-135M).
 
 Importing this package computes nothing and starts no thread.
 """
@@ -26,6 +27,29 @@ from dashboard.data.catalogue import (
     device_for,
     device_options,
     variant_catalogue,
+)
+from dashboard.data.decoder import (
+    DECODER_HEADS,
+    DECODER_INSTALL_HINT,
+    DECODER_KV_HEADS,
+    DECODER_LAYERS,
+    DECODER_MAX_SHIFT,
+    DECODER_MAX_STEPS,
+    DECODER_MAX_TOKENS,
+    DECODER_PRESETS,
+    DECODER_TEXT_MAX_CHARS,
+    DECODER_TOP_K,
+    SINK_PARAGRAPH,
+    SINK_TOKENS,
+    DecodeStep,
+    PromptMaps,
+    decode_step,
+    decoder_installed,
+    prompt_maps,
+    sink_table,
+    smollm2_decoder,
+    token_labels,
+    window_table,
 )
 from dashboard.data.inputs import (
     INPUT_KINDS,
@@ -116,6 +140,27 @@ from dashboard.data.teaching import (
 )
 
 __all__ = [
+    "DECODER_HEADS",
+    "DECODER_INSTALL_HINT",
+    "DECODER_KV_HEADS",
+    "DECODER_LAYERS",
+    "DECODER_MAX_SHIFT",
+    "DECODER_MAX_STEPS",
+    "DECODER_MAX_TOKENS",
+    "DECODER_PRESETS",
+    "DECODER_TEXT_MAX_CHARS",
+    "DECODER_TOP_K",
+    "SINK_PARAGRAPH",
+    "SINK_TOKENS",
+    "DecodeStep",
+    "PromptMaps",
+    "decode_step",
+    "decoder_installed",
+    "prompt_maps",
+    "sink_table",
+    "smollm2_decoder",
+    "token_labels",
+    "window_table",
     "AttentionRun",
     "FULL_HEATMAP_MAX",
     "Heatmap",

@@ -10,5 +10,6 @@ PAGES = (
     ("gradients", ":material/trending_down:"),
     ("practice", ":material/build:"),
     ("real_model", ":material/psychology:"),
+    ("decoder", ":material/keyboard_double_arrow_right:"),
 )
 """``(file stem, icon)`` of every page, in navigation order; the first is the default."""
