@@ -174,10 +174,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, style: str
     """
     half = x.shape[-1] // 2
     if style == "interleaved":
-        pairs = x.unflatten(-1, (half, 2))  # (B, heads, L, E/2, 2)
-        first, second = pairs[..., 0], pairs[..., 1]  # (B, heads, L, E/2) each
-        rotated = torch.stack((first * cos - second * sin, first * sin + second * cos), dim=-1)
-        return rotated.flatten(-2)  # (B, heads, L, E)
+        # each pair (x[2i], x[2i+1]) is the complex number x[2i] + i·x[2i+1]: rotating it by
+        # the angle is one complex multiplication, (a + ib)(cos + i sin)
+        pairs = torch.view_as_complex(x.unflatten(-1, (half, 2)))  # (B, heads, L, E/2) complex
+        rotated = pairs * torch.complex(cos, sin)  # (B, heads, L, E/2) complex
+        return torch.view_as_real(rotated).flatten(-2)  # (B, heads, L, E)
     first, second = x[..., :half], x[..., half:]  # (B, heads, L, E/2) each
     return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
 
@@ -467,7 +468,7 @@ class Decoder(nn.Module):
             causal = causal & mask  # (L, S)
         return None if bool(causal.all()) else causal
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def forward(
         self,
         input_ids: torch.Tensor,
