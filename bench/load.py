@@ -1,21 +1,36 @@
-"""Workshop load: N browser sessions moving sliders on different pages against one server.
+"""Workshop load: N learners moving sliders on different pages against one server.
 
-Usage: ``python -m bench.load [--sessions 8] [--seconds 60]``
+Usage: ``python -m bench.load [--sessions 30] [--seconds 60] [--interval 5]
+[--client stream|browser]``
 
-One Streamlit server on loopback, one headless Chromium with N contexts (separate sessions).
-Each session opens its own page, then until the time is up presses arrow keys on its sliders
-and times key press → script finished and chart repainted. The server's resident memory
-(with children) is sampled every 0.25 s. Bounded in sessions and time; it stops by itself.
-Prints errors (goal 0), p50/p95 repaint and the server's peak RSS (goal < 1 GB).
+One Streamlit server on loopback. Session i opens page ``i mod pages`` (a room opening the
+same link and then spreading over the pages); its resident memory (with children) is sampled
+every 0.25 s and its CPU time read before and after the moves.
+
+* ``--client stream`` (default, up to 60 sessions): each learner is a websocket client that
+  speaks Streamlit's own protocol (:mod:`bench.stream_client`), so no browser spends the
+  server's cores. After every page has opened, each learner moves one of its page's first
+  sliders by one step every ``--interval`` seconds (random slider and direction, a random
+  first moment; the next move waits for the last one to finish) and times widget change →
+  the script's finished message. Prints moves, errors (goal 0), p50/p95 (goal p95 ≤ 1 s), the
+  server's CPU-seconds per move and cores busy, peak RSS (goal < 1 GiB), and learners per core
+  at one move per interval: interval ÷ CPU-seconds per move (goal ≥ 15).
+* ``--client browser`` (up to 16 sessions): one headless Chromium with N contexts; each
+  presses arrow keys on its sliders as fast as it can and times key press → script finished
+  and chart repainted. The browsers share the server's cores, so this measures them too.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
+import random
 import statistics
 import threading
 import time
+from collections import Counter
 
 from bench.browser import (
     CHROMIUM,
@@ -26,11 +41,17 @@ from bench.browser import (
     streamlit_server,
 )
 from bench.repaint import ARM_JS, CHART, SLIDER
+from bench.stream_client import StreamSession
 
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RSS_GOAL = 1 << 30
-MAX_SESSIONS = 16
+MAX_SESSIONS = {"stream": 60, "browser": 16}
+DEFAULT_SESSIONS = {"stream": 30, "browser": 8}
 MAX_SECONDS = 300
+MOVE_INTERVAL_S = 5.0
+P95_GOAL_S = 1.0
+LEARNERS_PER_CORE_GOAL = 15
+SLIDERS_MOVED = 3  # a learner moves one of the first three sliders of its page
 
 
 class RssSampler(threading.Thread):
@@ -113,23 +134,154 @@ async def drive(base_url: str, sessions: int, seconds: float) -> dict:
     return stats
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    args = parser.parse_args()
-    sessions = max(1, min(args.sessions, MAX_SESSIONS))
-    seconds = max(5.0, min(args.seconds, MAX_SECONDS))
-    with streamlit_server() as server:
-        sampler = RssSampler(server.pid)
-        sampler.start()
-        started = time.monotonic()
-        stats = asyncio.run(drive(server.url, sessions, seconds))
-        elapsed = time.monotonic() - started
-        sampler.stop()
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process and its children (psutil), in seconds."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    total = sum(proc.cpu_times()[:2])
+    for child in proc.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += sum(child.cpu_times()[:2])
+    return total
+
+
+def page_links(sessions: int) -> list[str]:
+    """The page (URL path) that each session opens: session i opens page i mod pages."""
+    names = page_names()
+    return ["" if i % len(names) == 0 else names[i % len(names)] for i in range(sessions)]
+
+
+async def learner(
+    learner_session: StreamSession,
+    seed: int,
+    start: float,
+    deadline: float,
+    interval: float,
+    stats: dict,
+) -> None:
+    """One learner over the websocket: from ``start`` until ``deadline``, one slider move
+    every ``interval`` seconds (or right after the last one finished, when it ran late);
+    ``seed`` picks its first moment, sliders and directions."""
+    rng = random.Random(seed)
+    page = learner_session.page or page_names()[0]
+    when = start + rng.uniform(0.0, interval)
+    moves = 0
+    try:
+        while True:
+            await asyncio.sleep(max(0.0, when - time.monotonic()))
+            if time.monotonic() >= deadline or not learner_session.shown:
+                break
+            key = rng.choice(learner_session.shown[:SLIDERS_MOVED])
+            steps = rng.choice((-1, 1))
+            slider = learner_session.sliders[key]
+            if slider.moved(steps) == slider.value:  # at an end: a hand moves it the other way
+                steps = -steps
+            result = await learner_session.move_slider(key, steps)
+            moves += 1
+            stats["move_s"].append(result.seconds)
+            stats["by_page"].setdefault(page, []).append(result.seconds)
+            if not result.ok:
+                stats["errors"].append(
+                    f"/{learner_session.page} {key}: status {result.status} {result.errors}"
+                )
+            when = max(when + interval, time.monotonic())
+    except Exception as exc:  # noqa: BLE001 - count every failure as an error
+        stats["errors"].append(f"/{learner_session.page}: {type(exc).__name__}: {exc}"[:300])
+    finally:
+        stats["moves"] += moves
+        await learner_session.close()
+
+
+async def open_session(base_url: str, page: str, stats: dict) -> StreamSession | None:
+    """Open one page (its first run); ``None`` (and an error) when that fails."""
+    opened = StreamSession(base_url, page)
+    try:
+        result = await opened.open()
+    except Exception as exc:  # noqa: BLE001 - count every failure as an error
+        stats["errors"].append(f"/{page} open: {type(exc).__name__}: {exc}"[:300])
+        await opened.close()
+        return None
+    stats["open_s"].append(result.seconds)
+    if not result.ok:
+        stats["errors"].append(f"/{page} open: status {result.status} {result.errors}")
+    return opened
+
+
+async def drive_stream(
+    base_url: str, server_pid: int, sessions: int, seconds: float, interval: float
+) -> dict:
+    """Open every learner's page at once, then let them move sliders for ``seconds``."""
+    stats = {"errors": [], "move_s": [], "open_s": [], "moves": 0, "by_page": {}}
+    opened = await asyncio.gather(*(open_session(base_url, p, stats) for p in page_links(sessions)))
+    learners = [s for s in opened if s is not None]
+    cpu_before, start = cpu_seconds(server_pid), time.monotonic()
+    client_before = time.process_time()
+    await asyncio.gather(
+        *(learner(s, i, start, start + seconds, interval, stats) for i, s in enumerate(learners))
+    )
+    stats["elapsed_s"] = time.monotonic() - start
+    stats["cpu_s"] = cpu_seconds(server_pid) - cpu_before
+    stats["client_cpu_s"] = time.process_time() - client_before
+    return stats
+
+
+def percentiles(times: list[float]) -> tuple[float, float]:
+    """(p50, p95) of ``times`` (NaN when empty); p95 is the nearest-rank value."""
+    if not times:
+        return float("nan"), float("nan")
+    ordered = sorted(times)
+    return statistics.median(ordered), ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def report_stream(stats: dict, sessions: int, seconds: float, interval: float, peak: int) -> None:
+    """Print the stream client's figures and verdicts."""
+    pages = Counter(p or page_names()[0] for p in page_links(sessions))
+    print(
+        f"client: websocket (bench/stream_client.py), {sessions} learners, one slider move "
+        f"each every {interval:g} s, {seconds:g} s of moves after every page opened"
+    )
+    print("pages: " + ", ".join(f"{name} ×{n}" for name, n in pages.items()))
+    p50, p95 = percentiles(stats["open_s"])
+    print(f"page open (first run, all at once): p50 {p50:.3f} s, p95 {p95:.3f} s")
+    print(f"moves {stats['moves']}, errors {len(stats['errors'])} (goal 0)")
+    for error in stats["errors"][:10]:
+        print(f"  - {error}")
+    p50, p95 = percentiles(stats["move_s"])
+    print(
+        f"widget change -> script finished: p50 {p50:.3f} s, p95 {p95:.3f} s "
+        f"(goal p95 <= {P95_GOAL_S:g} s) {verdict(p95 <= P95_GOAL_S)}"
+    )
+    by_page = {page: percentiles(times) for page, times in stats["by_page"].items()}
+    print(
+        "  by page (p50/p95 s): "
+        + ", ".join(f"{page} {mid:.2f}/{tail:.2f}" for page, (mid, tail) in by_page.items())
+    )
+    per_move = stats["cpu_s"] / max(stats["moves"], 1)
+    busy = stats["cpu_s"] / stats["elapsed_s"]
+    print(
+        f"server CPU: {stats['cpu_s']:.1f} CPU-s in {stats['elapsed_s']:.1f} s = {busy:.2f} "
+        f"cores busy (this machine: {os.cpu_count()}); {per_move:.3f} CPU-s per move; "
+        f"the load client itself: {stats['client_cpu_s']:.1f} CPU-s"
+    )
+    print(f"server peak RSS: {peak / 2**20:.0f} MiB (goal < 1024 MiB) {verdict(peak < RSS_GOAL)}")
+    per_core = interval / per_move if stats["moves"] else 0.0
+    held = per_core >= LEARNERS_PER_CORE_GOAL and p95 <= P95_GOAL_S and not stats["errors"]
+    print(
+        f"learners per core at one move per {interval:g} s: {interval:g} / {per_move:.3f} = "
+        f"{per_core:.1f} (goal >= {LEARNERS_PER_CORE_GOAL}, with p95 <= {P95_GOAL_S:g} s and "
+        f"0 errors) {verdict(held)}"
+    )
+
+
+def report_browser(stats: dict, sessions: int, elapsed: float, peak: int) -> None:
+    """Print the browser client's figures (as before the stream client existed)."""
     times = sorted(stats["repaint_s"])
-    p50 = statistics.median(times) if times else float("nan")
-    p95 = times[max(0, round(0.95 * len(times)) - 1)] if times else float("nan")
+    p50, p95 = percentiles(times)
     print(
         f"sessions {sessions}, {elapsed:.0f} s, slider moves {stats['moves']}, "
         f"repaints timed {len(times)}, moves without a repaint {stats['no_repaint']}"
@@ -138,8 +290,34 @@ def main() -> None:
     for error in stats["errors"][:10]:
         print(f"  - {error}")
     print(f"slider -> repaint: p50 {p50:.3f} s, p95 {p95:.3f} s")
-    verdict = "PASS" if sampler.peak < RSS_GOAL else "MISS"
-    print(f"server peak RSS: {sampler.peak / 2**20:.0f} MiB (goal < 1024 MiB) {verdict}")
+    print(f"server peak RSS: {peak / 2**20:.0f} MiB (goal < 1024 MiB) {verdict(peak < RSS_GOAL)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--client", choices=sorted(MAX_SESSIONS), default="stream")
+    parser.add_argument("--sessions", type=int, default=None)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--interval", type=float, default=MOVE_INTERVAL_S)
+    args = parser.parse_args()
+    wanted = DEFAULT_SESSIONS[args.client] if args.sessions is None else args.sessions
+    sessions = max(1, min(wanted, MAX_SESSIONS[args.client]))
+    seconds = max(5.0, min(args.seconds, MAX_SECONDS))
+    interval = max(0.1, args.interval)
+    with streamlit_server() as server:
+        sampler = RssSampler(server.pid)
+        sampler.start()
+        started = time.monotonic()
+        if args.client == "stream":
+            stats = asyncio.run(drive_stream(server.url, server.pid, sessions, seconds, interval))
+        else:
+            stats = asyncio.run(drive(server.url, sessions, seconds))
+        elapsed = time.monotonic() - started
+        sampler.stop()
+    if args.client == "stream":
+        report_stream(stats, sessions, seconds, interval, sampler.peak)
+    else:
+        report_browser(stats, sessions, elapsed, sampler.peak)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ link. It runs after backslash escapes are resolved, so escaping the markdown spe
 ``http\\://evil.example`` a link. Streamlit's icon (``:material/…:``) and emoji shortcodes
 are replaced in text nodes too.
 
-Text inside an inline code span is not a text node: it is shown exactly as written, with no
-links, images, HTML, shortcodes, colour directives or maths. :func:`literal` puts a value in
+Text inside an inline code span is not a text node: it is shown as written, with no links,
+images, HTML, icons, colour directives or maths (Streamlit 1.67 does still show a
+``:material/home:`` inside one as ``:material_home:``). :func:`literal` puts a value in
 a code span whose backtick fence is longer than any run of backticks in the value (CommonMark's
 rule for code spans), so no value can close the span early. This module imports nothing
 heavy (no torch), so that :mod:`dashboard.state` can use it on every page.

@@ -16,8 +16,8 @@ No plotting here: the dashboard turns these tables into charts.
 
 from attention_core.experiments.complexity import (
     COMPLEXITY_COLUMNS,
-    measure_complexity,
     PEAK_METHODS,
+    measure_complexity,
     measure_peak_bytes,
 )
 from attention_core.experiments.equivariance import (

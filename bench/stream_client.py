@@ -1,0 +1,182 @@
+"""A light Streamlit client: one app session over the websocket, no browser.
+
+It speaks the protocol of Streamlit's own frontend (1.67): it connects to ``/_stcore/stream``
+with the subprotocol ``streamlit``, asks for a run with a ``BackMsg.rerun_script`` carrying a
+``ClientState`` (the page's URL path as ``page_name`` on the first run, then the page script
+hash from ``NewSession``, or from ``Navigation`` in an ``st.navigation`` app; the query
+string; the widget states), and reads ``ForwardMsg``s
+until ``script_finished``. Sliders are found in the ``Delta`` elements (their id, range, step
+and value), so a move is: send the rerun with one slider's new value, wait for the script's
+finished message. Messages are the protobufs shipped in ``streamlit.proto``.
+
+What a browser does that this client does not: draw anything, send component or other widget
+values it never touched (the server keeps the last value of a widget a rerun leaves out),
+send heartbeats (the websocket's own pings keep it open).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from streamlit.proto.Alert_pb2 import Alert
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.Element_pb2 import Element
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+from websockets.asyncio.client import ClientConnection, connect
+
+STREAM_PATH = "/_stcore/stream"
+SUBPROTOCOL = "streamlit"
+RUN_TIMEOUT_S = 120.0
+FINISHED_OK = (
+    ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY,
+    ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY,
+)
+ERROR_TEXT_LEN = 200
+
+
+@dataclass
+class Slider:
+    """A slider as the server described it: id, range, step and current value(s)."""
+
+    id: str
+    label: str
+    low: float
+    high: float
+    step: float
+    value: list[float]
+
+    def moved(self, steps: int) -> list[float]:
+        """The value ``steps`` steps away (negative: to the left), kept within the range."""
+        target = min(max(self.value[0] + steps * self.step, self.low), self.high)
+        return [target, *self.value[1:]]
+
+
+@dataclass
+class RunResult:
+    """What one script run sent: how long it took and the errors it showed."""
+
+    seconds: float
+    status: int
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in FINISHED_OK and not self.errors
+
+
+class StreamSession:
+    """One app session, as one browser tab holds it.
+
+    Args:
+        base_url: the server, e.g. ``"http://127.0.0.1:8501"``.
+        page: the page's URL path (``""`` for the default page).
+        query: the query string of the link the user opened, without ``?``.
+    """
+
+    def __init__(self, base_url: str, page: str = "", query: str = ""):
+        parts = urlsplit(base_url)
+        scheme = "wss" if parts.scheme == "https" else "ws"
+        self.url = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}{STREAM_PATH}"
+        self.page, self.query = page, query
+        self.page_script_hash = ""
+        self.sliders: dict[str, Slider] = {}  # every slider seen, by widget key
+        self.shown: list[str] = []  # keys of the sliders the last run drew, in page order
+        self.elements: list[Element] = []  # every element the last run drew, in order sent
+        self._socket: ClientConnection | None = None
+
+    async def open(self) -> RunResult:
+        """Connect and run the page once (what opening the link does)."""
+        self._socket = await connect(
+            self.url, subprotocols=[SUBPROTOCOL], max_size=None, proxy=None
+        )
+        return await self.rerun()
+
+    async def close(self) -> None:
+        """Close the websocket (the server ends the session)."""
+        if self._socket is not None:
+            await self._socket.close()
+            self._socket = None
+
+    async def move_slider(self, key: str, steps: int) -> RunResult:
+        """Move the slider with widget key ``key`` by ``steps`` steps; wait for the run."""
+        slider = self.sliders[key]
+        slider.value = slider.moved(steps)
+        return await self.rerun()
+
+    def _widget_states(self) -> list[WidgetState]:
+        states = []
+        for slider in (self.sliders[key] for key in self.shown):
+            state = WidgetState(id=slider.id)
+            state.double_array_value.data.extend(slider.value)
+            states.append(state)
+        return states
+
+    async def rerun(self) -> RunResult:
+        """Ask for a run with the current widget values; wait for its finished message.
+
+        Returns:
+            The time from sending the request to the script's finished message, the
+            finishing status, and the exceptions and error boxes the run drew.
+
+        Raises:
+            TimeoutError: when the run does not finish within :data:`RUN_TIMEOUT_S`.
+            RuntimeError: when the session is not open.
+        """
+        if self._socket is None:
+            raise RuntimeError("the session is not open; call open() first")
+        msg = BackMsg()
+        state = msg.rerun_script
+        state.query_string = self.query
+        state.page_script_hash = self.page_script_hash
+        if not self.page_script_hash:
+            state.page_name = self.page
+        state.widget_states.widgets.extend(self._widget_states())
+        started = time.perf_counter()
+        await self._socket.send(msg.SerializeToString())
+        errors: list[str] = []
+        self.shown, self.elements = [], []
+        async with asyncio.timeout(RUN_TIMEOUT_S):
+            while True:
+                forward = ForwardMsg()
+                forward.ParseFromString(await self._socket.recv(decode=False))
+                kind = forward.WhichOneof("type")
+                if kind == "script_finished":
+                    return RunResult(time.perf_counter() - started, forward.script_finished, errors)
+                self._read(forward, kind, errors)
+
+    def _read(self, forward: ForwardMsg, kind: str | None, errors: list[str]) -> None:
+        """Keep what later runs need (page hash, query string, sliders); collect errors."""
+        if kind == "new_session":
+            self.page_script_hash = forward.new_session.page_script_hash
+        elif kind == "navigation":  # st.navigation names the page that ran
+            self.page_script_hash = forward.navigation.page_script_hash
+        elif kind == "page_info_changed":
+            self.query = forward.page_info_changed.query_string
+        elif kind == "delta" and forward.delta.WhichOneof("type") == "new_element":
+            element = forward.delta.new_element
+            self.elements.append(element)
+            which = element.WhichOneof("type")
+            if which == "slider":
+                self._keep_slider(element.slider)
+            elif which == "exception":
+                errors.append(f"exception: {element.exception.message}"[:ERROR_TEXT_LEN])
+            elif which == "alert" and element.alert.format == Alert.Format.ERROR:
+                errors.append(f"error box: {element.alert.body}"[:ERROR_TEXT_LEN])
+
+    def _keep_slider(self, proto) -> None:
+        """Record a drawn slider under its widget key. Its id changes with its range (e.g. a
+        window size whose maximum follows L); the value is then the one this session had."""
+        key = proto.id.split("-", 2)[-1]  # ids read "$$ID-<hash>-<key>"
+        known = self.sliders.get(key)
+        if proto.set_value:
+            value = list(proto.value)
+        elif known is not None:
+            value = [min(max(v, proto.min), proto.max) for v in known.value]
+        else:
+            value = list(proto.default)
+        self.shown.append(key)
+        self.sliders[key] = Slider(proto.id, proto.label, proto.min, proto.max, proto.step, value)
