@@ -248,25 +248,36 @@ def prompt_maps(text: str, shift: int) -> PromptMaps:
     )
 
 
+SINK_SERIES = ("first_word", "endoftext", "first_word_after")
+
+
 @st.cache_data(max_entries=1, show_spinner=False)
 def sink_table() -> pd.DataFrame:
-    """Share of attention on token 0 per layer, on the first :data:`SINK_TOKENS` tokens of
+    """Where the sink sits, per layer, on the first :data:`SINK_TOKENS` tokens of
     :data:`SINK_PARAGRAPH`, alone and after <|endoftext|>.
 
     Returns:
-        Columns ``layer`` (1-based), ``setting`` (``"text"`` or ``"endoftext"``), ``share``
-        (mean over heads and later queries), ``on_text`` (share on the text's first token)
-        and ``sink_heads`` (heads of the whole model with more than half on token 0).
+        Columns ``layer`` (1-based), ``series`` (one of :data:`SINK_SERIES`: the share on
+        the first word of the paragraph alone, on <|endoftext|> in front of it, and on the
+        first word after it), ``share`` (mean over heads and later queries) and
+        ``sink_heads`` (heads of the whole model with more than half on token 0, for the
+        paragraph alone).
     """
     decoder = smollm2_decoder()
     text = decoder.decode(decoder.tokenize(SINK_PARAGRAPH).input_ids[:SINK_TOKENS])
-    rows = []
-    for setting, prepend in (("text", False), ("endoftext", True)):
-        found = decoding.measure_sinks(decoder, text, prepend_endoftext=prepend)
-        on_text = found.on_first_text.mean(dim=1)  # (N,)
-        for layer, share in enumerate(found.layer_shares.tolist(), start=1):
-            rows.append((layer, setting, share, float(on_text[layer - 1]), found.sink_heads))
-    return pd.DataFrame(rows, columns=["layer", "setting", "share", "on_text", "sink_heads"])
+    plain = decoding.measure_sinks(decoder, text)
+    moved = decoding.measure_sinks(decoder, text, prepend_endoftext=True)
+    shares = {
+        "first_word": plain.layer_shares,  # (N,)
+        "endoftext": moved.layer_shares,  # (N,)
+        "first_word_after": moved.on_first_text.mean(dim=1),  # (N,)
+    }
+    rows = [
+        (layer, series, float(value), plain.sink_heads)
+        for series in SINK_SERIES
+        for layer, value in enumerate(shares[series].tolist(), start=1)
+    ]
+    return pd.DataFrame(rows, columns=["layer", "series", "share", "sink_heads"])
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -204,16 +204,16 @@ def draw_sinks(table: pd.DataFrame) -> None:
     <|endoftext|> in front."""
     st.header(t("decoder.sink_header"))
     st.markdown(t("decoder.sink_intro"))
-    names = {"text": t("decoder.setting_text"), "endoftext": t("decoder.setting_endoftext")}
+    names = {series: t(f"decoder.series_{series}") for series in data.SINK_SERIES}
     shown = table.assign(
-        setting=table["setting"].map(names), layer=table["layer"].astype(str)
+        series=table["series"].map(names), layer=table["layer"].astype(str)
     )  # categorical axes
     st.altair_chart(
         charts.grouped_bar_chart(
             shown,
             x="layer",
             y="share",
-            color="setting",
+            color="series",
             title=t("decoder.sink_title"),
             x_title=t("decoder.chart_layer"),
             y_title=t("decoder.chart_share"),
@@ -223,12 +223,11 @@ def draw_sinks(table: pd.DataFrame) -> None:
         theme=None,
         key=f"{PAGE}.sink_chart",
     )
-    plain = table[table["setting"] == "text"]
-    moved = table[table["setting"] == "endoftext"]
+    mean = table.groupby("series")["share"].mean()
     cols = st.columns(3)
-    cols[0].metric(t("decoder.metric_sink_heads"), int(plain["sink_heads"].iloc[0]))
-    cols[1].metric(t("decoder.metric_share_plain"), f"{plain['share'].mean():.2f}")
-    cols[2].metric(t("decoder.metric_share_moved"), f"{moved['on_text'].mean():.2f}")
+    cols[0].metric(t("decoder.metric_sink_heads"), int(table["sink_heads"].iloc[0]))
+    cols[1].metric(t("decoder.metric_share_plain"), f"{mean['first_word']:.2f}")
+    cols[2].metric(t("decoder.metric_share_moved"), f"{mean['first_word_after']:.2f}")
     st.caption(t("decoder.sink_caption"))
 
 
