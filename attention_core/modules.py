@@ -12,6 +12,8 @@ import torch
 from torch import nn
 
 from attention_core.registry import attend, get_variant
+from attention_core.types import AttentionResult
+from attention_core.validation import check_float, check_int
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -48,21 +50,15 @@ class MultiHeadSelfAttention(nn.Module):
         **params,
     ):
         super().__init__()
-        for name, value in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        embed_dim = check_int("embed_dim", embed_dim, low=1)
+        num_heads = check_int("num_heads", num_heads, low=1)
         if embed_dim % num_heads != 0:
             divisors = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
             raise ValueError(
                 f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}; "
                 f"choose num_heads among {divisors}"
             )
-        if (
-            isinstance(dropout, bool)
-            or not isinstance(dropout, int | float)
-            or not (0.0 <= dropout < 1.0)
-        ):
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        dropout = check_float("dropout", dropout, low=0.0, high=1.0, high_open=True)
         spec = get_variant(variant)
         self.embed_dim = embed_dim
         self.num_heads = num_heads
@@ -71,10 +67,8 @@ class MultiHeadSelfAttention(nn.Module):
         self.params = spec.resolve_params(params)
         self.dropout = float(dropout)
         self.scale = scale
-        if init_seed is not None and (
-            isinstance(init_seed, bool) or not isinstance(init_seed, int) or init_seed < 0
-        ):
-            raise ValueError(f"init_seed must be a whole number >= 0, got {init_seed!r}")
+        if init_seed is not None:
+            init_seed = check_int("init_seed", init_seed, low=0)
         # seeded: allocate without drawing from the global generator, then draw from our own
         where = {"device": "meta"} if init_seed is not None else {}
         self.q_linear = nn.Linear(embed_dim, embed_dim, bias=bias, **where)
@@ -148,24 +142,26 @@ class MultiHeadSelfAttention(nn.Module):
             return mask.unsqueeze(1)  # (B, 1, L|1, S)
         return mask
 
-    def forward(
+    def forward_intermediates(
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         need_weights: bool = True,
         generator: torch.Generator | None = None,
-    ):
-        """Attend over x.
+    ) -> AttentionResult:
+        """Attend over x and return what the layer computed, per head.
+
+        The scores are the variant's own (see :class:`AttentionResult`): q·kᵀ·scale with this
+        module's ``scale`` (or the variant's default), plus the mask, blocked cells at the
+        dtype's minimum; ``None`` for ``linear``, which has no softmax.
 
         Args:
-            x: (B, L, D).
-            mask: None, (L, L), (B, L, L), (B, 1, L) key padding, or (B, H, L, L); bool
-                (True = may attend) or float (added to the scores).
-            need_weights: return the per-head weights (forms B·H·L² values).
-            generator: torch.Generator for reproducible dropout in training mode.
+            x, mask, generator: as in :meth:`forward`.
+            need_weights: also return the per-head weights and scores (B·H·L² values each).
 
         Returns:
-            (output (B, L, D), weights (B, H, L, L) or None).
+            AttentionResult(output (B, L, D) after the output projection, weights
+            (B, H, L, L) or None, scores (B, H, L, L) or None).
 
         Raises:
             ValueError: for a badly shaped x or mask, NaN/inf input, or a budget overflow.
@@ -184,4 +180,30 @@ class MultiHeadSelfAttention(nn.Module):
             **self.params,
         )
         out = self.out_linear(self.merge_heads(result.output))  # (B, L, D)
-        return out, result.weights
+        return AttentionResult(out, result.weights, result.scores)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        generator: torch.Generator | None = None,
+    ):
+        """Attend over x.
+
+        Args:
+            x: (B, L, D).
+            mask: None, (L, L), (B, L, L), (B, 1, L) key padding, or (B, H, L, L); bool
+                (True = may attend) or float (added to the scores).
+            need_weights: return the per-head weights (forms B·H·L² values).
+            generator: torch.Generator for reproducible dropout in training mode.
+
+        Returns:
+            (output (B, L, D), weights (B, H, L, L) or None). For the scores as well, call
+            :meth:`forward_intermediates`.
+
+        Raises:
+            ValueError: for a badly shaped x or mask, NaN/inf input, or a budget overflow.
+        """
+        result = self.forward_intermediates(x, mask, need_weights, generator)
+        return result.output, result.weights

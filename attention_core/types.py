@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from attention_core.validation import check_bool, check_float, check_int
+
 
 @dataclass(frozen=True)
 class AttentionResult:
@@ -24,10 +26,25 @@ class AttentionResult:
         weights: attention weights, shape (..., L, S), or ``None`` when they were not
             requested (``need_weights=False``). Rows sum to 1, or to 0 for a query that
             may attend to no key.
+        scores: the pre-softmax scores actually fed to the softmax, shape (..., L, S), or
+            ``None`` (no weights requested, or a variant without a softmax: ``linear``).
+            They are q·kᵀ·scale plus a float mask's finite values; every blocked cell (a
+            bool mask's False, a float mask's -inf, a cell outside the variant's own
+            pattern) holds :func:`blocked_score`, the dtype's minimum, never -inf. They are
+            kept in the compute dtype (float32 for float16/bfloat16 inputs), before dropout,
+            so ``softmax(scores)`` equals ``weights`` when there is no dropout, except on a
+            query row with no allowed key, whose weights are 0.
     """
 
     output: torch.Tensor
     weights: torch.Tensor | None = None
+    scores: torch.Tensor | None = None
+
+
+def blocked_score(dtype: torch.dtype) -> float:
+    """The score a blocked cell holds before the softmax: the dtype's own minimum
+    (finite, so a fully blocked row gives no NaN before it is set to zeros)."""
+    return torch.finfo(dtype).min
 
 
 @dataclass(frozen=True)
@@ -58,20 +75,12 @@ class Param:
             ValueError: when the value has the wrong type or lies outside [low, high].
         """
         if self.kind == "bool":
-            if not isinstance(value, bool):
-                raise ValueError(f"{self.name} must be True or False, got {value!r}")
-            return value
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{self.name} must be a number, got {value!r}")
+            return check_bool(self.name, value)
         if self.kind == "int":
-            if int(value) != value:
-                raise ValueError(f"{self.name} must be a whole number, got {value!r}")
-            value = int(value)
-        else:
-            value = float(value)
-        if not (self.low <= value <= self.high):
-            raise ValueError(f"{self.name} must lie in [{self.low}, {self.high}], got {value!r}")
-        return value
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)  # 3.0 from a float slider or a JSON round trip
+            return check_int(self.name, value, low=int(self.low), high=int(self.high))
+        return check_float(self.name, value, low=self.low, high=self.high)
 
 
 VariantFn = Callable[..., AttentionResult]

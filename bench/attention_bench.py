@@ -54,16 +54,33 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BATCH, HEADS, HEAD_DIM = 1, 8, 64
 WINDOW = 128
+BLOCK = 64
+STRIDE = 8
 WARMUP_LEN = 64
+DASH_LEN = 256  # the dashboard's scale: weights are drawn up to a few hundred tokens
 FULL_SIZES = (4096, 8192)
 QUICK_SIZES = (512, 1024)
 FULL_REPEATS = 5
 QUICK_REPEATS = 2
-WORKER_TIMEOUT_S = 600
+DASH_REPEATS = 30  # calls of a few ms: more rounds for a stable median
+WORKER_TIMEOUT_S = 900
 MIB = 2**20
 KIB = 1024
+DASH_KINDS = ("sdpa", "scaled+w")
 SMALL_KINDS = ("sdpa", "scaled", "chunked", "naive", "local", "linear")
-LARGE_KINDS = ("sdpa", "sdpa+band", "local", "linear")
+LARGE_KINDS = (
+    "sdpa",
+    "sdpa+band",
+    "flex",
+    "local",
+    "linear",
+    "linear-mm",
+    "chunked",
+    "sdpa+block",
+    "block",
+    "sdpa+strided",
+    "strided",
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,7 @@ class Measurement:
     peak_exact: bool = True
     error: str = ""
     alloc_bytes: float = math.nan  # peak of live tensor allocations (profiler / CUDA allocator)
+    note: str = ""  # e.g. FlexAttention's compile time and its difference from ``local``
 
 
 @dataclass(frozen=True)
@@ -108,18 +126,49 @@ def _inputs(L: int, device: str):
     return tuple(torch.randn(shape, generator=g, device=device) for _ in range(3))
 
 
+def _flex_call(q, k, v):
+    """FlexAttention compiled on the CPU with the sliding window |i − j| <= WINDOW // 2 as
+    a block mask (``local``'s pattern). Returns (callable, note with the compile time)."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    def sliding(b, h, q_idx, kv_idx):
+        return (q_idx - kv_idx).abs() <= WINDOW // 2
+
+    L = q.shape[-2]
+    started = time.perf_counter()
+    block_mask = create_block_mask(sliding, B=None, H=None, Q_LEN=L, KV_LEN=L, device=q.device)
+    compiled = torch.compile(flex_attention)
+    first = compiled(q, k, v, block_mask=block_mask)  # compiles
+    compile_s = time.perf_counter() - started
+    from attention_core import attend
+
+    ours = attend(q, k, v, "local", window_size=WINDOW).output
+    diff = float((first - ours).abs().max())
+    note = f"compile {compile_s:.0f} s (excluded); max |flex - local| = {diff:.1e}"
+    return (lambda: compiled(q, k, v, block_mask=block_mask)), note
+
+
 def _build_call(kind: str, q, k, v):
-    """Return a zero-argument callable running ``kind`` on q, k, v (B, H, L, E)."""
+    """Return (zero-argument callable running ``kind`` on q, k, v (B, H, L, E), note)."""
     import torch
     import torch.nn.functional as F
 
     from attention_core import attend, masks
 
+    L = q.shape[-2]
     if kind == "sdpa":
-        return lambda: F.scaled_dot_product_attention(q, k, v)
-    if kind == "sdpa+band":
-        band = masks.local(q.shape[-2], WINDOW, device=q.device)  # (L, L) bool, an input
-        return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=band)
+        return (lambda: F.scaled_dot_product_attention(q, k, v)), ""
+    patterns = {
+        "sdpa+band": lambda: masks.local(L, WINDOW, device=q.device),
+        "sdpa+block": lambda: masks.block(L, BLOCK, device=q.device),
+        "sdpa+strided": lambda: masks.strided(L, STRIDE, device=q.device),
+    }
+    if kind in patterns:
+        pattern = patterns[kind]()  # (L, L) bool, an input built before measuring
+        return (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=pattern)), ""
+    if kind == "flex":
+        return _flex_call(q, k, v)
     if kind == "naive":
         scale = 1.0 / math.sqrt(q.shape[-1])
 
@@ -127,9 +176,19 @@ def _build_call(kind: str, q, k, v):
             scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, L, E) @ (B, H, E, L) -> (…, L, L)
             return torch.softmax(scores, dim=-1) @ v  # (…, L, L) @ (…, L, E) -> (…, L, E)
 
-        return naive
-    params = {"window_size": WINDOW} if kind == "local" else {}
-    return lambda: attend(q, k, v, kind, need_weights=False, **params).output
+        return naive, ""
+    if kind == "linear-mm":
+        fq, fk = F.elu(q) + 1.0, F.elu(k) + 1.0  # features built before measuring
+        # (B, H, L, E) @ ((B, H, E, L) @ (B, H, L, E)) -> (B, H, L, E): the two matmuls alone
+        return (lambda: fq @ (fk.transpose(-2, -1) @ v)), ""
+    if kind == "scaled+w":
+        return (lambda: attend(q, k, v, "scaled", need_weights=True).weights), ""
+    params = {
+        "local": {"window_size": WINDOW},
+        "block": {"block_size": BLOCK},
+        "strided": {"stride": STRIDE},
+    }.get(kind, {})
+    return (lambda: attend(q, k, v, kind, need_weights=False, **params).output), ""
 
 
 def _sync(device: str) -> None:
@@ -169,7 +228,8 @@ def _reset_peak_rss() -> tuple[int, bool]:
 def worker(kinds: list[str], L: int, device: str, repeats: int) -> dict:
     """Peak memory growth and median time of each of ``kinds`` at length L, in this process.
 
-    Returns {kind: {"seconds", "peak_bytes", "peak_exact"}}.
+    Returns {kind: {"seconds", "peak_bytes", "peak_exact", "alloc_bytes", "note"}}, or
+    {kind: {"error"}} for a kind that could not be built (FlexAttention without a compiler).
     """
     import torch
 
@@ -178,7 +238,14 @@ def worker(kinds: list[str], L: int, device: str, repeats: int) -> dict:
     answer: dict[str, dict] = {}
     with torch.inference_mode():
         q, k, v = _inputs(L, device)
-        calls = {kind: _build_call(kind, q, k, v) for kind in kinds}
+        calls = {}
+        for kind in kinds:
+            try:
+                calls[kind], note = _build_call(kind, q, k, v)
+            except Exception as err:  # noqa: BLE001 - e.g. torch.compile unavailable: say so
+                answer[kind] = {"error": f"{type(err).__name__}: {str(err)[:120]}"}
+                continue
+            answer[kind] = {"note": note}
         for kind, call in calls.items():
             call()  # warm-up
             _sync(device)
@@ -194,8 +261,8 @@ def worker(kinds: list[str], L: int, device: str, repeats: int) -> dict:
                 call()
                 peak = _peak_rss_bytes() - base
                 alloc = math.nan  # measured after the timing, which the profiler would disturb
-            answer[kind] = {"peak_bytes": peak, "peak_exact": exact, "alloc_bytes": alloc}
-        times: dict[str, list[float]] = {kind: [] for kind in kinds}
+            answer[kind].update({"peak_bytes": peak, "peak_exact": exact, "alloc_bytes": alloc})
+        times: dict[str, list[float]] = {kind: [] for kind in calls}
         for _ in range(repeats):
             for kind, call in calls.items():
                 start = time.perf_counter()
@@ -231,10 +298,15 @@ def _run_worker(spec: dict) -> dict:
 def measure_device(device: str, quick: bool, repeats: int) -> dict[tuple[str, int], Measurement]:
     """Every measurement the goals need on one device, keyed by (kind, L)."""
     small, large = QUICK_SIZES if quick else FULL_SIZES
+    dash_repeats = max(repeats, QUICK_REPEATS if quick else DASH_REPEATS)
     results = {}
-    for L, kinds in ((small, SMALL_KINDS), (large, LARGE_KINDS)):
+    for L, kinds, rounds in (
+        (DASH_LEN, DASH_KINDS, dash_repeats),
+        (small, SMALL_KINDS, repeats),
+        (large, LARGE_KINDS, repeats),
+    ):
         print(f"  measuring {', '.join(kinds)} at L={L} on {device} ...", file=sys.stderr)
-        answer = _run_worker({"kinds": list(kinds), "L": L, "device": device, "repeats": repeats})
+        answer = _run_worker({"kinds": list(kinds), "L": L, "device": device, "repeats": rounds})
         for kind in kinds:
             got = answer.get(kind, {})
             results[(kind, L)] = Measurement(
@@ -243,8 +315,9 @@ def measure_device(device: str, quick: bool, repeats: int) -> dict[tuple[str, in
                 seconds=got.get("seconds", math.nan),
                 peak_bytes=got.get("peak_bytes", math.nan),
                 peak_exact=got.get("peak_exact", True),
-                error=answer.get("error", ""),
+                error=got.get("error", answer.get("error", "")),
                 alloc_bytes=got.get("alloc_bytes", math.nan),
+                note=got.get("note", ""),
             )
     return results
 
@@ -254,7 +327,7 @@ def _ratio(a: float, b: float) -> float:
 
 
 def goals(results: dict[tuple[str, int], Measurement], small: int, large: int) -> list[Goal]:
-    """The product's goals, computed from the measurements."""
+    """The product's goals (issue 13's table), computed from the measurements."""
 
     def t(kind, L):
         return results[(kind, L)].seconds
@@ -262,18 +335,30 @@ def goals(results: dict[tuple[str, int], Measurement], small: int, large: int) -
     def m(kind, L):
         return results[(kind, L)].alloc_bytes
 
+    def rss(kind, L):
+        return results[(kind, L)].peak_bytes
+
     return [
         Goal(
             f"scaled / SDPA time, L={small}",
             _ratio(t("scaled", small), t("sdpa", small)),
-            1.05,
+            1.02,
+            False,
+        ),
+        Goal(
+            f"scaled+weights / SDPA time, L={DASH_LEN}",
+            _ratio(t("scaled+w", DASH_LEN), t("sdpa", DASH_LEN)),
+            1.1,
             False,
         ),
         Goal(
             f"chunked / SDPA time, L={small}",
             _ratio(t("chunked", small), t("sdpa", small)),
-            2.0,
+            1.3,
             False,
+        ),
+        Goal(
+            f"chunked peak RSS growth, L={large}", rss("chunked", large) / MIB, 70.0, False, " MiB"
         ),
         Goal(
             f"chunked / naive peak memory, L={small}",
@@ -283,9 +368,15 @@ def goals(results: dict[tuple[str, int], Measurement], small: int, large: int) -
             "",
         ),
         Goal(
+            f"local / FlexAttention time, w={WINDOW}, L={large}",
+            _ratio(t("local", large), t("flex", large)),
+            0.5,
+            False,
+        ),
+        Goal(
             f"SDPA+band / local time, w={WINDOW}, L={large}",
             _ratio(t("sdpa+band", large), t("local", large)),
-            8.0,
+            25.0,
             True,
         ),
         Goal(
@@ -296,15 +387,35 @@ def goals(results: dict[tuple[str, int], Measurement], small: int, large: int) -
             "",
         ),
         Goal(
+            f"linear / its two matmuls time, L={large}",
+            _ratio(t("linear", large), t("linear-mm", large)),
+            2.0,
+            False,
+        ),
+        Goal(
             f"SDPA / linear time, L={large}",
             _ratio(t("sdpa", large), t("linear", large)),
-            30.0,
+            40.0,
             True,
         ),
         Goal(
             f"linear time L={large} / L={small}",
             _ratio(t("linear", large), t("linear", small)),
-            2.5,
+            2.2,
+            False,
+            "",
+        ),
+        Goal(
+            f"block b={BLOCK} / SDPA+block peak memory, L={large}",
+            _ratio(m("block", large), m("sdpa+block", large)),
+            0.1,
+            False,
+            "",
+        ),
+        Goal(
+            f"strided s={STRIDE} / SDPA+strided peak memory, L={large}",
+            _ratio(m("strided", large), m("sdpa+strided", large)),
+            0.1,
             False,
             "",
         ),
@@ -334,11 +445,12 @@ def report(
         f"{repeats} round-robin runs after a warm-up; memory = {memory_how} of one call"
         f"{'; QUICK sizes' if quick else ''}"
     )
-    print(f"{'measure':<12}{'L':>7}{'time ms':>11}{'alloc MiB':>11}{'RSS MiB':>10}")
+    print(f"{'measure':<14}{'L':>7}{'time ms':>11}{'alloc MiB':>11}{'RSS MiB':>10}")
     for r in results.values():
         rss = "-" if device == "cuda" else _fmt_mib(r.peak_bytes) + ("" if r.peak_exact else "~")
-        line = f"{r.kind:<12}{r.L:>7}{_fmt_ms(r.seconds):>11}{_fmt_mib(r.alloc_bytes):>11}{rss:>10}"
-        print(line + (f"  ERROR {r.error}" if r.error else ""))
+        line = f"{r.kind:<14}{r.L:>7}{_fmt_ms(r.seconds):>11}{_fmt_mib(r.alloc_bytes):>11}{rss:>10}"
+        extra = f"  ERROR {r.error}" if r.error else (f"  ({r.note})" if r.note else "")
+        print(line + extra)
     checked = goals(results, small, large)
     if device != "cpu":
         print(
@@ -346,12 +458,12 @@ def report(
             "at these sizes a GPU call takes about a millisecond, so Python and kernel-launch "
             "overhead weigh on every ratio)"
         )
-    print(f"\n{'goal':<44}{'value':>9}{'target':>10}  result")
+    print(f"\n{'goal':<50}{'value':>11}{'target':>12}  result")
     for g in checked:
         sign = ">=" if g.higher_is_better else "<="
         value = "n/a" if math.isnan(g.value) else f"{g.value:.2f}{g.unit}"
         target = f"{sign} {g.target:g}{g.unit}"
-        print(f"{g.name:<44}{value:>9}{target:>10}  {'PASS' if g.passed else 'MISS'}")
+        print(f"{g.name:<50}{value:>11}{target:>12}  {'PASS' if g.passed else 'MISS'}")
     return checked
 
 

@@ -6,15 +6,27 @@ exp(score − m) and an accumulator of exp(score − m)·v, rescaled whenever m 
 memory is O(chunk_size · key_chunk_size) for scores plus O(L·Ev) for the output, whatever
 L × S. The tutorial chunked the *input sequence*, which changes the result; chunking the
 queries and tiling the keys with an online softmax gives exactly full attention.
+
+Two paths compute the same thing. The explicit one (:func:`_query_chunk`) writes the
+online softmax out step by step; it runs when weights, dropout or gradients are asked for.
+The fast one (:func:`_fused_tiles`) hands each (query chunk, key tile) to PyTorch's fused
+CPU kernel, which returns the tile's normalised output o_t and its log-sum-exp
+lse_t = log Σ exp(scores); tiles then merge exactly as the online softmax does, with the
+log-sum-exp standing in for (m, l): lse ← log(e^lse + e^lse_t), out ← out·e^(lse_old − lse)
++ o_t·e^(lse_t − lse).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, Param, VariantSpec
-from attention_core.variants.common import allowed_from_mask, dropout_keep
+from attention_core.variants.common import allowed_from_mask, apply_mask, dropout_keep
+
+FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 
 def _tile(mask: torch.Tensor | None, rows: slice, cols: slice) -> torch.Tensor | None:
@@ -83,24 +95,100 @@ def _query_chunk(q_c, k, v, mask_rows, rows, key_chunk, dropout_p, generator, ke
 
 
 def _weights_pass(q, k, mask, stats, chunk, key_chunk, dropout_p, keeps, budget):
-    """Rebuild the exact weights exp(s − m) / l tile by tile into (..., L, S)."""
+    """Rebuild the exact weights exp(s − m) / l tile by tile into (..., L, S), and the
+    scores as fed to the softmax (blocked cells at the dtype's minimum, not the -inf the
+    online pass uses internally)."""
     L, S = q.shape[-2], k.shape[-2]
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    check_budget(tensor_bytes((*lead, L, S), q.dtype), f"attention weights {(*lead, L, S)}", budget)
+    check_budget(
+        2 * tensor_bytes((*lead, L, S), q.dtype),
+        f"attention weights and scores {(*lead, L, S)}",
+        budget,
+    )
     weights = q.new_zeros((*lead, L, S))
+    scores = q.new_empty((*lead, L, S))
     for start_q, (m, l_sum) in stats.items():
         rows = slice(start_q, min(start_q + chunk, L))
         m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
         inv = torch.where(l_sum > 0, 1.0 / torch.where(l_sum > 0, l_sum, 1.0), 0.0)
         for start_k in range(0, S, key_chunk):
             cols = slice(start_k, min(start_k + key_chunk, S))
-            scores = _masked_scores(q[..., rows, :], k[..., cols, :], _tile(mask, rows, cols))
-            tile = torch.exp(scores - m_safe) * inv  # (..., cq, ck)
+            tile_scores = q[..., rows, :] @ k[..., cols, :].transpose(-2, -1)  # (..., cq, ck)
+            tile_scores = apply_mask(tile_scores, _tile(mask, rows, cols))
+            scores[..., rows, cols] = tile_scores
+            tile = torch.exp(tile_scores - m_safe) * inv  # (..., cq, ck); blocked cells: 0
             keep = keeps.get((start_q, start_k)) if keeps is not None else None
             if dropout_p > 0:
                 tile = tile * keep / (1.0 - dropout_p) if keep is not None else tile * 0.0
             weights[..., rows, cols] = tile
-    return weights
+    return weights, scores
+
+
+def _as_4d(t: torch.Tensor, lead: torch.Size) -> torch.Tensor:
+    """(…, n, F) broadcast to ``lead`` and viewed as (N, 1, n, F): the fused kernel takes
+    4-D inputs (a copy only where a leading dim was broadcast)."""
+    return t.expand(*lead, *t.shape[-2:]).reshape(-1, 1, *t.shape[-2:])
+
+
+def _fused_tile_mask(mask_t: torch.Tensor, lead: torch.Size, dtype) -> tuple:
+    """A mask tile as the fused kernel takes it: float of the inputs' dtype, 4-D
+    (N, 1, cq, ck); and the (N, 1, cq) rows that keep a key in this tile."""
+    allowed = allowed_from_mask(mask_t)
+    shape = (*lead, *torch.broadcast_shapes(mask_t.shape[-2:], allowed.shape[-2:]))
+    if mask_t.dtype == torch.bool:
+        additive = torch.zeros(shape, dtype=dtype, device=mask_t.device)
+        additive = additive.masked_fill_(~mask_t, -math.inf)
+    else:
+        additive = mask_t.to(dtype).expand(shape).clone()
+    has_key = allowed.expand(shape).any(dim=-1)  # (..., cq|1)
+    return additive.reshape(-1, 1, *shape[-2:]), has_key.reshape(-1, 1, shape[-2])
+
+
+def _fused_tiles(q, k, v, mask, scale, chunk, key_chunk) -> torch.Tensor:
+    """Exact attention from fused (query chunk, key tile) calls merged by log-sum-exp.
+
+    Args:
+        q: (..., L, E). k: (..., S, E). v: (..., S, Ev). mask: None or broadcastable to
+            (..., L, S). scale: score scale. chunk, key_chunk: tile sizes.
+
+    Returns:
+        output (..., L, Ev); a query row with no allowed key gives 0.
+    """
+    L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    kernel = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    q4, k4, v4 = _as_4d(q, lead), _as_4d(k, lead), _as_4d(v, lead)  # (N, 1, ·, ·)
+    out = q4.new_empty((q4.shape[0], 1, L, Ev))  # (N, 1, L, Ev): each chunk accumulates here
+    for start in range(0, L, chunk):
+        rows = slice(start, min(start + chunk, L))
+        acc = out[..., rows, :]  # (N, 1, cq, Ev) view: merged in place
+        lse = None  # (N, 1, cq) running log Σ exp(scores) over the tiles seen
+        for start_k in range(0, S, key_chunk):
+            cols = slice(start_k, min(start_k + key_chunk, S))
+            mask_t, has_key = _tile(mask, rows, cols), None
+            if mask_t is not None:
+                if not bool(allowed_from_mask(mask_t).any()):
+                    continue  # the whole tile is blocked (e.g. the future under a causal mask)
+                mask_t, has_key = _fused_tile_mask(mask_t, lead, q4.dtype)
+            o_t, lse_t = kernel(
+                q4[..., rows, :], k4[..., cols, :], v4[..., cols, :], attn_mask=mask_t, scale=scale
+            )  # (N, 1, cq, Ev), (N, 1, cq) float32 for half types
+            if has_key is not None:  # the kernel reports lse 0 for a row with no key
+                lse_t = lse_t.masked_fill(~has_key, -math.inf)
+                o_t = o_t.masked_fill(~has_key.unsqueeze(-1), 0.0)
+            if lse is None:
+                acc.copy_(o_t)
+                lse = lse_t
+                continue
+            merged = torch.logaddexp(lse, lse_t)  # (N, 1, cq)
+            safe = merged.masked_fill(torch.isinf(merged), 0.0)  # -inf: no key so far
+            old_part = torch.exp(lse - safe).unsqueeze(-1).to(acc.dtype)  # (N, 1, cq, 1)
+            new_part = torch.exp(lse_t - safe).unsqueeze(-1).to(acc.dtype)
+            acc.mul_(old_part).addcmul_(o_t, new_part)
+            lse = merged
+        if lse is None:
+            acc.zero_()  # every tile of this chunk was blocked
+    return out.view(*lead, L, Ev)
 
 
 def chunked_attention(
@@ -114,8 +202,8 @@ def chunked_attention(
     dropout_p=0.0,
     generator=None,
     memory_budget=None,
-    chunk_size: int = 256,
-    key_chunk_size: int = 1024,
+    chunk_size: int = 1024,
+    key_chunk_size: int = 4096,
 ) -> AttentionResult:
     """Exact attention in query chunks and key tiles with an online softmax.
 
@@ -127,8 +215,8 @@ def chunked_attention(
         chunk_size: query rows per chunk. key_chunk_size: keys per tile.
 
     Returns:
-        AttentionResult(output (..., L, Ev), weights (..., L, S) or None; weights are
-        rebuilt in a second pass and need L×S memory).
+        AttentionResult(output (..., L, Ev); weights and scores (..., L, S) or None: they
+        are rebuilt in a second pass and need L×S memory).
 
     Raises:
         MemoryBudgetError: when a score tile or the requested weights exceed the budget.
@@ -137,13 +225,20 @@ def chunked_attention(
     work = compute_dtype(q.dtype)
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     chunk, key_chunk = min(chunk_size, L), min(key_chunk_size, S)
+    tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    fusable = q.dtype in FUSED_DTYPES and q.shape[-1] == v.shape[-1]  # the kernel's terms
+    fused = fusable and not (need_weights or dropout_p > 0 or tracked)
+    # the fused kernel keeps its tiles small inside; it needs a tile only for a mask
+    tiles = 0 if (fused and mask is None) else (1 if fused else 2)
     check_budget(
-        2 * tensor_bytes((*lead, chunk, key_chunk), work),
+        tiles * tensor_bytes((*lead, chunk, key_chunk), work),
         f"score tile {(*lead, chunk, key_chunk)}",
         memory_budget,
         hint="lower chunk_size or key_chunk_size (the tile is chunk_size × key_chunk_size per "
         "head), or the batch or heads",
     )
+    if fused:
+        return AttentionResult(_fused_tiles(q, k, v, mask, scale, chunk, key_chunk))
     qw, kw, vw = q.to(work) * scale, k.to(work), v.to(work)  # q pre-scaled once
     out = qw.new_empty((*lead, L, v.shape[-1]))  # (..., L, Ev)
     stats = {}
@@ -164,36 +259,43 @@ def chunked_attention(
         out[..., rows, :] = out_c
         if need_weights:
             stats[start] = (m, l_sum)
-    weights = None
-    if need_weights:
-        weights = _weights_pass(
-            qw, kw, mask, stats, chunk, key_chunk, dropout_p, keeps, memory_budget
-        ).to(q.dtype)
-    return AttentionResult(out.to(q.dtype), weights)
+    if not need_weights:
+        return AttentionResult(out.to(q.dtype))
+    weights, scores = _weights_pass(
+        qw, kw, mask, stats, chunk, key_chunk, dropout_p, keeps, memory_budget
+    )
+    return AttentionResult(out.to(q.dtype), weights.to(q.dtype), scores)
 
 
 def _chunked_memory(
-    lead, L, S, E, Ev, itemsize, need_weights, chunk_size=256, key_chunk_size=1024, **_
+    lead, L, S, E, Ev, itemsize, need_weights, chunk_size=1024, key_chunk_size=4096, **_
 ):
+    """Peak bytes of ``chunked``: without weights the fused path (no score tile of its own;
+    a mask adds one chunk_size × key_chunk_size tile); with weights the explicit path's
+    tiles and the L×S weights and scores."""
     work = max(itemsize, 4)
+    io = (L * E + S * E + S * Ev + 2 * L * Ev) * work
+    if not need_weights:
+        return lead * io
     tile = 3 * min(chunk_size, L) * min(key_chunk_size, S) * work
-    extra = L * S * work if need_weights else 0
-    return lead * (tile + (L * E + S * E + S * Ev + 2 * L * Ev) * work + extra)
+    return lead * (tile + io + 2 * L * S * work)
 
 
 SPECS = (
     VariantSpec(
         name="chunked",
         label="Chunked (memory-efficient)",
-        explanation="Exact attention computed in query chunks and key tiles with an online "
-        "softmax: peak memory does not grow with L×S.",
+        explanation=(
+            "Exact attention computed a chunk of queries and keys at a time (online "
+            "softmax) to save memory."
+        ),
         time_complexity="O(L·S·E)",
-        memory_complexity="O(chunk·key_chunk + L·Ev)",
+        memory_complexity="O(L·Ev) (+ chunk·key_chunk with a mask or weights)",
         exact=True,
         fn=chunked_attention,
         params=(
-            Param("chunk_size", "int", 256, 1, 8192, 1, "query rows per chunk"),
-            Param("key_chunk_size", "int", 1024, 1, 8192, 1, "keys per tile"),
+            Param("chunk_size", "int", 1024, 1, 8192, 1, "query rows per chunk"),
+            Param("key_chunk_size", "int", 4096, 1, 8192, 1, "keys per tile"),
         ),
         memory_model=_chunked_memory,
     ),

@@ -11,7 +11,8 @@ import math
 import torch
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
-from attention_core.types import AttentionResult
+from attention_core.types import AttentionResult, blocked_score
+from attention_core.validation import check_float
 
 SCALE_RULES = ("inv_sqrt", "one")
 
@@ -121,11 +122,7 @@ def resolve_scale(scale: float | None, E: int, rule: str) -> float:
         raise ValueError(f"unknown scale rule {rule!r}; valid: {SCALE_RULES}")
     if scale is None:
         return 1.0 / math.sqrt(E) if rule == "inv_sqrt" else 1.0
-    if isinstance(scale, bool) or not isinstance(scale, int | float):
-        raise ValueError(f"scale must be a positive number, got {scale!r}")
-    if not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a finite positive number, got {scale!r}")
-    return float(scale)
+    return check_float("scale", scale, low=0.0, low_open=True)
 
 
 def check_dropout(dropout_p: float) -> float:
@@ -134,11 +131,7 @@ def check_dropout(dropout_p: float) -> float:
     Raises:
         ValueError: unless 0 <= dropout_p < 1.
     """
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, int | float):
-        raise ValueError(f"dropout_p must be a number in [0, 1), got {dropout_p!r}")
-    if not (0.0 <= float(dropout_p) < 1.0):
-        raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p!r}")
-    return float(dropout_p)
+    return check_float("dropout_p", dropout_p, low=0.0, high=1.0, high_open=True)
 
 
 def allowed_from_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -150,14 +143,32 @@ def allowed_from_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
     return mask != -math.inf
 
 
-def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Return scores with a bool mask's blocked cells set to the dtype's minimum, or a float
-    mask added. Shapes: scores (..., L, S), mask broadcastable to it."""
-    if mask is None:
-        return scores
-    if mask.dtype == torch.bool:
-        return scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    return scores + mask.to(scores.dtype)
+def apply_mask(
+    scores: torch.Tensor, mask: torch.Tensor | None, pattern: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Return scores with a float mask added and every blocked cell (a bool mask's or
+    ``pattern``'s False, a float mask's -inf) set to :func:`blocked_score`, the dtype's
+    minimum, in place: ``scores`` must be a fresh tensor the caller owns (autograd allows
+    it: a matmul does not save its output).
+
+    Shapes: scores (..., L, S); mask and pattern (bool, True = may attend) broadcastable.
+    """
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill_(~mask, blocked_score(scores.dtype))
+        else:
+            scores = scores.add_(mask.to(scores.dtype)).clamp_(min=blocked_score(scores.dtype))
+    if pattern is not None:
+        scores = scores.masked_fill_(~pattern, blocked_score(scores.dtype))
+    return scores
+
+
+def allowed_cells(mask: torch.Tensor | None, pattern: torch.Tensor | None) -> torch.Tensor | None:
+    """Bool "may attend" of a user mask intersected with a pattern; None when neither."""
+    allowed = allowed_from_mask(mask)
+    if pattern is None:
+        return allowed
+    return pattern if allowed is None else allowed & pattern
 
 
 def stable_softmax(scores: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
@@ -231,13 +242,20 @@ def dense_attention(
     dropout_p: float,
     generator: torch.Generator | None,
     memory_budget: int | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Explicit attention that forms the (..., L, S) weights.
+    pattern: torch.Tensor | None = None,
+) -> AttentionResult:
+    """Explicit attention that forms the (..., L, S) scores and weights.
 
-    softmax runs in float32 for half types; a row with no allowed key gives zeros.
+    q is scaled before the matmul (an L×E pass instead of an L×S one); the mask is applied
+    in place; softmax runs in float32 for half types; a row with no allowed key gives zeros.
+
+    Args:
+        q, k, v, mask, scale, dropout_p, generator, memory_budget: as in ``attend``.
+        pattern: the variant's own (L, S) bool pattern (True = may attend), or None.
 
     Returns:
-        (output (..., L, Ev) in q's dtype, weights (..., L, S) in q's dtype, after dropout).
+        AttentionResult(output (..., L, Ev) in q's dtype, weights (..., L, S) in q's dtype
+        after dropout, scores (..., L, S) in the compute dtype, as fed to the softmax).
 
     Raises:
         MemoryBudgetError: when the score matrices would exceed the budget.
@@ -245,12 +263,12 @@ def dense_attention(
     work = compute_dtype(q.dtype)
     check_dense_budget(q, k, memory_budget)  # scores and weights live at the same time
     qw, kw, vw = q.to(work), k.to(work), v.to(work)
-    scores = (qw @ kw.transpose(-2, -1)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
-    scores = apply_mask(scores, mask)
-    weights = stable_softmax(scores, allowed_from_mask(mask))  # (..., L, S)
+    scores = (qw * scale) @ kw.transpose(-2, -1)  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    scores = apply_mask(scores, mask, pattern)
+    weights = stable_softmax(scores, allowed_cells(mask, pattern))  # (..., L, S)
     weights = apply_dropout(weights, dropout_p, generator)
     out = weights @ vw  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
-    return out.to(q.dtype), weights.to(q.dtype)
+    return AttentionResult(out.to(q.dtype), weights.to(q.dtype), scores)
 
 
 def zero_rows_without_key(out: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -260,15 +278,6 @@ def zero_rows_without_key(out: torch.Tensor, mask: torch.Tensor | None) -> torch
         return out
     has_key = allowed.any(dim=-1, keepdim=True)  # (..., L, 1)
     return out.masked_fill(~has_key, 0.0)
-
-
-def combine_with_pattern(mask: torch.Tensor | None, pattern: torch.Tensor) -> torch.Tensor:
-    """Intersect a user mask (bool or float) with a bool pattern (L, S)."""
-    if mask is None:
-        return pattern
-    if mask.dtype == torch.bool:
-        return mask & pattern
-    return mask.masked_fill(~pattern, -math.inf)
 
 
 def masked_dense_result(
@@ -289,13 +298,17 @@ def masked_dense_result(
 
     The budget is checked before the pattern is built (its construction is L×S too).
 
+    Returns:
+        AttentionResult(output, weights and scores when ``need_weights``, else None).
+
     Raises:
         MemoryBudgetError: when the L×S matrices exceed the budget.
     """
+    pattern = None
     if build_pattern is not None:
         check_dense_budget(q, k, memory_budget, with_pattern=True)
-        mask = combine_with_pattern(mask, build_pattern().to(q.device))
-    out, weights = dense_attention(
+        pattern = build_pattern().to(q.device)
+    result = dense_attention(
         q,
         k,
         v,
@@ -304,5 +317,8 @@ def masked_dense_result(
         dropout_p=dropout_p,
         generator=generator,
         memory_budget=memory_budget,
+        pattern=pattern,
     )
-    return AttentionResult(out, weights if need_weights else None)
+    if need_weights:
+        return result
+    return AttentionResult(result.output)

@@ -84,7 +84,8 @@ def scaled_attention(
         scale: score scale (``attend`` passes 1/sqrt(E) by default).
 
     Returns:
-        AttentionResult(output (..., L, Ev), weights (..., L, S) or None).
+        AttentionResult(output (..., L, Ev), weights (..., L, S) or None, scores (..., L, S)
+        as fed to the softmax, or None; see :class:`AttentionResult` for masked cells).
 
     Raises:
         MemoryBudgetError: when the explicit path's L×S matrices exceed the budget.
@@ -153,14 +154,15 @@ def stable_attention(
     ``exp``, blocked cells take the dtype's minimum, and a row with no allowed key gives
     zeros. The output is cast back to the input dtype.
 
-    Args/Returns/Raises: as :func:`scaled_attention`.
+    Args/Returns/Raises: as :func:`scaled_attention`; the returned scores (with weights)
+    are the float32 (for half types) masked scores before the row maximum is subtracted.
     """
     work = compute_dtype(q.dtype)
     shape = scores_shape(q, k)
     check_budget(2 * tensor_bytes(shape, work), f"attention scores {tuple(shape)}", memory_budget)
     qw, kw, vw = q.to(work), k.to(work), v.to(work)
-    scores = (qw @ kw.transpose(-2, -1)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
-    scores = apply_mask(scores, mask)
+    scores = (qw * scale) @ kw.transpose(-2, -1)  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    scores = apply_mask(scores, mask)  # blocked cells: the dtype's minimum
     row_max = scores.amax(dim=-1, keepdim=True)  # (..., L, 1)
     exp = torch.exp(scores - row_max)  # (..., L, S) in [0, 1]: cannot overflow
     allowed = allowed_from_mask(mask)
@@ -170,15 +172,18 @@ def stable_attention(
     weights = exp / torch.where(row_sum > 0, row_sum, torch.ones_like(row_sum))
     weights = apply_dropout(weights, dropout_p, generator)
     out = weights @ vw  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
-    return AttentionResult(out.to(q.dtype), weights.to(q.dtype) if need_weights else None)
+    if not need_weights:
+        return AttentionResult(out.to(q.dtype))
+    return AttentionResult(out.to(q.dtype), weights.to(q.dtype), scores)
 
 
 SPECS = (
     VariantSpec(
         name="basic",
-        label="Basic (unscaled)",
-        explanation="softmax(QKᵀ)V with no 1/√d_k: the tutorial's first version; scores grow "
-        "with d_k and the softmax saturates.",
+        label="Basic (no scaling)",
+        explanation=(
+            "softmax(QKᵀ)V with no scaling: the tutorial's first version; large d_k makes it peaky."
+        ),
         time_complexity="O(L·S·E)",
         memory_complexity="O(L·S)",
         exact=False,
@@ -189,8 +194,7 @@ SPECS = (
     VariantSpec(
         name="scaled",
         label="Scaled dot-product",
-        explanation="softmax(QKᵀ/√d_k + mask)V, run by PyTorch's fused kernel when no weights "
-        "are asked for.",
+        explanation="softmax(QKᵀ/√d_k)V: the standard attention of transformers.",
         time_complexity="O(L·S·E)",
         memory_complexity="O(L·E) fused, O(L·S) with weights",
         exact=True,
@@ -200,8 +204,9 @@ SPECS = (
     VariantSpec(
         name="stable",
         label="Numerically stable",
-        explanation="Subtracts each row's maximum before exp, computes half types in float32 "
-        "and returns zeros for a query with no key.",
+        explanation=(
+            "Scaled attention that subtracts each row's maximum before exp, so nothing overflows."
+        ),
         time_complexity="O(L·S·E)",
         memory_complexity="O(L·S)",
         exact=True,

@@ -7,6 +7,12 @@ zero — the tutorial's plain ELU can), attention becomes
 
 computed as φ(Q)(φ(K)ᵀV) in O(L·E·Ev) time and O(E·Ev) state: no L×S matrix. The causal
 form keeps running prefix sums of φ(k_j) v_jᵀ and φ(k_j), chunk by chunk.
+
+The non-causal form is written to sit near its two matmuls' cost (:func:`_noncausal`):
+the normaliser rides in the matmuls as an extra column (φ(K)ᵀ[V | 1] holds Σ φ(k_j) in its
+last column), the "+1" of φ is folded into that small (E+1)×(Ev+1) state instead of
+being added to every feature, the scale is folded into the elu pass, and the key features'
+buffer is reused for the query features.
 """
 
 from __future__ import annotations
@@ -70,10 +76,70 @@ def _normalise(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
     return num * inverse if tracked else num.mul_(inverse)  # (..., L, Ev)
 
 
-def _noncausal(fq, fk, v):
-    kv = fk.transpose(-2, -1) @ v  # (..., E, S) @ (..., S, Ev) -> (..., E, Ev)
-    z = fk.sum(dim=-2).unsqueeze(-1)  # (..., E, 1)
-    return _normalise(fq @ kv, fq @ z)  # (..., L, Ev) / (..., L, 1)
+def _elu_into(x: torch.Tensor, scale: float, out: torch.Tensor | None) -> torch.Tensor:
+    """elu(x · scale) in one pass (aten's elu takes the input scale: for x <= 0 it gives
+    alpha·scale·(exp(x·input_scale) − 1), so alpha = 1/scale), into ``out`` when given."""
+    if out is None:
+        return torch.ops.aten.elu(x, 1.0 / scale, scale, scale)
+    return torch.ops.aten.elu.out(x, 1.0 / scale, scale, scale, out=out)
+
+
+def _noncausal_state(ek, v, keep):
+    """The (..., E+1, Ev+1) state that maps [elu(q) | 1] to [numerator | denominator].
+
+    With φ = elu + 1 and K' the kept keys: φ(K')ᵀ[V | 1] = elu(K')ᵀ[V | 1] + 1·(Σ_j [v_j | 1])
+    (rows 0..E−1), and the query's "+1" adds the column sums of those rows (row E).
+
+    Args:
+        ek: elu(k) (..., S, E), dropped keys' rows already zero. v: (..., S, Ev).
+        keep: (..., S, 1) 0/1 kept keys, or None (every key).
+    """
+    E, Ev = ek.shape[-1], v.shape[-1]
+    lead = torch.broadcast_shapes(ek.shape[:-2], v.shape[:-2])
+    state = ek.new_empty((*lead, E + 1, Ev + 1))  # (..., E+1, Ev+1)
+    state[..., :E, :Ev] = ek.transpose(-2, -1) @ v  # (..., E, S) @ (..., S, Ev) -> (..., E, Ev)
+    state[..., :E, Ev] = ek.sum(dim=-2)  # (..., E): Σ_j elu(k_j)
+    if keep is None:
+        v_total = v.sum(dim=-2, keepdim=True)  # (..., 1, Ev)
+        count = v.shape[-2]
+    else:
+        v_total = keep.transpose(-2, -1) @ v  # (..., 1, S) @ (..., S, Ev) -> (..., 1, Ev)
+        count = keep.sum(dim=-2, keepdim=True)  # (..., 1, 1)
+    state[..., :E, :Ev] += v_total  # the keys' "+1": Σ_j v_j on every row
+    state[..., :E, Ev:] += count  # and Σ_j 1
+    state[..., E, :] = state[..., :E, :].sum(dim=-2)  # the queries' "+1": column sums
+    return state
+
+
+def _noncausal(q, k, v, scale, keep):
+    """Non-causal linear attention: [elu(q·scale) | 1] @ state, then numerator/denominator.
+
+    Args:
+        q: (..., L, E). k: (..., S, E). v: (..., S, Ev), all in the compute dtype.
+        keep: (..., S, 1) 0/1 kept keys, or None.
+
+    Returns:
+        (..., L, Ev); 0 for a query whose every key is dropped.
+    """
+    L, E, Ev = q.shape[-2], q.shape[-1], v.shape[-1]
+    # buffers are reused and updated in place unless autograd tracks them
+    tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    ek = _elu_into(k, 1.0, None)  # (..., S, E)
+    if keep is not None:
+        ek = ek * keep if tracked else ek.mul_(keep)  # dropped keys contribute nothing
+    state = _noncausal_state(ek, v, keep)  # (..., E+1, Ev+1)
+    lead = state.shape[:-2]
+    reuse = ek.shape == (*lead, L, E) and not tracked
+    eq = _elu_into(q, scale, ek if reuse else None)  # (..., L, E), in ek's buffer when it fits
+    eq3 = eq.expand(*lead, L, E).reshape(-1, L, E)  # (N, L, E)
+    state3 = state.reshape(-1, E + 1, Ev + 1)  # (N, E+1, Ev+1)
+    # (N, L, E) @ (N, E, Ev+1) + row E (the "+1" of elu(q) + 1) -> (N, L, Ev+1)
+    both = torch.baddbmm(state3[:, E:, :], eq3, state3[:, :E, :])
+    den = both[..., Ev:]  # (N, L, 1)
+    has_key = den > TINY_DENOMINATOR
+    inverse = torch.where(has_key, 1.0 / torch.where(has_key, den, 1.0), 0.0)  # (N, L, 1)
+    out = torch.mul(both[..., :Ev], inverse)  # (N, L, Ev), contiguous
+    return out.view(*lead, L, Ev)
 
 
 def _causal(fq, fk, v, chunk: int):
@@ -135,7 +201,9 @@ def linear_attention(
             chunk in the causal form.
 
     Returns:
-        AttentionResult(output (..., L, Ev), implied weights (..., L, S) or None).
+        AttentionResult(output (..., L, Ev), implied weights (..., L, S) or None, scores
+        None: linear attention has no softmax, so there are no pre-softmax scores; its
+        implied weights are φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j)).
 
     Raises:
         ValueError: for an unsupported mask or a causal call with L != S.
@@ -147,19 +215,26 @@ def linear_attention(
     if causal and L != S:
         raise ValueError(f"causal linear attention needs L == S, got L={L}, S={S}")
     work = compute_dtype(q.dtype)
-    q_scaled = q.to(work) if scale == 1.0 else q.to(work) * scale
-    fq = feature_map(q_scaled)  # (..., L, E)
-    fk = feature_map(k.to(work))  # (..., S, E)
-    vw = v.to(work)
-    if key_keep is not None:
-        fk = fk * key_keep.transpose(-2, -1).to(work)  # (..., S, E) * (..., S, 1): drop keys
-    out = _causal(fq, fk, vw, chunk_size) if causal else _noncausal(fq, fk, vw)
+    qw, kw, vw = q.to(work), k.to(work), v.to(work)
+    keep = None if key_keep is None else key_keep.transpose(-2, -1).to(work)  # (..., S, 1)
+    fq = fk = None
+    if causal:
+        fq = feature_map(qw if scale == 1.0 else qw * scale)  # (..., L, E)
+        fk = feature_map(kw)  # (..., S, E)
+        if keep is not None:
+            fk = fk * keep  # (..., S, E) * (..., S, 1): drop keys
+        out = _causal(fq, fk, vw, chunk_size)
+    else:
+        out = _noncausal(qw, kw, vw, scale, keep)
     weights = None
     if need_weights:
         lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
         check_budget(
             tensor_bytes((*lead, L, S), work), f"implied weights {(*lead, L, S)}", memory_budget
         )
+        if fq is None:
+            fq = feature_map(qw if scale == 1.0 else qw * scale)
+            fk = feature_map(kw) if keep is None else feature_map(kw) * keep
         weights = implied_weights(fq, fk, causal).to(q.dtype)
     return AttentionResult(out.to(q.dtype), weights)
 
@@ -177,8 +252,7 @@ SPECS = (
     VariantSpec(
         name="linear",
         label="Linear (kernel)",
-        explanation="Replaces softmax with the kernel φ(x)=elu(x)+1 and computes φ(Q)(φ(K)ᵀV): "
-        "linear in L, an approximation.",
+        explanation="Kernel trick φ(Q)(φ(K)ᵀV) with φ(x)=elu(x)+1: O(L), an approximation.",
         time_complexity="O(L·E·Ev)",
         memory_complexity="O(L·E + E·Ev)",
         exact=False,

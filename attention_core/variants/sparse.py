@@ -1,16 +1,21 @@
-"""Sparse patterns applied as masks: ``strided``, ``random`` and ``combined`` (local + strided).
+"""Sparse patterns: ``strided``, ``random`` and ``combined`` (local + strided).
 
-These patterns have no contiguous structure to tile, so they run as full attention with the
-pattern intersected with the user's mask: exact, and O(L·S) like full attention. (``local``
-and ``block`` have band structure and run block by block: see ``local.py``.)
+``strided`` splits the positions into ``stride`` residue classes that attend only among
+themselves, so it gathers each class and runs ``stride`` independent attentions
+(``groups.py``): O(L·S/stride) memory. ``random`` and ``combined`` have no such structure and
+stay dense: full attention with the pattern intersected with the user's mask, exact and
+O(L·S) like full attention. (``local`` and ``block`` run block by block: see ``local.py``.)
 """
 
 from __future__ import annotations
+
+import math
 
 from attention_core import masks
 from attention_core.types import AttentionResult, Param, VariantSpec
 from attention_core.variants.common import masked_dense_result
 from attention_core.variants.full import dense_memory
+from attention_core.variants.groups import grouped_attention, grouped_memory, strided_groups
 from attention_core.variants.local import WINDOW_PARAM
 
 
@@ -37,33 +42,54 @@ def _combined_pattern(L, S=None, *, window_size, stride, **_):
 def strided_attention(q, k, v, *, stride: int, **common) -> AttentionResult:
     """Strided attention: query i sees keys j with (i − j) divisible by ``stride``.
 
+    Exact: equals full scaled attention under ``masks.strided(L, stride, S)`` (and the
+    user's mask). The pattern is ``stride`` independent attentions, one per residue class
+    (positions r, r + stride, …): each class is gathered and attends within itself, in
+    O(L·S/stride·E) time and O(L·S/stride) memory, with PyTorch's fused SDPA when no
+    weights or dropout are asked for.
+
     Args:
         q: (..., L, E). k: (..., S, E). v: (..., S, Ev). stride: >= 1.
         **common: mask, scale, need_weights, dropout_p, generator, memory_budget (the
             shared variant signature, see ``attend``).
 
     Returns:
-        AttentionResult(output (..., L, Ev), weights (..., L, S) or None).
+        AttentionResult(output (..., L, Ev), weights (..., L, S) and scores (..., L, S), or
+        None without ``need_weights``).
 
     Raises:
-        MemoryBudgetError: when the L×S scores exceed the budget.
+        MemoryBudgetError: when the class scores, or the requested dense weights and
+            scores, exceed the budget.
     """
-    return _pattern_attention(q, k, v, _strided_pattern, {"stride": stride}, **common)
+    groups = strided_groups(q.shape[-2], k.shape[-2], stride, q.device)
+    return grouped_attention(q, k, v, groups, **common)
 
 
 def random_attention(q, k, v, *, density: float, seed: int, **common) -> AttentionResult:
     """Random sparse attention: each (i, j) kept with probability ``density`` (seeded; the
-    diagonal is always kept). Args/Returns/Raises as :func:`strided_attention`."""
+    diagonal is always kept). It stays dense on purpose: a random pattern has no groups to
+    gather, so it runs as full attention under the pattern, O(L·S) time and memory.
+
+    Args/Returns/Raises as :func:`strided_attention` (the budget guards the L×S scores).
+    """
     params = {"density": density, "seed": seed}
     return _pattern_attention(q, k, v, _random_pattern, params, **common)
 
 
 def combined_attention(q, k, v, *, window_size: int, stride: int, **common) -> AttentionResult:
     """Local window united with a strided pattern (the Sparse Transformer's mix): query i sees
-    |i − j| <= window_size // 2 or (i − j) divisible by ``stride``.
-    Args/Returns/Raises as :func:`strided_attention`."""
+    |i − j| <= window_size // 2 or (i − j) divisible by ``stride``. Dense (masked), O(L·S):
+    a query's keys are a band plus a residue class, which share no group layout.
+    Args/Returns/Raises as :func:`strided_attention` (the budget guards the L×S scores)."""
     params = {"window_size": window_size, "stride": stride}
     return _pattern_attention(q, k, v, _combined_pattern, params, **common)
+
+
+def _strided_memory(lead, L, S, E, Ev, itemsize, need_weights, stride=4, **_):
+    """Peak bytes of ``strided``: min(stride, L) classes of ceil(L/stride) queries and
+    ceil(S/stride) keys each."""
+    cells = min(stride, L) * math.ceil(L / stride) * math.ceil(S / stride)
+    return grouped_memory(lead, L, S, E, Ev, itemsize, need_weights, cells=cells)
 
 
 STRIDE_PARAM = Param("stride", "int", 4, 1, 4096, 1, "attend to every stride-th token")
@@ -71,22 +97,21 @@ STRIDE_PARAM = Param("stride", "int", 4, 1, 4096, 1, "attend to every stride-th 
 SPECS = (
     VariantSpec(
         name="strided",
-        label="Strided (sparse)",
-        explanation="Each token attends to tokens a multiple of stride away: long-range "
-        "links at fixed intervals.",
-        time_complexity="O(L·S·E) here (masked); O(L·S/stride·E) with a gather kernel",
-        memory_complexity="O(L·S)",
+        label="Strided",
+        explanation="Each token attends to tokens a multiple of the stride away.",
+        time_complexity="O(L·S/stride·E)",
+        memory_complexity="O(L·S/stride)",
         exact=True,
         fn=strided_attention,
         params=(STRIDE_PARAM,),
         pattern=_strided_pattern,
-        memory_model=dense_memory,
+        memory_model=_strided_memory,
     ),
     VariantSpec(
         name="random",
-        label="Random (sparse)",
-        explanation="Each query attends to a seeded random subset of keys (plus itself).",
-        time_complexity="O(L·S·E) here (masked)",
+        label="Random sparse",
+        explanation="Each token attends to a seeded random subset of keys (and itself).",
+        time_complexity="O(L·S·E) (dense, masked)",
         memory_complexity="O(L·S)",
         exact=True,
         fn=random_attention,
@@ -99,10 +124,9 @@ SPECS = (
     ),
     VariantSpec(
         name="combined",
-        label="Combined (local + strided)",
-        explanation="A local window for nearby context united with strided links for "
-        "long-range context.",
-        time_complexity="O(L·S·E) here (masked)",
+        label="Local + strided",
+        explanation="Local window OR strided pattern: near detail plus far reach.",
+        time_complexity="O(L·S·E) (dense, masked)",
         memory_complexity="O(L·S)",
         exact=True,
         fn=combined_attention,

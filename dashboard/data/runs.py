@@ -39,8 +39,9 @@ class AttentionRun:
     Attributes:
         tokens: the L token labels.
         weights: (H, L, L) post-softmax weights, or ``None`` when they would exceed the budget.
-        scores: (H, L, L) the scaled pre-softmax scores the variant formed, −inf where the
-            mask (or the variant's pattern) allows no attention; ``None`` likewise.
+        scores: (H, L, L) the scaled pre-softmax scores the variant formed (from the core),
+            −inf where the mask or the variant's pattern blocks a key; ``None`` without
+            weights, or for a variant with no softmax (``linear``).
         output: (L, D) layer output.
         sparsity: fraction of weights that are exactly 0 (``nan`` without weights).
         seconds: wall time of the computation (projections, attention, output projection).
@@ -69,18 +70,6 @@ class AttentionRun:
     distance: np.ndarray | None = None
     output_mean: float = 0.0
     output_std: float = 0.0
-
-
-def _TEMP_forward(layer, need_weights):
-    out, weights = layer.module(
-        layer.x, mask=layer.mask, need_weights=need_weights, generator=layer.generator
-    )
-    if weights is None:
-        return out, None, None
-    q, k, _ = layer.module.project_qkv(layer.x)
-    spec = core.get_variant(layer.module.variant)
-    scale = 1.0 if spec.default_scale == "one" else 1.0 / math.sqrt(layer.module.head_dim)
-    return out, weights, (q @ k.transpose(-2, -1)) * scale
 
 
 def _synchronize(device: torch.device) -> None:
@@ -126,9 +115,11 @@ class _Layer:
         _synchronize(self.device)
         start = time.perf_counter()
         with torch.no_grad():
-            out, weights, scores = _TEMP_forward(self, need_weights)
+            res = self.module.forward_intermediates(
+                self.x, mask=self.mask, need_weights=need_weights, generator=self.generator
+            )
         _synchronize(self.device)
-        return out, weights, scores, time.perf_counter() - start
+        return res.output, res.weights, res.scores, time.perf_counter() - start
 
     def forward_within_budget(self) -> LayerPass:
         """:meth:`forward` with weights, or without them when they would exceed the budget.
@@ -206,24 +197,41 @@ def warm_up_profiler() -> threading.Thread:
     return thread
 
 
-def _head_arrays(weights: torch.Tensor, scores: torch.Tensor) -> dict[str, np.ndarray]:
+def shown_scores(scores: torch.Tensor) -> np.ndarray:
+    """The core's scores as the tooltips show them: float32, with the cells the mask or the
+    variant's pattern blocks (held at the dtype's minimum, which the softmax turns into 0)
+    set to −inf, so that they read "−∞" and any pooled block holding one does too.
+
+    Args:
+        scores: (…, L, S) scores from :meth:`MultiHeadSelfAttention.forward_intermediates`.
+
+    Returns:
+        The same shape, float32.
+    """
+    values = scores.float().cpu().numpy()
+    blocked = values <= np.finfo(np.float32).min / 2  # the dtype minimum, also from half types
+    return np.where(blocked, -np.inf, values).astype(np.float32)
+
+
+def _head_arrays(weights: torch.Tensor, scores: torch.Tensor | None) -> dict[str, np.ndarray]:
     """Read-only numpy views of one run's per-head maps and the statistics drawn from them.
 
     Args:
-        weights, scores: (1, H, L, L) tensors.
+        weights: (1, H, L, L). scores: (1, H, L, L), or ``None`` for a variant without a
+            softmax (``linear``).
 
     Returns:
-        ``weights``/``scores`` (H, L, L), ``mean_weights``/``mean_scores`` (L, L),
-        ``row_sums`` (L,), ``entropy`` and ``distance`` (H,).
+        ``weights``/``scores`` (H, L, L), ``mean_weights``/``mean_scores`` (L, L) (scores
+        ``None`` when there are none), ``row_sums`` (L,), ``entropy`` and ``distance`` (H,).
     """
     weights_np = readonly(weights[0].float().cpu().numpy())  # (H, L, L)
-    scores_np = readonly(scores[0].float().cpu().numpy())  # (H, L, L)
+    scores_np = None if scores is None else readonly(shown_scores(scores[0]))  # (H, L, L)
     mean_weights = readonly(weights_np.mean(axis=0))  # (H, L, L) -> (L, L)
     return {
         "weights": weights_np,
         "scores": scores_np,
         "mean_weights": mean_weights,
-        "mean_scores": readonly(scores_np.mean(axis=0)),  # (H, L, L) -> (L, L)
+        "mean_scores": None if scores_np is None else readonly(scores_np.mean(axis=0)),
         "row_sums": readonly(mean_weights.sum(axis=-1)),  # (L,)
         "entropy": readonly(head_entropy(weights_np)),  # (H,)
         "distance": readonly(mean_distance(weights_np)),  # (H,)

@@ -278,3 +278,34 @@ def test_seeded_layers_built_in_threads_at_once_are_reproducible():
 def test_bad_init_seed(bad):
     with pytest.raises(ValueError, match="init_seed"):
         MultiHeadSelfAttention(8, 2, init_seed=bad)
+
+
+@pytest.mark.parametrize(
+    ("variant", "scale"),
+    [("scaled", None), ("scaled", 0.3), ("basic", None), ("local", None), ("chunked", 0.7)],
+)
+def test_forward_intermediates_return_the_module_scores(variant, scale):
+    """Per-head scores are q·kᵀ·scale from the module's own projections and scale (the
+    variant's default when None), masked; softmax(scores) is the weights forward returns."""
+    torch.manual_seed(0)
+    module = MultiHeadSelfAttention(D, H, variant=variant, scale=scale).double().eval()
+    x = _x()
+    mask = masks.causal(L)
+    result = module.forward_intermediates(x, mask=mask)
+    q, k, _ = module.project_qkv(x)  # (B, H, L, E)
+    expected_scale = scale or (1.0 if variant == "basic" else 1.0 / math.sqrt(D // H))
+    expected = (q @ k.transpose(-2, -1)) * expected_scale  # (B, H, L, L)
+    expected = expected.masked_fill(~mask, torch.finfo(torch.float64).min)
+    assert result.scores.shape == (B, H, L, L)
+    torch.testing.assert_close(result.scores, expected, atol=1e-10, rtol=0)
+    out, weights = module(x, mask=mask)
+    torch.testing.assert_close(result.output, out, atol=0, rtol=0)
+    torch.testing.assert_close(result.weights, weights, atol=0, rtol=0)
+    torch.testing.assert_close(torch.softmax(result.scores, dim=-1), weights, atol=1e-10, rtol=0)
+
+
+def test_forward_intermediates_of_linear_have_no_scores():
+    module = MultiHeadSelfAttention(D, H, variant="linear").double().eval()
+    result = module.forward_intermediates(_x())
+    assert result.scores is None and result.weights.shape == (B, H, L, L)
+    assert module.forward_intermediates(_x(), need_weights=False).weights is None

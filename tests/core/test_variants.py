@@ -533,7 +533,15 @@ def test_dropout_expectation_equals_undropped_weights(name):
 
 BIG_L = 4096
 SMALL_BUDGET = 64 * 2**20  # far below 2 · L × L · 4 bytes = 128 MiB at L = 4096
-EFFICIENT = {"local": {"window_size": 8}, "linear": {}, "chunked": {}}
+EFFICIENT = {
+    "local": {"window_size": 8},
+    "linear": {},
+    # E != Ev here, so chunked runs its explicit online softmax: tiles of 256 × 1024
+    "chunked": {"chunk_size": 256, "key_chunk_size": 1024},
+    "block": {"block_size": 64},
+    "strided": {"stride": 16},  # E != Ev here: SDPA's math path forms L·S/stride scores
+}
+DENSE = ["stable", "random", "combined"]
 
 
 def _largest_allocation(fn) -> int:
@@ -563,14 +571,30 @@ def test_efficient_variants_fit_a_small_budget_at_L_4096(name):
         ref = (kernel @ v64) / kernel.sum(-1, keepdim=True)
     else:
         scores = q64[rows] @ k64.T / math.sqrt(E)  # (4, S)
-        if name == "local":
-            band = masks.local(BIG_L, params["window_size"])[rows]
-            scores = scores.masked_fill(~band, -math.inf)
+        if VARIANTS[name].pattern is not None:
+            pattern = VARIANTS[name].pattern(BIG_L, BIG_L, **params)[rows]  # (4, S)
+            scores = scores.masked_fill(~pattern, -math.inf)
         ref = torch.softmax(scores, -1) @ v64
     torch.testing.assert_close(out[0, 0, rows].double(), ref, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["stable", "strided", "random", "combined"])
+@pytest.mark.parametrize("masked", [False, True], ids=["no_mask", "causal"])
+def test_fused_chunked_allocates_no_score_matrix_at_L_4096(masked):
+    """With E == Ev and no weights, chunked runs fused tiles: nothing L×S is allocated
+    (default sizes; with a mask, one float mask tile of chunk × key_chunk per head, so
+    smaller tiles), and the output equals SDPA's."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, BIG_L, 16, generator=g) for _ in range(3))
+    mask = masks.causal(BIG_L) if masked else None
+    params = {"chunk_size": 256, "key_chunk_size": 1024} if masked else {}
+    largest = _largest_allocation(lambda: attend(q, k, v, "chunked", mask=mask, **params))
+    assert largest < BIG_L * BIG_L * 4 / 8, f"chunked allocated {largest} bytes at once"
+    out = attend(q, k, v, "chunked", mask=mask, memory_budget=SMALL_BUDGET, **params).output
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", DENSE)
 def test_dense_variants_refuse_a_small_budget_at_L_4096(name):
     q, k, v = _qkv(torch.float32, lead=(1, 1), L=BIG_L)
     assert estimate_memory(name, batch=1, heads=1, L=BIG_L, E=E) > SMALL_BUDGET
@@ -578,7 +602,7 @@ def test_dense_variants_refuse_a_small_budget_at_L_4096(name):
         attend(q, k, v, name, memory_budget=SMALL_BUDGET)
 
 
-@pytest.mark.parametrize("name", ["stable", "strided", "random", "combined"])
+@pytest.mark.parametrize("name", DENSE)
 def test_refused_call_allocates_nothing_over_the_budget(name):
     """The budget guards the allocation itself: a refused call must not first allocate
     more than the budget it is refusing to exceed."""
@@ -611,3 +635,74 @@ def test_estimate_memory_orders_variants():
     assert estimate_memory("chunked", **dims) < dense / 10
     double_len = estimate_memory("local", window_size=128, **{**dims, "L": 8192})
     assert double_len <= 2.2 * estimate_memory("local", window_size=128, **dims)
+
+
+# --- pre-softmax scores (AttentionResult.scores) -------------------------------------------
+
+SCORE_MASK_KINDS = ("none", "causal", "float", "bool4d")
+# Square tilings (L=12) take block's and strided's gather-free views; L=10 the padded gathers.
+SCORE_CASES = [
+    pytest.param(name, mask_kind, Ls, id=f"{name}-{mask_kind}-L{Ls}")
+    for name in sorted(VARIANTS)
+    for mask_kind in SCORE_MASK_KINDS
+    for Ls in (L, 12)
+]
+
+
+def _expected_scores(name, q, k, mask, params, scale):
+    """q·kᵀ·scale (float64) plus the float mask, every blocked cell at float64's minimum."""
+    additive = _reference_mask(name, mask, q.shape[-2], k.shape[-2], params)
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., L, S)
+    if additive is None:
+        return scores
+    scores = scores + additive
+    return scores.masked_fill(additive == -math.inf, torch.finfo(torch.float64).min)
+
+
+@pytest.mark.parametrize(("name", "mask_kind", "Ls"), SCORE_CASES)
+def test_scores_are_the_masked_scaled_logits_and_give_the_weights(name, mask_kind, Ls):
+    q, k, v = _qkv(torch.float64, L=Ls)
+    mask = _user_mask(mask_kind, Ls, Ls)
+    params = SMALL_PARAMS.get(name, {})
+    if name == "linear":  # its masks are key padding and causal only: none is needed here
+        result = attend(q, k, v, name, need_weights=True, **params)
+        assert result.weights is not None and result.scores is None  # no softmax, no scores
+        return
+    result = attend(q, k, v, name, mask=mask, need_weights=True, **params)
+    expected = _expected_scores(name, q, k, mask, params, _ref_scale(name, None))
+    assert result.scores is not None and result.scores.dtype == torch.float64
+    torch.testing.assert_close(result.scores, expected, atol=1e-10, rtol=0)
+    assert not torch.isinf(result.scores).any(), "blocked cells hold the dtype's minimum"
+    has_key = (expected > torch.finfo(torch.float64).min).any(dim=-1)  # (..., L)
+    softmax = torch.softmax(result.scores, dim=-1)
+    torch.testing.assert_close(result.weights[has_key], softmax[has_key], atol=1e-10, rtol=0)
+    assert (result.weights[~has_key] == 0).all()
+    assert attend(q, k, v, name, mask=mask, need_weights=False, **params).scores is None
+
+
+@pytest.mark.parametrize("name", COMPARABLE)
+def test_scores_of_half_inputs_are_kept_in_float32(name):
+    q, k, v = _qkv(torch.bfloat16)
+    params = SMALL_PARAMS.get(name, {})
+    result = attend(q, k, v, name, mask=masks.causal(L), need_weights=True, **params)
+    assert result.scores.dtype == torch.float32
+    scale = _ref_scale(name, None)
+    expected = _expected_scores(name, q.double(), k.double(), masks.causal(L), params, scale)
+    blocked = expected == torch.finfo(torch.float64).min
+    torch.testing.assert_close(
+        result.scores.double()[~blocked], expected[~blocked], atol=0.05, rtol=0.02
+    )
+    assert (result.scores[blocked] == torch.finfo(torch.float32).min).all()
+
+
+@pytest.mark.parametrize("name", ["block", "strided"])
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+def test_gather_free_views_equal_sdpa(name, mask_kind):
+    """L a multiple of the block and the stride: the groups are views of q, k, v."""
+    Ls = 12
+    q, k, v = _qkv(torch.float64, L=Ls)
+    mask = _user_mask(mask_kind, Ls, Ls)
+    params = {"block": {"block_size": 4}, "strided": {"stride": 3}}[name]
+    _check_against_reference(name, q, k, v, mask, params, need_weights=False)
+    q32, k32, v32 = _qkv(torch.float32, L=Ls)
+    _check_against_reference(name, q32, k32, v32, mask, params, need_weights=False)

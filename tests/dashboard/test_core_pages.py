@@ -90,7 +90,7 @@ def test_playground_weights_over_budget_show_output_stats(monkeypatch):
 
 def test_playground_over_budget_shows_error(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "0.001")
-    at = open_app(**{"playground.seq_len": "512", "playground.variant": "chunked"})
+    at = open_app(**{"playground.seq_len": "512", "playground.variant": "stable"})
     assert not at.exception
     assert len(at.error) == 1
     assert "Lower the sequence length" in at.error[0].value
@@ -143,7 +143,7 @@ def test_multihead_page(lang):
 def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "0.001")
     at = open_app(
-        **{"playground.seq_len": "512", "playground.variant": "chunked", "playground.seed": "x"}
+        **{"playground.seq_len": "512", "playground.variant": "stable", "playground.seed": "x"}
     )
     assert not at.exception
     assert len(at.error) == 1 and len(at.warning) == 1
@@ -184,7 +184,7 @@ def test_a_heatmap_costs_one_forward_pass_and_one_profiled_pass(monkeypatch):
 
     data.attention_run(LayerConfig(seq_len=8, seed=1, device="cpu"))  # warm the variant
     forwards, profiled = [], []
-    real_forward = attention_core.MultiHeadSelfAttention.forward
+    real_forward = attention_core.MultiHeadSelfAttention.forward_intermediates
     real_measure = experiments.measure_peak_bytes
 
     def counting_forward(module, x, *args, **kwargs):
@@ -195,7 +195,9 @@ def test_a_heatmap_costs_one_forward_pass_and_one_profiled_pass(monkeypatch):
         profiled.append(len(forwards))
         return real_measure(fn, device)
 
-    monkeypatch.setattr(attention_core.MultiHeadSelfAttention, "forward", counting_forward)
+    monkeypatch.setattr(
+        attention_core.MultiHeadSelfAttention, "forward_intermediates", counting_forward
+    )
     monkeypatch.setattr(experiments, "measure_peak_bytes", counting_measure)
     cfg = LayerConfig(seq_len=24, d_model=32, heads=4, seed=12345, device="cpu")
     run = data.attention_run(cfg)
@@ -204,3 +206,29 @@ def test_a_heatmap_costs_one_forward_pass_and_one_profiled_pass(monkeypatch):
     assert profiled == [1] and forwards == [(1, 24, 32), (1, 24, 32)]
     data.attention_run(cfg), data.attention_peak(cfg)  # cached: no pass at all
     assert len(forwards) == 2
+
+
+def test_run_scores_are_the_cores_scaled_masked_scores():
+    """The tooltips' raw scores: q·kᵀ/√d_k of the seeded layer (an explicit float64 formula
+    on its own projections), −inf where the causal mask blocks the key; linear has none."""
+    import math
+
+    import numpy as np
+    import torch
+
+    import attention_core
+    from dashboard import data
+    from dashboard.config import LayerConfig
+
+    cfg = LayerConfig(seq_len=6, d_model=16, heads=2, mask_kind="causal", seed=4, device="cpu")
+    run = data.attention_run(cfg)
+    x, _tokens = data.build_input("random", "", 6, 16, 4)
+    layer = attention_core.MultiHeadSelfAttention(16, 2, init_seed=4).double()
+    with torch.no_grad():
+        q, k, _v = layer.project_qkv(x.double())  # (1, H, L, E)
+    expected = (q @ k.transpose(-2, -1))[0].numpy() / math.sqrt(8)  # (H, L, L)
+    lower = np.tril(np.ones((6, 6), dtype=bool))
+    np.testing.assert_allclose(run.scores[:, lower], expected[:, lower], rtol=1e-5, atol=1e-5)
+    assert np.all(np.isneginf(run.scores[:, ~lower]))
+    linear = data.attention_run(LayerConfig(variant="linear", seq_len=6, device="cpu"))
+    assert linear.weights is not None and linear.scores is None and linear.mean_scores is None

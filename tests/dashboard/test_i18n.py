@@ -34,6 +34,10 @@ def test_every_namespace_exists_in_both_languages():
 
 @pytest.mark.parametrize("namespace", sorted(_all_files()))
 def test_keys_and_placeholders_match_across_languages(namespace):
+    from attention_core import VARIANTS
+
+    names = "|".join(sorted(VARIANTS))
+    variant_text_key = re.compile(rf"variant_(?:{names})(?:_explain)?")
     tables = {}
     for lang in i18n.LANGS:
         path = i18n.LOCALES_DIR / lang / f"{namespace}.json"
@@ -41,8 +45,12 @@ def test_keys_and_placeholders_match_across_languages(namespace):
         assert all(isinstance(v, str) and v.strip() for v in table.values()), path
         tables[lang] = table
     en, zh = tables["en"], tables["zh"]
+    # zh alone carries the variants' text: English is the registry's (one source each)
+    registry_text = (
+        {k for k in zh if variant_text_key.fullmatch(k)} if namespace == "common" else set()
+    )
     assert sorted(set(en) - set(zh)) == [], f"{namespace}: keys missing in zh"
-    assert sorted(set(zh) - set(en)) == [], f"{namespace}: keys missing in en"
+    assert sorted(set(zh) - set(en) - registry_text) == [], f"{namespace}: keys missing in en"
     for key in en:
         assert _placeholders(en[key]) == _placeholders(zh[key]), f"{namespace}.{key}"
 
@@ -70,8 +78,7 @@ def test_computed_keys_exist_for_every_option():
     keys = [f"common.page_{name}" for name, _ in PAGES]
     keys += [f"common.input_{kind}" for kind in data.INPUT_KINDS]
     keys += [f"common.mask_{kind}" for kind in data.MASK_KINDS]
-    for name, spec in VARIANTS.items():
-        keys += [f"common.variant_{name}", f"common.variant_{name}_explain"]
+    for spec in VARIANTS.values():
         keys += [f"common.param_{p.name}" for p in spec.params]
     for matrix in ("X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "scaled", "mask"):
         keys += [f"step_by_step.m_{matrix}", f"step_by_step.f_{matrix}"]
@@ -95,3 +102,16 @@ def test_formatting_fills_placeholders_in_both_languages():
     assert i18n.t_in("en", "common.ctl_d_k", d_k=16).endswith("16")
     assert "16" in i18n.t_in("zh", "common.ctl_d_k", d_k=16)
     assert i18n.t_in("zh", "common.page_playground") == "实验场"
+
+
+def test_variant_text_has_one_source_in_each_language():
+    """English variant text is the registry's (label, explanation); Chinese is the zh
+    locale's, for every registered variant; the en locale holds no second copy."""
+    from attention_core import VARIANTS
+
+    for name, spec in VARIANTS.items():
+        assert spec.label.strip() and spec.explanation.strip(), name
+        for key in (f"common.variant_{name}", f"common.variant_{name}_explain"):
+            assert i18n.lookup(key, "en") is None, f"{key} duplicates the registry's English"
+            zh = i18n.lookup(key, "zh")
+            assert zh and any("\u4e00" <= c <= "\u9fff" for c in zh), (key, zh)
