@@ -251,6 +251,24 @@ def prompt_maps(text: str, shift: int) -> PromptMaps:
 SINK_SERIES = ("first_word", "endoftext", "first_word_after")
 
 
+@st.cache_resource(max_entries=1, show_spinner=False)
+def _sink_measurements() -> tuple[decoding.SinkMeasurement, decoding.SinkMeasurement]:
+    """The sink on the paragraph's first :data:`SINK_TOKENS` tokens, alone and after
+    <|endoftext|>."""
+    decoder = smollm2_decoder()
+    text = decoder.decode(decoder.tokenize(SINK_PARAGRAPH).input_ids[:SINK_TOKENS])
+    plain = decoding.measure_sinks(decoder, text)
+    return plain, decoding.measure_sinks(decoder, text, prepend_endoftext=True)
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def sink_head_shares() -> np.ndarray:
+    """(N, H) share of attention on token 0 of every layer and head, on the paragraph's
+    first :data:`SINK_TOKENS` tokens (read-only)."""
+    plain, _ = _sink_measurements()
+    return readonly(plain.on_first.numpy().copy())
+
+
 @st.cache_data(max_entries=1, show_spinner=False)
 def sink_table() -> pd.DataFrame:
     """Where the sink sits, per layer, on the first :data:`SINK_TOKENS` tokens of
@@ -263,10 +281,7 @@ def sink_table() -> pd.DataFrame:
         ``sink_heads`` (heads of the whole model with more than half on token 0, for the
         paragraph alone).
     """
-    decoder = smollm2_decoder()
-    text = decoder.decode(decoder.tokenize(SINK_PARAGRAPH).input_ids[:SINK_TOKENS])
-    plain = decoding.measure_sinks(decoder, text)
-    moved = decoding.measure_sinks(decoder, text, prepend_endoftext=True)
+    plain, moved = _sink_measurements()
     shares = {
         "first_word": plain.layer_shares,  # (N,)
         "endoftext": moved.layer_shares,  # (N,)

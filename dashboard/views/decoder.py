@@ -23,6 +23,7 @@ DEFAULT_SINKS, MAX_SINKS = 4, 8
 STEPS_KEY = f"{PAGE}.steps"
 KV_COLUMNS = 3  # one row of panels per key/value group
 ROW_CHART_HEIGHT = 220
+SINK_GRID_WIDTH = 260
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,22 @@ def draw_sinks(table: pd.DataFrame) -> None:
         theme=None,
         key=f"{PAGE}.sink_chart",
     )
+    heads = [str(h) for h in range(1, data.DECODER_HEADS + 1)]
+    layers = [str(n) for n in range(1, data.DECODER_LAYERS + 1)]
+    grid = data.heatmap_grid(data.sink_head_shares(), layers, heads)  # (1, 30, 9)
+    spec = charts.HeatmapSpec(
+        title=t("decoder.sink_heads_title"),
+        x_title=t("common.chart_head"),
+        y_title=t("decoder.chart_layer"),
+        value_title=t("decoder.chart_share"),
+        row_order=grid.row_order,
+        col_order=grid.col_order,
+        domain=(0.0, 1.0),
+        sqrt=False,
+        value_format=".2f",
+        width=SINK_GRID_WIDTH,
+    )
+    st.altair_chart(charts.heatmap_chart(grid.frame, spec), theme=None, key=f"{PAGE}.sink_heads")
     mean = table.groupby("series")["share"].mean()
     cols = st.columns(3)
     cols[0].metric(t("decoder.metric_sink_heads"), int(table["sink_heads"].iloc[0]))

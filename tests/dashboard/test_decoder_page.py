@@ -170,3 +170,18 @@ def test_blank_custom_prompt_uses_the_first_preset():
     assert not at.exception, [e.message for e in at.exception]
     assert any("empty" in w.value for w in at.warning)
     assert metrics(at)[LABELS["en"]["cache_tokens"]] == "5"
+
+
+def test_sink_grid_shows_every_head():
+    import pyarrow as pa
+
+    at = open_app(PAGE, lang="en")
+    assert not at.exception, [e.message for e in at.exception]
+    sink_heads = int(metrics(at)[LABELS["en"]["sink_heads"]])
+    (grid,) = [c for c in at.get("vega_lite_chart") if "every head" in c.proto.spec]
+    tables = [pa.ipc.open_stream(named.data.data).read_all() for named in grid.proto.datasets]
+    (cells,) = [table for table in tables if table.num_rows == 270]  # 30 layers × 9 heads
+    (share,) = [name for name in cells.column_names if "share" in name.lower()]
+    values = np.asarray(cells.column(share))
+    assert int((values > 0.5).sum()) == sink_heads
+    assert 0.0 <= values.min() and values.max() <= 1.0
