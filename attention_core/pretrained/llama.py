@@ -493,6 +493,8 @@ class Decoder(nn.Module):
 
         Returns:
             :class:`DecoderOutput` with logits (B, L, V), the weights, and the new cache.
+            It runs under ``torch.inference_mode``: its tensors need no autograd
+            bookkeeping, and must be cloned before any in-place change.
 
         Raises:
             ValueError: for ids that are not (B, L) integers in the vocabulary, a cache from
