@@ -263,10 +263,10 @@ def _sink_measurements() -> tuple[decoding.SinkMeasurement, decoding.SinkMeasure
 
 @st.cache_resource(max_entries=1, show_spinner=False)
 def sink_head_shares() -> np.ndarray:
-    """(N, H) share of attention on token 0 of every layer and head, on the paragraph's
-    first :data:`SINK_TOKENS` tokens (read-only)."""
+    """(H, N) share of attention on token 0 of every head (rows) and layer (columns), on the
+    paragraph's first :data:`SINK_TOKENS` tokens (read-only)."""
     plain, _ = _sink_measurements()
-    return readonly(plain.on_first.numpy().copy())
+    return readonly(plain.on_first.T.numpy().copy())  # (H, N)
 
 
 @st.cache_data(max_entries=1, show_spinner=False)

@@ -23,7 +23,7 @@ DEFAULT_SINKS, MAX_SINKS = 4, 8
 STEPS_KEY = f"{PAGE}.steps"
 KV_COLUMNS = 3  # one row of panels per key/value group
 ROW_CHART_HEIGHT = 220
-SINK_GRID_WIDTH = 260
+SINK_GRID_WIDTH = 760
 
 
 @dataclass(frozen=True)
@@ -226,11 +226,11 @@ def draw_sinks(table: pd.DataFrame) -> None:
     )
     heads = [str(h) for h in range(1, data.DECODER_HEADS + 1)]
     layers = [str(n) for n in range(1, data.DECODER_LAYERS + 1)]
-    grid = data.heatmap_grid(data.sink_head_shares(), layers, heads)  # (1, 30, 9)
+    grid = data.heatmap_grid(data.sink_head_shares(), heads, layers)  # (1, 9, 30)
     spec = charts.HeatmapSpec(
         title=t("decoder.sink_heads_title"),
-        x_title=t("common.chart_head"),
-        y_title=t("decoder.chart_layer"),
+        x_title=t("decoder.chart_layer"),
+        y_title=t("common.chart_head"),
         value_title=t("decoder.chart_share"),
         row_order=grid.row_order,
         col_order=grid.col_order,
