@@ -39,7 +39,7 @@ SINK_PARAGRAPH = (
     "and every evening she told her little brother stories about the animals she had seen. "
     "One day, while she was filling her bucket, she noticed a fox watching her from the reeds."
 )
-SHOWN_NEWLINE, SHOWN_EMPTY = "↵", "∅"
+SHOWN_NEWLINE, SHOWN_EMPTY, SHOWN_SPACE = "↵", "∅", "␣"
 SINK_TOKENS = 40
 
 
@@ -71,6 +71,17 @@ def token_labels(tokens: tuple[str, ...]) -> list[str]:
         count = group.stop - group.start
         shown += [text] if count == 1 else [f"{text}({k}/{count})" for k in range(1, count + 1)]
     return axis_labels(tuple(shown))
+
+
+def shown_token(token: str) -> str:
+    """A byte-level token as text: its characters when its bytes are whole UTF-8 characters
+    (a space shows as ␣), else its bytes in hex, e.g. ``⟨E5 9D⟩`` for part of 坐."""
+    raw = pretrained.token_bytes(token)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "⟨" + " ".join(f"{byte:02X}" for byte in raw) + "⟩"
+    return text.replace(" ", SHOWN_SPACE).replace("\n", SHOWN_NEWLINE) or SHOWN_EMPTY
 
 
 def prompt_ids(text: str) -> tuple[tuple[str, ...], tuple[int, ...], bool]:
@@ -129,7 +140,8 @@ class DecodeStep:
         text: the generated text so far (decoded).
         new_rows: (H, N, S) the newest token's attention in every head and layer (one
             panel per head, one row per layer).
-        top_tokens, top_probs: the next token's :data:`DECODER_TOP_K` likeliest candidates.
+        top_tokens, top_probs: the next token's :data:`DECODER_TOP_K` likeliest candidates
+            (as :func:`shown_token` writes them) and their probabilities.
         cache_tokens, cache_bytes: what the KV cache holds now.
         cached_vs_full: max |cached − recomputed logits| of this step (None at step 0).
     """
@@ -176,7 +188,9 @@ def decode_step(text: str, steps: int) -> DecodeStep:
         prompt_length=len(ids),
         text=decoder.decode(generated),
         new_rows=readonly(state.new_rows.permute(1, 0, 2).numpy().copy()),  # (H, N, S)
-        top_tokens=tuple(decoder.decode([i]) for i in top.indices.tolist()),
+        top_tokens=tuple(
+            shown_token(decoder.tokenizer.id_to_token(i)) for i in top.indices.tolist()
+        ),
         top_probs=tuple(top.values.tolist()),
         cache_tokens=state.cache.length,
         cache_bytes=state.cache.nbytes,

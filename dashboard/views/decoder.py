@@ -133,7 +133,10 @@ def draw_generation(step: data.DecodeStep) -> None:
     left, right = st.columns([1, 2])
     with left:
         table = pd.DataFrame(
-            {"token": [repr(tok) for tok in step.top_tokens], "probability": step.top_probs}
+            {
+                "token": [f"{rank}. {tok}" for rank, tok in enumerate(step.top_tokens, start=1)],
+                "probability": step.top_probs,
+            }
         )
         st.altair_chart(
             charts.bar_chart(

@@ -185,3 +185,25 @@ def test_sink_grid_shows_every_head():
     values = np.asarray(cells.column(share))
     assert int((values > 0.5).sum()) == sink_heads
     assert 0.0 <= values.min() and values.max() <= 1.0
+
+
+def _chart_tables(chart) -> list:
+    import pyarrow as pa
+
+    return [pa.ipc.open_stream(named.data.data).read_all() for named in chart.proto.datasets]
+
+
+@pytest.mark.parametrize(
+    ("preset", "first"),
+    [("capital", "1. ␣Paris"), ("zh_cat", "1. ↵")],
+)
+def test_top_five_are_ranked_and_readable(preset, first):
+    at = open_app(PAGE, lang="en", **{"decoder.preset": preset})
+    assert not at.exception, [e.message for e in at.exception]
+    (top,) = [c for c in at.get("vega_lite_chart") if "5 most likely" in c.proto.spec]
+    (table,) = [t for t in _chart_tables(top) if t.num_rows == 5]
+    (token,) = [name for name in table.column_names if "token" in name.lower()]
+    (prob,) = [name for name in table.column_names if "prob" in name.lower()]
+    labels, probs = table.column(token).to_pylist(), table.column(prob).to_pylist()
+    assert labels[0] == first and len(set(labels)) == 5
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
