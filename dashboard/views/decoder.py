@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,6 +22,8 @@ SHIFT_STEP = 10
 DEFAULT_WINDOW, MIN_WINDOW, MAX_WINDOW = 16, 2, 64
 DEFAULT_SINKS, MAX_SINKS = 4, 8
 STEPS_KEY = f"{PAGE}.steps"
+ADVANCE_KEY = f"_{PAGE}.advance"  # set by a playing run: the next run starts one step further
+PLAY_DELAY_S = 0.6
 KV_COLUMNS = 3  # one row of panels per key/value group
 ROW_CHART_HEIGHT = 220
 SINK_GRID_WIDTH = 760
@@ -38,6 +41,7 @@ class DecoderConfig:
     shift: int = DEFAULT_SHIFT
     window: int = DEFAULT_WINDOW
     sinks: int = DEFAULT_SINKS
+    play: bool = False
 
 
 def _move_steps(delta: int) -> None:
@@ -80,12 +84,17 @@ def decoder_controls(page: str) -> DecoderConfig:
     if not data.decoder_installed():
         return DecoderConfig(installed=False)
     text = prompt_control()
+    if st.session_state.pop(ADVANCE_KEY, False):
+        _move_steps(1)  # before the slider exists, so that its state may still change
     steps = state.slider_int(
         page, "steps", t("decoder.ctl_steps"), 0, data.DECODER_MAX_STEPS, DEFAULT_STEPS
     )
     left, right = st.sidebar.columns(2)
     left.button(t("decoder.ctl_next"), key=f"{page}.next", on_click=_move_steps, args=(1,))
     right.button(t("decoder.ctl_reset"), key=f"{page}.reset", on_click=_move_steps, args=(-1,))
+    play = state.checkbox(
+        page, "play", t("decoder.ctl_play"), False, help=t("decoder.ctl_play_help")
+    )
     layer = state.slider_int(
         page, "layer", t("decoder.ctl_layer"), 1, data.DECODER_LAYERS, DEFAULT_LAYER
     )
@@ -105,7 +114,7 @@ def decoder_controls(page: str) -> DecoderConfig:
         page, "window", t("decoder.ctl_window"), MIN_WINDOW, MAX_WINDOW, DEFAULT_WINDOW
     )
     sinks = state.slider_int(page, "sinks", t("decoder.ctl_sinks"), 1, MAX_SINKS, DEFAULT_SINKS)
-    return DecoderConfig(True, text, steps, layer, head, shift, window, sinks)
+    return DecoderConfig(True, text, steps, layer, head, shift, window, sinks, play)
 
 
 def _head_names() -> list[str]:
@@ -302,6 +311,10 @@ def render(ctl: DecoderConfig) -> None:
         return
     draw_sinks(sinks)
     draw_windows(windows, ctl.window, ctl.sinks)
+    if ctl.play and ctl.steps < data.DECODER_MAX_STEPS:
+        time.sleep(PLAY_DELAY_S)  # let the reader see this step
+        st.session_state[ADVANCE_KEY] = True
+        st.rerun()
 
 
 controls.page_intro(PAGE)

@@ -207,3 +207,10 @@ def test_top_five_are_ranked_and_readable(preset, first):
     labels, probs = table.column(token).to_pylist(), table.column(prob).to_pylist()
     assert labels[0] == first and len(set(labels)) == 5
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
+
+
+def test_play_generates_until_the_last_step():
+    at = open_app(PAGE, lang="en", **{"decoder.steps": "14", "decoder.play": "true"})
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.query_params["decoder.steps"] == "16"
+    assert metrics(at)[LABELS["en"]["generated"]] == "16 / 16"
