@@ -46,7 +46,8 @@ LARGEST = {
     "&properties.perm_mode=random",
     "gradients": "gradients.seq_len=32&gradients.embed_dim=64&gradients.trials=16",
     "practice": "practice.seq_len=512&practice.d_model=256&practice.layers=48",
-    "real_model": "real_model.preset=cat_comfortable",
+    # e5 is loaded by the Intuition page; MiniLM here, so that both models count
+    "real_model": "real_model.model=minilm&real_model.preset=cat_comfortable",
     "decoder": "decoder.preset=zh_cat&decoder.steps=16&decoder.window=64&decoder.sinks=8",
 }
 

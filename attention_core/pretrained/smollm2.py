@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attention_core.pretrained.bert import ModelNotInstalledError, read_verified
+from attention_core.pretrained.bert import ModelNotInstalledError
 from attention_core.pretrained.bpe import build_bpe_tokenizer
+from attention_core.pretrained.checks import read_verified
 from attention_core.pretrained.gguf_file import GGUFFile, parse_gguf
 from attention_core.pretrained.llama import Decoder, LlamaConfig
 

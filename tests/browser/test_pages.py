@@ -148,7 +148,9 @@ def test_playground_figure_downloads_are_the_drawn_grid(server, browser):
     context = browser.new_context(accept_downloads=True, viewport={"width": 1440, "height": 2000})
     page = context.new_page()
     try:
-        open_page(page, page_url(server.url, PAGES[0], "playground.heads=2&playground.seq_len=6"))
+        open_page(
+            page, page_url(server.url, "playground", "playground.heads=2&playground.seq_len=6")
+        )
         files = {}
         for kind in ("PNG", "SVG"):
             with page.expect_download(timeout=PAINT_TIMEOUT_MS) as download:

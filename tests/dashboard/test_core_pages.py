@@ -14,8 +14,8 @@ def _row_sums(at, lang="en"):
     return metrics(at)[label]
 
 
-def test_playground_default_english():
-    at = open_app()
+def test_playground_in_english():
+    at = open_app("playground")
     assert_clean(at)
     assert at.title[0].value == "Playground"
     shown = metrics(at)
@@ -38,6 +38,7 @@ def test_playground_default_english():
 
 def test_playground_causal_chinese_sentence():
     at = open_app(
+        "playground",
         lang="zh",
         **{"playground.input": "preset_zh", "playground.mask": "causal", "playground.heads": "2"},
     )
@@ -50,7 +51,7 @@ def test_playground_causal_chinese_sentence():
 
 
 def test_playground_large_sequence_is_pooled():
-    at = open_app(**{"playground.seq_len": "1024", "playground.heads": "8"})
+    at = open_app("playground", **{"playground.seq_len": "1024", "playground.heads": "8"})
     assert_clean(at)
     heatmaps = canvas_heatmaps(at)
     assert len(heatmaps) == 3
@@ -68,11 +69,12 @@ def test_playground_large_sequence_is_pooled():
 
 def test_playground_linear_variant_hides_dropout_and_typed_sentence():
     at = open_app(
+        "playground",
         **{
             "playground.variant": "linear",
             "playground.input": "typed",
             "playground.sentence": "Attention is all you need, they said.",
-        }
+        },
     )
     assert_clean(at)
     assert "playground.dropout" not in [s.key for s in at.slider]
@@ -81,7 +83,7 @@ def test_playground_linear_variant_hides_dropout_and_typed_sentence():
 
 def test_playground_weights_over_budget_show_output_stats(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "1")
-    at = open_app(**{"playground.seq_len": "1024", "playground.seed": "4242"})
+    at = open_app("playground", **{"playground.seq_len": "1024", "playground.seed": "4242"})
     assert_clean(at)
     assert len(at.warning) == 1 and "memory budget" in at.warning[0].value
     assert "Output mean ± std" in metrics(at)
@@ -90,7 +92,7 @@ def test_playground_weights_over_budget_show_output_stats(monkeypatch):
 
 def test_playground_over_budget_shows_error(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "0.001")
-    at = open_app(**{"playground.seq_len": "512", "playground.variant": "stable"})
+    at = open_app("playground", **{"playground.seq_len": "512", "playground.variant": "stable"})
     assert not at.exception
     assert len(at.error) == 1
     assert "Lower the sequence length" in at.error[0].value
@@ -143,7 +145,8 @@ def test_multihead_page(lang):
 def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "0.001")
     at = open_app(
-        **{"playground.seq_len": "512", "playground.variant": "stable", "playground.seed": "x"}
+        "playground",
+        **{"playground.seq_len": "512", "playground.variant": "stable", "playground.seed": "x"},
     )
     assert not at.exception
     assert len(at.error) == 1 and len(at.warning) == 1
@@ -152,7 +155,7 @@ def test_refused_computation_still_shows_url_notice_and_link(monkeypatch):
 
 
 def test_playground_peak_memory_is_measured_and_holds_the_weights():
-    at = open_app(**{"playground.seq_len": "128", "playground.heads": "8"})
+    at = open_app("playground", **{"playground.seq_len": "128", "playground.heads": "8"})
     assert_clean(at)
     shown = metrics(at)
     assert "Peak memory" in shown, shown  # "Memory (est.)" when only estimated

@@ -30,7 +30,7 @@ class Case:
 
     id: str
     params: dict = field(default_factory=dict)
-    page: str | None = None
+    page: str | None = None  # None: the Playground, the page most cases probe
     notice: str | None = None  # a URL key that must be named in the fallback warning
     error: str | None = None  # an st.error containing this text (lower case) is expected
     warning: bool = False  # a warning (other than a URL notice) is expected
@@ -258,7 +258,7 @@ def _assert_working_page(at, case: Case) -> None:
 def test_bad_url_value_falls_back_with_notice(case, monkeypatch):
     for key, value in case.env.items():
         monkeypatch.setenv(key, value)
-    at = open_app(case.page, **case.params)
+    at = open_app(case.page or P, **case.params)  # no page: the Playground
     _assert_working_page(at, case)
     if case.notice is not None:
         assert SCRIPT not in " ".join(m.value for m in at.markdown)
@@ -277,7 +277,7 @@ SENTENCES = {
 
 @pytest.mark.parametrize("text", list(SENTENCES.values()), ids=list(SENTENCES))
 def test_typed_sentence_always_gives_a_working_page(text):
-    at = open_app(None, **pg(input="typed"))
+    at = open_app("playground", **pg(input="typed"))
     at.text_input(key="playground.sentence").input(text).run()
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -374,7 +374,7 @@ def assert_shown_literally(at, value: str) -> None:
 
 @pytest.mark.parametrize("value", list(HOSTILE.values()), ids=list(HOSTILE))
 def test_hostile_url_value_is_shown_as_literal_text(value):
-    at = open_app(None, **pg(seq_len=value))
+    at = open_app("playground", **pg(seq_len=value))
     assert_shown_literally(at, value)
     assert at.slider(key="playground.seq_len").value == 16
 
@@ -388,13 +388,14 @@ def test_hostile_scaling_d_k_list_is_shown_as_literal_text(value):
 LITERAL_SITES = {  # (page, query key, hostile value)
     "gradients-d_ks": ("gradients", "gradients.d_ks", "16," + HOSTILE["www-name"]),
     "properties-perm": ("properties", "properties.perm", "0," + HOSTILE["http-url"]),
-    "typed-sentence": (None, "playground.sentence", HOSTILE["img-tag"]),
+    "typed-sentence": ("playground", "playground.sentence", HOSTILE["img-tag"]),
     "real-model-text": ("real_model", "real_model.text", HOSTILE["angle-autolink"]),
+    "real-model-nouns": ("real_model", "real_model.nouns", HOSTILE["www-name"]),
 }
 SITE_CONTEXT = {  # what else the link must hold for the value to be read
     "gradients": {},
     "properties": {"properties.perm_mode": "typed"},
-    None: {"playground.input": "typed"},
+    "playground": {"playground.input": "typed"},
     "real_model": {"real_model.preset": "custom"},
 }
 
@@ -408,7 +409,7 @@ def test_every_echo_site_shows_hostile_values_literally(site):
 
 def test_typed_url_sentence_is_used_but_never_linked():
     """A typed sentence with a URL is valid text: its tokens are used, no markdown links it."""
-    at = open_app(None, **pg(input="typed"))
+    at = open_app("playground", **pg(input="typed"))
     at.text_input(key="playground.sentence").input("see " + HOSTILE["https-url"]).run()
     assert not at.exception, [e.message for e in at.exception]
     assert drew_chart(at), "the page drew no chart"

@@ -70,6 +70,19 @@ def test_every_literal_key_in_the_code_exists_in_both_languages():
     assert missing == []
 
 
+MODEL_KEYS = (
+    "model",
+    "missing",
+    "loading",
+    "metric_unk",
+    "metric_sinks",
+    "unk_note",
+    "pronoun_caveat",
+    "pair_caption",
+    "ctl_text_help",
+)
+
+
 def test_computed_keys_exist_for_every_option():
     from attention_core import VARIANTS
     from dashboard import data
@@ -83,6 +96,9 @@ def test_computed_keys_exist_for_every_option():
     for matrix in ("X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "scaled", "mask"):
         keys += [f"step_by_step.m_{matrix}", f"step_by_step.f_{matrix}"]
     keys += [f"multihead.pattern_{name}" for name in ("local", "global", "forward", "backward")]
+    for model in data.MODELS:
+        keys += [f"real_model.{name}_{model}" for name in MODEL_KEYS]
+    keys += [f"real_model.preset_{preset}" for preset in data.MODEL_PRESETS]
     for page in ("playground", "step_by_step", "multihead"):
         keys += [f"{page}.title", f"{page}.intro", f"{page}.look_for"]
     missing = [(k, lang) for k in keys for lang in i18n.LANGS if i18n.lookup(k, lang) is None]

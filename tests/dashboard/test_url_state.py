@@ -46,7 +46,7 @@ def test_parse_choice_bool_text_and_lists():
 
 
 def test_round_trip_reproduces_the_view():
-    at = open_app()
+    at = open_app("playground")
     at.selectbox(key="playground.variant").set_value("local")
     at.selectbox(key="playground.mask").set_value("causal")
     at.slider(key="playground.seq_len").set_value(24)
@@ -62,7 +62,9 @@ def test_round_trip_reproduces_the_view():
     assert params["playground.local.window_size"] == ["5"] or params[
         "playground.local.window_size"
     ] in ("5", ["5"])
-    fresh = open_app(**{k: (v[0] if isinstance(v, list) else v) for k, v in params.items()})
+    fresh = open_app(
+        "playground", **{k: (v[0] if isinstance(v, list) else v) for k, v in params.items()}
+    )
     assert_clean(fresh)
     assert not fresh.warning
     for key in (
@@ -82,6 +84,7 @@ def test_round_trip_reproduces_the_view():
 
 def test_tampered_url_gives_defaults_and_one_literal_notice():
     at = open_app(
+        "playground",
         **{
             "playground.seq_len": "99999999999999999999",
             "playground.variant": SCRIPT,
@@ -90,7 +93,7 @@ def test_tampered_url_gives_defaults_and_one_literal_notice():
             "playground.dropout": "nan",
             "lang": "klingon",
             "unknown.key": "x",
-        }
+        },
     )
     assert_clean(at)
     assert at.slider(key="playground.seq_len").value == 16
@@ -111,7 +114,7 @@ def test_tampered_url_gives_defaults_and_one_literal_notice():
 
 
 def test_language_in_url_and_kept_across_pages():
-    at = open_app(lang="zh")
+    at = open_app("playground", lang="zh")
     assert at.title[0].value == "实验场"
     at.switch_page("views/multihead.py").run()
     assert_clean(at)

