@@ -24,6 +24,15 @@ How the framework fits together (follow this when adding a page):
   device choice, runs the page, then shows URL notices above the page, fills the
   copy-link box, and drops query keys the page did not use. It imports ``dashboard`` as an
   installed package (``-e .`` in requirements.txt), so it needs no import-path edit.
+* **Start-up cost**: this file and the modules it imports at the top import neither torch,
+  nor the library, nor pandas/Altair (:mod:`dashboard.data` imports each name on first use).
+  A page listed in :data:`TORCH_FREE_PAGES` (one that computes nothing with tensors, e.g. a
+  landing page) gets no device line and never imports torch. For every other page, torch
+  is imported in a background thread (:func:`dashboard.data.serving.preload_torch`) while
+  the page draws its title and explainer; the sidebar's device line (listing the devices
+  needs torch) keeps its place under the language switch and is drawn by the page's first
+  :func:`dashboard.controls.current_device` call. Each run is counted by
+  :func:`dashboard.data.serving.script_run`, which shares the cores between concurrent runs.
 """
 
 from __future__ import annotations
@@ -34,12 +43,17 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard import controls, data, state
+from dashboard import controls, state
+from dashboard.data import serving
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t
 from dashboard.views import PAGES
 
 VIEWS_DIR = Path(__file__).parent / "views"
 DEFAULT_BASE_URL = "http://localhost:8501/"
+TORCH_FREE_PAGES: frozenset[str] = frozenset()
+"""Pages (file stems in :data:`dashboard.views.PAGES`) that compute nothing with torch: no
+device line, no torch import, no profiler warm-up for them. A page listed here must reach
+:mod:`dashboard.data` only for names whose modules need no torch."""
 
 
 def language_switch() -> str:
@@ -65,12 +79,13 @@ def current_url() -> str:
 
 @st.cache_resource(show_spinner=False)
 def freeze_startup_objects() -> int:
-    """Once per process: move the objects alive after the imports (torch, pandas and
-    Altair's schemas, about 270k) into the permanent generation, so that Python's own full
+    """Once per process, after the first page that computes with torch (so torch, pandas
+    and Altair are imported): move the objects alive after the imports (their schemas and
+    modules, about 270k) into the permanent generation, so that Python's own full
     collections skip them (0.15 s each otherwise, holding the GIL in the middle of a rerun).
     Streamlit's extra ``gc.collect(2)`` after every run is off in ``.streamlit/config.toml``.
-    No collection first: it would cost the first page those 0.15 s, and the imports leave
-    little cyclic garbage to keep.
+    No collection first: it would cost a run those 0.15 s, and the imports leave little
+    cyclic garbage to keep.
 
     Returns:
         The number of frozen objects.
@@ -79,16 +94,11 @@ def freeze_startup_objects() -> int:
     return gc.get_freeze_count()
 
 
-def main() -> None:
-    """Draw the shared sidebar and run the selected page."""
-    st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
-    freeze_startup_objects()
-    data.warm_up_profiler()
-    state.begin_run()
-    language_switch()
-    controls.device_controls()
-    pages = [
-        st.Page(
+def navigation_pages() -> dict[str, st.Page]:
+    """Every page of :data:`dashboard.views.PAGES` by name, with its translated title (the
+    first is the default)."""
+    return {
+        name: st.Page(
             VIEWS_DIR / f"{name}.py",
             title=t(f"common.page_{name}"),
             icon=icon,
@@ -96,10 +106,25 @@ def main() -> None:
             default=(i == 0),
         )
         for i, (name, icon) in enumerate(PAGES)
-    ]
-    page = st.navigation(pages)
+    }
+
+
+def main() -> None:
+    """Draw the shared sidebar and run the selected page."""
+    st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
+    state.begin_run()
+    language_switch()
+    pages = navigation_pages()
+    page = st.navigation(list(pages.values()))
+    needs_torch = not any(page is pages.get(name) for name in TORCH_FREE_PAGES)
+    if needs_torch:
+        serving.preload_torch()  # imported in the background while the page draws its title
+        controls.reserve_device_line()  # drawn when the page first asks for the device
     notice_box = st.container()
     page.run()
+    if needs_torch:
+        controls.current_device()  # the device line, if the page did not ask for it
+        freeze_startup_objects()
     state.render_notices(notice_box)
     state.finish_run()
     with st.sidebar:
@@ -107,6 +132,14 @@ def main() -> None:
         st.caption(t("common.copy_link_label"))
         st.code(current_url(), language=None, wrap_lines=True)
         st.caption(t("common.copy_link_note"))
+    # once per process, after the first page is on its way: the profiler's start-up is not
+    # on the first visitor's path to the first chart
+    if needs_torch:
+        from dashboard import data
+
+        data.warm_up_profiler()
+    serving.release_memory()  # what this run freed, back to the system
 
 
-main()
+with serving.script_run():
+    main()

@@ -16,24 +16,30 @@ The groups:
 
 Also here: the page header (:func:`page_intro`), the one error helper (:func:`show_error`),
 variant and parameter labels, and the heatmap look shared by the per-head grids.
+
+Importing this module imports neither torch, the library nor Altair (each is imported by
+the function that needs it), so a page that needs no tensor can draw its header with it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from attention_core import experiments
-from attention_core.device import MemoryBudgetError
-from attention_core.pretrained import ModelNotInstalledError
 from dashboard import data, state
-from dashboard.charts import HeatmapSpec
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.i18n import t
 
+if TYPE_CHECKING:
+    from streamlit.delta_generator import DeltaGenerator
+
+    from dashboard.charts import HeatmapSpec
+
 DEVICE_KEY = "device"
 _DEVICE_STATE = "_app.device"
+_DEVICE_BOX = "_app.device_box"
 D_MODEL_OPTIONS = (8, 16, 32, 48, 64, 96, 128, 256, 384, 512, 768)
 MAX_HEADS = 16
 MAX_SEED = 10_000
@@ -121,6 +127,9 @@ def show_error(err: Exception) -> None:
     Raises:
         Exception: ``err`` itself when it is none of these (a bug, not bad input).
     """
+    from attention_core.device import MemoryBudgetError
+    from attention_core.pretrained import ModelNotInstalledError
+
     if isinstance(err, MemoryBudgetError):
         st.error(t("common.error_budget", detail=str(err)) + " " + t("common.error_budget_lower"))
     elif isinstance(err, ModelNotInstalledError):
@@ -139,6 +148,8 @@ def memory_method_text(method: str) -> str:
     """Translated description of how a peak memory was obtained, from the method label of
     :func:`attention_core.experiments.measure_peak_bytes` (an unknown label reads as "not
     measurable")."""
+    from attention_core import experiments
+
     code = experiments.PEAK_METHODS.get(method, "none")
     return t(f"common.memory_method_{code}")
 
@@ -160,6 +171,8 @@ def weights_spec(grid: data.Heatmap, title: str, **options) -> HeatmapSpec:
         **options: any other :class:`~dashboard.charts.HeatmapSpec` field (``width``,
             ``domain``, …).
     """
+    from dashboard.charts import HeatmapSpec
+
     fields = {
         "title": title,
         "subtitle": pooled_note(grid),
@@ -193,12 +206,16 @@ def head_grid_spec(grid: data.Heatmap, title: str, columns: int) -> HeatmapSpec:
 # ---------------------------------------------------------------- device
 
 
-def device_controls() -> str:
+def device_controls(where: DeltaGenerator | None = None) -> str:
     """Sidebar device line: a selectbox (URL key ``device``) when several devices exist.
+
+    Args:
+        where: the container to draw in (default: the sidebar).
 
     Returns:
         The device name in use; also stored for :func:`current_device`.
     """
+    where = st.sidebar if where is None else where
     default, available = data.device_options()
     if len(available) > 1:
         device = state.select(
@@ -208,16 +225,29 @@ def device_controls() -> str:
             list(available),
             default,
             help=t("common.device_help"),
+            where=where,
         )
     else:
         device = default
-    st.sidebar.caption(f"{t('common.metric_device')}: **{device}**")
+    where.caption(f"{t('common.metric_device')}: **{device}**")
     st.session_state[_DEVICE_STATE] = device
     return device
 
 
+def reserve_device_line() -> None:
+    """Keep the device line's place in the sidebar for this run (``dashboard/app.py`` calls
+    it under the language switch): listing the devices imports torch, so the line is drawn
+    there by the run's first :func:`current_device` call (or by the app after the page),
+    and the page's title and explainer go out before torch's import."""
+    st.session_state[_DEVICE_BOX] = st.sidebar.container()
+
+
 def current_device() -> str:
-    """The device chosen in the sidebar this run (``"auto"`` before the sidebar is drawn)."""
+    """The device chosen in the sidebar this run; draws the device line into its reserved
+    place on the run's first call (``"auto"`` when no place was reserved and none drawn)."""
+    box = st.session_state.pop(_DEVICE_BOX, None)
+    if box is not None:
+        return device_controls(box)
     return st.session_state.get(_DEVICE_STATE, "auto")
 
 
@@ -361,7 +391,7 @@ def _dropout_control(page: str, variant: str) -> float:
 
 
 def layer_controls(
-    page: str, defaults: LayerConfig = DEFAULT_LAYER, *, max_seq_len: int = data.MAX_SEQ_LEN
+    page: str, defaults: LayerConfig = DEFAULT_LAYER, *, max_seq_len: int | None = None
 ) -> LayerConfig:
     """The full set of sidebar controls for one multi-head attention computation.
 
@@ -369,11 +399,12 @@ def layer_controls(
         page: page name (key prefix).
         defaults: the values a fresh page shows (``variant``, ``seq_len``, ``d_model``,
             ``heads`` are read from it).
-        max_seq_len: the largest L offered.
+        max_seq_len: the largest L offered (default :data:`dashboard.data.MAX_SEQ_LEN`).
 
     Returns:
         A :class:`~dashboard.config.LayerConfig` on the sidebar's device.
     """
+    max_seq_len = data.MAX_SEQ_LEN if max_seq_len is None else max_seq_len
     variant = variant_select(page, defaults.variant)
     source = input_controls(page)
     if source.input_kind == "random":

@@ -226,7 +226,8 @@ def chunked_attention(
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     chunk, key_chunk = min(chunk_size, L), min(key_chunk_size, S)
     tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    fusable = q.dtype in FUSED_DTYPES and q.shape[-1] == v.shape[-1]  # the kernel's terms
+    # the fused kernel's terms: PyTorch's CPU flash kernel, one head size for q, k and v
+    fusable = q.device.type == "cpu" and q.dtype in FUSED_DTYPES and q.shape[-1] == v.shape[-1]
     fused = fusable and not (need_weights or dropout_p > 0 or tracked)
     # the fused kernel keeps its tiles small inside; it needs a tile only for a mask
     tiles = 0 if (fused and mask is None) else (1 if fused else 2)

@@ -224,11 +224,73 @@ def _flat_window_mask(user: torch.Tensor, lead: torch.Size) -> torch.Tensor:
     return user.expand(*lead, *user.shape[-3:]).reshape(-1, *user.shape[-3:])
 
 
+def _band(block: int, halo: int, dtype, device) -> torch.Tensor:
+    """(c, W) additive band of one query block against its window: 0 where
+    0 <= j' − i' <= 2·halo (|query − key| <= halo), -inf elsewhere."""
+    columns = torch.arange(block + 2 * halo, device=device)  # (W,)
+    rel = columns - torch.arange(block, device=device).unsqueeze(-1)  # (c, W): j' − i'
+    inside = (rel >= 0) & (rel <= 2 * halo)
+    return torch.zeros(inside.shape, dtype=dtype, device=device).masked_fill_(~inside, -math.inf)
+
+
+def _unmasked_local(q, k, v, block: int, halo: int, scale: float) -> torch.Tensor:
+    """Local attention without a user mask on flat q (N, L, E), k (N, L, E), v (N, L, Ev).
+
+    The blocks whose window lies inside [0, L) are ONE fused SDPA call: their windows are an
+    overlapping view of k and v (no copy) and they share one (c, W) band. The few edge
+    blocks (clipped windows) are one call each with the band cut to their window.
+
+    Returns:
+        (N, L, Ev).
+    """
+    N, L, E = q.shape
+    Ev = v.shape[-1]
+    width = block + 2 * halo
+    nb = math.ceil(L / block)
+    k, v = k.contiguous(), v.contiguous()  # the window views below need plain row strides
+    band = _band(block, halo, q.dtype, q.device)  # (c, W)
+    out = q.new_empty((N, L, Ev))
+    first = math.ceil(halo / block)  # first block whose window starts at or after key 0
+    last = min((L - block - halo) // block, nb - 1)  # last block whose window ends by L
+    if last >= first:
+        count, rows = last - first + 1, slice(first * block, (last + 1) * block)
+        offset = first * block - halo  # the first interior window's first key
+
+        def windows(t):  # (N, L, F) -> (N, count, W, F), overlapping rows of t
+            return t.as_strided(
+                (N, count, width, t.shape[-1]),
+                (t.stride(0), block * t.shape[-1], t.shape[-1], 1),
+                t.storage_offset() + offset * t.shape[-1],
+            )
+
+        q_in = q[:, rows].reshape(N, count, block, E)  # (N, count, c, E)
+        # (N, count, c, E) against (N, count, W, E|Ev) -> (N, count, c, Ev)
+        part = F.scaled_dot_product_attention(
+            q_in, windows(k), windows(v), attn_mask=band.view(1, 1, block, width), scale=scale
+        )
+        out[:, rows].view(N, count, block, Ev).copy_(part)
+        edges = [*range(first), *range(last + 1, nb)]
+    else:
+        edges = range(nb)
+    for b in edges:
+        start, stop = b * block, min(b * block + block, L)
+        lo, hi = max(0, start - halo), min(L, stop + halo)
+        cut = band[: stop - start, lo - (start - halo) : hi - (start - halo)]  # (r, hi − lo)
+        # (N, 1, r, E) against (N, 1, hi − lo, E|Ev) -> (N, 1, r, Ev)
+        part = F.scaled_dot_product_attention(
+            q[:, None, start:stop], k[:, None, lo:hi], v[:, None, lo:hi], attn_mask=cut, scale=scale
+        )
+        out[:, start:stop] = part[:, 0]
+    return out
+
+
 def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tensor:
-    """Local attention (L == S) as ONE fused SDPA call over all query blocks of
-    :data:`FUSED_QUERY_BLOCK` rows, each against its key window [b·c − halo, b·c + c + halo)
-    (an overlapping view of the padded keys), with a (nb, c, W) band mask. O(L·(c + 2·halo))
-    time and memory, no L×L matrix, and one parallel kernel instead of a loop of calls.
+    """Local attention (L == S) as fused SDPA calls over query blocks of
+    :data:`FUSED_QUERY_BLOCK` rows (at least ``halo``), each against its key window
+    [b·c − halo, b·c + c + halo) with a band mask. O(L·(c + 2·halo)) time and memory, no
+    L×L matrix. Without a user mask, :func:`_unmasked_local` runs the interior blocks as one
+    call on views (no copy); with one, the keys are padded once and every block is one call
+    on an overlapping view of the padded keys, with a (nb, c, W) mask.
 
     Args:
         q: (..., L, E). k: (..., L, E). v: (..., L, Ev). halo: window_size // 2.
@@ -243,7 +305,7 @@ def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tens
     """
     L, E, Ev = q.shape[-2], q.shape[-1], v.shape[-1]
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    block = min(FUSED_QUERY_BLOCK, L)
+    block = min(max(FUSED_QUERY_BLOCK, halo), L)
     nb = math.ceil(L / block)
     width = block + 2 * halo
     check_budget(
@@ -251,6 +313,9 @@ def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tens
         f"window scores {(*lead, nb, block, width)}",
         memory_budget,
     )
+    if mask is None:
+        out = _unmasked_local(_flat(q, lead), _flat(k, lead), _flat(v, lead), block, halo, scale)
+        return out.view(*lead, L, Ev)
     q_flat = _flat(q, lead)  # (N, L, E)
     if nb * block != L:
         q_flat = F.pad(q_flat, (0, 0, 0, nb * block - L))  # (N, nb·c, E)
@@ -259,19 +324,16 @@ def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tens
     v_win = _overlapping_windows(_flat(v, lead), block, halo, nb)  # (N, nb, W, Ev)
     allowed = _window_layout(L, block, halo, q.device).unsqueeze(0)  # (1, nb, c, W): band
     # and keys in range; 4-D, as SDPA's fused kernel needs
-    sdpa_mask, has_key = allowed, None
-    if mask is not None:
-        user = _flat_window_mask(_mask_windows(mask, L, block, halo), lead)  # (N|, nb, c|1, W)
-        if user.dtype == torch.bool:
-            sdpa_mask = allowed & user
-            has_key = sdpa_mask.any(dim=-1, keepdim=True)
-        else:
-            sdpa_mask = user.to(q.dtype).masked_fill(~allowed, -math.inf)
-            has_key = (sdpa_mask != -math.inf).any(dim=-1, keepdim=True)
+    user = _flat_window_mask(_mask_windows(mask, L, block, halo), lead)  # (N|1, nb, c|1, W)
+    if user.dtype == torch.bool:
+        sdpa_mask = allowed & user
+        has_key = sdpa_mask.any(dim=-1, keepdim=True)
+    else:
+        sdpa_mask = user.to(q.dtype).masked_fill(~allowed, -math.inf)
+        has_key = (sdpa_mask != -math.inf).any(dim=-1, keepdim=True)
     # (N, nb, c, E) against (N, nb, W, E), (N, nb, W, Ev) -> (N, nb, c, Ev)
     out = F.scaled_dot_product_attention(q_blocks, k_win, v_win, attn_mask=sdpa_mask, scale=scale)
-    if has_key is not None:
-        out = out.masked_fill(~has_key, 0.0)
+    out = out.masked_fill(~has_key, 0.0)
     out = out.reshape(out.shape[0], nb * block, Ev)[:, :L, :]  # (N, L, Ev)
     return out.reshape(*lead, L, Ev)
 

@@ -3,7 +3,10 @@
 that a page can draw first) its peak memory.
 
 A cache miss costs one forward pass with weights (two when the weights would exceed the
-memory budget: the second runs without them) and, for the peak memory, one profiled pass.
+memory budget: the second runs without them) and, for the peak memory, one profiled pass,
+skipped under load (:mod:`dashboard.data.serving`). The runs are cached by the bytes they
+hold (:mod:`dashboard.data.memo`): a room of learners each at 1,024 tokens must not keep
+one 128 MiB run per learner.
 """
 
 from __future__ import annotations
@@ -21,11 +24,22 @@ import attention_core as core
 from attention_core import experiments
 from attention_core.experiments import head_entropy, mean_distance
 from dashboard.config import LayerConfig, ParamPairs
+from dashboard.data import serving
 from dashboard.data.catalogue import device_for
 from dashboard.data.inputs import build_input, build_mask
+from dashboard.data.memo import bounded_cache
 from dashboard.data.tables import readonly
 
 ZERO_WEIGHT_TOL = 0.0
+MIB = 1 << 20
+RUN_CACHE_BYTES = 256 * MIB
+"""Array bytes the layer-run cache may hold: one run at the largest settings (1,024 tokens,
+16 heads: 128 MiB of weights and scores) and room for smaller ones."""
+RUN_CACHE_ENTRIES = 32
+PEAK_CACHE_ENTRIES = 256
+CACHE_TTL_S = 30 * 60
+"""An unused cached run is dropped after this long (the presenter's next demo recomputes)."""
+METHOD_BUSY = "estimated (server busy: measurement skipped)"
 
 LayerPass = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, float]
 """One pass of a layer: (output (1, L, D), weights (1, H, L, L) or None, scores (1, H, L, L)
@@ -84,13 +98,17 @@ class PeakMemory:
     Attributes:
         bytes: the peak.
         measured: True when measured (torch.profiler on CPU, the allocator on CUDA), False
-            when the library's estimate (no allocation events available).
-        method: how it was obtained, one of :data:`attention_core.experiments.PEAK_METHODS`.
+            when the library's estimate (no allocation events available, or a busy server).
+        method: how it was obtained, one of :data:`attention_core.experiments.PEAK_METHODS`,
+            or :data:`METHOD_BUSY`.
+        busy: True when the measurement was skipped because other sessions were running
+            (the figure is then the estimate; a later quiet run measures it).
     """
 
     bytes: int
     measured: bool
     method: str = ""
+    busy: bool = False
 
 
 @dataclass
@@ -227,18 +245,22 @@ def _head_arrays(weights: torch.Tensor, scores: torch.Tensor | None) -> dict[str
     weights_np = readonly(weights[0].float().cpu().numpy())  # (H, L, L)
     scores_np = None if scores is None else readonly(shown_scores(scores[0]))  # (H, L, L)
     mean_weights = readonly(weights_np.mean(axis=0))  # (H, L, L) -> (L, L)
+    # one head at a time: the statistics make float64 temporaries of their input, 8 × the
+    # float32 maps for all heads at once (about 400 MiB at 16 heads × 1,024²)
+    entropy = np.array([head_entropy(head) for head in weights_np])  # (H,)
+    distance = np.array([mean_distance(head) for head in weights_np])  # (H,)
     return {
         "weights": weights_np,
         "scores": scores_np,
         "mean_weights": mean_weights,
         "mean_scores": None if scores_np is None else readonly(scores_np.mean(axis=0)),
         "row_sums": readonly(mean_weights.sum(axis=-1)),  # (L,)
-        "entropy": readonly(head_entropy(weights_np)),  # (H,)
-        "distance": readonly(mean_distance(weights_np)),  # (H,)
+        "entropy": readonly(entropy),  # (H,)
+        "distance": readonly(distance),  # (H,)
     }
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+@bounded_cache(max_bytes=RUN_CACHE_BYTES, max_entries=RUN_CACHE_ENTRIES, ttl_s=CACHE_TTL_S)
 def attention_run(cfg: LayerConfig) -> AttentionRun:
     """Run one seeded multi-head self-attention layer and return everything the pages show.
 
@@ -279,10 +301,16 @@ def attention_run(cfg: LayerConfig) -> AttentionRun:
     )
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
 def attention_peak(cfg: LayerConfig) -> PeakMemory:
     """Peak memory of the computation :func:`attention_run` makes for the same config
-    (weights included when they fit the budget), measured in one profiled pass of its own.
+    (weights included when they fit the budget), measured in one profiled pass of its own
+    when the server is quiet.
+
+    Under load (another script run going, or another session measuring: see
+    :func:`dashboard.data.serving.profiler_slot`) nothing is measured, so no session queues
+    behind the process-wide profiler: the library's estimate comes back with ``busy=True``,
+    and is not cached as the measurement (a later quiet run measures it). A measurement
+    already cached is returned in any case.
 
     Returns:
         A :class:`PeakMemory`: measured when the profiler or allocator saw allocations, else
@@ -291,6 +319,35 @@ def attention_peak(cfg: LayerConfig) -> PeakMemory:
     Raises:
         MemoryBudgetError, ValueError: as :func:`attention_run`.
     """
+    cached = _measured_peak.cached(cfg)
+    if cached is not None:
+        return cached
+    with serving.profiler_slot() as free:
+        if free:
+            return _measured_peak(cfg)
+    run = attention_run(cfg)
+    estimate = _estimate_peak(cfg, len(run.tokens), need_weights=run.weights is not None)
+    return PeakMemory(estimate, False, METHOD_BUSY, busy=True)
+
+
+def _estimate_peak(cfg: LayerConfig, seq_len: int, *, need_weights: bool) -> int:
+    """The library's estimate of the attention call's peak bytes for ``cfg`` at ``seq_len``
+    tokens."""
+    estimate = core.estimate_memory(
+        cfg.variant,
+        batch=1,
+        heads=cfg.heads,
+        L=seq_len,
+        E=cfg.d_k,
+        need_weights=need_weights,
+        **cfg.param_dict,
+    )
+    return int(estimate)
+
+
+@bounded_cache(max_bytes=0, max_entries=PEAK_CACHE_ENTRIES, ttl_s=CACHE_TTL_S)
+def _measured_peak(cfg: LayerConfig) -> PeakMemory:
+    """:func:`attention_peak`'s profiled pass (the caller holds the profiler slot)."""
     layer = _layer(cfg)
     need_weights = []
 
@@ -301,16 +358,8 @@ def attention_peak(cfg: LayerConfig) -> PeakMemory:
     peak, method = experiments.measure_peak_bytes(run, layer.device)
     if not math.isnan(peak):
         return PeakMemory(int(peak), True, method)
-    estimate = core.estimate_memory(
-        cfg.variant,
-        batch=1,
-        heads=cfg.heads,
-        L=len(layer.tokens),
-        E=cfg.d_k,
-        need_weights=need_weights[-1],
-        **cfg.param_dict,
-    )
-    return PeakMemory(int(estimate), False, method)
+    estimate = _estimate_peak(cfg, len(layer.tokens), need_weights=need_weights[-1])
+    return PeakMemory(estimate, False, method)
 
 
 def max_output_difference(run: AttentionRun, reference: AttentionRun) -> float:

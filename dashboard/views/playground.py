@@ -47,9 +47,8 @@ def render(ctl: LayerConfig) -> None:
     )
     memory_slot.metric(memory_label, data.describe_bytes(peak.bytes))
     notes = [t("common.time_note", device=run.device)]
-    notes.append(
-        t("common.memory_measured_note" if peak.measured else "common.memory_estimate_note")
-    )
+    note = "common.memory_measured_note" if peak.measured else "common.memory_estimate_note"
+    notes.append(t("common.memory_busy_note" if peak.busy else note))  # busy: not measured
     if ctl.input_kind != "random":
         notes.append(t("common.embedding_note"))
     notes_slot.caption(" ".join(notes))

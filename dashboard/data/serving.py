@@ -1,0 +1,208 @@
+"""Many learners on one server: how concurrent script runs share the cores and the profiler.
+
+Streamlit runs each session's script in its own thread of one process, so a room of
+learners shares two things that are process-wide:
+
+* **torch's intra-op threads** (``torch.set_num_threads`` holds for the whole process). One
+  run alone uses every core the process may use; as soon as two or more runs go at once,
+  each computes on one thread, so that N runs on C cores never start N × C busy-waiting
+  OpenMP threads. :func:`script_run` counts the runs going and re-applies the setting when
+  a run starts or ends (only once torch is imported: a page that needs no tensor never
+  imports it).
+* **the profiler** (``torch.profiler``, and ``attention_core`` serialises measurements
+  behind one process-wide lock). Measuring a layer's peak memory is a second pass under that
+  lock; with a room on the server it would queue every session behind one another. So a
+  page measures only when no other run is going and no other session is measuring
+  (:func:`profiler_slot`); otherwise it shows the library's estimate and says why.
+
+And one thing every run leaves behind: memory freed by Python, numpy and torch stays in the
+C allocator's heaps (one per thread that allocated; Streamlit runs each session in its own
+thread), so the process's resident size ratchets up page after page. :func:`release_memory`
+hands the free pages back to the system (glibc's ``malloc_trim``) after a run, in a
+background thread, at most once every :data:`TRIM_INTERVAL_S`.
+
+Nothing here imports torch at import time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import importlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+_COUNT_LOCK = threading.Lock()
+_PROFILER_SLOT = threading.Lock()
+_TRIM_LOCK = threading.Lock()
+_PRELOAD_LOCK = threading.Lock()
+_preload: threading.Thread | None = None
+_active_runs = 0
+_last_trim = -float("inf")
+PRELOADED = ("dashboard.data.runs", "dashboard.data.lab")
+"""Modules :func:`preload_torch` imports (torch, the library and pandas come with them)."""
+TRIM_INTERVAL_S = 5.0
+"""Seconds between two trims of the C heaps (a trim walks every heap: 10–100 ms)."""
+
+
+def usable_cores() -> int:
+    """The number of CPU cores this process may run on (its affinity, else the CPU count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def torch_threads_for(active: int, cores: int) -> int:
+    """torch intra-op threads for each run when ``active`` script runs share ``cores``.
+
+    Args:
+        active: script runs going at once (the asking one included), at least 1.
+        cores: cores the process may use, at least 1.
+
+    Returns:
+        ``cores`` for a run alone, 1 as soon as two or more runs go at once.
+
+    Raises:
+        ValueError: for ``active`` or ``cores`` below 1.
+    """
+    if active < 1 or cores < 1:
+        raise ValueError(f"active ({active}) and cores ({cores}) must be at least 1")
+    return cores if active == 1 else 1
+
+
+def active_runs() -> int:
+    """The number of script runs going now (counted by :func:`script_run`)."""
+    return _active_runs
+
+
+def _apply_torch_threads() -> None:
+    """Set torch's intra-op threads for the runs going now; nothing when torch is not
+    imported (it is not imported here). Called with ``_COUNT_LOCK`` held."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    threads = torch_threads_for(max(1, _active_runs), usable_cores())
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def script_run() -> Iterator[int]:
+    """Count one script run for as long as the block runs (``dashboard/app.py`` wraps each
+    run in it), and share the cores accordingly.
+
+    Yields:
+        The number of runs going, this one included.
+    """
+    global _active_runs
+    with _COUNT_LOCK:
+        _active_runs += 1
+        active = _active_runs
+        _apply_torch_threads()
+    try:
+        yield active
+    finally:
+        with _COUNT_LOCK:
+            _active_runs -= 1
+            _apply_torch_threads()
+
+
+def _import_in_background() -> None:
+    for name in PRELOADED:
+        importlib.import_module(name)
+    share_cores()
+
+
+def preload_torch() -> threading.Thread:
+    """Once per process: import torch and the data layer's torch modules in a daemon thread,
+    so that the first page draws its title and explainer (and imports pandas and Altair for
+    its charts) while torch loads; the page's first tensor call waits for the import.
+
+    Returns:
+        The (daemon) thread, started by the first call.
+    """
+    global _preload
+    with _PRELOAD_LOCK:
+        if _preload is None:
+            _preload = threading.Thread(
+                target=_import_in_background, name="torch-preload", daemon=True
+            )
+            _preload.start()
+        return _preload
+
+
+def share_cores() -> int:
+    """Apply the thread setting now that torch is imported (the first run of a process
+    imports it after :func:`script_run` began).
+
+    Returns:
+        torch's intra-op threads now.
+    """
+    import torch
+
+    with _COUNT_LOCK:
+        _apply_torch_threads()
+    return torch.get_num_threads()
+
+
+@contextlib.contextmanager
+def profiler_slot() -> Iterator[bool]:
+    """Take the one profiling slot of the process if the server is quiet.
+
+    Yields:
+        True when this run may measure (it holds the slot until the block ends): no other
+        script run is going and no other session is measuring. False under load: measure
+        nothing, show the estimate.
+    """
+    if _active_runs > 1 or not _PROFILER_SLOT.acquire(blocking=False):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        _PROFILER_SLOT.release()
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or ``None`` on another C library."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def _trim_now() -> None:
+    try:
+        _TRIM(0)  # ctypes releases the GIL: the sessions' scripts go on meanwhile
+    finally:
+        _TRIM_LOCK.release()
+
+
+def release_memory(*, now: float | None = None) -> bool:
+    """After a run: give the pages the C heaps hold free back to the system, in a daemon
+    thread, unless a trim is going or one began less than :data:`TRIM_INTERVAL_S` ago.
+
+    Args:
+        now: the time (``time.monotonic``), for tests.
+
+    Returns:
+        True when a trim was started.
+    """
+    global _last_trim
+    now = time.monotonic() if now is None else now
+    if _TRIM is None or now - _last_trim < TRIM_INTERVAL_S:
+        return False
+    if not _TRIM_LOCK.acquire(blocking=False):
+        return False
+    _last_trim = now
+    threading.Thread(target=_trim_now, name="malloc-trim", daemon=True).start()
+    return True

@@ -1,0 +1,209 @@
+"""Many sessions on one server (dashboard/data/serving.py): torch threads per run, and peak
+memory estimated instead of measured under load, with the page saying so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+from dashboard.data import serving
+from tests.dashboard.conftest import REPO_ROOT, assert_clean, metrics, open_app
+
+LOCALES = REPO_ROOT / "dashboard" / "locales"
+
+
+def _note(lang: str) -> str:
+    text = json.loads((LOCALES / lang / "common.json").read_text("utf-8"))
+    return text["memory_busy_note"]
+
+
+@pytest.fixture
+def torch_threads():
+    """Restore torch's intra-op threads after the test."""
+    before = torch.get_num_threads()
+    yield before
+    torch.set_num_threads(before)
+
+
+def test_a_run_alone_uses_every_core_and_concurrent_runs_one_each():
+    assert serving.torch_threads_for(1, 2) == 2
+    assert serving.torch_threads_for(1, 16) == 16
+    assert serving.torch_threads_for(2, 2) == 1
+    assert serving.torch_threads_for(30, 2) == 1
+    for bad in ((0, 2), (1, 0), (-1, 4)):
+        with pytest.raises(ValueError, match="at least 1"):
+            serving.torch_threads_for(*bad)
+
+
+def test_script_runs_are_counted_and_share_torch_threads(torch_threads):
+    cores = serving.usable_cores()
+    assert serving.active_runs() == 0
+    with serving.script_run() as first:
+        assert first == 1 and torch.get_num_threads() == cores
+        with serving.script_run() as second:
+            assert second == 2 and serving.active_runs() == 2
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == cores
+    assert serving.active_runs() == 0
+
+
+def test_a_failing_run_is_still_uncounted():
+    with pytest.raises(RuntimeError, match="page failed"):
+        with serving.script_run():
+            raise RuntimeError("page failed")
+    assert serving.active_runs() == 0
+
+
+def test_the_profiler_slot_is_free_only_on_a_quiet_server():
+    with serving.profiler_slot() as free:
+        assert free
+        seen = []
+        other = threading.Thread(target=lambda: seen.append(_slot_free()))
+        other.start()
+        other.join(timeout=30)
+        assert seen == [False]  # another session measuring: this one must not wait for it
+    with serving.script_run(), serving.script_run():
+        assert not _slot_free()  # two runs going
+    assert _slot_free()
+
+
+def _slot_free() -> bool:
+    with serving.profiler_slot() as free:
+        return free
+
+
+def test_peak_memory_under_load_is_the_estimate_and_not_cached(torch_threads):
+    import attention_core as core
+    from dashboard import data
+    from dashboard.config import LayerConfig
+
+    cfg = LayerConfig(seq_len=96, d_model=64, heads=4, seed=9191, device="cpu")
+    run = data.attention_run(cfg)
+    with serving.script_run(), serving.script_run():  # two sessions at once
+        busy = data.attention_peak(cfg)
+    reference = core.estimate_memory("scaled", batch=1, heads=4, L=96, E=16, need_weights=True)
+    assert busy.busy and not busy.measured
+    assert busy.bytes == int(reference) and busy.bytes >= run.weights.nbytes
+    quiet = data.attention_peak(cfg)  # the server is quiet again: measured now
+    assert quiet.measured and not quiet.busy and quiet.bytes >= run.weights.nbytes
+    with serving.script_run(), serving.script_run():
+        assert data.attention_peak(cfg) is quiet  # a measurement cached is shown under load
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_playground_says_when_peak_memory_was_not_measured(lang, torch_threads):
+    seed = {"en": "4242", "zh": "4243"}[lang]  # a config no other test has measured
+    params = {"lang": lang, "playground.seq_len": "40", "playground.seed": seed}
+    with serving.script_run():  # another learner's run is going
+        at = open_app(**params)
+    assert_clean(at)
+    shown = metrics(at)
+    label = {"en": "Memory (est.)", "zh": "内存（估计）"}[lang]
+    assert label in shown, shown
+    captions = " ".join(c.value for c in at.caption)
+    assert _note(lang) in captions
+    at = open_app(**params)  # alone: measured, and the note is gone
+    assert_clean(at)
+    assert _note(lang) not in " ".join(c.value for c in at.caption)
+    assert len(metrics(at)) == len(shown) and label not in metrics(at)
+
+
+def test_the_app_header_and_data_package_import_no_torch():
+    """A page that needs no tensor can be drawn without importing torch: the modules
+    dashboard/app.py imports at the top, the page helpers and the data package import
+    neither torch, the library, pandas nor Altair; a page header drawn with them leaves
+    none of them imported."""
+    code = (
+        "import sys\n"
+        "from streamlit.testing.v1 import AppTest\n"
+        "from dashboard import controls, data, i18n, state, views\n"
+        "from dashboard.data import serving\n"
+        "page = 'from dashboard import controls\\ncontrols.page_intro(\"playground\")'\n"
+        "at = AppTest.from_string(page).run(timeout=60)\n"
+        "assert not at.exception, at.exception\n"
+        "print(at.title[0].value)\n"
+        "print(sorted(m for m in ('torch', 'attention_core', 'pandas', 'altair')"
+        " if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    title, imported = result.stdout.strip().splitlines()[-2:]
+    assert title == "Playground"
+    assert imported == "[]"
+
+
+def test_app_imports_only_light_modules_at_the_top():
+    import ast
+
+    tree = ast.parse((REPO_ROOT / "dashboard" / "app.py").read_text("utf-8"))
+    top = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    names = {alias.name for node in top if isinstance(node, ast.Import) for alias in node.names}
+    modules = {node.module for node in top if isinstance(node, ast.ImportFrom)}
+    assert not {"torch", "pandas", "altair"} & names
+    assert not any(m.startswith(("attention_core", "dashboard.charts")) for m in modules)
+    # the dashboard modules it imports are the light ones checked above
+    froms = {f"{n.module}.{a.name}" for n in top if isinstance(n, ast.ImportFrom) for a in n.names}
+    dashboard = {name for name in froms if name.startswith("dashboard.")}
+    assert dashboard <= {
+        "dashboard.controls",
+        "dashboard.state",
+        "dashboard.data.serving",
+        "dashboard.i18n.LANG_KEY",
+        "dashboard.i18n.LANG_NAMES",
+        "dashboard.i18n.LANGS",
+        "dashboard.i18n.t",
+        "dashboard.views.PAGES",
+    }, dashboard
+
+
+@pytest.mark.skipif(serving._TRIM is None, reason="not glibc")
+def test_freed_memory_is_released_at_most_once_per_interval():
+    start = 1e9  # far from any trim the app has made in this process
+    assert serving.release_memory(now=start)
+    assert not serving.release_memory(now=start + 1.0)  # within the interval
+    assert serving._TRIM_LOCK.acquire(timeout=30)  # the background trim has finished
+    serving._TRIM_LOCK.release()
+    assert not serving.release_memory(now=start + serving.TRIM_INTERVAL_S - 0.5)
+    assert serving.release_memory(now=start + serving.TRIM_INTERVAL_S + 0.5)
+    assert serving._TRIM_LOCK.acquire(timeout=30)  # a trim already going: none started
+    try:
+        assert not serving.release_memory(now=start + 3 * serving.TRIM_INTERVAL_S)
+    finally:
+        serving._TRIM_LOCK.release()
+
+
+@pytest.mark.parametrize("page", ["playground", "scaling"])
+def test_the_device_line_keeps_its_place_under_the_language_switch(page, monkeypatch):
+    """The device line is drawn after torch is imported (by the page's first device
+    question, or by the app after a page that asks none), in the place reserved for it:
+    the sidebar's first select box, whatever the page draws below."""
+    from dashboard import data
+
+    monkeypatch.setattr(data, "device_options", lambda: ("cpu", ("cpu", "meta")))
+    at = open_app(None if page == "playground" else page, device="cpu")
+    assert_clean(at)
+    widgets = [key for key in _sidebar_keys(at.sidebar) if key]
+    assert widgets[:2] == ["lang", "device"], widgets  # the page's own widgets come after
+    assert widgets.count("device") == 1 and len(widgets) > 2
+    assert at.sidebar.selectbox(key="device").options == ["cpu", "meta"]
+    captions = [c.value for c in at.sidebar.caption]
+    assert captions.count("Device: **cpu**") == 1, captions
+
+
+def _sidebar_keys(node) -> list[str | None]:
+    """The widget keys of a block's elements in page order (``None`` for non-widgets)."""
+    children = getattr(node, "children", None)
+    if children is None:
+        return [getattr(node, "key", None)]
+    return [key for index in sorted(children) for key in _sidebar_keys(children[index])]
