@@ -40,6 +40,50 @@ def causal(L: int, S: int | None = None, *, device=None) -> torch.Tensor:
     return j <= i
 
 
+def causal_lower_right(L: int, S: int | None = None, *, device=None) -> torch.Tensor:
+    """Causal mask for L new queries that come after S − L cached keys (a KV cache).
+
+    Query i sits at position i + (S − L), so it may attend to keys j <= i + S − L: the
+    diagonal ends in the bottom-right corner, as in PyTorch's
+    ``torch.nn.attention.bias.causal_lower_right``. With S == L it equals :func:`causal`.
+
+    Args:
+        L: new queries. S: all keys, cached and new (default L; S >= L).
+
+    Returns:
+        (L, S) bool tensor.
+
+    Raises:
+        ValueError: when L or S is not a whole number >= 1, or S < L.
+    """
+    i, j = _positions(L, S, device)
+    past = j.shape[1] - i.shape[0]
+    if past < 0:
+        raise ValueError(f"S must be >= L for a lower-right causal mask, got L={L}, S={S}")
+    return j <= i + past
+
+
+def sinks(L: int, num_sinks: int, S: int | None = None, *, device=None) -> torch.Tensor:
+    """Sink keys: every query may attend to the first ``num_sinks`` keys.
+
+    Combined with a sliding window (``combine(local(...), sinks(...), how="or")``) it keeps
+    the first tokens visible to every query, as streaming decoders do (StreamingLLM).
+
+    Args:
+        L: query length. num_sinks: keys kept visible, >= 0 (0 gives an all-False mask).
+        S: key length (default L).
+
+    Returns:
+        (L, S) bool tensor, True in the first ``num_sinks`` columns.
+
+    Raises:
+        ValueError: when num_sinks is negative or not a whole number, or L or S is invalid.
+    """
+    num_sinks = check_int("num_sinks", num_sinks, low=0)
+    i, j = _positions(L, S, device)
+    return (j < num_sinks) & (i >= 0)  # (L, S): every row alike
+
+
 def padding(lengths: Sequence[int] | torch.Tensor, L: int, *, device=None) -> torch.Tensor:
     """Key-padding mask: in batch item b, keys j < lengths[b] are real tokens.
 

@@ -104,6 +104,7 @@ LARGEST = {
     "practice": "practice.seq_len=512&practice.d_model=256&practice.layers=48",
     # e5 is loaded by the Intuition page; MiniLM here, so that both models count
     "real_model": "real_model.model=minilm&real_model.preset=cat_comfortable",
+    "decoder": "decoder.preset=zh_cat&decoder.steps=16&decoder.window=64&decoder.sinks=8",
 }
 
 

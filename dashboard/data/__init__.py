@@ -15,6 +15,7 @@ Modules, by concern:
 * :mod:`~dashboard.data.lab` — the Scaling, Variants, Properties, Gradients, Practice calls.
 * :mod:`~dashboard.data.model` — the real pretrained encoders (multilingual e5-small, MiniLM).
 * :mod:`~dashboard.data.probe` — which heads send one word to another, on a real model.
+* :mod:`~dashboard.data.decoder` — the real decoder (SmolLM2-135M): generation, maps, sinks.
 * :mod:`~dashboard.data.serving` — many sessions on one process: torch threads per run, when
   peak memory is measured (imported as a module: ``from dashboard.data import serving``).
 * :mod:`~dashboard.data.memo` — the byte-bounded cache of the layer runs.
@@ -37,6 +38,32 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "device_for",
         "device_options",
         "variant_catalogue",
+    ),
+    "decoder": (
+        "DECODER_HEADS",
+        "DECODER_INSTALL_HINT",
+        "DECODER_KV_HEADS",
+        "DECODER_LAYERS",
+        "DECODER_MAX_SHIFT",
+        "DECODER_MAX_STEPS",
+        "DECODER_MAX_TOKENS",
+        "DECODER_PRESETS",
+        "DECODER_TEXT_MAX_CHARS",
+        "DECODER_TOP_K",
+        "SINK_PARAGRAPH",
+        "SINK_SERIES",
+        "SINK_TOKENS",
+        "DecodeStep",
+        "PromptMaps",
+        "decode_step",
+        "decoder_installed",
+        "prompt_maps",
+        "shown_token",
+        "sink_head_shares",
+        "sink_table",
+        "smollm2_decoder",
+        "token_labels",
+        "window_table",
     ),
     "inputs": (
         "INPUT_KINDS",

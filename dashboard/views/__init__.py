@@ -12,6 +12,7 @@ PAGES = (
     ("watch", ":material/model_training:"),
     ("practice", ":material/build:"),
     ("real_model", ":material/psychology:"),
+    ("decoder", ":material/keyboard_double_arrow_right:"),
 )
 """``(file stem, icon)`` of every page, in navigation order; the first is the default."""
 

@@ -113,3 +113,38 @@ def test_combine_rejects_unknown_how_and_non_bool():
         masks.combine(masks.causal(2), how="xor")
     with pytest.raises(ValueError):
         masks.combine(masks.causal(2).float())
+
+
+def test_causal_lower_right_continues_after_cached_keys():
+    # 2 new queries after 3 cached keys: positions 3 and 4
+    expected = _literal(["11110", "11111"])
+    assert torch.equal(masks.causal_lower_right(2, 5), expected)
+    assert torch.equal(masks.causal_lower_right(4), masks.causal(4))
+
+
+@pytest.mark.parametrize(("L", "S"), [(1, 1), (1, 9), (3, 7), (6, 6)])
+def test_causal_lower_right_matches_pytorch(L, S):
+    from torch.nn.attention.bias import causal_lower_right
+
+    assert torch.equal(masks.causal_lower_right(L, S), causal_lower_right(L, S)._materialize())
+
+
+def test_causal_lower_right_rejects_more_queries_than_keys():
+    with pytest.raises(ValueError, match="S must be >= L"):
+        masks.causal_lower_right(5, 3)
+
+
+def test_sinks_with_a_causal_window():
+    expected_sinks = _literal(["11000", "11000", "11000"])
+    assert torch.equal(masks.sinks(3, 2, 5), expected_sinks)
+    assert not masks.sinks(2, 0).any()
+    window = masks.combine(masks.local(6, 2), masks.sinks(6, 1), how="or")
+    causal_window = masks.combine(masks.causal(6), window, how="and")
+    expected = _literal(["100000", "110000", "111000", "101100", "100110", "100011"])
+    assert torch.equal(causal_window, expected)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
+def test_sinks_rejects_bad_counts(bad):
+    with pytest.raises(ValueError, match="num_sinks"):
+        masks.sinks(4, bad)

