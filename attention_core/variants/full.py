@@ -184,7 +184,7 @@ SPECS = (
         explanation="softmax(QKᵀ)V with no 1/√d_k: the tutorial's first version; scores grow "
         "with d_k and the softmax saturates.",
         time_complexity="O(L·S·E)",
-        memory_complexity="O(L·S)",
+        memory_complexity="O(L·E) fused, O(L·S) with weights",
         exact=False,
         fn=basic_attention,
         default_scale="one",
