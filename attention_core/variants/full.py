@@ -185,7 +185,7 @@ SPECS = (
             "softmax(QKᵀ)V with no scaling: the tutorial's first version; large d_k makes it peaky."
         ),
         time_complexity="O(L·S·E)",
-        memory_complexity="O(L·S)",
+        memory_complexity="O(L·E) fused, O(L·S) with weights",
         exact=False,
         fn=basic_attention,
         default_scale="one",

@@ -208,14 +208,20 @@ def _flat_lead(mask: torch.Tensor, lead: torch.Size) -> torch.Tensor:
     return mask.expand(*lead, *mask.shape[-3:]).reshape(-1, *mask.shape[-3:])
 
 
+def math_path(q: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether SDPA falls back to its math path, which forms the scores: float64 inputs,
+    or a value size other than the query size (its fused kernels need one head size)."""
+    return q.dtype == torch.float64 or q.shape[-1] != v.shape[-1]
+
+
 def _fused_groups(q_g, k_g, v_g, allowed, additive, scale, memory_budget):
     """Fused SDPA over the groups; rows with no allowed key give 0 (SDPA gives NaN)."""
     lead = torch.broadcast_shapes(q_g.shape[:-3], k_g.shape[:-3], v_g.shape[:-3])
     G, n, m = q_g.shape[-3], q_g.shape[-2], k_g.shape[-2]
-    # SDPA's math path (float64, or E != Ev) forms the group scores: check them always
-    shape = (*lead, G, n, m)
-    work = compute_dtype(q_g.dtype)
-    check_budget(2 * tensor_bytes(shape, work), f"group scores {shape}", memory_budget)
+    if math_path(q_g, v_g):  # SDPA's math path forms the group scores: check them
+        shape = (*lead, G, n, m)
+        work = compute_dtype(q_g.dtype)
+        check_budget(2 * tensor_bytes(shape, work), f"group scores {shape}", memory_budget)
     sdpa_mask = _mask_4d(_sdpa_mask(allowed, additive, q_g.dtype), lead)
     out = F.scaled_dot_product_attention(
         _as_4d(q_g, lead), _as_4d(k_g, lead), _as_4d(v_g, lead), attn_mask=sdpa_mask, scale=scale
@@ -304,9 +310,12 @@ def _allowed_cells(allowed, additive):
 
 def grouped_memory(lead, L, S, E, Ev, itemsize, need_weights, *, cells: int) -> int:
     """Peak bytes of :func:`grouped_attention` with ``cells`` = G·n·m group score cells:
-    the gathered q, k, v and the output, the group scores and weights on the explicit path
-    (the fused path keeps less), and the dense weights and scores when asked for."""
+    the gathered q, k, v and the output; the group scores and weights where they are formed
+    (with weights, or on SDPA's math path: float64 or E != Ev; the fused kernel keeps only
+    small tiles); and the dense weights and scores when asked for."""
     work = max(itemsize, 4)
     gathered = (L * E + S * E + S * Ev + 2 * L * Ev) * itemsize
+    formed = need_weights or itemsize >= 8 or E != Ev
+    scores = 2 * cells * work if formed else 0
     extra = 2 * L * S * work if need_weights else 0
-    return lead * (gathered + 2 * cells * work + extra)
+    return lead * (gathered + scores + extra)

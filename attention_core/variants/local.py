@@ -28,11 +28,13 @@ from attention_core.variants.common import (
 from attention_core.variants.groups import block_groups, grouped_attention, grouped_memory
 
 MIN_QUERY_BLOCK = 32
-# Query rows per block of ``local``'s single fused call. Each block computes c + 2·halo keys
-# per row for the w + 1 it keeps, so small blocks waste less; measured at L=8192, w=128
-# (B=1, H=8, E=64, fp32) on this Zen 4 under load: 64 rows 133 ms, 128 rows 133 ms, 256 rows
-# 176 ms, 512 rows 280 ms.
-FUSED_QUERY_BLOCK = 128
+# Query rows per block of ``local``'s fused calls (at least window_size // 2). Each block
+# computes c + 2·halo keys per row for the w + 1 it keeps, so small blocks waste less, down to
+# where the kernel's per-block cost takes over. Measured at L=8192, w=128 (B=1, H=8, E=64,
+# fp32) on this Zen 4: with 2 threads under load 64 and 128 rows tie (133 ms), 256 rows
+# 176 ms, 512 rows 280 ms; with 1 thread 64 rows 57–85 ms against 76–95 ms for 128 rows
+# (32: 75 ms, 96: 83 ms, 192: 89 ms).
+FUSED_QUERY_BLOCK = 64
 
 
 def _window_layout(L: int, block: int, halo: int, device) -> torch.Tensor:
