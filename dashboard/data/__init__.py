@@ -79,6 +79,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "tokens_for",
     ),
     "lab": (
+        "QUADRATIC_MAX_L",
+        "SUBQUADRATIC_GROWTH",
+        "measurable_variants",
         "LAB_MAX_COMPLEXITY_L",
         "LAB_MAX_D_K",
         "allowed_pattern",

@@ -14,6 +14,7 @@ import streamlit as st
 
 import attention_core as core
 from attention_core import experiments
+from attention_core.device import resolve_budget
 from attention_core.experiments.scaling import check_d_ks
 from attention_core.validation import check_int
 from dashboard.config import LayerConfig, ParamPairs
@@ -21,7 +22,13 @@ from dashboard.data.catalogue import device_for
 from dashboard.data.tables import readonly
 
 LAB_MAX_D_K = 1024
-LAB_MAX_COMPLEXITY_L = 2048
+LAB_MAX_COMPLEXITY_L = 16384
+QUADRATIC_MAX_L = 2048
+"""Above this length the cost chart measures only the variants whose memory grows slower
+than L² and fits the memory budget."""
+SUBQUADRATIC_GROWTH = 2.5
+"""Estimated peak memory at L over that at L/2: about 4 for an L×L variant, about 2 for a
+linear one."""
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -89,6 +96,34 @@ def memory_estimate(
     )
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def measurable_variants(
+    variants: tuple[str, ...], length: int, heads: int, head_dim: int
+) -> tuple[str, ...]:
+    """The variants the cost chart measures at ``length``: every one up to
+    :data:`QUADRATIC_MAX_L`; above it, those whose estimated peak memory (no weights, batch
+    1) grows sub-quadratically (the registry's memory model at L against L/2) and fits the
+    memory budget.
+
+    Raises:
+        ValueError: for an unknown variant or a size below 1.
+    """
+    check_int("L", length, low=1, high=LAB_MAX_COMPLEXITY_L)
+    if length <= QUADRATIC_MAX_L:
+        return variants
+    budget = resolve_budget(None)
+
+    def peak(name: str, n: int) -> int:
+        return core.estimate_memory(name, batch=1, heads=heads, L=n, E=head_dim)
+
+    return tuple(
+        name
+        for name in variants
+        if peak(name, length) <= budget
+        and peak(name, length) <= SUBQUADRATIC_GROWTH * peak(name, length // 2)
+    )
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def complexity_cell(
     variant: str, length: int, heads: int, head_dim: int, repeats: int, device: str
@@ -98,7 +133,7 @@ def complexity_cell(
     drive a progress bar between cached calls (a cached function must not draw elements).
 
     Raises:
-        ValueError: for an unknown variant or a length above 2048.
+        ValueError: for an unknown variant or a length above 16384.
     """
     check_int("L", length, low=1, high=LAB_MAX_COMPLEXITY_L)
     dev = device_for(device).type
@@ -254,10 +289,10 @@ def chunk_memory_measured(
     """Measured peak bytes and time of explicit (``stable``) vs ``chunked`` attention.
 
     Raises:
-        ValueError: for a length above 2048 or a bad size.
+        ValueError: for a length above 2048 (the explicit variant forms L×L) or a bad size.
     """
     for n in lengths:
-        check_int("L", n, low=1, high=LAB_MAX_COMPLEXITY_L)
+        check_int("L", n, low=1, high=QUADRATIC_MAX_L)
     chunk = {"chunk_size": chunk_size, "key_chunk_size": chunk_size}
     return experiments.measure_complexity(
         ("stable", "chunked"),

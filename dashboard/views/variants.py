@@ -17,7 +17,7 @@ DEFAULT_VARIANTS = ("scaled", "local", "linear")
 REFERENCE = "scaled"
 MASK_KINDS = ("none", "causal")
 COMPLEXITY_VARIANTS = ("scaled", "local", "linear", "chunked")
-COMPLEXITY_MAX_L = (256, 512, 1024, 2048)
+COMPLEXITY_MAX_L = (256, 512, 1024, 2048, 4096, 8192, 16384)
 COMPLEXITY_MIN_L = 64
 COMPLEXITY_HEADS = 4
 COMPLEXITY_HEAD_DIM = 32
@@ -203,18 +203,20 @@ def cost_section(ctl: VariantsConfig) -> None:
         return
 
     bar = st.progress(0.0, text=t("variants.measuring"))
-    cells = [(v, n) for n in lengths for v in COMPLEXITY_VARIANTS]
     parts = []
     try:
+        cells = [
+            (v, n)
+            for n in lengths
+            for v in data.measurable_variants(
+                COMPLEXITY_VARIANTS, n, COMPLEXITY_HEADS, COMPLEXITY_HEAD_DIM
+            )
+        ]
         for done, (name, n) in enumerate(cells, start=1):
+            repeats = COMPLEXITY_REPEATS if n <= data.QUADRATIC_MAX_L else 1
             parts.append(
                 data.complexity_cell(
-                    name,
-                    n,
-                    COMPLEXITY_HEADS,
-                    COMPLEXITY_HEAD_DIM,
-                    COMPLEXITY_REPEATS,
-                    ctl.base.device,
+                    name, n, COMPLEXITY_HEADS, COMPLEXITY_HEAD_DIM, repeats, ctl.base.device
                 )
             )
             bar.progress(done / len(cells), text=t("variants.measuring"))
@@ -224,6 +226,15 @@ def cost_section(ctl: VariantsConfig) -> None:
         return
     cost = pd.concat(parts, ignore_index=True)
     bar.empty()
+    if max_l > data.QUADRATIC_MAX_L:
+        long_ones = sorted(set(cost.loc[cost["L"] > data.QUADRATIC_MAX_L, "variant"]))
+        st.caption(
+            t(
+                "variants.long_note",
+                L=data.QUADRATIC_MAX_L,
+                variants=", ".join(controls.variant_label(v) for v in long_ones) or "—",
+            )
+        )
 
     cost = cost.assign(
         label=[controls.variant_label(v) for v in cost["variant"]],

@@ -225,3 +225,22 @@ def test_practice_page(lang):
     full, chunked = measured.iloc[-1, 1], measured.iloc[-1, 2]
     assert chunked < full
     assert _charts(at) == 2
+
+
+def test_cost_chart_reaches_16384_for_sub_quadratic_variants_within_budget():
+    """Above L=2048 only variants whose memory model grows slower than L² (the registry's
+    estimate at L against L/2) and fits the budget are measured; the page offers L=16384."""
+    from attention_core import estimate_memory
+    from attention_core.device import resolve_budget
+    from dashboard import data
+
+    names = ("scaled", "local", "linear", "chunked", "stable", "random", "block")
+    assert data.measurable_variants(names, 2048, 4, 32) == names
+    long = data.measurable_variants(names, 16384, 4, 32)
+    assert {"local", "linear", "chunked", "block"} <= set(long)
+    assert "stable" not in long and "random" not in long
+    for name in long:  # each fits the budget there
+        assert estimate_memory(name, batch=1, heads=4, L=16384, E=32) <= resolve_budget(None)
+    at = open_app("variants", **{"variants.max_l": "16384"})
+    assert not at.exception and not at.warning
+    assert at.selectbox(key="variants.max_l").value == 16384
