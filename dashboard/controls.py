@@ -362,6 +362,32 @@ def input_controls(page: str, default_kind: str = "random") -> InputChoice:
     return InputChoice(kind, sentence)
 
 
+def width_controls(
+    page: str,
+    default_d_model: int,
+    default_heads: int,
+    *,
+    d_model_options: tuple[int, ...] = D_MODEL_OPTIONS,
+) -> tuple[int, int]:
+    """The model width d_model and the number of heads (only those that divide it).
+
+    Returns:
+        ``(d_model, heads)``.
+    """
+    d_model = state.select(
+        page, "d_model", t("common.ctl_d_model"), d_model_options, default_d_model
+    )
+    heads = state.select(
+        page,
+        "heads",
+        t("common.ctl_heads"),
+        head_options(d_model),
+        default_heads,
+        help=t("common.ctl_heads_help"),
+    )
+    return d_model, heads
+
+
 def _mask_controls(page: str, seq_len: int) -> tuple[str, int]:
     """The mask kind and, for padding, how many tokens are real."""
     mask_kind = state.select(
@@ -415,17 +441,7 @@ def layer_controls(
         seq_len = len(data.input_tokens(source.input_kind, source.sentence, defaults.seq_len))
         st.sidebar.caption(f"{t('common.metric_seq_len')}: {seq_len}")
     params = variant_params_controls(page, variant, seq_len)
-    d_model = state.select(
-        page, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, defaults.d_model
-    )
-    heads = state.select(
-        page,
-        "heads",
-        t("common.ctl_heads"),
-        head_options(d_model),
-        defaults.heads,
-        help=t("common.ctl_heads_help"),
-    )
+    d_model, heads = width_controls(page, defaults.d_model, defaults.heads)
     st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
     mask_kind, pad_len = _mask_controls(page, seq_len)
     dropout = _dropout_control(page, variant)

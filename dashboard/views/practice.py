@@ -43,15 +43,7 @@ class PracticeConfig:
 def practice_controls(page: str) -> PracticeConfig:
     """The sidebar: layer sizes, seed, chunk size and the checkpointing example."""
     seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 8, 512, 128)
-    d_model = state.select(page, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, 64)
-    heads = state.select(
-        page,
-        "heads",
-        t("common.ctl_heads"),
-        controls.head_options(d_model),
-        4,
-        help=t("common.ctl_heads_help"),
-    )
+    d_model, heads = controls.width_controls(page, 64, 4, d_model_options=D_MODEL_OPTIONS)
     seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
     return PracticeConfig(
         seq_len=seq_len,

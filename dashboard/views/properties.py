@@ -75,15 +75,7 @@ def properties_controls(page: str) -> LayerConfig:
     variant = controls.variant_select(page, explain=False)
     seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 3, 16, 5)
     params = controls.variant_params_controls(page, variant, seq_len)
-    d_model = state.select(page, "d_model", t("common.ctl_d_model"), D_MODEL_OPTIONS, 8)
-    heads = state.select(
-        page,
-        "heads",
-        t("common.ctl_heads"),
-        controls.head_options(d_model),
-        2,
-        help=t("common.ctl_heads_help"),
-    )
+    d_model, heads = controls.width_controls(page, 8, 2, d_model_options=D_MODEL_OPTIONS)
     seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
     st.sidebar.caption(t("properties.layer_caption", d_model=d_model, heads=heads))
     return LayerConfig(

@@ -58,15 +58,7 @@ def variants_controls(page: str) -> VariantsConfig:
         where=st.sidebar,
     )
     seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 4, 128, 32)
-    d_model = state.select(page, "d_model", t("common.ctl_d_model"), controls.D_MODEL_OPTIONS, 64)
-    heads = state.select(
-        page,
-        "heads",
-        t("common.ctl_heads"),
-        controls.head_options(d_model),
-        4,
-        help=t("common.ctl_heads_help"),
-    )
+    d_model, heads = controls.width_controls(page, 64, 4)
     st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
     mask_kind = state.select(
         page,
