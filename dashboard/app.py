@@ -50,10 +50,11 @@ from dashboard.views import PAGES, default_page
 
 VIEWS_DIR = Path(__file__).parent / "views"
 DEFAULT_BASE_URL = "http://localhost:8501/"
+# (a comment, not a docstring: Streamlit's magic would draw a bare string in this script)
+# Pages (file stems in :data:`dashboard.views.PAGES`) that compute nothing with torch: no
+# device line, no torch import, no profiler warm-up for them. A page listed here must reach
+# :mod:`dashboard.data` only for names whose modules need no torch.
 TORCH_FREE_PAGES: frozenset[str] = frozenset()
-"""Pages (file stems in :data:`dashboard.views.PAGES`) that compute nothing with torch: no
-device line, no torch import, no profiler warm-up for them. A page listed here must reach
-:mod:`dashboard.data` only for names whose modules need no torch."""
 
 
 def language_switch() -> str:
@@ -95,18 +96,17 @@ def freeze_startup_objects() -> int:
 
 
 def navigation_pages() -> dict[str, st.Page]:
-    """Every page of :data:`dashboard.views.PAGES` by name, with its translated title; the
-    default (what the root URL opens) is :func:`default_page` of the query."""
-    default = default_page(list(st.query_params.keys()))
+    """Every page of :data:`dashboard.views.PAGES` by name, with its translated title (the
+    first is the default: what the root URL opens)."""
     return {
         name: st.Page(
             VIEWS_DIR / f"{name}.py",
             title=t(f"common.page_{name}"),
             icon=icon,
             url_path=name,
-            default=(name == default),
+            default=(i == 0),
         )
-        for name, icon in PAGES
+        for i, (name, icon) in enumerate(PAGES)
     }
 
 
@@ -117,6 +117,10 @@ def main() -> None:
     language_switch()
     pages = navigation_pages()
     page = st.navigation(list(pages.values()))
+    legacy = default_page(list(st.query_params.keys()))
+    if page is pages[PAGES[0][0]] and legacy != PAGES[0][0]:
+        # a root link made when the Playground was the landing page (/?playground.…)
+        st.switch_page(pages[legacy], query_params=st.query_params.to_dict())
     needs_torch = not any(page is pages.get(name) for name in TORCH_FREE_PAGES)
     if needs_torch:
         serving.preload_torch()  # imported in the background while the page draws its title

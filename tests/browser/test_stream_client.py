@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 
 import pytest
@@ -48,7 +49,7 @@ def figures(session: StreamSession) -> dict:
 
 async def open_and_move(base_url: str, query: str, key: str, steps: int) -> tuple[dict, dict]:
     """Figures of ``query`` opened on the Playground, then after moving slider ``key``."""
-    session = StreamSession(base_url, "", query)
+    session = StreamSession(base_url, "playground", query)
     try:
         opened = await session.open()
         assert opened.ok, opened
@@ -60,8 +61,16 @@ async def open_and_move(base_url: str, query: str, key: str, steps: int) -> tupl
         await session.close()
 
 
+def run_apart(coroutine):
+    """Run ``coroutine`` to completion on a fresh event loop in a thread of its own: the
+    browser tests' sync Playwright keeps an event loop running in this thread, where
+    ``asyncio.run`` refuses to start a second one."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def test_slider_move_reruns_the_page_with_the_new_value(server):
-    before, after = asyncio.run(open_and_move(server.url, LINK, "playground.seq_len", 1))
+    before, after = run_apart(open_and_move(server.url, LINK, "playground.seq_len", 1))
     assert before["metrics"][SEQ_LEN_LABEL] == "12"
     assert after["metrics"][SEQ_LEN_LABEL] == "13"
     assert before["heatmaps"] and after["heatmaps"]
@@ -71,8 +80,8 @@ def test_slider_move_reruns_the_page_with_the_new_value(server):
 def test_same_link_shows_identical_numbers_on_two_servers(server, tmp_path):
     with streamlit_server(log_path=tmp_path / "replica.log") as replica:
         assert replica.url != server.url and replica.pid != server.pid
-        first = asyncio.run(open_and_move(server.url, LINK, "playground.seed", 1))
-        second = asyncio.run(open_and_move(replica.url, LINK, "playground.seed", 1))
+        first = run_apart(open_and_move(server.url, LINK, "playground.seed", 1))
+        second = run_apart(open_and_move(replica.url, LINK, "playground.seed", 1))
     for one, other in zip(first, second, strict=True):
         assert one["metrics"] and one["heatmaps"]
         assert one == other

@@ -80,3 +80,18 @@ def test_importing_the_data_layer_starts_no_thread():
         check=True,
     )
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "script", [DASHBOARD / "app.py", *sorted((DASHBOARD / "views").glob("[a-z]*.py"))], ids=str
+)
+def test_no_bare_string_for_streamlit_magic_to_draw(script):
+    """A script Streamlit runs draws every bare expression (its "magic"): a string after
+    the module docstring would appear on the page."""
+    body = ast.parse(script.read_text(encoding="utf-8")).body
+    strays = [
+        node.lineno
+        for node in body[1:]
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    ]
+    assert strays == []

@@ -164,6 +164,7 @@ def test_app_imports_only_light_modules_at_the_top():
         "dashboard.i18n.LANGS",
         "dashboard.i18n.t",
         "dashboard.views.PAGES",
+        "dashboard.views.default_page",
     }, dashboard
 
 
