@@ -223,7 +223,7 @@ def token_weights_chart(
     title: str,
     token_title: str,
     weight_title: str,
-    width: int = 300,
+    width: int | None = 300,
 ) -> alt.Chart:
     """Horizontal bars of one query's weights over the key tokens, in sentence order.
 
@@ -232,7 +232,8 @@ def token_weights_chart(
     Args:
         weights: columns ``key`` (unique token labels, top to bottom) and ``weight``.
         title, token_title, weight_title: translated labels.
-        width: pixels of the bar area.
+        width: pixels of the bar area; ``None`` fits the container's width (show it with
+            ``st.altair_chart(..., width="stretch")``).
 
     Returns:
         An ``alt.Chart``.
@@ -253,6 +254,12 @@ def token_weights_chart(
                 alt.Tooltip("weight:Q", title=weight_title, format=".3f"),
             ],
         )
-        .properties(width=width, height=HEAD_VIEW_ROW_PX * max(len(order), 1))
+        # the height as a step per row: a fixed pixel height on a nominal axis collapses the
+        # bands to nothing in Streamlit 1.67's "content" height (all rows on one line)
+        .properties(height=alt.Step(HEAD_VIEW_ROW_PX))
     )
+    if width is None:
+        chart = chart.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+    else:
+        chart = chart.properties(width=width)
     return finish(chart, title, None)

@@ -20,7 +20,6 @@ BOSS_LOW, BOSS_HIGH, BOSS_DEFAULT, BOSS_STEP = -2.0, 6.0, 3.0, 0.5
 TOPIC_DEFAULT, TOPIC_STEP = 0.2, 0.05
 READING_PRESET = "zh_cat"
 SMALL_MAP_WIDTH = 300
-BAR_WIDTH = 240
 TEXT_COLUMN, LIVE_COLUMN = 3, 2
 
 
@@ -69,10 +68,10 @@ def bars(frame: pd.DataFrame, title: str) -> None:
             title=title,
             token_title=t("intuition.chart_who"),
             weight_title=t("common.chart_weight"),
-            width=BAR_WIDTH,
+            width=None,
         ),
         theme=None,
-        width="content",
+        width="stretch",
     )
 
 
