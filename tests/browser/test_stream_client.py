@@ -44,7 +44,9 @@ def figures(session: StreamSession) -> dict:
             heatmaps.append(json.loads(element.bidi_component.json))
         elif kind == "markdown" and element.markdown.element_type == Markdown.Type.CAPTION:
             captions.append(element.markdown.body)
-    return {"metrics": metrics, "heatmaps": heatmaps, "captions": captions}
+    # captions sorted: a slot filled after the heatmaps (the time note) can reach the client
+    # before or after the output's caption, depending on how fast each server ran
+    return {"metrics": metrics, "heatmaps": heatmaps, "captions": sorted(captions)}
 
 
 async def open_and_move(base_url: str, query: str, key: str, steps: int) -> tuple[dict, dict]:
