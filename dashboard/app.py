@@ -26,11 +26,12 @@ How the framework fits together (follow this when adding a page):
   installed package (``-e .`` in requirements.txt), so it needs no import-path edit.
 * **Start-up cost**: this file and the modules it imports at the top import neither torch,
   nor the library, nor pandas/Altair (:mod:`dashboard.data` imports each name on first use).
-  A page listed in :data:`TORCH_FREE_PAGES` (one that computes nothing with tensors, e.g. a
-  landing page) gets no device line and never imports torch. For every other page, torch
-  is imported in a background thread (:func:`dashboard.data.serving.preload_torch`) while
-  the page draws its title and explainer; the sidebar's device line (listing the devices
-  needs torch) keeps its place under the language switch and is drawn by the page's first
+  A page listed in :data:`TORCH_FREE_PAGES` (one that computes nothing with tensors) gets no
+  device line and never imports torch. A page in :data:`TORCH_LATE_PAGES` (the Intuition
+  landing page) draws its text and its torch-free charts first and then imports torch
+  itself. For every other page, torch is imported in a background thread
+  (:func:`dashboard.data.serving.preload_torch`) while the page draws its title and
+  explainer; the sidebar's device line (listing the devices needs torch) keeps its place under the language switch and is drawn by the page's first
   :func:`dashboard.controls.current_device` call. Each run is counted by
   :func:`dashboard.data.serving.script_run`, which shares the cores between concurrent runs.
 """
@@ -55,6 +56,9 @@ DEFAULT_BASE_URL = "http://localhost:8501/"
 # device line, no torch import, no profiler warm-up for them. A page listed here must reach
 # :mod:`dashboard.data` only for names whose modules need no torch.
 TORCH_FREE_PAGES: frozenset[str] = frozenset()
+# Pages that draw their torch-free charts first and import torch themselves afterwards: no
+# background import competing for the GIL with their pandas and Altair imports.
+TORCH_LATE_PAGES: frozenset[str] = frozenset({"intuition"})
 
 
 def language_switch() -> str:
@@ -122,8 +126,10 @@ def main() -> None:
         # a root link made when the Playground was the landing page (/?playground.…)
         st.switch_page(pages[legacy], query_params=st.query_params.to_dict())
     needs_torch = not any(page is pages.get(name) for name in TORCH_FREE_PAGES)
-    if needs_torch:
+    late_torch = any(page is pages.get(name) for name in TORCH_LATE_PAGES)
+    if needs_torch and not late_torch:
         serving.preload_torch()  # imported in the background while the page draws its title
+    if needs_torch:
         controls.reserve_device_line()  # drawn when the page first asks for the device
     notice_box = st.container()
     page.run()

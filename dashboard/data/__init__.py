@@ -32,6 +32,14 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "analogies": (
+        "LIBRARY_SHELVES",
+        "MEETING_OTHER_SCORES",
+        "MEETING_PEOPLE",
+        "library_lookup",
+        "meeting_weights",
+        "softmax",
+    ),
     "catalogue": (
         "ParamInfo",
         "VariantInfo",
@@ -168,15 +176,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "weights_table",
     ),
     "teaching": (
-        "LIBRARY_SHELVES",
-        "MEETING_OTHER_SCORES",
-        "MEETING_PEOPLE",
         "STEP_D_MODEL",
         "cell_breakdown",
         "head_entropy",
-        "library_lookup",
         "mean_distance",
-        "meeting_weights",
         "pattern_gallery",
         "step_by_step",
     ),

@@ -1,15 +1,13 @@
 """Cached teaching computations: the eight synthetic head patterns with their statistics,
-the explicit Q, K, V walkthrough of the Step-by-step page (both computed by
-:mod:`attention_core.experiments`), and the Intuition page's meeting and library."""
+and the explicit Q, K, V walkthrough of the Step-by-step page (both computed by
+:mod:`attention_core.experiments`). The Intuition page's meeting and library are in
+:mod:`dashboard.data.analogies` (torch-free)."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
 
 from attention_core import experiments
 from attention_core.experiments import STEP_D_MODEL, head_entropy, mean_distance
@@ -17,12 +15,7 @@ from dashboard.config import StepConfig
 from dashboard.data.tables import Heatmap, heatmap_grid
 
 __all__ = [
-    "LIBRARY_SHELVES",
-    "MEETING_PEOPLE",
-    "MEETING_OTHER_SCORES",
     "STEP_D_MODEL",
-    "library_lookup",
-    "meeting_weights",
     "cell_breakdown",
     "head_entropy",
     "mean_distance",
@@ -82,51 +75,3 @@ def cell_breakdown(result: experiments.Walkthrough, i: int, j: int) -> experimen
         ValueError: when i or j is out of range.
     """
     return experiments.explain_cell(result, i, j)
-
-
-MEETING_PEOPLE = ("boss", "colleague", "passer_by")
-"""Who speaks in the meeting analogy, in the order the scores come."""
-MEETING_OTHER_SCORES = (1.0, -1.0)
-"""The colleague's and the passer-by's fixed relevance scores."""
-LIBRARY_SHELVES = ("cats", "gardens", "cooking")
-LIBRARY_KEYS = ((1.0, 0.0), (0.6, 0.8), (0.0, 1.0))
-"""Each shelf's catalogue entry (its key) in a two-topic space: cats, food."""
-LIBRARY_SHARPNESS = 4.0
-"""Length of the query vector: how decided the reader is (a larger dot product, a peakier
-softmax)."""
-
-
-@st.cache_data(show_spinner=False)
-def meeting_weights(boss_score: float) -> tuple[float, ...]:
-    """Softmax of the meeting's relevance scores: the boss's, then the fixed others'.
-
-    Args:
-        boss_score: how relevant the boss's words are (any real number).
-
-    Returns:
-        One weight per person of :data:`MEETING_PEOPLE`, summing to 1.
-    """
-    scores = torch.tensor((boss_score, *MEETING_OTHER_SCORES), dtype=torch.float64)  # (3,)
-    return tuple(torch.softmax(scores, dim=0).tolist())
-
-
-@st.cache_data(show_spinner=False)
-def library_lookup(topic: float) -> pd.DataFrame:
-    """One attention lookup in the library: a query against each shelf's catalogue entry.
-
-    Args:
-        topic: 0 = the reader wants cats, 1 = food; the query is
-            :data:`LIBRARY_SHARPNESS` · (cos(topic·π/2), sin(topic·π/2)).
-
-    Returns:
-        Columns ``shelf``, ``score`` (query · key) and ``weight`` (softmax of the scores):
-        the share of each shelf's books (values) in what the reader takes home.
-    """
-    angle = torch.tensor(topic * math.pi / 2, dtype=torch.float64)
-    query = LIBRARY_SHARPNESS * torch.stack([torch.cos(angle), torch.sin(angle)])  # (2,)
-    keys = torch.tensor(LIBRARY_KEYS, dtype=torch.float64)  # (3, 2)
-    scores = keys @ query  # (3,)
-    weights = torch.softmax(scores, dim=0)  # (3,)
-    return pd.DataFrame(
-        {"shelf": LIBRARY_SHELVES, "score": scores.tolist(), "weight": weights.tolist()}
-    )

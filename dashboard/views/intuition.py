@@ -75,15 +75,22 @@ def bars(frame: pd.DataFrame, title: str) -> None:
     )
 
 
-def draw_dance(seed: int) -> None:
+def waiting_slot(live: DeltaGenerator) -> DeltaGenerator:
+    """A place in a live column that says it is computing until the element replaces it."""
+    with live:
+        slot = st.empty()
+    slot.caption(t("intuition.computing"))
+    return slot
+
+
+def draw_dance(live: DeltaGenerator, seed: int) -> None:
     """Every token watches every token: one random head on the tutorial's sentence."""
-    live = analogy("dance", "playground")
     run = data.attention_run(
         LayerConfig(d_model=DANCE_D_MODEL, heads=DANCE_HEADS, seed=seed, input_kind="preset_zh")
     )
     weights = run.weights[0]  # (L, L)
     labels = data.axis_labels(run.tokens)
-    with live:
+    with live.container():
         grid = data.heatmap_grid(weights, labels, labels)
         spec = controls.weights_spec(
             grid,
@@ -95,10 +102,9 @@ def draw_dance(seed: int) -> None:
         st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
 
 
-def draw_reading() -> None:
-    """它 -> 猫 on the multilingual model, with the honest caveat."""
-    live = analogy("reading", "real_model")
-    with live:
+def draw_reading(live: DeltaGenerator, caveat: DeltaGenerator) -> None:
+    """它 -> 猫 on the multilingual model in ``live``, with the honest caveat in ``caveat``."""
+    with live.container():
         if not data.model_installed(data.E5):
             st.caption(t("intuition.reading_missing", hint=data.MODEL_INSTALL_HINTS[data.E5]))
             return
@@ -122,7 +128,7 @@ def draw_reading() -> None:
                 f"{head['weight']:.2f}",
                 help=t("intuition.uniform_help", uniform=f"{head['uniform']:.3f}"),
             )
-    st.info(t("intuition.reading_caveat"))
+    caveat.info(t("intuition.reading_caveat"))
 
 
 def draw_meeting(boss: float) -> None:
@@ -154,14 +160,20 @@ def draw_library(topic: float) -> None:
 
 
 def render(ctl: IntuitionConfig) -> None:
-    """Draw the four analogies in the tutorial's order."""
-    try:
-        draw_dance(ctl.seed)
-    except ValueError as err:
-        controls.show_error(err)
-    draw_reading()
+    """Draw the four analogies in the tutorial's order. Every text and the two charts that
+    need no torch (the meeting, the library) come first; the dance and the reading then
+    fill their columns, so on a fresh server the page reads while torch and e5 load."""
+    dance = waiting_slot(analogy("dance", "playground"))
+    reading = waiting_slot(analogy("reading", "real_model"))
+    caveat = st.empty()
     draw_meeting(ctl.boss)
     draw_library(ctl.topic)
+    try:
+        draw_dance(dance, ctl.seed)
+    except ValueError as err:
+        with dance.container():
+            controls.show_error(err)
+    draw_reading(reading, caveat)
 
 
 controls.page_intro(PAGE)
