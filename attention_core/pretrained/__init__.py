@@ -53,6 +53,8 @@ from attention_core.pretrained.probe import (
     tokens_in_span,
 )
 from attention_core.pretrained.smollm2 import (
+    BF16_ATTENTION_TOLERANCE,
+    BF16_LOGIT_TOLERANCE,
     SMOLLM2_INSTALL_HINT,
     SMOLLM2_PACKAGE_PIN,
     SMOLLM2_SHA256,
@@ -70,6 +72,8 @@ __all__ = [
     "rank_heads",
     "special_share",
     "tokens_in_span",
+    "BF16_ATTENTION_TOLERANCE",
+    "BF16_LOGIT_TOLERANCE",
     "E5_INSTALL_HINT",
     "E5_MODEL_NAME",
     "E5_PACKAGE_PIN",

@@ -107,6 +107,35 @@ class TensorInfo:
         """Number of values."""
         return int(np.prod(self.shape, dtype=np.int64))
 
+    def rows(self, start: int, stop: int) -> TensorInfo:
+        """The info of rows [start, stop) of this matrix, to decode part of it.
+
+        A row always fills whole blocks (:func:`parse_gguf` checks it), so a run of rows is a
+        run of bytes.
+
+        Args:
+            start, stop: row range, 0 <= start < stop <= rows.
+
+        Returns:
+            :class:`TensorInfo` of shape (stop - start, *shape[1:]) over those bytes.
+
+        Raises:
+            ValueError: for a 1-D tensor or a range outside its rows.
+        """
+        if len(self.shape) < 2 or not 0 <= start < stop <= self.shape[0]:
+            raise ValueError(
+                f"rows [{start}, {stop}) of tensor {self.name!r} of shape {self.shape}: "
+                "need a matrix and 0 <= start < stop <= its rows"
+            )
+        row_bytes = self.nbytes // self.shape[0]
+        return TensorInfo(
+            self.name,
+            (stop - start, *self.shape[1:]),
+            self.ggml_type,
+            self.start + start * row_bytes,
+            (stop - start) * row_bytes,
+        )
+
 
 @dataclass(frozen=True)
 class GGUFFile:

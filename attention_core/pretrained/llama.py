@@ -16,6 +16,11 @@ for the interleaved one is a plausible-looking but wrong model.
 The KV cache holds each layer's keys (after RoPE) and values; a forward call with a cache
 continues at the next positions, and returns a new cache (the old one is not modified).
 
+The weight matrices may be stored in bfloat16 (half the memory of float32): each linear map
+then casts its float32 input to bfloat16 and its output back to float32
+(:func:`linear`), and the embedding rows are looked up in bfloat16 and widened; the
+residual stream, RMSNorm, RoPE, attention and softmax are float32 in either case.
+
 Shapes: B batch, L new tokens, P cached tokens, S = P + L keys, D width (576), H query heads
 (9), K key/value heads (3), G = H / K heads per group (3), E head size (64), F MLP width
 (1536), V vocabulary (49152), N layers (30).
@@ -212,6 +217,24 @@ def rows_to_interleaved(weight: torch.Tensor, heads: int) -> torch.Tensor:
     return per_head.transpose(1, 2).reshape(rows, width)  # (heads · E, D)
 
 
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x · weightᵀ, computed in the weight's dtype and returned in ``x``'s.
+
+    With a bfloat16 weight the float32 input is rounded to bfloat16, the product is
+    accumulated by the bfloat16 kernel and rounded to bfloat16, then widened back: faster on
+    CPUs with bfloat16 instructions than widening the weight, and no float32 copy is made.
+
+    Args:
+        x: (..., in) float32. weight: (out, in) float32 or bfloat16.
+
+    Returns:
+        (..., out) tensor of ``x``'s dtype.
+    """
+    if weight.dtype == x.dtype:
+        return F.linear(x, weight)  # (..., out)
+    return F.linear(x.to(weight.dtype), weight).to(x.dtype)  # (..., out)
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm: x / sqrt(mean(x²) + eps) · weight over the last axis.
 
@@ -229,7 +252,8 @@ class DecoderLayer(nn.Module):
 
     The parameters are the checkpoint's tensors, used as they are (no copy, no init):
     ``attn_norm`` (D,), ``qkv`` ((H + 2K)·E, D) with rows [q | k | v], ``out`` (D, H·E),
-    ``mlp_norm`` (D,), ``gate_up`` (2F, D) with rows [gate | up], ``down`` (D, F).
+    ``mlp_norm`` (D,), ``gate_up`` (2F, D) with rows [gate | up], ``down`` (D, F). The
+    norms are float32; the matrices float32 or bfloat16 (see :func:`linear`).
     """
 
     def __init__(self, config: LlamaConfig, tensors: dict[str, torch.Tensor]) -> None:
@@ -264,7 +288,7 @@ class DecoderLayer(nn.Module):
         batch, length, _ = x.shape
         heads, kv_heads, size = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         h = rms_norm(x, self.attn_norm, cfg.rms_eps)  # (B, L, D)
-        qkv = F.linear(h, self.qkv)  # (B, L, (H + 2K)·E)
+        qkv = linear(h, self.qkv)  # (B, L, (H + 2K)·E)
         q, k, v = qkv.split([heads * size, kv_heads * size, kv_heads * size], dim=-1)
         q = q.view(batch, length, heads, size).transpose(1, 2)  # (B, H, L, E)
         k = k.view(batch, length, kv_heads, size).transpose(1, 2)  # (B, K, L, E)
@@ -287,10 +311,10 @@ class DecoderLayer(nn.Module):
             **params,
         )
         out = result.output.transpose(1, 2).reshape(batch, length, heads * size)  # (B, L, H·E)
-        x = x + F.linear(out, self.out)  # (B, L, D)
+        x = x + linear(out, self.out)  # (B, L, D)
         h = rms_norm(x, self.mlp_norm, cfg.rms_eps)  # (B, L, D)
-        gate, up = F.linear(h, self.gate_up).chunk(2, dim=-1)  # (B, L, F) each
-        x = x + F.linear(F.silu(gate) * up, self.down)  # (B, L, D)
+        gate, up = linear(h, self.gate_up).chunk(2, dim=-1)  # (B, L, F) each
+        x = x + linear(F.silu(gate) * up, self.down)  # (B, L, D)
         weights = None
         if need_weights:
             weights = result.weights  # (B, H, L, S)
@@ -334,6 +358,11 @@ class Decoder(nn.Module):
         self.final_norm = nn.Parameter(final_norm, requires_grad=False)  # (D,)
         self.layers = nn.ModuleList(DecoderLayer(config, tensors) for tensors in layers)
         self.eval()
+
+    @property
+    def weights_dtype(self) -> str:
+        """How the weight matrices are stored: ``"float32"`` or ``"bfloat16"``."""
+        return str(self.embedding.dtype).removeprefix("torch.")
 
     def _twin(self) -> Decoder:
         """A shallow twin sharing every parameter tensor and the tokenizer."""
@@ -522,7 +551,7 @@ class Decoder(nn.Module):
         cos, sin = rope_angles(
             torch.arange(start, start + length), self.config.head_dim, self.config.rope_base
         )  # (L, E/2) each
-        x = F.embedding(input_ids.long(), self.embedding)  # (B, L, D)
+        x = F.embedding(input_ids.long(), self.embedding).float()  # (B, L, D) float32
         attentions: list[torch.Tensor] = []
         keys: list[torch.Tensor] = []
         values: list[torch.Tensor] = []
@@ -541,7 +570,7 @@ class Decoder(nn.Module):
             if need_weights:
                 attentions.append(weights)  # (B, H, L, S)
         x = rms_norm(x, self.final_norm, self.config.rms_eps)  # (B, L, D)
-        logits = F.linear(x, self.embedding)  # (B, L, V): tied input/output embedding
+        logits = linear(x, self.embedding)  # (B, L, V): tied input/output embedding
         new_cache = DecoderCache(tuple(keys), tuple(values), next_position=start + length)
         return DecoderOutput(
             logits=logits,
