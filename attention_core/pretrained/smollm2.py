@@ -57,7 +57,7 @@ _LAYER_TENSORS = {
 EMBEDDING_TENSOR = "token_embd.weight"
 FINAL_NORM_TENSOR = "output_norm.weight"
 WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-CONVERT_ROWS = 4096  # rows dequantised to float32 at a time when storing bfloat16
+CONVERT_ROWS = 1024  # rows dequantised to float32 at a time when storing bfloat16
 # measured against the transformers fixture (tests/core/test_decoder.py), rounded up
 BF16_ATTENTION_TOLERANCE = 0.05
 BF16_LOGIT_TOLERANCE = 1.0
@@ -164,22 +164,41 @@ def _check_tensor_table(gguf: GGUFFile, config: LlamaConfig) -> None:
             )
 
 
-def _decode_into(gguf: GGUFFile, info: TensorInfo, target: torch.Tensor) -> None:
-    """Decode one tensor into ``target`` (its shape, float32 or bfloat16).
+def _conversion_buffer(config: LlamaConfig, dtype: torch.dtype) -> torch.Tensor | None:
+    """The one float32 buffer a load into ``dtype`` decodes through (None for float32).
 
-    float32 is decoded in place; bfloat16 a block of :data:`CONVERT_ROWS` rows at a time
-    through a small float32 buffer, so no float32 copy of the whole tensor exists.
+    Reusing one buffer for every block of rows keeps the load from leaving megabytes of
+    freed temporaries between the long-lived weights, which the C heap cannot give back.
+    """
+    if dtype == torch.float32:
+        return None
+    widest = max(config.hidden_size, config.intermediate_size)
+    return torch.empty(CONVERT_ROWS * widest, dtype=torch.float32)  # (rows · widest,)
+
+
+def _decode_into(
+    gguf: GGUFFile, info: TensorInfo, target: torch.Tensor, buffer: torch.Tensor | None
+) -> None:
+    """Decode one tensor into ``target`` (its shape, float32 or another dtype).
+
+    float32 is decoded in place; another dtype a block of :data:`CONVERT_ROWS` rows at a
+    time through ``buffer`` (:func:`_conversion_buffer`), so no float32 copy of the whole
+    tensor exists.
     """
     if target.dtype == torch.float32:
         dequantize(gguf.data, info, out=target)
         return
-    rows = info.shape[0]
+    rows, width = info.shape[0], info.numel // info.shape[0]
     for start in range(0, rows, CONVERT_ROWS):
         stop = min(start + CONVERT_ROWS, rows)
-        target[start:stop].copy_(dequantize(gguf.data, info.rows(start, stop)))  # (rows, D)
+        block = buffer[: (stop - start) * width]  # (rows · D,) float32
+        dequantize(gguf.data, info.rows(start, stop), out=block)
+        target[start:stop].copy_(block.view(stop - start, width))  # (rows, D), rounded
 
 
-def _layer_tensors(gguf: GGUFFile, index: int, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+def _layer_tensors(
+    gguf: GGUFFile, index: int, dtype: torch.dtype, buffer: torch.Tensor | None
+) -> dict[str, torch.Tensor]:
     """One layer's tensors under the decoder's names (q/k/v, gate/up stacked): matrices in
     ``dtype``, the two norm vectors always float32."""
     tensors = {}
@@ -192,17 +211,17 @@ def _layer_tensors(gguf: GGUFFile, index: int, dtype: torch.dtype) -> dict[str, 
         )  # (rows, D) or (D,)
         first = 0
         for info in infos:  # each part decoded straight into its rows: no concatenation copy
-            _decode_into(gguf, info, stacked[first : first + info.shape[0]])
+            _decode_into(gguf, info, stacked[first : first + info.shape[0]], buffer)
             first += info.shape[0]
         tensors[target] = stacked
     return tensors
 
 
-def _embedding(gguf: GGUFFile, dtype: torch.dtype) -> torch.Tensor:
+def _embedding(gguf: GGUFFile, dtype: torch.dtype, buffer: torch.Tensor | None) -> torch.Tensor:
     """The (V, D) token embedding (also the output matrix) in ``dtype``."""
     info = gguf.tensors[EMBEDDING_TENSOR]
     table = torch.empty(info.shape, dtype=dtype)  # (V, D)
-    _decode_into(gguf, info, table)
+    _decode_into(gguf, info, table, buffer)
     return table
 
 
@@ -249,10 +268,11 @@ def load_llama_gguf(
         pre_tokenizer=metadata.get("tokenizer.ggml.pre"),
         max_length=config.context_length,
     )
-    layers = [_layer_tensors(gguf, index, dtype) for index in range(config.num_layers)]
+    buffer = _conversion_buffer(config, dtype)
+    layers = [_layer_tensors(gguf, index, dtype, buffer) for index in range(config.num_layers)]
     return Decoder(
         config,
-        _embedding(gguf, dtype),
+        _embedding(gguf, dtype, buffer),
         gguf.tensor(FINAL_NORM_TENSOR),
         layers,
         tokenizer,
