@@ -144,7 +144,7 @@ def _ms(timing: Timing) -> str:
 
 def print_goals(loads: dict[str, list[dict]], steps: dict, forwards: dict) -> None:
     """The goal table: one column per weight dtype."""
-    print(f"{'goal':<36}" + "".join(f"{dtype:>18}" for dtype in DTYPES) + f"{'target':>10}")
+    print(f"{'goal':<36}" + "".join(f"{dtype:>14}{'':5}" for dtype in DTYPES) + f"{'target':>9}")
     rows = [
         ("load (median, fresh process)", "s", LOAD_GOAL_S, 1, None),
         ("cached decoding step", "ms", STEP_GOAL_S, 1e3, ("cached", steps)),
@@ -159,7 +159,7 @@ def print_goals(loads: dict[str, list[dict]], steps: dict, forwards: dict) -> No
             else:
                 key = "load_s" if unit == "s" else "rss_mib"
                 value = statistics.median(run[key] for run in loads[dtype])
-            cells += f"{value * scale:>10.1f} {unit:<3}{_verdict(value, goal):>4}"
+            cells += f"{value * scale:>9.1f} {unit:<4}{_verdict(value, goal):<5}"
         print(f"{name:<36}{cells}{goal * scale:>7.0f} {unit}")
 
 
