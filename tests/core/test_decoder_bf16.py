@@ -29,7 +29,6 @@ from attention_core.pretrained.llama import linear
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_reference.npz"
 MATRICES = ("qkv", "out", "gate_up", "down")
 BF16_MANTISSA_STEP = 2.0**-8  # relative spacing of bfloat16 numbers in [1, 2)
-FLOAT32_LOGIT_TOLERANCE = 2e-4  # tests/core/test_decoder.py
 MIN_BF16_MOVE = 1e-3  # the bf16 model does differ from the float32 one (the option works)
 PROMPTS = 4
 LAYERS = 30
