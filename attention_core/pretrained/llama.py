@@ -31,7 +31,6 @@ Shapes: B batch, L new tokens, P cached tokens, S = P + L keys, D width (576), H
 from __future__ import annotations
 
 import copy
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -39,11 +38,18 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention_core import masks
+from attention_core.pretrained.rope import (
+    ROPE_STYLES,
+    apply_rope,
+    half_split_order,
+    rope_angles,
+    rows_to_half,
+    rows_to_interleaved,
+)
 from attention_core.pretrained.tokenizer import Tokenized, tokenize
 from attention_core.registry import attend, get_variant
 from attention_core.validation import check_bool, check_choice, check_int
 
-ROPE_STYLES = ("interleaved", "half")
 FLOAT32_BYTES = 4
 KEYS_AND_VALUES = 2
 
@@ -148,95 +154,6 @@ class DecoderOutput:
     logits: torch.Tensor
     attentions: tuple[torch.Tensor, ...] | None
     cache: DecoderCache
-
-
-def rope_angles(
-    positions: torch.Tensor, head_dim: int, base: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of RoPE's angles, position · base^(−2i/E), computed in float64.
-
-    Args:
-        positions: (L,) integer positions.
-        head_dim: E (even). base: θ, e.g. 100000.
-
-    Returns:
-        (cos, sin), each (L, E/2) float32.
-    """
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim  # (E/2,)
-    inv_freq = base**-exponents  # (E/2,)
-    angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (L, E/2)
-    return angles.cos().float(), angles.sin().float()
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, style: str) -> torch.Tensor:
-    """Rotate each pair of features of ``x`` by its position's angle.
-
-    Args:
-        x: (B, heads, L, E) queries or keys.
-        cos, sin: (L, E/2) from :func:`rope_angles`.
-        style: ``"interleaved"`` rotates features (2i, 2i+1) (rows in GGUF order);
-            ``"half"`` rotates features (i, i + E/2) (rows in HuggingFace order).
-
-    Returns:
-        (B, heads, L, E) rotated tensor.
-    """
-    half = x.shape[-1] // 2
-    if style == "interleaved":
-        # each pair (x[2i], x[2i+1]) is the complex number x[2i] + i·x[2i+1]: rotating it by
-        # the angle is one complex multiplication, (a + ib)(cos + i sin)
-        pairs = torch.view_as_complex(x.unflatten(-1, (half, 2)))  # (B, heads, L, E/2) complex
-        rotated = pairs * torch.complex(cos, sin)  # (B, heads, L, E/2) complex
-        return torch.view_as_real(rotated).flatten(-2)  # (B, heads, L, E)
-    first, second = x[..., :half], x[..., half:]  # (B, heads, L, E/2) each
-    return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
-
-
-@functools.cache
-def half_split_order(head_dim: int) -> torch.Tensor:
-    """The features of interleaved pairs listed in half-split order: [0, 2, …, E−2, 1, 3, …,
-    E−1].
-
-    Permuting the features of both q and k leaves every score q·k unchanged, but the float32
-    sum then adds the terms in the order of the half-split (HuggingFace) layout, so that
-    rotated keys stored interleaved score exactly like the reference implementation's (its
-    logits within 1e-4 instead of 1.4e-4).
-
-    Args:
-        head_dim: E (even).
-
-    Returns:
-        (E,) int64 index tensor (shared: do not modify).
-    """
-    return torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))  # (E,)
-
-
-def rows_to_half(weight: torch.Tensor, heads: int) -> torch.Tensor:
-    """Reorder query/key projection rows from GGUF's interleaved order to HuggingFace's.
-
-    Args:
-        weight: (heads · E, D) rows in interleaved order. heads: number of heads.
-
-    Returns:
-        (heads · E, D) rows in half-split order (a new tensor).
-    """
-    rows, width = weight.shape
-    per_head = weight.reshape(heads, rows // heads // 2, 2, width)  # (heads, E/2, 2, D)
-    return per_head.transpose(1, 2).reshape(rows, width)  # (heads · E, D)
-
-
-def rows_to_interleaved(weight: torch.Tensor, heads: int) -> torch.Tensor:
-    """Reorder query/key projection rows from HuggingFace's half-split order to GGUF's.
-
-    Args:
-        weight: (heads · E, D) rows in half-split order. heads: number of heads.
-
-    Returns:
-        (heads · E, D) rows in interleaved order (a new tensor), as llama.cpp's converter
-        writes them.
-    """
-    rows, width = weight.shape
-    per_head = weight.reshape(heads, 2, rows // heads // 2, width)  # (heads, 2, E/2, D)
-    return per_head.transpose(1, 2).reshape(rows, width)  # (heads · E, D)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

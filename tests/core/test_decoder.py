@@ -34,7 +34,7 @@ from attention_core.pretrained import (
     rope_angles,
     smollm2_available,
 )
-from attention_core.pretrained.llama import half_split_order
+from attention_core.pretrained.rope import half_split_order
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_reference.npz"
 FIXTURE_MAX_BYTES = 4 << 20
