@@ -103,16 +103,15 @@ def param_label(name: str) -> str:
     return translated(f"common.param_{name}", name.replace("_", " "))
 
 
-def page_intro(namespace: str, **fmt: object) -> None:
+def page_intro(namespace: str) -> None:
     """Draw a page's title, explainer and "what to look for" note.
 
-    Uses the keys ``<namespace>.title``, ``<namespace>.intro`` and ``<namespace>.look_for``;
-    ``fmt`` fills the placeholders of the last two (e.g. a tolerance the library states).
+    Uses the keys ``<namespace>.title``, ``<namespace>.intro`` and ``<namespace>.look_for``.
     """
     st.title(t(f"{namespace}.title"))
-    st.markdown(t(f"{namespace}.intro", **fmt))
+    st.markdown(t(f"{namespace}.intro"))
     with st.expander(t("common.what_to_look_for"), expanded=True):
-        st.markdown(t(f"{namespace}.look_for", **fmt))
+        st.markdown(t(f"{namespace}.look_for"))
 
 
 def show_error(err: Exception) -> None:

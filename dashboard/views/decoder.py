@@ -305,6 +305,7 @@ def render(ctl: DecoderConfig) -> None:
     except ValueError as err:  # a bad file or text
         controls.show_error(err)
         return
+    st.caption(t("decoder.weights_note", **tolerances()))
     draw_generation(step)
     draw_causal_maps(maps, ctl.layer)
     draw_rope(maps, ctl.layer, ctl.head)
@@ -323,6 +324,6 @@ def render(ctl: DecoderConfig) -> None:
         st.rerun()
 
 
-controls.page_intro(PAGE, **tolerances())
+controls.page_intro(PAGE)
 ctl = decoder_controls(PAGE)
 render(ctl)

@@ -95,7 +95,7 @@ def test_default_view_matches_the_reference_model(lang):
         rows["values"][:, :, :], expected_rows(reference), atol=MAP_TOLERANCE, rtol=0
     )
     stated = [f"{BF16_ATTENTION_TOLERANCE:g}", f"{BF16_LOGIT_TOLERANCE:g}", "bfloat16"]
-    assert any(all(part in m.value for part in stated) for m in at.markdown)
+    assert any(all(part in c.value for part in stated) for c in at.caption)
     assert rope["values"].shape == (3, 5, 5)
     assert at.query_params["decoder.steps"] == "0"
 
