@@ -24,7 +24,7 @@ import torch
 
 from attention_core.pretrained.bert import ModelNotInstalledError
 from attention_core.pretrained.bpe import build_bpe_tokenizer
-from attention_core.pretrained.checks import read_verified
+from attention_core.pretrained.checks import map_verified, release_pages
 from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, dequantize, parse_gguf
 from attention_core.pretrained.llama import Decoder, LlamaConfig
 from attention_core.validation import check_choice
@@ -256,7 +256,10 @@ def load_llama_gguf(
     """
     dtype = WEIGHT_DTYPES[check_choice("weights_dtype", weights_dtype, tuple(WEIGHT_DTYPES))]
     path = Path(path)
-    gguf = parse_gguf(read_verified(path, expected_sha256))
+    # A copy-on-write map, not a read: the file's pages are decoded and handed back layer by
+    # layer (release_pages), so the load never also holds the whole 98 MB file.
+    mapped = map_verified(path, expected_sha256)
+    gguf = parse_gguf(mapped)
     config = config_from_metadata(gguf.metadata)
     _check_tensor_table(gguf, config)
     metadata = gguf.metadata
@@ -269,7 +272,10 @@ def load_llama_gguf(
         max_length=config.context_length,
     )
     buffer = _conversion_buffer(config, dtype)
-    layers = [_layer_tensors(gguf, index, dtype, buffer) for index in range(config.num_layers)]
+    layers = []
+    for index in range(config.num_layers):
+        layers.append(_layer_tensors(gguf, index, dtype, buffer))
+        release_pages(mapped)
     return Decoder(
         config,
         _embedding(gguf, dtype, buffer),

@@ -10,6 +10,7 @@ still the same model: the next token of every prompt, cached decoding, half RoPE
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from attention_core.pretrained import (
     smollm2_available,
 )
 from attention_core.pretrained.llama import linear
+from tests.core.mapping import mapped_file, mapped_files
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_reference.npz"
 MATRICES = ("qkv", "out", "gate_up", "down")
@@ -76,6 +78,14 @@ def test_matrices_are_bfloat16_and_norms_float32(bf16):
     weight_bytes = sum(p.numel() * p.element_size() for p in bf16.parameters())
     weight_count = sum(p.numel() for p in bf16.parameters())
     assert weight_bytes < 2.01 * weight_count  # half of float32's 4 bytes a weight
+
+
+def test_load_keeps_no_copy_of_the_file(bf16):
+    """The GGUF file is mapped while the weights are decoded, then let go: the decoder
+    holds its own bfloat16 matrices and nothing of the file."""
+    gc.collect()
+    assert Path(bf16.source).resolve() not in mapped_files()
+    assert all(mapped_file(p) is None for p in bf16.parameters())
 
 
 def test_weights_are_the_float32_weights_rounded(bf16):
