@@ -33,17 +33,7 @@ from attention_core.pretrained.e5 import (
 )
 from attention_core.pretrained.e5_tokenizer import E5_UNK_TOKEN, E5Tokenizer
 from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, parse_gguf
-from attention_core.pretrained.llama import (
-    ROPE_STYLES,
-    Decoder,
-    DecoderCache,
-    DecoderOutput,
-    LlamaConfig,
-    apply_rope,
-    rope_angles,
-    rows_to_half,
-    rows_to_interleaved,
-)
+from attention_core.pretrained.llama import Decoder, DecoderCache, DecoderOutput, LlamaConfig
 from attention_core.pretrained.probe import (
     HeadLink,
     find_span,
@@ -52,7 +42,16 @@ from attention_core.pretrained.probe import (
     special_share,
     tokens_in_span,
 )
+from attention_core.pretrained.rope import (
+    ROPE_STYLES,
+    apply_rope,
+    rope_angles,
+    rows_to_half,
+    rows_to_interleaved,
+)
 from attention_core.pretrained.smollm2 import (
+    BF16_ATTENTION_TOLERANCE,
+    BF16_LOGIT_TOLERANCE,
     SMOLLM2_INSTALL_HINT,
     SMOLLM2_PACKAGE_PIN,
     SMOLLM2_SHA256,
@@ -70,6 +69,8 @@ __all__ = [
     "rank_heads",
     "special_share",
     "tokens_in_span",
+    "BF16_ATTENTION_TOLERANCE",
+    "BF16_LOGIT_TOLERANCE",
     "E5_INSTALL_HINT",
     "E5_MODEL_NAME",
     "E5_PACKAGE_PIN",

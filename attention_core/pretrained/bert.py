@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load as load_safetensors_bytes
 from torch import nn
 from torch.nn import functional as F
 
 from attention_core.modules import MultiHeadSelfAttention
-from attention_core.pretrained.checks import read_verified
+from attention_core.pretrained.checks import map_verified
+from attention_core.pretrained.safetensors_file import read_safetensors
 from attention_core.pretrained.tokenizer import Tokenized, load_tokenizer, tokenize
 from attention_core.registry import get_variant
 from attention_core.validation import check_float, check_int
@@ -487,7 +487,8 @@ def load_bert(
         **variant_params: the variant's parameters.
 
     Returns:
-        :class:`Encoder` in eval mode, float32, on the CPU.
+        :class:`Encoder` in eval mode, float32, on the CPU; its float32 weights are views of
+        a copy-on-write memory map of ``model.safetensors`` (other dtypes are converted).
 
     Raises:
         FileNotFoundError: when the folder or one of its files is missing.
@@ -498,12 +499,13 @@ def load_bert(
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}")
     config = BertConfig.from_file(folder / CONFIG_FILE)
-    data = read_verified(folder / WEIGHTS_FILE, expected_sha256)
+    # The weights stay views of the checked mapping: only the word-table rows a text uses
+    # (and the layers) become resident, as shared page-cache pages, never a private copy.
+    mapped = map_verified(folder / WEIGHTS_FILE, expected_sha256)
     try:
-        weights = load_safetensors_bytes(data)
-    except Exception as err:  # safetensors raises its own SafetensorError
+        weights = read_safetensors(mapped)
+    except ValueError as err:
         raise ValueError(f"cannot parse {folder / WEIGHTS_FILE}: {err}") from err
-    del data
     max_length = min(config.max_position_embeddings, TOKENIZER_MAX_LENGTH)
     tokenizer = load_tokenizer(folder / TOKENIZER_FILE, max_length)
     encoder = Encoder(config, tokenizer, folder, variant, **variant_params)
@@ -515,7 +517,8 @@ def load_bert(
                 f"tensor {name} has shape {tuple(tensor.shape)}, "
                 f"expected {expected_shapes.get(name)}"
             )
-    encoder.load_state_dict({name: t.float() for name, t in state.items()}, strict=True)
+    float_state = {name: t.float() for name, t in state.items()}  # no copy for float32
+    encoder.load_state_dict(float_state, strict=True, assign=True)
     return encoder
 
 

@@ -2,8 +2,9 @@
 
 Only what a llama-architecture checkpoint such as SmolLM2-135M needs: GGUF versions 2 and 3,
 every metadata value type, and the tensor types F32, F16, Q8_0 and Q4_1. It reads from bytes
-already in memory (the caller checks their SHA-256 first), so nothing is parsed twice, and
-turns a truncated or malformed file into a ``ValueError`` that says where it went wrong.
+already in memory or mapped (the caller checks their SHA-256 first), so nothing is parsed
+twice, and turns a truncated or malformed file into a ``ValueError`` that says where it went
+wrong.
 
 Layout (little-endian): magic ``GGUF``, version (u32), tensor count (u64), metadata count
 (u64); the metadata as (key string, value type u32, value); the tensor infos as (name, number
@@ -19,12 +20,14 @@ in its low nibble and element j + 16 in its high nibble.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+FileData = bytes | bytearray | mmap.mmap  # a whole file, read or mapped
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
@@ -107,6 +110,35 @@ class TensorInfo:
         """Number of values."""
         return int(np.prod(self.shape, dtype=np.int64))
 
+    def rows(self, start: int, stop: int) -> TensorInfo:
+        """The info of rows [start, stop) of this matrix, to decode part of it.
+
+        A row always fills whole blocks (:func:`parse_gguf` checks it), so a run of rows is a
+        run of bytes.
+
+        Args:
+            start, stop: row range, 0 <= start < stop <= rows.
+
+        Returns:
+            :class:`TensorInfo` of shape (stop - start, *shape[1:]) over those bytes.
+
+        Raises:
+            ValueError: for a 1-D tensor or a range outside its rows.
+        """
+        if len(self.shape) < 2 or not 0 <= start < stop <= self.shape[0]:
+            raise ValueError(
+                f"rows [{start}, {stop}) of tensor {self.name!r} of shape {self.shape}: "
+                "need a matrix and 0 <= start < stop <= its rows"
+            )
+        row_bytes = self.nbytes // self.shape[0]
+        return TensorInfo(
+            self.name,
+            (stop - start, *self.shape[1:]),
+            self.ggml_type,
+            self.start + start * row_bytes,
+            (stop - start) * row_bytes,
+        )
+
 
 @dataclass(frozen=True)
 class GGUFFile:
@@ -117,13 +149,13 @@ class GGUFFile:
         metadata: key -> value; numbers as Python scalars, strings as ``str``, arrays of
             numbers as 1-D numpy arrays, arrays of strings as lists of ``str``.
         tensors: name -> :class:`TensorInfo`, in file order.
-        data: the whole file's bytes (read, never written).
+        data: the whole file's bytes or memory map (read, never written).
     """
 
     version: int
     metadata: dict[str, object]
     tensors: dict[str, TensorInfo]
-    data: bytes | bytearray
+    data: FileData
 
     def tensor(self, name: str, out: torch.Tensor | None = None) -> torch.Tensor:
         """Dequantise one tensor to float32.
@@ -148,7 +180,7 @@ class GGUFFile:
 class _Cursor:
     """Reads little-endian values from ``data`` at a moving offset; overruns raise ValueError."""
 
-    def __init__(self, data: bytes | bytearray) -> None:
+    def __init__(self, data: FileData) -> None:
         self.data = data
         self.view = memoryview(data)
         self.offset = 0
@@ -268,8 +300,8 @@ def parse_gguf(data: bytes) -> GGUFFile:
             is unknown, the file ends early (naming the offset), a string is not UTF-8, or a
             tensor's data lies outside the file.
     """
-    if not isinstance(data, bytes | bytearray):
-        raise ValueError(f"data must be bytes, got {type(data).__name__}")
+    if not isinstance(data, bytes | bytearray | mmap.mmap):
+        raise ValueError(f"data must be bytes or a memory map, got {type(data).__name__}")
     if data[:4] != GGUF_MAGIC:
         raise ValueError(f"not a GGUF file: it starts with {data[:4]!r}, not {GGUF_MAGIC!r}")
     cursor = _Cursor(data)
@@ -302,7 +334,7 @@ def parse_gguf(data: bytes) -> GGUFFile:
     return GGUFFile(version=version, metadata=metadata, tensors=tensors, data=data)
 
 
-def _block_records(data: bytes | bytearray, info: TensorInfo, dtype: np.dtype) -> np.ndarray:
+def _block_records(data: FileData, info: TensorInfo, dtype: np.dtype) -> np.ndarray:
     """The tensor's stored blocks as a (blocks,) structured numpy view (no copy)."""
     return np.frombuffer(data, dtype=dtype, count=info.nbytes // dtype.itemsize, offset=info.start)
 
@@ -319,9 +351,7 @@ def _output(info: TensorInfo, out: torch.Tensor | None) -> torch.Tensor:
     return out
 
 
-def dequantize(
-    data: bytes | bytearray, info: TensorInfo, out: torch.Tensor | None = None
-) -> torch.Tensor:
+def dequantize(data: FileData, info: TensorInfo, out: torch.Tensor | None = None) -> torch.Tensor:
     """Decode one tensor's stored bytes to float32 (numpy does the work: it is several times
     faster than torch on these uint8 bit operations).
 

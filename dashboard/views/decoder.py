@@ -43,6 +43,14 @@ class DecoderConfig:
     play: bool = False
 
 
+def tolerances() -> dict[str, str]:
+    """The tested bounds of the bfloat16 decoder against float32, as the texts show them."""
+    return {
+        "attention": f"{data.DECODER_ATTENTION_TOLERANCE:g}",
+        "logits": f"{data.DECODER_LOGIT_TOLERANCE:g}",
+    }
+
+
 def _move_steps(delta: int) -> None:
     """Button callback: one generated token more (or back to the prompt when delta < 0)."""
     current = st.session_state.get(STEPS_KEY, DEFAULT_STEPS)
@@ -137,7 +145,13 @@ def draw_generation(step: data.DecodeStep) -> None:
     cols[2].metric(t("decoder.metric_cache_bytes"), data.describe_bytes(step.cache_bytes))
     difference = "—" if step.cached_vs_full is None else f"{step.cached_vs_full:.1e}"
     cols[3].metric(t("decoder.metric_cached_vs_full"), difference)
-    st.caption(t("decoder.cache_caption", per_token=step.cache_bytes // max(step.cache_tokens, 1)))
+    st.caption(
+        t(
+            "decoder.cache_caption",
+            per_token=step.cache_bytes // max(step.cache_tokens, 1),
+            **tolerances(),
+        )
+    )
     left, right = st.columns([1, 2])
     with left:
         table = pd.DataFrame(
@@ -291,6 +305,7 @@ def render(ctl: DecoderConfig) -> None:
     except ValueError as err:  # a bad file or text
         controls.show_error(err)
         return
+    st.caption(t("decoder.weights_note", **tolerances()))
     draw_generation(step)
     draw_causal_maps(maps, ctl.layer)
     draw_rope(maps, ctl.layer, ctl.head)

@@ -40,6 +40,7 @@ from attention_core.pretrained.e5_file import (  # noqa: E402
     q4_blocks,
 )
 from attention_core.pretrained.e5_tokenizer import E5Tokenizer  # noqa: E402
+from tests.core.mapping import mapped_file  # noqa: E402
 
 MIN_COSINE = 0.999
 MOVED = 0.05  # a change in weight worth calling a move
@@ -228,6 +229,15 @@ def test_word_rows_decode_like_the_numpy_formula(encoder):
     expected = dequantize_q4(blocks[ids[0].numpy()])  # (4, 384)
     decoded = encoder.embeddings.word_embeddings(ids)[0]  # (4, 384)
     np.testing.assert_array_equal(decoded.numpy(), expected)
+
+
+def test_word_table_is_a_view_of_the_mapped_file(encoder):
+    """The 250,037-row table is not an owned copy: the package's file backs it, so only the
+    rows a text uses become resident (and those are shared page-cache pages)."""
+    blocks = encoder.embeddings.word_embeddings.blocks  # (V, 12, 18) uint8
+    assert mapped_file(blocks) == default_e5_path().resolve()
+    assert mapped_file(encoder.layers[0].intermediate.weight) is None  # dequantised: owned
+    assert not any(mapped_file(p) for p in encoder.parameters())  # nothing else holds the file
 
 
 @pytest.fixture(scope="module")

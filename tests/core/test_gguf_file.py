@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attention_core.pretrained.bpe import byte_alphabet, group_by_character, token_bytes
-from attention_core.pretrained.gguf_file import parse_gguf
+from attention_core.pretrained.gguf_file import dequantize, parse_gguf
 from attention_core.pretrained.smollm2 import default_gguf_path
 
 gguf = pytest.importorskip("gguf")
@@ -99,6 +99,19 @@ def test_decode_into_rows_of_a_stacked_matrix(tiny):
     assert np.array_equal(stacked.numpy(), np.concatenate([expected["q4"], expected["q8"]]))
     with pytest.raises(ValueError, match="contiguous float32"):
         parsed.tensor("q4", out=torch.zeros(3, ROW + 1))
+
+
+def test_row_ranges_decode_to_the_same_rows(tiny):
+    data, expected = tiny
+    parsed = parse_gguf(data)
+    for name in ("dense", "q4", "q8"):
+        info = parsed.tensors[name]
+        for start, stop in ((0, 1), (1, 3), (0, info.shape[0])):
+            decoded = dequantize(data, info.rows(start, stop))
+            assert np.array_equal(decoded.numpy(), expected[name][start:stop]), (name, start)
+    for start, stop in ((1, 1), (-1, 2), (2, 4)):
+        with pytest.raises(ValueError, match="rows"):
+            parsed.tensors["q4"].rows(start, stop)
 
 
 def test_every_truncation_is_a_value_error(tiny):

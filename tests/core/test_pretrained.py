@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file as load_safetensors_file
 
 from attention_core import VARIANTS
 from attention_core.pretrained import (
@@ -24,6 +25,7 @@ from attention_core.pretrained import (
     default_model_folder,
     load_minilm,
 )
+from tests.core.mapping import mapped_file
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "minilm_reference.npz"
 FIXTURE_MAX_BYTES = 1 << 20
@@ -201,3 +203,48 @@ def test_with_variant_shares_weights_and_leaves_the_original(encoder):
     band = torch.ones(len(local.tokens), len(local.tokens)).triu(-1).tril(1).bool()  # |i-j|<=1
     assert torch.all(local.attentions[:, :, ~band] == 0)
     torch.testing.assert_close(encoder.encode(CAT_SENTENCE).attentions, exact.attentions)
+
+
+def test_weights_are_views_of_the_mapped_file(encoder):
+    """The word table is not an owned copy: the file itself backs it, so only the rows a text
+    touches become resident."""
+    weights = default_model_folder() / "model.safetensors"
+    word_table = encoder.embeddings.word_embeddings.weight
+    assert mapped_file(word_table) == weights.resolve()
+    assert mapped_file(encoder.layers[3].intermediate.weight) == weights.resolve()
+    assert mapped_file(torch.zeros(1000)) is None  # an ordinary tensor is not file-backed
+
+
+def test_weights_equal_the_safetensors_library(encoder):
+    stored = load_safetensors_file(default_model_folder() / "model.safetensors")
+    pairs = {
+        "embeddings.word_embeddings.weight": encoder.embeddings.word_embeddings.weight,
+        "embeddings.position_embeddings.weight": encoder.embeddings.position_embeddings.weight,
+        "encoder.layer.5.attention.self.query.weight": encoder.layers[5].attention.q_linear.weight,
+        "encoder.layer.5.output.LayerNorm.bias": encoder.layers[5].output_norm.bias,
+    }
+    for name, tensor in pairs.items():
+        torch.testing.assert_close(tensor, stored[name], atol=0, rtol=0)
+    ids = torch.tensor([[101, 4937, 102]])  # [CLS] cat [SEP]
+    rows = encoder.embeddings.word_embeddings(ids)[0]  # (3, 384)
+    torch.testing.assert_close(rows, stored["embeddings.word_embeddings.weight"][ids[0]])
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda data: data[:4], "truncated"),
+        (lambda data: (10**9).to_bytes(8, "little") + data[8:], "does not fit"),
+        (lambda data: data[:8] + b"[" + data[9:], "JSON"),
+        (lambda data: data[: len(data) // 2], "spans bytes"),
+        (lambda data: data.replace(b'"F32"', b'"F99"', 1), "unknown dtype"),
+    ],
+)
+def test_malformed_weights_are_value_errors(tmp_path, damage, message):
+    source = default_model_folder()
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy(source / name, tmp_path / name)
+    data = (source / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(damage(data))
+    with pytest.raises(ValueError, match=message):
+        load_minilm(tmp_path, expected_sha256=None)
