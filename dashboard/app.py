@@ -31,7 +31,8 @@ How the framework fits together (follow this when adding a page):
   landing page) draws its text and its torch-free charts first and then imports torch
   itself. For every other page, torch is imported in a background thread
   (:func:`dashboard.data.serving.preload_torch`) while the page draws its title and
-  explainer; the sidebar's device line (listing the devices needs torch) keeps its place under the language switch and is drawn by the page's first
+  explainer; the sidebar's device line (listing the devices needs torch) keeps its place
+  under the language switch and is drawn by the page's first
   :func:`dashboard.controls.current_device` call. Each run is counted by
   :func:`dashboard.data.serving.script_run`, which shares the cores between concurrent runs.
 """
