@@ -1,15 +1,15 @@
-"""The real decoder (SmolLM2-135M), float32 and bfloat16 weights side by side: load time, RSS,
-cached decoding, a full forward with every map, and how far bfloat16 moves the model.
+"""The real decoder (SmolLM2-135M), float32, bfloat16 and int4 weights side by side: load time,
+RSS, cached decoding, a full forward with every map, and how far the narrow ones move the model.
 
 Usage: ``python -m bench.decoder [--runs 3] [--threads N]``
 
 Each load runs in a fresh Python process (imports done first, not counted) that reports the
 seconds of ``load_smollm2(weights_dtype=...)`` (SHA-256, parsing, dequantising, tokenizer)
-and its resident memory afterwards, for float32 and for bfloat16 in turn. In this process
-both decoders are loaded and timed round-robin (one call of each in turn, medians): a cached
+and its resident memory afterwards, for each storage in turn. In this process all three
+decoders are loaded and timed round-robin (one call of each in turn, medians): a cached
 decoding step, the full recomputation of the same sequence, and a 64-token forward with all
-270 attention maps and without. Last, bfloat16's largest deviation from float32 on a
-paragraph: attention weights and logits. Goals: load ≤ 2 s, cached step ≤ 50 ms, 64-token
+270 attention maps and without. Last, bfloat16's and int4's largest deviations from float32
+on a paragraph: attention weights and logits. Goals: load ≤ 2 s, cached step ≤ 50 ms, 64-token
 forward with maps ≤ 300 ms, RSS with the decoder loaded ≤ 850 MiB. Absolute times depend on
 the machine's load, so the load average is printed with them.
 """
@@ -36,7 +36,8 @@ PROMPT_TOKENS = 64
 DECODE_STEPS = 16
 FORWARD_REPEATS = 5
 MIB = 1 << 20
-DTYPES = ("float32", "bfloat16")
+DTYPES = ("float32", "bfloat16", "int4")
+NARROW = DTYPES[1:]
 PROMPT = (
     "The old lighthouse keeper climbed the stairs every evening to light the lamp. Ships "
     "passing in the night relied on its beam to avoid the rocks below, and in forty years "
@@ -124,8 +125,8 @@ def timed_calls(decoders: dict[str, object]) -> tuple[dict, dict]:
     return steps, forwards
 
 
-def bf16_deviation(wide, narrow) -> tuple[float, float]:
-    """Largest |bfloat16 - float32| of the attention weights and of the logits on PROMPT."""
+def deviation(wide, narrow) -> tuple[float, float]:
+    """Largest |narrow - float32| of the attention weights and of the logits on PROMPT."""
     ids = torch.tensor([wide.tokenize(PROMPT).input_ids[:PROMPT_TOKENS]])  # (1, 64)
     a, b = wide(ids, need_weights=True), narrow(ids, need_weights=True)
     attention = max(
@@ -205,19 +206,20 @@ def main(argv: list[str] | None = None) -> int:
             f"x{full.wall / step.wall:.1f} faster with the cache at {PROMPT_TOKENS} tokens; "
             f"{PROMPT_TOKENS}-token forward with 270 maps {_ms(maps)}, without {_ms(plain)}"
         )
-    ratio = {
-        kind: source[kind, "float32"].wall / source[kind, "bfloat16"].wall
-        for kind, source in (("cached", steps), ("maps", forwards), ("plain", forwards))
-    }
-    print(
-        f"bfloat16 vs float32, speed-up (wall): cached step x{ratio['cached']:.2f}, "
-        f"forward with maps x{ratio['maps']:.2f}, without x{ratio['plain']:.2f}"
-    )
-    attention, logits = bf16_deviation(decoders["float32"], decoders["bfloat16"])
-    print(
-        f"bfloat16 vs float32 on the {PROMPT_TOKENS}-token paragraph: attention weights moved "
-        f"by up to {attention:.4f}, logits by up to {logits:.3f}"
-    )
+    for dtype in NARROW:
+        ratio = {
+            kind: source[kind, "float32"].wall / source[kind, dtype].wall
+            for kind, source in (("cached", steps), ("maps", forwards), ("plain", forwards))
+        }
+        print(
+            f"{dtype} vs float32, speed-up (wall): cached step x{ratio['cached']:.2f}, "
+            f"forward with maps x{ratio['maps']:.2f}, without x{ratio['plain']:.2f}"
+        )
+        attention, logits = deviation(decoders["float32"], decoders[dtype])
+        print(
+            f"{dtype} vs float32 on the {PROMPT_TOKENS}-token paragraph: attention weights "
+            f"moved by up to {attention:.4f}, logits by up to {logits:.3f}"
+        )
     print(f"cache: {decoders['float32'].config.cache_bytes_per_token} bytes per token (float32)")
     print_goals(loads, steps, forwards)
     return 0

@@ -52,6 +52,8 @@ from attention_core.pretrained.rope import (
 from attention_core.pretrained.smollm2 import (
     BF16_ATTENTION_TOLERANCE,
     BF16_LOGIT_TOLERANCE,
+    INT4_ATTENTION_TOLERANCE,
+    INT4_LOGIT_TOLERANCE,
     SMOLLM2_INSTALL_HINT,
     SMOLLM2_PACKAGE_PIN,
     SMOLLM2_SHA256,
@@ -71,6 +73,8 @@ __all__ = [
     "tokens_in_span",
     "BF16_ATTENTION_TOLERANCE",
     "BF16_LOGIT_TOLERANCE",
+    "INT4_ATTENTION_TOLERANCE",
+    "INT4_LOGIT_TOLERANCE",
     "E5_INSTALL_HINT",
     "E5_MODEL_NAME",
     "E5_PACKAGE_PIN",

@@ -1,8 +1,10 @@
-"""Checks shared by the checkpoint loaders: a file's SHA-256, read once and verified, and a
-float64 cosine similarity."""
+"""Checks shared by the checkpoint loaders: a file's SHA-256, read once and verified, pages
+handed back after a load, and a float64 cosine similarity."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import math
 import mmap
@@ -107,6 +109,21 @@ def release_pages(mapped: mmap.mmap) -> None:
     """Drop a mapping's resident pages (they are read again from the file when touched)."""
     if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
         mapped.madvise(mmap.MADV_DONTNEED)
+
+
+def trim_heap() -> bool:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``), e.g. after
+    a load whose temporaries were freed between long-lived weights.
+
+    Returns:
+        True when memory was released; False when nothing was, or on another C library.
+    """
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return False
+    return bool(trim(0)) if trim is not None else False
 
 
 def cosine_similarity(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import nn
 
 from attention_core.pretrained.gguf_file import (
     BLOCK_VALUES,
@@ -33,6 +34,7 @@ from attention_core.pretrained.gguf_file import (
 __all__ = [
     "INT4_CODE_OFFSET",
     "INT4_GROUP",
+    "Int4Matrix",
     "PackedInt4",
     "Q41Parts",
     "concat_parts",
@@ -196,3 +198,27 @@ def int4_linear(x: torch.Tensor, weight: PackedInt4) -> torch.Tensor:
         flat, weight.packed, INT4_GROUP, weight.scale_zero
     )  # (M, N) bfloat16
     return out.float().view(*x.shape[:-1], rows)
+
+
+class Int4Matrix(nn.Module):
+    """A (N, K) weight matrix held as :class:`PackedInt4` buffers; calling it on x (..., K)
+    returns x · Wᵀ (..., N) in float32 through :func:`int4_linear`.
+
+    Args:
+        weight: the packed matrix (its tensors become the module's buffers, not copied).
+    """
+
+    def __init__(self, weight: PackedInt4) -> None:
+        super().__init__()
+        self.register_buffer("packed", weight.packed)
+        self.register_buffer("scale_zero", weight.scale_zero)
+        self.shape = weight.shape
+
+    @property
+    def weight(self) -> PackedInt4:
+        """The buffers as a :class:`PackedInt4`."""
+        return PackedInt4(self.packed, self.scale_zero, self.shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (..., K) → x · Wᵀ (..., N) float32 (see :func:`int4_linear`)."""
+        return int4_linear(x, self.weight)

