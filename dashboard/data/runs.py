@@ -215,20 +215,28 @@ def warm_up_profiler() -> threading.Thread:
     return thread
 
 
-def shown_scores(scores: torch.Tensor) -> np.ndarray:
+def shown_scores(scores: torch.Tensor, *, copy: bool = True) -> np.ndarray:
     """The core's scores as the tooltips show them: float32, with the cells the mask or the
     variant's pattern blocks (held at the dtype's minimum, which the softmax turns into 0)
     set to −inf, so that they read "−∞" and any pooled block holding one does too.
 
     Args:
         scores: (…, L, S) scores from :meth:`MultiHeadSelfAttention.forward_intermediates`.
+        copy: False to write the −inf cells into ``scores`` itself when it is a float32 CPU
+            tensor (a run's own scores, no longer used as a tensor): no second (…, L, S)
+            array is made.
 
     Returns:
         The same shape, float32.
     """
-    values = scores.float().cpu().numpy()
-    blocked = values <= np.finfo(np.float32).min / 2  # the dtype minimum, also from half types
-    return np.where(blocked, -np.inf, values).astype(np.float32)
+    values = scores.float().cpu().numpy()  # shares memory for a float32 CPU tensor
+    if copy and scores.dtype == torch.float32 and scores.device.type == "cpu":
+        values = values.copy()  # (…, L, S): leave the caller's tensor as it is
+    # the scores' own dtype minimum (float16's is −65504), at most float32's
+    blocked_below = max(torch.finfo(scores.dtype).min, torch.finfo(torch.float32).min) / 2
+    for matrix in values.reshape(-1, *values.shape[-2:]):  # (L, S) at a time: a small mask
+        np.copyto(matrix, -np.inf, where=matrix <= blocked_below)
+    return values
 
 
 def _head_arrays(weights: torch.Tensor, scores: torch.Tensor | None) -> dict[str, np.ndarray]:
@@ -243,7 +251,7 @@ def _head_arrays(weights: torch.Tensor, scores: torch.Tensor | None) -> dict[str
         ``None`` when there are none), ``row_sums`` (L,), ``entropy`` and ``distance`` (H,).
     """
     weights_np = readonly(weights[0].float().cpu().numpy())  # (H, L, L)
-    scores_np = None if scores is None else readonly(shown_scores(scores[0]))  # (H, L, L)
+    scores_np = None if scores is None else readonly(shown_scores(scores[0], copy=False))
     mean_weights = readonly(weights_np.mean(axis=0))  # (H, L, L) -> (L, L)
     # one head at a time: the statistics make float64 temporaries of their input, 8 × the
     # float32 maps for all heads at once (about 400 MiB at 16 heads × 1,024²)
