@@ -312,8 +312,10 @@ def load_llama_gguf(
         else:
             layers.append(_layer_tensors(gguf, index, dtype, buffer))
         release_pages(mapped)
+        trim_heap()  # the layer's freed temporaries, before the next layer's are made
     embedding = _embedding(gguf, dtype, buffer)
-    trim_heap()  # the freed temporaries of the conversion, back to the system
+    release_pages(mapped)
+    trim_heap()
     return Decoder(
         config,
         embedding,
