@@ -164,12 +164,17 @@ def stable_attention(
     scores = (qw * scale) @ kw.transpose(-2, -1)  # (..., L, E) @ (..., E, S) -> (..., L, S)
     scores = apply_mask(scores, mask)  # blocked cells: the dtype's minimum
     row_max = scores.amax(dim=-1, keepdim=True)  # (..., L, 1)
-    exp = torch.exp(scores - row_max)  # (..., L, S) in [0, 1]: cannot overflow
+    # without autograd, exp and the division reuse one (..., L, S) buffer: beside the scores
+    # that is the only other one (three more otherwise)
+    in_place = not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+    exp = scores - row_max  # (..., L, S) <= 0
+    exp = exp.exp_() if in_place else exp.exp()  # in [0, 1]: cannot overflow
     allowed = allowed_from_mask(mask)
     if allowed is not None:
-        exp = exp.masked_fill(~allowed, 0.0)
+        exp = exp.masked_fill_(~allowed, 0.0) if in_place else exp.masked_fill(~allowed, 0.0)
     row_sum = exp.sum(dim=-1, keepdim=True)  # (..., L, 1) >= 1 unless the row is empty
-    weights = exp / torch.where(row_sum > 0, row_sum, torch.ones_like(row_sum))
+    divisor = torch.where(row_sum > 0, row_sum, torch.ones_like(row_sum))  # (..., L, 1)
+    weights = exp.div_(divisor) if in_place else exp / divisor  # (..., L, S)
     weights = apply_dropout(weights, dropout_p, generator)
     out = weights @ vw  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     if not need_weights:
