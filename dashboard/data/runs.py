@@ -32,9 +32,11 @@ from dashboard.data.tables import readonly
 
 ZERO_WEIGHT_TOL = 0.0
 MIB = 1 << 20
-RUN_CACHE_BYTES = 256 * MIB
+RUN_CACHE_BYTES = 160 * MIB
 """Array bytes the layer-run cache may hold: one run at the largest settings (1,024 tokens,
-16 heads: 128 MiB of weights and scores) and room for smaller ones."""
+16 heads: 139 MiB of weights, scores, means and output) and room for smaller ones (a room
+at the default 16–64 tokens holds a few hundred). Every byte here adds to the server's
+peak at each later page (``python -m bench.coldstart``)."""
 RUN_CACHE_ENTRIES = 32
 PEAK_CACHE_ENTRIES = 256
 CACHE_TTL_S = 30 * 60
