@@ -155,7 +155,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "word_link",
     ),
     "runs": (
-        "ZERO_WEIGHT_TOL",
         "AttentionRun",
         "PeakMemory",
         "attention_peak",

@@ -30,7 +30,6 @@ from dashboard.data.inputs import build_input, build_mask
 from dashboard.data.memo import bounded_cache
 from dashboard.data.tables import readonly
 
-ZERO_WEIGHT_TOL = 0.0
 MIB = 1 << 20
 RUN_CACHE_BYTES = 160 * MIB
 """Array bytes the layer-run cache may hold: one run at the largest settings (1,024 tokens,
@@ -241,6 +240,21 @@ def shown_scores(scores: torch.Tensor, *, copy: bool = True) -> np.ndarray:
     return values
 
 
+def zero_fraction(values: np.ndarray) -> float:
+    """The share of exactly-zero entries (the cells a pattern or mask leaves out), counted
+    without a temporary array of the input's size.
+
+    Args:
+        values: any array, e.g. (H, L, L) weights.
+
+    Returns:
+        A number in [0, 1] (NaN counts as non-zero); 0.0 for an empty array.
+    """
+    if values.size == 0:
+        return 0.0
+    return float(values.size - np.count_nonzero(values)) / values.size
+
+
 def _head_arrays(weights: torch.Tensor, scores: torch.Tensor | None) -> dict[str, np.ndarray]:
     """Read-only numpy views of one run's per-head maps and the statistics drawn from them.
 
@@ -296,7 +310,7 @@ def attention_run(cfg: LayerConfig) -> AttentionRun:
     sparsity = float("nan")
     if weights is not None:
         heads = _head_arrays(weights, scores)
-        sparsity = float((np.abs(heads["weights"]) <= ZERO_WEIGHT_TOL).mean())
+        sparsity = zero_fraction(heads["weights"])
     output_np = readonly(out[0].float().cpu().numpy())  # (L, D)
     return AttentionRun(
         tokens=layer.tokens,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from dashboard.data.runs import shown_scores
+from dashboard.data.runs import shown_scores, zero_fraction
 
 LOW = torch.finfo(torch.float32).min
 
@@ -48,3 +48,16 @@ def test_other_dtypes_come_back_as_float32_with_their_minimum_blocked(dtype):
     shown = shown_scores(scores, copy=False)
     assert shown.dtype == np.float32
     np.testing.assert_array_equal(shown, np.array([[1.5, -np.inf], [-2.0, 0.25]], np.float32))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([[0.0, 0.5], [0.0, 0.0]], np.float32),
+        np.array([[-0.0, np.nan, 1e-45]], np.float32),
+        np.zeros((0, 3), np.float32),
+    ],
+)
+def test_zero_fraction_is_the_share_of_exact_zeros(values):
+    expected = float((np.abs(values) <= 0.0).mean()) if values.size else 0.0
+    assert zero_fraction(values) == pytest.approx(expected, abs=0)
