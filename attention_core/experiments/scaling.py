@@ -23,6 +23,9 @@ MAX_SEQ_LEN = 256
 MAX_TRIALS = 10_000
 # q and k together may hold at most this many float64 numbers (2 * trials * L * d_k)
 MAX_ELEMENTS = 2**24
+DRAW_ELEMENTS = 2**20
+"""Numbers drawn per tensor at a time (8 MiB of float64): q and k for 100 trials × 64 tokens ×
+d_k 1,024 were 105 MiB at once."""
 SCALING_COLUMNS = (
     "d_k",
     "mean_unscaled",
@@ -91,6 +94,28 @@ def softmax_jacobian_norm(weights: torch.Tensor) -> torch.Tensor:
     return (diagonal + off_diagonal).sqrt()
 
 
+def _unscaled_scores(seed: int, trials: int, L: int, d_k: int) -> torch.Tensor:
+    """QKᵀ of ``trials`` independent N(0, 1) pairs q, k of shape (L, d_k), in float64.
+
+    The pairs are drawn a group of trials at a time (q then k, from one generator), each
+    group at most :data:`DRAW_ELEMENTS` numbers per tensor, so the (T, L, d_k) inputs never
+    exist whole: only the (T, L, L) scores do. A single group (the usual sizes) draws exactly
+    as ``randn(T, L, d_k)`` for q then for k.
+
+    Returns:
+        (T, L, L) float64 scores.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    group = max(1, DRAW_ELEMENTS // (L * d_k))  # trials per draw
+    parts = []
+    for start in range(0, trials, group):
+        count = min(group, trials - start)
+        q = torch.randn(count, L, d_k, generator=generator, dtype=torch.float64)  # (t, L, E)
+        k = torch.randn(count, L, d_k, generator=generator, dtype=torch.float64)  # (t, L, E)
+        parts.append(q @ k.transpose(-2, -1))  # (t, L, E) @ (t, E, L) -> (t, L, L)
+    return torch.cat(parts) if len(parts) > 1 else parts[0]  # (T, L, L)
+
+
 def measure_scaling(
     d_ks: Iterable[int] = (32, 64, 128, 256),
     seq_len: int = 10,
@@ -134,10 +159,7 @@ def measure_scaling(
         )
     rows = []
     for d_k in sizes:
-        generator = torch.Generator().manual_seed(derived_seed(seed, d_k))
-        q = torch.randn(trials, L, d_k, generator=generator, dtype=torch.float64)  # (T, L, E)
-        k = torch.randn(trials, L, d_k, generator=generator, dtype=torch.float64)  # (T, L, E)
-        unscaled = q @ k.transpose(-2, -1)  # (T, L, E) @ (T, E, L) -> (T, L, L)
+        unscaled = _unscaled_scores(derived_seed(seed, d_k), trials, L, d_k)  # (T, L, L)
         scaled = unscaled / math.sqrt(d_k)  # (T, L, L)
         row = {"d_k": d_k}
         for tag, scores in (("unscaled", unscaled), ("scaled", scaled)):

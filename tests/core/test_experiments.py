@@ -532,3 +532,23 @@ def test_peak_measurements_from_several_threads_all_finish():
     assert not any(thread.is_alive() for thread in threads)
     assert len(results) == 4
     assert all(p >= size * 4 for p in results if not math.isnan(p)), results
+
+
+def test_scaling_scores_are_drawn_a_group_of_trials_at_a_time(monkeypatch):
+    """One group draws q then k exactly as randn(T, L, d_k) would; with groups of 3 trials
+    the pairs come group by group (q then k each time), and the (T, L, d_k) inputs are never
+    whole."""
+    from attention_core.experiments import scaling
+
+    generator = torch.Generator().manual_seed(11)
+    q = torch.randn(7, 4, 5, generator=generator, dtype=torch.float64)  # (T, L, E)
+    k = torch.randn(7, 4, 5, generator=generator, dtype=torch.float64)  # (T, L, E)
+    assert torch.equal(scaling._unscaled_scores(11, 7, 4, 5), q @ k.transpose(-2, -1))
+    monkeypatch.setattr(scaling, "DRAW_ELEMENTS", 3 * 4 * 5)  # 3 trials a group
+    generator = torch.Generator().manual_seed(11)
+    expected = []
+    for count in (3, 3, 1):
+        qg = torch.randn(count, 4, 5, generator=generator, dtype=torch.float64)
+        kg = torch.randn(count, 4, 5, generator=generator, dtype=torch.float64)
+        expected.append(qg @ kg.transpose(-2, -1))  # (t, L, L)
+    assert torch.equal(scaling._unscaled_scores(11, 7, 4, 5), torch.cat(expected))
