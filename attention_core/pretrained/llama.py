@@ -468,6 +468,7 @@ class Decoder(nn.Module):
         cache: DecoderCache | None = None,
         position_offset: int = 0,
         mask: torch.Tensor | None = None,
+        last_logits_only: bool = False,
     ) -> DecoderOutput:
         """Run the decoder on L new tokens per sequence.
 
@@ -481,9 +482,13 @@ class Decoder(nn.Module):
                 Must be 0 with a cache.
             mask: extra (L, S) bool mask, True = may attend, ANDed with the causal mask
                 (e.g. a sliding window OR sink tokens, built with ``attention_core.masks``).
+            last_logits_only: project only the last position onto the vocabulary: logits
+                (B, 1, V) (what the next token needs; the (L, V) projection is most of a
+                long prompt's memory and a good part of its time).
 
         Returns:
-            :class:`DecoderOutput` with logits (B, L, V), the weights, and the new cache.
+            :class:`DecoderOutput` with logits (B, L, V) (or (B, 1, V)), the weights, and the
+            new cache.
             It runs under ``torch.inference_mode``: its tensors need no autograd
             bookkeeping, and must be cloned before any in-place change.
 
@@ -495,6 +500,7 @@ class Decoder(nn.Module):
         """
         self._check_ids(input_ids, cache)
         need_weights = check_bool("need_weights", need_weights)
+        last_logits_only = check_bool("last_logits_only", last_logits_only)
         position_offset = check_int("position_offset", position_offset, low=0)
         if cache is not None and position_offset:
             raise ValueError(
@@ -532,7 +538,9 @@ class Decoder(nn.Module):
             if need_weights:
                 attentions.append(weights)  # (B, H, L, S)
         x = rms_norm(x, self.final_norm, self.config.rms_eps)  # (B, L, D)
-        logits = linear(x, self.embedding)  # (B, L, V): tied input/output embedding
+        if last_logits_only:
+            x = x[:, -1:]  # (B, 1, D)
+        logits = linear(x, self.embedding)  # (B, L or 1, V): tied input/output embedding
         new_cache = DecoderCache(tuple(keys), tuple(values), next_position=start + length)
         return DecoderOutput(
             logits=logits,

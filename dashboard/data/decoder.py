@@ -126,12 +126,13 @@ def _generation(text: str, steps: int) -> _Generation:
         _, ids, _ = prompt_ids(text)
         out = decoder(torch.tensor([ids]), need_weights=True)
         rows = torch.stack([a[0, :, -1] for a in out.attentions])  # (N, H, S)
-        return _Generation(ids, out.cache, out.logits[0, -1], rows, None)
+        last = out.logits[0, -1].clone()  # (V,), not a view holding the (L, V) logits
+        return _Generation(ids, out.cache, last, rows, None)
     previous = _generation(text, steps - 1)
     token = int(previous.next_logits.argmax())
     out = decoder(torch.tensor([[token]]), cache=previous.cache, need_weights=True)
     ids = (*previous.ids, token)
-    full = decoder(torch.tensor([ids]))  # the whole sequence again, without the cache
+    full = decoder(torch.tensor([ids]), last_logits_only=True)  # all again, no cache
     difference = float((full.logits[0, -1] - out.logits[0, -1]).abs().max())
     rows = torch.stack([a[0, :, 0] for a in out.attentions])  # (N, H, S)
     return _Generation(ids, out.cache, out.logits[0, -1], rows, difference)

@@ -244,6 +244,16 @@ def test_cached_step_attention_is_the_last_row_of_the_full_maps(decoder):
     torch.testing.assert_close(step.logits[0, 0], full.logits[0, -1], atol=LOGIT_TOLERANCE, rtol=0)
 
 
+def test_last_logits_only_is_the_last_row_of_the_logits(decoder):
+    ids = torch.tensor([decoder.tokenize("The old lighthouse keeper climbed").input_ids] * 2)
+    full = decoder(ids)
+    last = decoder(ids, last_logits_only=True)
+    assert last.logits.shape == (2, 1, decoder.config.vocab_size)
+    # one row against L rows: the matmul sums in another order (float32 noise, as elsewhere)
+    torch.testing.assert_close(last.logits[:, 0], full.logits[:, -1], atol=LOGIT_TOLERANCE, rtol=0)
+    assert last.cache.length == full.cache.length == ids.shape[1]
+
+
 def test_exact_variants_give_the_same_logits(decoder):
     ids = torch.tensor([decoder.tokenize(PARAGRAPH).input_ids[:20]])
     expected = decoder(ids).logits
@@ -297,6 +307,7 @@ def test_rope_shift_keeps_maps_and_permutation_changes_them(decoder):
         ({"input_ids": torch.tensor([[1, 2]]), "mask": torch.ones(3, 3).bool()}, "mask must"),
         ({"input_ids": torch.tensor([[1, 2]]), "mask": torch.ones(2, 2)}, "bool tensor"),
         ({"input_ids": torch.tensor([[1, 2]]), "need_weights": "yes"}, "need_weights"),
+        ({"input_ids": torch.tensor([[1, 2]]), "last_logits_only": 1}, "last_logits_only"),
         ({"input_ids": torch.tensor([[1, 2]]), "cache": "old"}, "DecoderCache"),
     ],
 )
