@@ -8,12 +8,12 @@ zero — the tutorial's plain ELU can), attention becomes
 computed as φ(Q)(φ(K)ᵀV) in O(L·E·Ev) time and O(E·Ev) state: no L×S matrix. The causal
 form keeps running prefix sums of φ(k_j) v_jᵀ and φ(k_j), chunk by chunk.
 
-The non-causal form is written to sit near its two matmuls' cost (:func:`_noncausal`):
-φ is computed as exp2(min(x, 0)·log2 e) + max(x, 0) (equal to elu(x) + 1; PyTorch's exp2
-is an order of magnitude faster than its exp on this CPU build: 0.9 ms against 13.6 ms for
-4M floats on one Zen 4 thread), the scale is folded into those passes, the normaliser rides
-in the second matmul as an extra column (φ(K)ᵀ[V | 1] holds Σ φ(k_j) in its last column),
-and the feature buffers are reused from keys to queries.
+The non-causal form is written to sit near its two matmuls' cost (:func:`_noncausal`): φ is
+one ``elu`` pass plus one in-place ``+ 1`` (two ops at the default scale of 1: an op on
+a shared 2-core machine can wait milliseconds for its second thread, so the count of ops
+matters as much as their bytes), the normaliser rides in the second matmul as an extra
+column (φ(K)ᵀ[V | 1] holds Σ φ(k_j) in its last column), and two buffers serve every
+intermediate and the output.
 """
 
 from __future__ import annotations
@@ -21,37 +21,38 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, Param, VariantSpec
-from attention_core.variants.common import allowed_from_mask
+from attention_core.variants.common import allowed_from_mask, lead_shape
 
 TINY_DENOMINATOR = 1e-30
 
 
-LOG2_E = math.log2(math.e)
+def feature_map(x: torch.Tensor, scale: float = 1.0, out: torch.Tensor | None = None):
+    """φ(x·scale) = elu(x·scale) + 1, elementwise; positive (in float32 it is 0 below about
+    x·scale = -17, as the formula itself rounds). Shape preserved.
 
-
-def feature_map(
-    x: torch.Tensor, scale: float = 1.0, out: torch.Tensor | None = None, spare=None
-) -> torch.Tensor:
-    """φ(x·scale) = elu(x·scale) + 1, elementwise; strictly positive. Shape preserved.
-
-    Computed as exp2(min(x, 0)·scale·log2 e) + scale·max(x, 0) (scale > 0), in place in
-    ``out`` (and ``spare``, a second buffer of x's shape) when autograd does not track x.
+    Untracked by autograd: ``elu`` and an in-place ``+ 1``, in ``out`` when given (a third
+    pass first scales x when scale != 1: ELU's own scale arguments would multiply its
+    negative branch by a rounded alpha·scale, which may exceed 1 and make φ negative).
 
     Args:
-        x: any shape. scale: > 0. out, spare: optional buffers shaped like x.
+        x: any shape. scale: > 0. out: optional buffer shaped like x.
 
     Returns:
         φ(x·scale), in ``out`` when given.
     """
     if torch.is_grad_enabled() and x.requires_grad:
-        return torch.exp2(torch.clamp_max(x, 0.0) * (scale * LOG2_E)) + torch.relu(x) * scale
-    out = torch.clamp_max(x, 0.0, out=out) if out is not None else torch.clamp_max(x, 0.0)
-    out.mul_(scale * LOG2_E).exp2_()  # exp(min(x, 0)·scale), two in-place passes
-    positive = torch.clamp_min(x, 0.0, out=spare) if spare is not None else x.clamp_min(0.0)
-    return out.add_(positive, alpha=scale)  # + max(x, 0)·scale
+        return F.elu(x * scale if scale != 1.0 else x) + 1.0
+    if out is None:
+        out = torch.empty_like(x)
+    if scale != 1.0:
+        torch.ops.aten.elu_(torch.mul(x, scale, out=out))
+    else:
+        torch.ops.aten.elu.out(x, out=out)
+    return out.add_(1.0)
 
 
 def split_linear_mask(mask: torch.Tensor | None, L: int, S: int):
@@ -100,6 +101,13 @@ def _noncausal(q, k, v, scale, keep):
     """Non-causal linear attention: φ(q·scale) @ [φ(K)ᵀV | Σ φ(k)], then numerator over the
     last column.
 
+    Untracked by autograd it allocates two large buffers in all: the first holds φ(K),
+    then φ(Q), then the output; the second the product [numerator | denominator]. (Three
+    16 MiB buffers per call at L=8192, H=8 left glibc above its trim threshold when they
+    were freed, so every call faulted its pages in afresh: 41 ms against 26 ms on one
+    thread, and time grew 1.9× from L=4096 to 8192 where it now grows 2.3×, L=4096 fitting
+    in the cache.)
+
     Args:
         q: (..., L, E). k: (..., S, E). v: (..., S, Ev), all in the compute dtype.
         keep: (..., S, 1) 0/1 kept keys, or None.
@@ -108,30 +116,52 @@ def _noncausal(q, k, v, scale, keep):
         (..., L, Ev); 0 for a query whose every key is dropped.
     """
     L, E, Ev = q.shape[-2], q.shape[-1], v.shape[-1]
-    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    # untracked, one scratch buffer serves max(k, 0), then max(q, 0), then the matmul's result
-    reuse = not tracked and k.shape == q.shape
-    scratch = None
-    if reuse:
-        scratch = k.new_empty(max(k.numel(), math.prod(lead) * L * (Ev + 1)))
-    spare = None if scratch is None else scratch[: k.numel()].view(k.shape)
-    fk = feature_map(k, spare=spare)  # (..., S, E)
+    lead = lead_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        fk = feature_map(k) if keep is None else feature_map(k) * keep  # (..., S, E)
+        # (..., E, S) @ (..., S, Ev) -> (..., E, Ev), next to Σ_j φ(k_j) (..., E, 1)
+        state = torch.cat([fk.transpose(-2, -1) @ v, fk.sum(dim=-2).unsqueeze(-1)], dim=-1)
+        both = feature_map(q, scale) @ state  # (..., L, E) @ (..., E, Ev+1) -> (..., L, Ev+1)
+        return _divide_by_last_column(both, Ev)
+    n_out, n_both = math.prod(lead) * L * Ev, math.prod(lead) * L * (Ev + 1)
+    first = k.new_empty(max(k.numel(), q.numel(), n_out))
+    second = k.new_empty(n_both)
+
+    def view(buffer, shape):  # the front of a flat buffer as a tensor of ``shape``
+        return buffer[: math.prod(shape)].view(shape)
+
+    fk = feature_map(k, out=view(first, k.shape))  # (..., S, E)
     if keep is not None:
-        fk = fk * keep if tracked else fk.mul_(keep)  # dropped keys contribute nothing
-    state = fk.new_empty((*lead, E, Ev + 1))  # (..., E, Ev+1) = [φ(K)ᵀV | Σ_j φ(k_j)]
+        fk.mul_(keep)  # dropped keys contribute nothing
+    state = fk.new_empty((*lead_shape(k.shape[:-2], v.shape[:-2]), E, Ev + 1))
     state[..., :Ev] = fk.transpose(-2, -1) @ v  # (..., E, S) @ (..., S, Ev) -> (..., E, Ev)
-    state[..., Ev] = fk.sum(dim=-2)  # (..., E)
-    fq = feature_map(q, scale, out=fk if reuse else None, spare=spare)  # (..., L, E)
-    if scratch is None:
-        both = fq @ state  # (..., L, E) @ (..., E, Ev+1) -> (..., L, Ev+1)
-    else:
-        both = scratch[: math.prod(lead) * L * (Ev + 1)].view(*lead, L, Ev + 1)
-        both = torch.matmul(fq.expand(*lead, L, E), state, out=both)  # as above
+    state[..., Ev] = fk.sum(dim=-2)  # (..., E): Σ_j φ(k_j)
+    fq = feature_map(q, scale, out=view(first, q.shape))  # (..., L, E)
+    # (..., L, E) @ (..., E, Ev+1) -> (..., L, Ev+1): [numerator | denominator]
+    both = torch.matmul(fq.expand(*lead, L, E), state, out=view(second, (*lead, L, Ev + 1)))
+    out = view(first, (*lead, L, Ev)) if first.numel() == n_out else None  # fq is spent
+    return _divide_by_last_column(both, Ev, out=out)
+
+
+def _divide_by_last_column(both: torch.Tensor, Ev: int, out=None) -> torch.Tensor:
+    """both[..., :Ev] / both[..., Ev:] for both (..., L, Ev+1) = [φ(Q)S | φ(Q)z], with 0
+    where the denominator is 0 (no key attended). Two ops: the denominator is clamped to
+    the dtype's smallest normal number, in place when autograd does not track it, then
+    one division (into ``out`` when given).
+
+    Exact: elu(x) + 1 is 0 or at least half the dtype's epsilon (1 + expm1(x) is exact
+    below 0.5), so a non-zero denominator, a sum of products of two such values, is never
+    below that clamp, and a zero one means every term
+    φ(q)_e·z_e is 0, where z_e = 0 makes S's row e 0 too: the numerator is exactly 0.
+    """
     den = both[..., Ev:]  # (..., L, 1)
-    # 1/den, and 0 where no key was attended (1/inf = 0): three small ops on (..., L, 1)
-    inverse = torch.where(den > TINY_DENOMINATOR, den, math.inf).reciprocal_()
-    return torch.mul(both[..., :Ev], inverse)  # (..., L, Ev), contiguous
+    tiny = torch.finfo(both.dtype).tiny
+    if torch.is_grad_enabled() and both.requires_grad:
+        return both[..., :Ev] / den.clamp_min(tiny)  # (..., L, Ev)
+    den.clamp_min_(tiny)
+    if out is None:
+        return torch.div(both[..., :Ev], den)  # (..., L, Ev)
+    return torch.div(both[..., :Ev], den, out=out)
 
 
 def _causal(fq, fk, v, chunk: int):
