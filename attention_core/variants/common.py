@@ -34,7 +34,7 @@ def check_all_finite(tensors: dict[str, torch.Tensor]) -> None:
     when a sum is not finite (a bad value, or finite values whose sum overflows) does the
     exact per-tensor check run.
     """
-    sums = torch.stack([_finite_probe(t).to(torch.float64) for t in tensors.values()])  # (n,)
+    sums = torch.stack([_finite_probe(t) for t in tensors.values()])  # (n,), promoted dtype
     if bool(torch.isfinite(sums).all()):
         return
     for name, t in tensors.items():
