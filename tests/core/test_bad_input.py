@@ -209,8 +209,8 @@ def test_linear_causal_needs_equal_lengths():
 
 
 def test_huge_float64_values_are_finite_not_inf():
-    """The shared finite check reads float32 extremes; a float64 beyond float32's range must
-    still pass as finite (the per-tensor recheck runs in the tensor's own dtype)."""
+    """A float64 beyond float32's range must pass as finite: the shared finite check sums
+    each tensor in its own dtype (and its exact recheck reads the tensor's own values)."""
     q = torch.full((1, 2, 4), 1e300, dtype=torch.float64)
     k = torch.zeros(1, 2, 4, dtype=torch.float64)
     v = torch.ones(1, 2, 4, dtype=torch.float64)
