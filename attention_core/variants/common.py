@@ -341,14 +341,17 @@ def dense_attention(
     """
     work = compute_dtype(q.dtype)
     check_dense_budget(q, k, memory_budget)  # scores and weights live at the same time
-    qw, kw, vw = q.to(work), k.to(work), v.to(work)
-    pair = _score_pair(qw, kw) if work == q.dtype else None  # (2, ..., L, S)
+    same = work == q.dtype  # no casts (each a dispatcher round trip even when a no-op)
+    qw, kw, vw = (q, k, v) if same else (q.to(work), k.to(work), v.to(work))
+    pair = _score_pair(qw, kw) if same else None  # (2, ..., L, S)
     scores = scaled_scores(qw, kw, scale, out=None if pair is None else pair[0])  # (..., L, S)
     scores = apply_mask(scores, mask, pattern)
     allowed = allowed_cells(mask, pattern)
     weights = stable_softmax(scores, allowed, out=None if pair is None else pair[1])
     weights = apply_dropout(weights, dropout_p, generator)
     out = weights @ vw  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+    if same:
+        return AttentionResult(out, weights, scores)
     return AttentionResult(out.to(q.dtype), weights.to(q.dtype), scores)
 
 
