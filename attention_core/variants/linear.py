@@ -8,12 +8,12 @@ zero — the tutorial's plain ELU can), attention becomes
 computed as φ(Q)(φ(K)ᵀV) in O(L·E·Ev) time and O(E·Ev) state: no L×S matrix. The causal
 form keeps running prefix sums of φ(k_j) v_jᵀ and φ(k_j), chunk by chunk.
 
-The non-causal form is written to sit near its two matmuls' cost (:func:`_noncausal`): φ is
-one ``elu`` pass plus one in-place ``+ 1`` (two ops at the default scale of 1: an op on
-a shared 2-core machine can wait milliseconds for its second thread, so the count of ops
-matters as much as their bytes), the normaliser rides in the second matmul as an extra
-column (φ(K)ᵀ[V | 1] holds Σ φ(k_j) in its last column), and two buffers serve every
-intermediate and the output.
+The non-causal form is written to sit near its two matmuls' cost (:func:`_noncausal`):
+φ is computed as exp2(min(x, 0)·log2 e) + max(x, 0) (equal to elu(x) + 1; PyTorch's exp2
+is an order of magnitude faster than its exp on this CPU build: 0.9 ms against 13.6 ms for
+4M floats on one Zen 4 thread), the scale is folded into those passes, the normaliser rides
+in the second matmul as an extra column (φ(K)ᵀ[V | 1] holds Σ φ(k_j) in its last column),
+and two buffers serve every intermediate and the output.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, Param, VariantSpec
@@ -30,29 +29,32 @@ from attention_core.variants.common import allowed_from_mask, lead_shape
 TINY_DENOMINATOR = 1e-30
 
 
-def feature_map(x: torch.Tensor, scale: float = 1.0, out: torch.Tensor | None = None):
-    """φ(x·scale) = elu(x·scale) + 1, elementwise; positive (in float32 it is 0 below about
-    x·scale = -17, as the formula itself rounds). Shape preserved.
+LOG2_E = math.log2(math.e)
 
-    Untracked by autograd: ``elu`` and an in-place ``+ 1``, in ``out`` when given (a third
-    pass first scales x when scale != 1: ELU's own scale arguments would multiply its
-    negative branch by a rounded alpha·scale, which may exceed 1 and make φ negative).
+
+def feature_map(
+    x: torch.Tensor, scale: float = 1.0, out: torch.Tensor | None = None, spare=None
+) -> torch.Tensor:
+    """φ(x·scale) = elu(x·scale) + 1, elementwise; strictly positive. Shape preserved.
+
+    Computed as exp2(min(x, 0)·scale·log2 e) + scale·max(x, 0) (scale > 0), in place in
+    ``out`` (and ``spare``, a second buffer of x's shape) when autograd does not track x.
+    Five memory passes, yet faster on 2 threads than ``elu`` + 1 (1.4 against 2.0 ms for
+    4M floats on this Zen 4: ELU's expm1 is compute-bound here, exp2 is not), and exact for
+    strongly negative x, where 1 + expm1(x) loses its relative precision.
 
     Args:
-        x: any shape. scale: > 0. out: optional buffer shaped like x.
+        x: any shape. scale: > 0. out, spare: optional buffers shaped like x.
 
     Returns:
         φ(x·scale), in ``out`` when given.
     """
     if torch.is_grad_enabled() and x.requires_grad:
-        return F.elu(x * scale if scale != 1.0 else x) + 1.0
-    if out is None:
-        out = torch.empty_like(x)
-    if scale != 1.0:
-        torch.ops.aten.elu_(torch.mul(x, scale, out=out))
-    else:
-        torch.ops.aten.elu.out(x, out=out)
-    return out.add_(1.0)
+        return torch.exp2(torch.clamp_max(x, 0.0) * (scale * LOG2_E)) + torch.relu(x) * scale
+    out = torch.clamp_max(x, 0.0, out=out) if out is not None else torch.clamp_max(x, 0.0)
+    out.mul_(scale * LOG2_E).exp2_()  # exp(min(x, 0)·scale), two in-place passes
+    positive = torch.clamp_min(x, 0.0, out=spare) if spare is not None else x.clamp_min(0.0)
+    return out.add_(positive, alpha=scale)  # + max(x, 0)·scale
 
 
 def split_linear_mask(mask: torch.Tensor | None, L: int, S: int):
@@ -102,7 +104,8 @@ def _noncausal(q, k, v, scale, keep):
     last column.
 
     Untracked by autograd it allocates two large buffers in all: the first holds φ(K),
-    then φ(Q), then the output; the second the product [numerator | denominator]. (Three
+    then φ(Q), then the output; the second max(x, 0) for the feature maps, then the
+    product [numerator | denominator]. (Three
     16 MiB buffers per call at L=8192, H=8 left glibc above its trim threshold when they
     were freed, so every call faulted its pages in afresh: 41 ms against 26 ms on one
     thread, and time grew 1.9× from L=4096 to 8192 where it now grows 2.3×, L=4096 fitting
@@ -125,18 +128,18 @@ def _noncausal(q, k, v, scale, keep):
         return _divide_by_last_column(both, Ev)
     n_out, n_both = math.prod(lead) * L * Ev, math.prod(lead) * L * (Ev + 1)
     first = k.new_empty(max(k.numel(), q.numel(), n_out))
-    second = k.new_empty(n_both)
+    second = k.new_empty(max(k.numel(), q.numel(), n_both))
 
     def view(buffer, shape):  # the front of a flat buffer as a tensor of ``shape``
         return buffer[: math.prod(shape)].view(shape)
 
-    fk = feature_map(k, out=view(first, k.shape))  # (..., S, E)
+    fk = feature_map(k, out=view(first, k.shape), spare=view(second, k.shape))  # (..., S, E)
     if keep is not None:
         fk.mul_(keep)  # dropped keys contribute nothing
     state = fk.new_empty((*lead_shape(k.shape[:-2], v.shape[:-2]), E, Ev + 1))
     state[..., :Ev] = fk.transpose(-2, -1) @ v  # (..., E, S) @ (..., S, Ev) -> (..., E, Ev)
     state[..., Ev] = fk.sum(dim=-2)  # (..., E): Σ_j φ(k_j)
-    fq = feature_map(q, scale, out=view(first, q.shape))  # (..., L, E)
+    fq = feature_map(q, scale, out=view(first, q.shape), spare=view(second, q.shape))
     # (..., L, E) @ (..., E, Ev+1) -> (..., L, Ev+1): [numerator | denominator]
     both = torch.matmul(fq.expand(*lead, L, E), state, out=view(second, (*lead, L, Ev + 1)))
     out = view(first, (*lead, L, Ev)) if first.numel() == n_out else None  # fq is spent
@@ -145,23 +148,14 @@ def _noncausal(q, k, v, scale, keep):
 
 def _divide_by_last_column(both: torch.Tensor, Ev: int, out=None) -> torch.Tensor:
     """both[..., :Ev] / both[..., Ev:] for both (..., L, Ev+1) = [φ(Q)S | φ(Q)z], with 0
-    where the denominator is 0 (no key attended). Two ops: the denominator is clamped to
-    the dtype's smallest normal number, in place when autograd does not track it, then
-    one division (into ``out`` when given).
-
-    Exact: elu(x) + 1 is 0 or at least half the dtype's epsilon (1 + expm1(x) is exact
-    below 0.5), so a non-zero denominator, a sum of products of two such values, is never
-    below that clamp, and a zero one means every term
-    φ(q)_e·z_e is 0, where z_e = 0 makes S's row e 0 too: the numerator is exactly 0.
-    """
+    where the denominator is at most :data:`TINY_DENOMINATOR` (no key attended): x / inf
+    is 0. Two small ops on the (..., L, 1) column, then one division (into ``out`` when
+    given)."""
     den = both[..., Ev:]  # (..., L, 1)
-    tiny = torch.finfo(both.dtype).tiny
-    if torch.is_grad_enabled() and both.requires_grad:
-        return both[..., :Ev] / den.clamp_min(tiny)  # (..., L, Ev)
-    den.clamp_min_(tiny)
+    safe = torch.where(den > TINY_DENOMINATOR, den, math.inf)  # (..., L, 1)
     if out is None:
-        return torch.div(both[..., :Ev], den)  # (..., L, Ev)
-    return torch.div(both[..., :Ev], den, out=out)
+        return torch.div(both[..., :Ev], safe)  # (..., L, Ev)
+    return torch.div(both[..., :Ev], safe, out=out)
 
 
 def _causal(fq, fk, v, chunk: int):
