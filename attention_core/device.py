@@ -127,8 +127,7 @@ def resolve_budget(budget: int | None = None) -> int:
 
 def tensor_bytes(shape: tuple[int, ...] | torch.Size, dtype: torch.dtype) -> int:
     """Bytes of a dense tensor of ``shape`` and ``dtype``."""
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    return math.prod(shape) * itemsize
+    return math.prod(shape) * dtype.itemsize
 
 
 def format_bytes(nbytes: float) -> str:

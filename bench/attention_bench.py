@@ -23,6 +23,13 @@ How it measures:
   Where the reset is unavailable the figure is marked ``~`` (it is then a lower bound).
 * **Peak memory on CUDA**: ``torch.cuda.max_memory_allocated()`` after
   ``reset_peak_memory_stats()``, minus the memory allocated before the call.
+* **Thread-wait probe** (the ``probe`` row of each length, not a goal): just before and
+  just after the timed rounds, each CPU worker times a sum of 4M floats with torch's
+  threads and with one thread, round-robin. About 0.5× means its cores were free; tens
+  mean the second core was mostly taken (on a shared virtual machine each multi-threaded
+  op then waits milliseconds for its other thread, whatever its size), so ratios between a
+  fused kernel and a variant made of several ops are then measured in thread waits, not
+  in work.
 * **Peak allocated memory on CPU**: a further call under ``torch.profiler`` with memory
   profiling (``attention_core.experiments.measure_peak_bytes``): the largest total of live
   tensor allocations during the call, the same quantity as CUDA's figure. The memory goals
@@ -78,6 +85,9 @@ QUICK_SIZES = (512, 1024)
 FULL_REPEATS = 5
 QUICK_REPEATS = 2
 DASH_REPEATS = 30  # calls of a few ms: more rounds for a stable median
+PROBE_NUMEL = 2**22  # the thread-wait probe: a sum of 4M floats (16 MiB), ~0.2 ms on 1 thread
+PROBE_ROUNDS = 15
+PROBE_KIND = "probe"
 WORKER_TIMEOUT_S = 900
 MIB = 2**20
 KIB = 1024
@@ -244,6 +254,36 @@ def _reset_peak_rss() -> tuple[int, bool]:
         return _peak_rss_bytes(), False
 
 
+def _thread_wait_probe() -> tuple[float, float]:
+    """(median seconds with torch's threads, with one thread) of a sum of
+    :data:`PROBE_NUMEL` floats, round-robin in this process. On a shared machine whose
+    second core is often taken, every multi-threaded op can wait milliseconds for its other
+    thread; this ratio (about 0.5 when quiet, tens when stalled) tells which kind of run
+    the figures come from. Not a goal."""
+    import torch
+
+    threads = torch.get_num_threads()
+    x = torch.randn(PROBE_NUMEL)
+    times: dict[int, list[float]] = {threads: [], 1: []}
+    for _ in range(PROBE_ROUNDS):
+        for n in times:
+            torch.set_num_threads(n)
+            start = time.perf_counter()
+            x.sum()
+            times[n].append(time.perf_counter() - start)
+    torch.set_num_threads(threads)
+    return statistics.median(times[threads]), statistics.median(times[1])
+
+
+def _probe_answer(before: tuple[float, float], after: tuple[float, float], threads: int) -> dict:
+    """The probe row: time with torch's threads after the timed rounds, and both ratios."""
+    ratios = (
+        f"{before[0] / before[1]:.1f}x before the timed rounds, {after[0] / after[1]:.1f}x after"
+    )
+    note = f"sum of 4M floats, {threads} threads / 1 thread: {ratios}"
+    return {"seconds": after[0], "note": note}
+
+
 def worker(kinds: list[str], L: int, device: str, repeats: int, threads: int = 0) -> dict:
     """Peak memory growth and median time of each of ``kinds`` at length L, in this process.
 
@@ -283,6 +323,7 @@ def worker(kinds: list[str], L: int, device: str, repeats: int, threads: int = 0
                 peak = _peak_rss_bytes() - base
                 alloc = math.nan  # measured after the timing, which the profiler would disturb
             answer[kind].update({"peak_bytes": peak, "peak_exact": exact, "alloc_bytes": alloc})
+        probe_before = _thread_wait_probe() if device != "cuda" else None
         times: dict[str, list[float]] = {kind: [] for kind in calls}
         for _ in range(repeats):
             for kind, call in calls.items():
@@ -291,6 +332,8 @@ def worker(kinds: list[str], L: int, device: str, repeats: int, threads: int = 0
                 _sync(device)
                 times[kind].append(time.perf_counter() - start)
         if device != "cuda":
+            threads_used = torch.get_num_threads()
+            answer[PROBE_KIND] = _probe_answer(probe_before, _thread_wait_probe(), threads_used)
             for kind, call in calls.items():
                 answer[kind]["alloc_bytes"] = measure_peak_bytes(call, torch.device("cpu"))[0]
     for kind, ts in times.items():
@@ -331,7 +374,8 @@ def measure_device(
         print(f"  measuring {', '.join(kinds)} at L={L} on {device} ...", file=sys.stderr)
         spec = {"kinds": list(kinds), "L": L, "device": device, "repeats": rounds}
         answer = _run_worker({**spec, "threads": threads})
-        for kind in kinds:
+        probed = [PROBE_KIND] if PROBE_KIND in answer else []  # CPU workers add it
+        for kind in [*kinds, *probed]:
             got = answer.get(kind, {})
             results[(kind, L)] = Measurement(
                 kind,

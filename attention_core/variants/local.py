@@ -28,13 +28,14 @@ from attention_core.variants.common import (
 from attention_core.variants.groups import block_groups, grouped_attention, grouped_memory
 
 MIN_QUERY_BLOCK = 32
-# Query rows per block of ``local``'s fused calls (at least window_size // 2). Each block
-# computes c + 2·halo keys per row for the w + 1 it keeps, so small blocks waste less, down to
-# where the kernel's per-block cost takes over. Measured at L=8192, w=128 (B=1, H=8, E=64,
-# fp32) on this Zen 4: with 2 threads under load 64 and 128 rows tie (133 ms), 256 rows
-# 176 ms, 512 rows 280 ms; with 1 thread 64 rows 57–85 ms against 76–95 ms for 128 rows
-# (32: 75 ms, 96: 83 ms, 192: 89 ms).
-FUSED_QUERY_BLOCK = 64
+# Query rows per block of ``local``'s fused calls. Each block computes c + 2·halo keys per
+# row for the w + 1 it keeps, so small blocks waste less, down to where the kernel's
+# per-block cost takes over (SDPA's CPU kernel splits queries into 32-row pieces anyway).
+# Measured on this Zen 4 for the interior call alone at L=8192, w=128 (B=1, H=8, E=64, fp32),
+# best of 5: 1 thread 16 rows 37.0 ms, 32 rows 37.0, 64 rows 42.8, 128 rows 54.0; 2 threads
+# 26.9, 21.6, 24.5, 30.1. A bool band and an additive one cost the same; contiguous copies
+# of the windows cost more than the overlapping views (25.4 ms against 21.6 at 32 rows).
+FUSED_QUERY_BLOCK = 32
 
 
 def _window_layout(L: int, block: int, halo: int, device) -> torch.Tensor:
@@ -226,73 +227,99 @@ def _flat_window_mask(user: torch.Tensor, lead: torch.Size) -> torch.Tensor:
     return user.expand(*lead, *user.shape[-3:]).reshape(-1, *user.shape[-3:])
 
 
-def _band(block: int, halo: int, dtype, device) -> torch.Tensor:
-    """(c, W) additive band of one query block against its window: 0 where
-    0 <= j' − i' <= 2·halo (|query − key| <= halo), -inf elsewhere."""
-    columns = torch.arange(block + 2 * halo, device=device)  # (W,)
-    rel = columns - torch.arange(block, device=device).unsqueeze(-1)  # (c, W): j' − i'
-    inside = (rel >= 0) & (rel <= 2 * halo)
+def _band(rows: int, keys: int, offset: int, halo: int, dtype, device) -> torch.Tensor:
+    """(rows, keys) additive band: 0 where |i + offset − j| <= halo, -inf elsewhere.
+
+    Row i is the query at position start + i and column j the key at start − offset + j:
+    a block against its window (offset = halo), or rows against keys that start with them
+    (offset = 0).
+    """
+    rel = torch.arange(keys, device=device) - torch.arange(rows, device=device).unsqueeze(-1)
+    inside = (rel - offset).abs() <= halo  # (rows, keys): |query − key| <= halo
     return torch.zeros(inside.shape, dtype=dtype, device=device).masked_fill_(~inside, -math.inf)
+
+
+def _strided_blocks(t: torch.Tensor, count: int, rows: int, step: int, start: int) -> torch.Tensor:
+    """(N, count, rows, F) view of t (N, L, F) (plain row strides): block n holds rows
+    [start + n·step, start + n·step + rows); blocks overlap when step < rows. No copy."""
+    features = t.shape[-1]
+    return t.as_strided(
+        (t.shape[0], count, rows, features),
+        (t.stride(0), step * features, features, 1),
+        t.storage_offset() + start * features,
+    )
 
 
 def _unmasked_local(q, k, v, block: int, halo: int, scale: float) -> torch.Tensor:
     """Local attention without a user mask on flat q (N, L, E), k (N, L, E), v (N, L, Ev).
 
-    The blocks whose window lies inside [0, L) are ONE fused SDPA call: their windows are an
-    overlapping view of k and v (no copy) and they share one (c, W) band. The few edge
-    blocks (clipped windows) are one call each with the band cut to their window.
+    Three steps, each one fused op (few ops: on a shared machine every op's thread barrier
+    can wait for a descheduled thread):
+
+    * the interior blocks, whose window [b·c − halo, b·c + c + halo) lies inside [0, L):
+      ONE SDPA call on overlapping views of k and v (no copy), sharing one (c, W) band;
+    * the two edges, rows [0, R) against keys [0, R + halo) and rows [L − R, L) against
+      keys [L − R − halo, L), R covering the head and tail rows the interior leaves: ONE
+      SDPA call on a 2-block view, each block with its own (R, R + halo) band;
+    * one concatenation into the output.
+
+    Without interior blocks (L < the head, one block and the halo) it is one call with an
+    (L, L) band.
 
     Returns:
         (N, L, Ev).
     """
-    N, L, E = q.shape
-    Ev = v.shape[-1]
+    N, L, _ = q.shape
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # plain strides for the views
+    first = math.ceil(halo / block)  # blocks before ``first`` have windows starting before 0
+    last = (L - block - halo) // block  # blocks up to ``last`` have windows ending by L
+    if last < first:  # (L, L) band: L < first·c + c + halo, a few blocks
+        band = _band(L, L, 0, halo, q.dtype, q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=band, scale=scale)
+    count, head, tail_start = last - first + 1, first * block, (last + 1) * block
     width = block + 2 * halo
-    nb = math.ceil(L / block)
-    k, v = k.contiguous(), v.contiguous()  # the window views below need plain row strides
-    band = _band(block, halo, q.dtype, q.device)  # (c, W)
-    out = q.new_empty((N, L, Ev))
-    first = math.ceil(halo / block)  # first block whose window starts at or after key 0
-    last = min((L - block - halo) // block, nb - 1)  # last block whose window ends by L
-    if last >= first:
-        count, rows = last - first + 1, slice(first * block, (last + 1) * block)
-        offset = first * block - halo  # the first interior window's first key
-
-        def windows(t):  # (N, L, F) -> (N, count, W, F), overlapping rows of t
-            return t.as_strided(
-                (N, count, width, t.shape[-1]),
-                (t.stride(0), block * t.shape[-1], t.shape[-1], 1),
-                t.storage_offset() + offset * t.shape[-1],
-            )
-
-        q_in = q[:, rows].reshape(N, count, block, E)  # (N, count, c, E)
-        # (N, count, c, E) against (N, count, W, E|Ev) -> (N, count, c, Ev)
-        part = F.scaled_dot_product_attention(
-            q_in, windows(k), windows(v), attn_mask=band.view(1, 1, block, width), scale=scale
-        )
-        out[:, rows].view(N, count, block, Ev).copy_(part)
-        edges = [*range(first), *range(last + 1, nb)]
-    else:
-        edges = range(nb)
-    for b in edges:
-        start, stop = b * block, min(b * block + block, L)
-        lo, hi = max(0, start - halo), min(L, stop + halo)
-        cut = band[: stop - start, lo - (start - halo) : hi - (start - halo)]  # (r, hi − lo)
-        # (N, 1, r, E) against (N, 1, hi − lo, E|Ev) -> (N, 1, r, Ev)
-        part = F.scaled_dot_product_attention(
-            q[:, None, start:stop], k[:, None, lo:hi], v[:, None, lo:hi], attn_mask=cut, scale=scale
-        )
-        out[:, start:stop] = part[:, 0]
-    return out
+    # (N, count, c, E) against (N, count, W, E|Ev) -> (N, count, c, Ev)
+    interior = F.scaled_dot_product_attention(
+        _strided_blocks(q, count, block, block, head),
+        _strided_blocks(k, count, width, block, head - halo),
+        _strided_blocks(v, count, width, block, head - halo),
+        attn_mask=_band(block, width, halo, halo, q.dtype, q.device).view(1, 1, block, width),
+        scale=scale,
+    )
+    Ev = v.shape[-1]
+    rows = max(head, L - tail_start)  # R: head rows [0, R), tail rows [L − R, L)
+    if rows == 0:  # halo 0 and L a multiple of c: no edges
+        return interior.view(N, L, Ev)
+    keys = rows + halo  # <= L whenever interior blocks exist
+    edge_band = torch.stack(  # (2, R, R + halo): the head's keys start with its rows
+        [
+            _band(rows, keys, 0, halo, q.dtype, q.device),
+            _band(rows, keys, halo, halo, q.dtype, q.device),
+        ]
+    )
+    # (N, 2, R, E) against (N, 2, R + halo, E|Ev) -> (N, 2, R, Ev)
+    edges = F.scaled_dot_product_attention(
+        _strided_blocks(q, 2, rows, L - rows, 0),
+        _strided_blocks(k, 2, keys, L - keys, 0),
+        _strided_blocks(v, 2, keys, L - keys, 0),
+        attn_mask=edge_band.unsqueeze(0),
+        scale=scale,
+    )
+    parts = [
+        edges[:, 0, :head],
+        interior.view(N, count * block, Ev),
+        edges[:, 1, rows - (L - tail_start) :],
+    ]
+    return torch.cat(parts, dim=1)  # (N, L, Ev)
 
 
 def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tensor:
     """Local attention (L == S) as fused SDPA calls over query blocks of
-    :data:`FUSED_QUERY_BLOCK` rows (at least ``halo``), each against its key window
-    [b·c − halo, b·c + c + halo) with a band mask. O(L·(c + 2·halo)) time and memory, no
-    L×L matrix. Without a user mask, :func:`_unmasked_local` runs the interior blocks as one
-    call on views (no copy); with one, the keys are padded once and every block is one call
-    on an overlapping view of the padded keys, with a (nb, c, W) mask.
+    :data:`FUSED_QUERY_BLOCK` rows, each against its key window [b·c − halo, b·c + c + halo)
+    with a band mask. O(L·(c + 2·halo)) time and memory, no L×L matrix. Without a user
+    mask, :func:`_unmasked_local` runs the interior blocks as one call on views (no copy)
+    and both edges as one more; with one, the keys are padded once and every block is one
+    call on an overlapping view of the padded keys, with a (nb, c, W) mask.
 
     Args:
         q: (..., L, E). k: (..., L, E). v: (..., L, Ev). halo: window_size // 2.
@@ -307,7 +334,7 @@ def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tens
     """
     L, E, Ev = q.shape[-2], q.shape[-1], v.shape[-1]
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    block = min(max(FUSED_QUERY_BLOCK, halo), L)
+    block = min(FUSED_QUERY_BLOCK, L)
     nb = math.ceil(L / block)
     width = block + 2 * halo
     check_budget(

@@ -209,10 +209,42 @@ def test_linear_causal_needs_equal_lengths():
 
 
 def test_huge_float64_values_are_finite_not_inf():
-    """The shared finite check reads float32 extremes; a float64 beyond float32's range must
-    still pass as finite (the per-tensor recheck runs in the tensor's own dtype)."""
+    """A float64 beyond float32's range must pass as finite: the shared finite check sums
+    each tensor in its own dtype (and its exact recheck reads the tensor's own values)."""
     q = torch.full((1, 2, 4), 1e300, dtype=torch.float64)
     k = torch.zeros(1, 2, 4, dtype=torch.float64)
     v = torch.ones(1, 2, 4, dtype=torch.float64)
     out = attend(q, k, v, "scaled").output
     torch.testing.assert_close(out, torch.ones_like(out))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_finite_values_whose_sum_overflows_pass(dtype):
+    """The finite check sums each tensor (a NaN or inf makes the sum non-finite); finite
+    values whose sum overflows (the dtype's largest value, eight times) must still pass and
+    give their exact average, not be taken for inf."""
+    big = torch.finfo(dtype).max
+    q = torch.zeros(1, 2, 4, dtype=dtype)
+    k = torch.zeros(1, 2, 4, dtype=dtype)
+    v = torch.full((1, 2, 4), big, dtype=dtype)
+    assert not torch.isfinite(v.sum(dtype=torch.float32 if dtype != torch.float64 else dtype))
+    out = attend(q, k, v, "scaled").output  # uniform weights over equal values
+    assert torch.equal(out, v)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_nan_or_inf_in_half_inputs(dtype, bad):
+    q, k, v = (t.to(dtype) for t in _qkv())
+    k[0, 0, 1] = bad
+    needle = "NaN" if math.isnan(bad) else "inf"
+    with pytest.raises(ValueError, match=f"k contains {needle}"):
+        attend(q, k, v)
+
+
+def test_plus_and_minus_inf_in_one_tensor_is_caught():
+    """+inf and -inf sum to NaN: the finite check must still name the tensor."""
+    q, k, v = _qkv()
+    v[0, 0, 0], v[0, 1, 0] = math.inf, -math.inf
+    with pytest.raises(ValueError, match="v contains inf"):
+        attend(q, k, v)

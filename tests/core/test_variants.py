@@ -353,6 +353,30 @@ def test_linear_with_key_padding(dtype, causal):
     torch.testing.assert_close(result.weights.double().sum(-1), expected_sums, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("scale", [None, 0.3], ids=["default_scale", "scale_0.3"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_linear_query_whose_features_all_vanish(dtype, scale):
+    """A query of -1000 in every feature has φ(q) = elu(q) + 1 = 0 exactly: its denominator
+    is exactly 0 and the formula's row is 0 (no NaN); every other row is unchanged."""
+    q, k, v = _qkv(dtype)
+    q[0, 1, 4] = -1000.0
+    s = 1.0 if scale is None else scale
+    ref_out, _ = _linear_reference(q * s, k, v, causal=False, key_allowed=None)
+    out = attend(q, k, v, "linear", scale=scale).output
+    assert torch.isfinite(out).all()
+    assert (out[0, 1, 4] == 0).all()
+    torch.testing.assert_close(out.double(), ref_out, atol=ATOL[dtype], rtol=0)
+
+
+@pytest.mark.parametrize("scale", [0.1, 0.3, 3.0])
+def test_linear_scale_is_applied_inside_the_feature_map(scale):
+    """scale multiplies q before φ: φ(q·scale), as the formula with q·scale."""
+    q, k, v = _qkv(torch.float64)
+    ref_out, _ = _linear_reference(q * scale, k, v, causal=False, key_allowed=None)
+    out = attend(q, k, v, "linear", scale=scale).output
+    torch.testing.assert_close(out, ref_out, atol=1e-10, rtol=0)
+
+
 def test_linear_causal_mask_equals_causal_param():
     """A causal bool mask (alone or with key padding) is the prefix-sum form."""
     q, k, v = _qkv(torch.float64)
