@@ -1,15 +1,18 @@
 """Intuition: the tutorial's first section (the dance, reading, the meeting, the library), each
-analogy beside a small live element and a link to the page that goes deeper."""
+analogy beside a small live element and a link to the page that goes deeper.
+
+The start page: pandas and Altair (:mod:`dashboard.charts`) are imported by the first chart,
+not at the top, so the title, the explainer and the controls reach the browser while they
+load (see ``TORCH_LATE_PAGES`` in ``dashboard/app.py``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import charts, controls, data, state
+from dashboard import controls, data, state
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
 
@@ -60,8 +63,13 @@ def analogy(name: str, target: str) -> DeltaGenerator:
     return live
 
 
-def bars(frame: pd.DataFrame, title: str) -> None:
-    """A small bar chart of ``key``/``weight`` rows."""
+def bars(keys: list[str], weights, title: str) -> None:
+    """A small bar chart of one weight per key."""
+    import pandas as pd
+
+    from dashboard import charts
+
+    frame = pd.DataFrame({"key": keys, "weight": list(weights)})
     st.altair_chart(
         charts.token_weights_chart(
             frame,
@@ -98,6 +106,8 @@ def draw_dance(live: DeltaGenerator, seed: int) -> None:
             domain=(0.0, float(weights.max())),
             width=SMALL_MAP_WIDTH,
         )
+        from dashboard import charts
+
         st.altair_chart(charts.heatmap_chart(grid.frame, spec), theme=None)
         st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
 
@@ -137,7 +147,7 @@ def draw_meeting(boss: float) -> None:
     weights = data.meeting_weights(boss)
     names = [t(f"intuition.person_{person}") for person in data.MEETING_PEOPLE]
     with live:
-        bars(pd.DataFrame({"key": names, "weight": weights}), t("intuition.meeting_chart"))
+        bars(names, weights, t("intuition.meeting_chart"))
         st.metric(t("intuition.metric_boss"), f"{weights[0]:.3f}")
 
 
@@ -147,7 +157,7 @@ def draw_library(topic: float) -> None:
     lookup = data.library_lookup(topic)
     names = [t(f"intuition.shelf_{shelf}") for shelf in lookup["shelf"]]
     with live:
-        bars(pd.DataFrame({"key": names, "weight": lookup["weight"]}), t("intuition.library_chart"))
+        bars(names, lookup["weight"], t("intuition.library_chart"))
         st.caption(
             t(
                 "intuition.library_scores",
