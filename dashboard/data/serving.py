@@ -19,7 +19,9 @@ And one thing every run leaves behind: memory freed by Python, numpy and torch s
 C allocator's heaps (one per thread that allocated; Streamlit runs each session in its own
 thread), so the process's resident size ratchets up page after page. :func:`release_memory`
 hands the free pages back to the system (glibc's ``malloc_trim``) after a run, in a
-background thread, at most once every :data:`TRIM_INTERVAL_S`.
+background thread, at most once every :data:`TRIM_INTERVAL_S`. A trim frees only whole pages,
+so :func:`pin_mmap_threshold` also keeps the large arrays out of the heaps: each one of at
+least :data:`MMAP_THRESHOLD_BYTES` gets its own mapping, returned to the system when freed.
 
 Nothing here imports torch at import time.
 """
@@ -47,6 +49,12 @@ PRELOADED = ("dashboard.data.runs", "dashboard.data.lab")
 """Modules :func:`preload_torch` imports (torch, the library and pandas come with them)."""
 TRIM_INTERVAL_S = 5.0
 """Seconds between two trims of the C heaps (a trim walks every heap: 10–100 ms)."""
+MMAP_THRESHOLD_BYTES = 256 * 1024
+"""Allocations at least this large get their own mapping (glibc's default starts at 128 KiB
+but rises to the size of each large block freed, up to 32 MiB: after that, maps and caches
+of a few MiB live in the heaps between long-lived objects, and the server's resident size
+ratchets up page after page)."""
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (glibc's malloc.h)
 
 
 def usable_cores() -> int:
@@ -178,6 +186,31 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 _TRIM = _malloc_trim()
+
+
+def pin_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
+    """Give every later allocation of at least ``nbytes`` its own mapping, for good (setting
+    the threshold also stops glibc from raising it). Freed, such a block goes straight back
+    to the system, whatever lives around it; the price is a page fault per page when it is
+    made (about 30 ms for 64 MiB), small beside computing what fills it.
+
+    Args:
+        nbytes: the threshold, at least 1.
+
+    Returns:
+        True when set; False on a C library without glibc's ``mallopt``.
+
+    Raises:
+        ValueError: for a threshold below 1.
+    """
+    if nbytes < 1:
+        raise ValueError(f"nbytes must be at least 1, got {nbytes}")
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt if name else None
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt and mallopt(_M_MMAP_THRESHOLD, int(nbytes)))
 
 
 def _trim_now() -> None:
