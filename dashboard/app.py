@@ -115,20 +115,9 @@ def navigation_pages() -> dict[str, st.Page]:
     }
 
 
-@st.cache_resource(show_spinner=False)
-def configure_allocator() -> bool:
-    """Once per process: large arrays get their own mappings
-    (:func:`dashboard.data.serving.pin_mmap_threshold`).
-
-    Returns:
-        True when the C library took the setting.
-    """
-    return serving.pin_mmap_threshold()
-
-
 def main() -> None:
     """Draw the shared sidebar and run the selected page."""
-    configure_allocator()
+    serving.pin_when_large()  # past PIN_ABOVE_BYTES, large arrays get their own mappings
     st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
     state.begin_run()
     language_switch()

@@ -247,3 +247,20 @@ def test_a_pinned_threshold_hands_large_blocks_back_when_freed():
 def test_a_threshold_below_one_byte_is_refused():
     with pytest.raises(ValueError, match="nbytes"):
         serving.pin_mmap_threshold(0)
+
+
+def test_the_threshold_is_pinned_only_once_the_process_is_large(monkeypatch):
+    calls = []
+    monkeypatch.setattr(serving, "_pinned", False)
+    monkeypatch.setattr(serving, "pin_mmap_threshold", lambda: calls.append(1) or True)
+    assert not serving.pin_when_large(1000, resident=1000)
+    assert calls == []
+    assert serving.pin_when_large(1000, resident=1001)
+    assert serving.pin_when_large(1000, resident=10)  # pinned for good
+    assert calls == [1]
+
+
+def test_resident_bytes_reads_this_process():
+    with open("/proc/self/status", encoding="ascii") as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+    assert abs(serving.resident_bytes() - kib * 1024) < 64 * 2**20
