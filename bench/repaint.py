@@ -13,8 +13,9 @@ waits until the script has finished and a chart's pixels differ from before.
   attention (and measures its time and memory) before drawing.
 
 Prints the median and p95 per length and kind next to the goals (≤ 0.3 s at L=64, ≤ 0.6 s at
-L=1024; for a fresh move ≤ 0.2 s and ≤ 0.35 s), judged on the whole repaint (script finished and charts changed); the last column is
-the median time until the first chart had changed, for reference.
+L=1024; for a fresh move ≤ 0.2 s and ≤ 0.35 s), judged on the whole repaint (script finished
+and charts changed); the last column is the median time until the first chart had changed,
+for reference.
 """
 
 from __future__ import annotations
