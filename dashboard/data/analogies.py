@@ -2,7 +2,8 @@
 Python floats.
 
 This module imports neither torch nor the library, so the landing page draws these two
-charts while torch is still loading (see ``dashboard/views/intuition.py``). Both are
+charts while torch is still loading (see ``dashboard/views/intuition.py``). Nothing here is
+cached: three exponentials cost less than a cache lookup. Both are
 checked against torch's own softmax and an explicit formula in the tests.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-import streamlit as st
 
 __all__ = [
     "LIBRARY_KEYS",
@@ -56,7 +56,6 @@ def softmax(scores: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(e / total for e in exps)
 
 
-@st.cache_data(show_spinner=False)
 def meeting_weights(boss_score: float) -> tuple[float, ...]:
     """Softmax of the meeting's relevance scores: the boss's, then the fixed others'.
 
@@ -72,7 +71,6 @@ def meeting_weights(boss_score: float) -> tuple[float, ...]:
     return softmax((float(boss_score), *MEETING_OTHER_SCORES))
 
 
-@st.cache_data(show_spinner=False)
 def library_lookup(topic: float) -> pd.DataFrame:
     """One attention lookup in the library: a query against each shelf's catalogue entry.
 
