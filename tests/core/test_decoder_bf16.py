@@ -11,7 +11,6 @@ still the same model: the next token of every prompt, cached decoding, half RoPE
 from __future__ import annotations
 
 import gc
-import json
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +26,8 @@ from attention_core.pretrained import (
 )
 from attention_core.pretrained.llama import linear
 from tests.core.mapping import mapped_file, mapped_files
+from tests.core.test_decoder import _ids, _reference
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_reference.npz"
 MATRICES = ("qkv", "out", "gate_up", "down")
 BF16_MANTISSA_STEP = 2.0**-8  # relative spacing of bfloat16 numbers in [1, 2)
 MIN_BF16_MOVE = 1e-3  # the bf16 model does differ from the float32 one (the option works)
@@ -48,13 +47,7 @@ def bf16():
 
 @pytest.fixture(scope="module")
 def reference():
-    data = dict(np.load(FIXTURE))
-    meta = json.loads(bytes(data.pop("meta_json")).decode("utf-8"))
-    return meta, data
-
-
-def _ids(data, index) -> torch.Tensor:
-    return torch.from_numpy(data[f"input_ids_{index}"])[None]  # (1, L)
+    return _reference()
 
 
 def _deviations(model, data, index) -> tuple[float, float]:

@@ -12,8 +12,6 @@ greedy text, cached decoding, shared weights in a twin.
 from __future__ import annotations
 
 import gc
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,9 +25,9 @@ from attention_core.pretrained import (
     smollm2_available,
 )
 from attention_core.pretrained.int4 import Int4Matrix
-from tests.core.test_decoder_bf16 import MATRICES, PROMPTS, _deviations, _ids
+from tests.core.test_decoder import _ids, _reference
+from tests.core.test_decoder_bf16 import MATRICES, PROMPTS, _deviations
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_reference.npz"
 BF16_BOUND = 2.0**-7  # |int4 x·Wᵀ − x·Wᵀ| ≤ 2⁻⁷ · Σ|w x| (see attention_core.pretrained.int4)
 MIN_MOVE = 1e-3  # the int4 model does differ from the float32 one (the option works)
 
@@ -46,9 +44,7 @@ def int4():
 
 @pytest.fixture(scope="module")
 def reference():
-    data = dict(np.load(FIXTURE))
-    meta = json.loads(bytes(data.pop("meta_json")).decode("utf-8"))
-    return meta, data
+    return _reference()
 
 
 def test_matrices_are_int4_and_small(int4):
