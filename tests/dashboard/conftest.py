@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,26 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_PATH = REPO_ROOT / "dashboard" / "app.py"
 TIMEOUT_S = 30
 CANVAS_COMPONENT = "attention_lab.heatmap"
+
+
+def fresh_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``code`` (with ``args`` in ``sys.argv[1:]``) in a fresh interpreter from the
+    repository root, so that nothing this test process imported counts.
+
+    Returns:
+        The finished process, its output as text.
+
+    Raises:
+        subprocess.CalledProcessError: when it exits with an error.
+    """
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
 
 
 def open_app(page: str | None = None, **params: str | list[str]) -> AppTest:

@@ -5,14 +5,12 @@ while torch loads)."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from dashboard.data import analogies
-from tests.dashboard.test_house import REPO_ROOT
+from tests.dashboard.conftest import fresh_python
 
 
 @pytest.mark.parametrize(
@@ -56,12 +54,5 @@ def test_the_analogies_import_no_torch():
         "import sys; from dashboard import data; data.meeting_weights(3.0); "
         "data.library_lookup(0.5); print('torch' in sys.modules)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    result = fresh_python(code)
     assert result.stdout.strip().splitlines()[-1] == "False", result.stdout + result.stderr

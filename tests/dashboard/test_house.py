@@ -4,13 +4,11 @@ layer that starts nothing at import, and no sys.path edits."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.dashboard.conftest import REPO_ROOT, fresh_python
+
 DASHBOARD = REPO_ROOT / "dashboard"
 MAX_POSITIONAL = 6
 MAX_MODULE_LINES = 600
@@ -71,14 +69,7 @@ def test_importing_the_data_layer_starts_no_thread():
         "import threading, dashboard.data; "
         "print(sorted(t.name for t in threading.enumerate() if t.name != 'MainThread'))"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    result = fresh_python(code)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
 
 

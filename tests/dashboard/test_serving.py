@@ -4,7 +4,6 @@ memory estimated instead of measured under load, with the page saying so."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 
@@ -12,7 +11,7 @@ import pytest
 import torch
 
 from dashboard.data import serving
-from tests.dashboard.conftest import REPO_ROOT, assert_clean, metrics, open_app
+from tests.dashboard.conftest import REPO_ROOT, assert_clean, fresh_python, metrics, open_app
 
 LOCALES = REPO_ROOT / "dashboard" / "locales"
 
@@ -130,14 +129,7 @@ def test_the_app_header_and_data_package_import_no_torch():
         "print(sorted(m for m in ('torch', 'attention_core', 'pandas', 'altair')"
         " if m in sys.modules))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    result = fresh_python(code)
     title, imported = result.stdout.strip().splitlines()[-2:]
     assert title == "Playground"
     assert imported == "[]"
@@ -230,14 +222,7 @@ def test_a_pinned_threshold_hands_large_blocks_back_when_freed():
     heap (below a live object); pinned, it had its own mapping and the 8 MiB leave."""
 
     def released(mode: str) -> float:
-        result = subprocess.run(
-            [sys.executable, "-c", PINNED_RSS_PROBE, mode],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        result = fresh_python(PINNED_RSS_PROBE, mode, timeout=60)
         return float(result.stdout.strip().splitlines()[-1])
 
     assert released("pin") >= 7.5
