@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import hashlib
 import math
 import mmap
@@ -111,6 +112,16 @@ def release_pages(mapped: mmap.mmap) -> None:
         mapped.madvise(mmap.MADV_DONTNEED)
 
 
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim`` (looked up once: ``find_library`` takes about 1 ms), or None."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+
+
 def trim_heap() -> bool:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim``), e.g. after
     a load whose temporaries were freed between long-lived weights.
@@ -118,11 +129,7 @@ def trim_heap() -> bool:
     Returns:
         True when memory was released; False when nothing was, or on another C library.
     """
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        return False
+    trim = _malloc_trim()
     return bool(trim(0)) if trim is not None else False
 
 

@@ -184,16 +184,18 @@ def profiler_slot() -> Iterator[bool]:
         _PROFILER_SLOT.release()
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or ``None`` on another C library."""
-    name = ctypes.util.find_library("c")
+def _libc_function(name: str) -> Callable[..., int] | None:
+    """A function of the C library (e.g. glibc's ``malloc_trim``), or ``None`` where the
+    library or the function is missing."""
+    library = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None
+        return getattr(ctypes.CDLL(library), name) if library else None
     except (OSError, AttributeError):
         return None
 
 
-_TRIM = _malloc_trim()
+_TRIM = _libc_function("malloc_trim")
+_MALLOPT = _libc_function("mallopt")
 
 
 def resident_bytes() -> int:
@@ -241,12 +243,7 @@ def pin_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
     """
     if nbytes < 1:
         raise ValueError(f"nbytes must be at least 1, got {nbytes}")
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt and mallopt(_M_MMAP_THRESHOLD, int(nbytes)))
+    return bool(_MALLOPT and _MALLOPT(_M_MMAP_THRESHOLD, int(nbytes)))
 
 
 def _trim_now() -> None:
