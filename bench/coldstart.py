@@ -45,10 +45,12 @@ MIN_PAINTED = 0.005
 RSS_GOAL_MIB = 900
 APP_GOAL_MIB = 1229  # 1.2 GiB: the app with every model loaded, the decoder's included
 DECODER_PAGE = "decoder"
-FIRST_CHART_DRAWN_JS = """(sel) => { const el = document.querySelector(sel);
-    if (!el) return false;
-    const svg = el.querySelector('svg'); const c = el.querySelector('canvas');
+# one chart element has painted: an SVG with marks, or a canvas with a size
+CHART_DRAWN_JS = """(el) => { const svg = el.querySelector('svg');
+    const c = el.querySelector('canvas');
     return (svg && svg.querySelectorAll('path, rect').length > 3) || (c && c.width > 0); }"""
+FIRST_CHART_DRAWN_JS = """(sel) => { const el = document.querySelector(sel);
+    return !!el && (__CHART_DRAWN__)(el); }""".replace("__CHART_DRAWN__", CHART_DRAWN_JS)
 CHART = CHART_SELECTOR
 # Installed before any page script: stamps (Date.now(), ms) of the first time each milestone
 # is seen, polled every few milliseconds.
@@ -58,9 +60,7 @@ TIMELINE_JS = """(() => {
     const state = () => { const app = document.querySelector('[data-testid="stApp"]');
         return app ? app.getAttribute('data-test-script-state') : null; };
     const drawn = __DRAWN__;
-    const chartDrawn = (el) => { const svg = el.querySelector('svg');
-        const c = el.querySelector('canvas');
-        return (svg && svg.querySelectorAll('path, rect').length > 3) || (c && c.width > 0); };
+    const chartDrawn = __CHART_DRAWN__;
     const tick = () => {
         seen('app', () => state() !== null);
         seen('run', () => state() === 'running');
@@ -128,6 +128,7 @@ def cold_start(playwright) -> dict[str, float]:
     browser = launch_chromium(playwright)
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     timeline = TIMELINE_JS.replace("__DRAWN__", FIRST_CHART_DRAWN_JS)
+    timeline = timeline.replace("__CHART_DRAWN__", CHART_DRAWN_JS)
     page.add_init_script(timeline.replace("__CHART__", json.dumps(CHART)))
     spawned = time.time()
     with streamlit_server() as server:
