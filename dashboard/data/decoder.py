@@ -124,10 +124,9 @@ def _generation(text: str, steps: int) -> _Generation:
     decoder = smollm2_decoder()
     if steps == 0:
         _, ids, _ = prompt_ids(text)
-        out = decoder(torch.tensor([ids]), need_weights=True)
+        out = decoder(torch.tensor([ids]), need_weights=True, last_logits_only=True)
         rows = torch.stack([a[0, :, -1] for a in out.attentions])  # (N, H, S)
-        last = out.logits[0, -1].clone()  # (V,), not a view holding the (L, V) logits
-        return _Generation(ids, out.cache, last, rows, None)
+        return _Generation(ids, out.cache, out.logits[0, -1], rows, None)  # logits (V,)
     previous = _generation(text, steps - 1)
     token = int(previous.next_logits.argmax())
     out = decoder(torch.tensor([[token]]), cache=previous.cache, need_weights=True)
