@@ -250,6 +250,26 @@ def _strided_blocks(t: torch.Tensor, count: int, rows: int, step: int, start: in
     )
 
 
+def interior_blocks(q, k, v, block: int, halo: int, scale: float, first: int, count: int):
+    """The one fused call at the heart of unmasked ``local``: query blocks first … first +
+    count − 1 of ``block`` rows, each against its key window [b·c − halo, b·c + c + halo),
+    which must lie inside [0, L), as ONE SDPA call on overlapping views of contiguous
+    q (N, L, E), k (N, L, E), v (N, L, Ev) (no copy) sharing one (c, W) band mask.
+
+    Returns:
+        (N, count, c, Ev): the rows [first·c, (first + count)·c) of the output.
+    """
+    head, width = first * block, block + 2 * halo
+    # (N, count, c, E) against (N, count, W, E|Ev) -> (N, count, c, Ev)
+    return F.scaled_dot_product_attention(
+        _strided_blocks(q, count, block, block, head),
+        _strided_blocks(k, count, width, block, head - halo),
+        _strided_blocks(v, count, width, block, head - halo),
+        attn_mask=_band(block, width, halo, halo, q.dtype, q.device).view(1, 1, block, width),
+        scale=scale,
+    )
+
+
 def _unmasked_local(q, k, v, block: int, halo: int, scale: float) -> torch.Tensor:
     """Local attention without a user mask on flat q (N, L, E), k (N, L, E), v (N, L, Ev).
 
@@ -277,15 +297,7 @@ def _unmasked_local(q, k, v, block: int, halo: int, scale: float) -> torch.Tenso
         band = _band(L, L, 0, halo, q.dtype, q.device)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=band, scale=scale)
     count, head, tail_start = last - first + 1, first * block, (last + 1) * block
-    width = block + 2 * halo
-    # (N, count, c, E) against (N, count, W, E|Ev) -> (N, count, c, Ev)
-    interior = F.scaled_dot_product_attention(
-        _strided_blocks(q, count, block, block, head),
-        _strided_blocks(k, count, width, block, head - halo),
-        _strided_blocks(v, count, width, block, head - halo),
-        attn_mask=_band(block, width, halo, halo, q.dtype, q.device).view(1, 1, block, width),
-        scale=scale,
-    )
+    interior = interior_blocks(q, k, v, block, halo, scale, first, count)  # (N, count, c, Ev)
     Ev = v.shape[-1]
     rows = max(head, L - tail_start)  # R: head rows [0, R), tail rows [L − R, L)
     if rows == 0:  # halo 0 and L a multiple of c: no edges

@@ -389,6 +389,29 @@ def test_linear_causal_mask_equals_causal_param():
     torch.testing.assert_close(by_param.output, ref_out, atol=1e-10, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_linear_in_chunks_equals_the_formula(monkeypatch, dtype):
+    """The untracked non-causal form in chunks of 64 rows (the last one partial), with
+    broadcast leading dims, S != L and key padding that empties one item, equals the
+    float64 formula."""
+    from attention_core.variants import linear
+
+    monkeypatch.setattr(linear, "CHUNK_BYTES", 1)  # every chunk MIN_CHUNK_ROWS = 64 rows
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 1, 150, 8, generator=gen, dtype=dtype)  # (B, 1, L, E)
+    k = torch.randn(1, 3, 130, 8, generator=gen, dtype=dtype)  # (1, H, S, E)
+    v = torch.randn(2, 3, 130, 5, generator=gen, dtype=dtype)  # (B, H, S, Ev)
+    padding = masks.padding([100, 0], 130).view(2, 1, 1, 130)  # item 1 sees no key
+    ref_out, _ = _linear_reference(q, k, v, causal=False, key_allowed=padding)
+    out = attend(q, k, v, "linear", mask=padding).output
+    assert out.shape == (2, 3, 150, 5)
+    torch.testing.assert_close(out.double(), ref_out, atol=ATOL[dtype], rtol=0)
+    assert (out[1] == 0).all()
+    whole = attend(q, k, v, "linear", mask=padding, scale=0.5).output
+    monkeypatch.setattr(linear, "CHUNK_BYTES", 1 << 30)  # one chunk
+    torch.testing.assert_close(attend(q, k, v, "linear", mask=padding, scale=0.5).output, whole)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_linear_gradients_equal_the_formula_gradients(causal):
     leaves = [t.requires_grad_() for t in _qkv(torch.float64)]
