@@ -16,6 +16,20 @@ from attention_core.types import AttentionResult
 from attention_core.validation import check_float, check_int
 
 
+def _allocate_on_cpu(module: nn.Module) -> None:
+    """Give every parameter of ``module`` (built on the meta device) uninitialised CPU
+    storage of its shape and dtype, in place.
+
+    ``Module.to_empty`` does the same through ``torch.empty_like`` on meta tensors, which
+    runs torch's Python reference code: its first call imports torch's decompositions and
+    symbolic shapes (sympy included), about 0.4 s of a fresh dashboard's first chart.
+    """
+    for sub in module.modules():
+        for name, param in list(sub.named_parameters(recurse=False)):
+            storage = torch.empty(param.shape, dtype=param.dtype)  # same shape, on the CPU
+            setattr(sub, name, nn.Parameter(storage, requires_grad=param.requires_grad))
+
+
 class MultiHeadSelfAttention(nn.Module):
     """Multi-head self-attention over x (B, L, D) with a registered variant.
 
@@ -76,7 +90,7 @@ class MultiHeadSelfAttention(nn.Module):
         self.v_linear = nn.Linear(embed_dim, embed_dim, bias=bias, **where)
         self.out_linear = nn.Linear(embed_dim, embed_dim, bias=bias, **where)
         if init_seed is not None:
-            self.to_empty(device="cpu")
+            _allocate_on_cpu(self)
             self.reset_parameters(torch.Generator().manual_seed(init_seed))
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:

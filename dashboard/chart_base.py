@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 from altair.utils.schemapi import debug_mode
 
+from dashboard.light_charts import FONT_SIZE, title_spec
+
 MAX_CHART_ROWS = 128 * 128
 SEQUENTIAL_SCHEME = "yellowgreenblue"
 DIVERGING_SCHEME = "redblue"
@@ -27,7 +29,6 @@ MIN_CELL_PX = 3
 MAX_CELL_PX = 44
 LABEL_LIMIT_PX = 90
 MAX_TICK_LABELS = 40
-FONT_SIZE = 13
 
 
 def check_rows(df: pd.DataFrame, needed: Sequence[str]) -> None:
@@ -129,7 +130,7 @@ FAST_RENDER_META = {"embedOptions": {"renderer": "canvas"}}
 
 
 def title_params(title: str, subtitle: str | None) -> alt.TitleParams:
-    return alt.TitleParams(title, subtitle=subtitle or "", fontSize=FONT_SIZE + 3, anchor="start")
+    return alt.TitleParams(**title_spec(title, subtitle))
 
 
 def finish(chart: alt.Chart, title: str, subtitle: str | None) -> alt.Chart:

@@ -1,5 +1,5 @@
-"""The real model's charts: every layer and head at once, the head view, one token's
-weights (no Streamlit, no torch)."""
+"""The real model's charts: every layer and head at once and the head view (no Streamlit, no
+torch); one token's weights are :func:`dashboard.light_charts.token_bars_spec`."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from dashboard.chart_base import (
     finish,
     header,
 )
+from dashboard.light_charts import TOKEN_BAR_COLOR as HEAD_VIEW_COLOR
+from dashboard.light_charts import TOKEN_ROW_PX as HEAD_VIEW_ROW_PX
 
 MODEL_VIEW_MAX_CELLS = 72 * 32 * 32
 WEIGHT_MILLI = 1000
 MODEL_VIEW_RANGE = ("#FFFFFF", "#08306B")  # white = no attention, dark blue = all of it
 MODEL_PANEL_PX = 62
-HEAD_VIEW_ROW_PX = 22
 HEAD_VIEW_WIDTH = 420
 HEAD_VIEW_MAX_STROKE = 6.0
-HEAD_VIEW_COLOR = "#0B3D91"
 HEAD_VIEW_MUTED = "#8A94A6"
 HEAD_VIEW_LEFT, HEAD_VIEW_RIGHT = 0.0, 1.0
 HEAD_VIEW_GAP = 0.06
@@ -215,51 +215,3 @@ def head_view_chart(
         width=HEAD_VIEW_WIDTH, height=height, view=alt.ViewBackground(stroke=None)
     )
     return finish(chart, title, subtitle)
-
-
-def token_weights_chart(
-    weights: pd.DataFrame,
-    *,
-    title: str,
-    token_title: str,
-    weight_title: str,
-    width: int | None = 300,
-) -> alt.Chart:
-    """Horizontal bars of one query's weights over the key tokens, in sentence order.
-
-    Rows have the head view's spacing, so the bars line up with its key column.
-
-    Args:
-        weights: columns ``key`` (unique token labels, top to bottom) and ``weight``.
-        title, token_title, weight_title: translated labels.
-        width: pixels of the bar area; ``None`` fits the container's width (show it with
-            ``st.altair_chart(..., width="stretch")``).
-
-    Returns:
-        An ``alt.Chart``.
-
-    Raises:
-        ValueError: for missing columns or too many rows.
-    """
-    check_rows(weights, ["key", "weight"])
-    order = list(weights["key"])
-    chart = (
-        alt.Chart(weights)
-        .mark_bar(color=HEAD_VIEW_COLOR)
-        .encode(
-            y=alt.Y("key:N", sort=order, title=token_title, axis=alt.Axis(labelLimit=140)),
-            x=alt.X("weight:Q", title=weight_title, scale=alt.Scale(domain=[0, 1])),
-            tooltip=[
-                alt.Tooltip("key:N", title=token_title),
-                alt.Tooltip("weight:Q", title=weight_title, format=".3f"),
-            ],
-        )
-        # the height as a step per row: a fixed pixel height on a nominal axis collapses the
-        # bands to nothing in Streamlit 1.67's "content" height (all rows on one line)
-        .properties(height=alt.Step(HEAD_VIEW_ROW_PX))
-    )
-    if width is None:
-        chart = chart.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
-    else:
-        chart = chart.properties(width=width)
-    return finish(chart, title, None)

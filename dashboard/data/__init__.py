@@ -34,6 +34,7 @@ import importlib
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "analogies": (
         "LIBRARY_SHELVES",
+        "LibraryLookup",
         "MEETING_OTHER_SCORES",
         "MEETING_PEOPLE",
         "library_lookup",

@@ -1,22 +1,22 @@
 """The Intuition page's meeting and library: a softmax over three scores each, in plain
 Python floats.
 
-This module imports neither torch nor the library, so the landing page draws these two
-charts while torch is still loading (see ``dashboard/views/intuition.py``). Nothing here is
-cached: three exponentials cost less than a cache lookup. Both are
-checked against torch's own softmax and an explicit formula in the tests.
+This module imports neither torch, nor the library, nor pandas, so the landing page draws
+these two charts while torch is still loading (see ``dashboard/views/intuition.py``).
+Nothing here is cached: three exponentials cost less than a cache lookup. Both are checked
+against torch's own softmax and an explicit formula in the tests.
 """
 
 from __future__ import annotations
 
 import math
-
-import pandas as pd
+from dataclasses import dataclass
 
 __all__ = [
     "LIBRARY_KEYS",
     "LIBRARY_SHARPNESS",
     "LIBRARY_SHELVES",
+    "LibraryLookup",
     "MEETING_OTHER_SCORES",
     "MEETING_PEOPLE",
     "library_lookup",
@@ -71,7 +71,17 @@ def meeting_weights(boss_score: float) -> tuple[float, ...]:
     return softmax((float(boss_score), *MEETING_OTHER_SCORES))
 
 
-def library_lookup(topic: float) -> pd.DataFrame:
+@dataclass(frozen=True)
+class LibraryLookup:
+    """One lookup in the library, one entry per shelf of :data:`LIBRARY_SHELVES`: the shelf,
+    its score (query · key) and its weight (softmax of the scores)."""
+
+    shelves: tuple[str, ...]
+    scores: tuple[float, ...]
+    weights: tuple[float, ...]
+
+
+def library_lookup(topic: float) -> LibraryLookup:
     """One attention lookup in the library: a query against each shelf's catalogue entry.
 
     Args:
@@ -79,8 +89,8 @@ def library_lookup(topic: float) -> pd.DataFrame:
             :data:`LIBRARY_SHARPNESS` · (cos(topic·π/2), sin(topic·π/2)).
 
     Returns:
-        Columns ``shelf``, ``score`` (query · key) and ``weight`` (softmax of the scores):
-        the share of each shelf's books (values) in what the reader takes home.
+        A :class:`LibraryLookup`: each shelf's score (query · key) and weight (softmax of the
+        scores), the share of its books (values) in what the reader takes home.
 
     Raises:
         ValueError: when ``topic`` is not finite.
@@ -88,4 +98,4 @@ def library_lookup(topic: float) -> pd.DataFrame:
     angle = float(topic) * math.pi / 2
     query = (LIBRARY_SHARPNESS * math.cos(angle), LIBRARY_SHARPNESS * math.sin(angle))  # (2,)
     scores = tuple(key[0] * query[0] + key[1] * query[1] for key in LIBRARY_KEYS)  # (3,)
-    return pd.DataFrame({"shelf": LIBRARY_SHELVES, "score": scores, "weight": softmax(scores)})
+    return LibraryLookup(LIBRARY_SHELVES, scores, softmax(scores))

@@ -1,9 +1,10 @@
 """Intuition: the tutorial's first section (the dance, reading, the meeting, the library), each
 analogy beside a small live element and a link to the page that goes deeper.
 
-The start page: pandas and Altair (:mod:`dashboard.charts`) are imported by the first chart,
-not at the top, so the title, the explainer and the controls reach the browser while they
-load (see ``TORCH_LATE_PAGES`` in ``dashboard/app.py``)."""
+The start page: the meeting and library bars are plain Vega-Lite dicts
+(:mod:`dashboard.light_charts`), so they reach the browser before pandas, Altair and torch are
+imported; the dance's heatmap imports them afterwards (see ``TORCH_LATE_PAGES`` in
+``dashboard/app.py``)."""
 
 from __future__ import annotations
 
@@ -64,23 +65,17 @@ def analogy(name: str, target: str) -> DeltaGenerator:
 
 
 def bars(keys: list[str], weights, title: str) -> None:
-    """A small bar chart of one weight per key."""
-    import pandas as pd
+    """A small bar chart of one weight per key (a dict spec: no pandas, no Altair)."""
+    from dashboard import light_charts
 
-    from dashboard import charts
-
-    frame = pd.DataFrame({"key": keys, "weight": list(weights)})
-    st.altair_chart(
-        charts.token_weights_chart(
-            frame,
-            title=title,
-            token_title=t("intuition.chart_who"),
-            weight_title=t("common.chart_weight"),
-            width=None,
-        ),
-        theme=None,
-        width="stretch",
+    spec = light_charts.token_bars_spec(
+        keys,
+        weights,
+        title=title,
+        token_title=t("intuition.chart_who"),
+        weight_title=t("common.chart_weight"),
     )
+    st.vega_lite_chart(spec, theme=None, width="stretch")
 
 
 def waiting_slot(live: DeltaGenerator) -> DeltaGenerator:
@@ -155,15 +150,14 @@ def draw_library(topic: float) -> None:
     """A query against three catalogue entries: scores, softmax, what you take home."""
     live = analogy("library", "step_by_step")
     lookup = data.library_lookup(topic)
-    names = [t(f"intuition.shelf_{shelf}") for shelf in lookup["shelf"]]
+    names = [t(f"intuition.shelf_{shelf}") for shelf in lookup.shelves]
     with live:
-        bars(names, lookup["weight"], t("intuition.library_chart"))
+        bars(names, lookup.weights, t("intuition.library_chart"))
         st.caption(
             t(
                 "intuition.library_scores",
                 scores=", ".join(
-                    f"{name} {score:.2f}"
-                    for name, score in zip(names, lookup["score"], strict=True)
+                    f"{name} {score:.2f}" for name, score in zip(names, lookup.scores, strict=True)
                 ),
             )
         )

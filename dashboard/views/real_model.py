@@ -6,10 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import altair as alt
-import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, state
+from dashboard import charts, controls, data, exports, light_charts, state
 from dashboard.i18n import t
 from dashboard.literal import literal
 
@@ -164,9 +163,10 @@ def draw_head_view(run: data.ModelRun, layer: int, head: int, token: int) -> alt
         st.altair_chart(head_chart, theme=None, key=f"{PAGE}.head_chart")
     with right:
         row = run.attentions[layer - 1, head - 1, token]  # (L,)
-        st.altair_chart(
-            charts.token_weights_chart(
-                pd.DataFrame({"key": labels, "weight": row.astype(float)}),
+        st.vega_lite_chart(
+            light_charts.token_bars_spec(
+                labels,
+                row.tolist(),
                 title=t("real_model.row_title", token=labels[token]),
                 token_title=t("common.chart_key"),
                 weight_title=t("common.chart_weight"),

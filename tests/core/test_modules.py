@@ -251,6 +251,32 @@ def test_init_seed_draws_what_torch_manual_seed_would(bias):
     )
 
 
+def test_seeded_layer_is_a_trainable_cpu_layer_without_torch_s_symbolic_machinery():
+    """The seeded build allocates its parameters directly: Module.to_empty on meta tensors
+    imported sympy and torch's symbolic shapes (0.23 s of a fresh process here)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    layer = MultiHeadSelfAttention(8, 2, init_seed=0)
+    for name, param in layer.named_parameters():
+        assert param.device.type == "cpu" and param.requires_grad, name
+        assert isinstance(param, nn.Parameter) and torch.isfinite(param).all(), name
+    code = (
+        "import sys; from attention_core import MultiHeadSelfAttention; "
+        "MultiHeadSelfAttention(16, 2, init_seed=3); print('sympy' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip().splitlines()[-1] == "False", result.stdout + result.stderr
+
+
 def test_seeded_layers_built_in_threads_at_once_are_reproducible():
     """Dashboard sessions build seeded layers concurrently; with torch.manual_seed around the
     constructor (the old way) 186 of 240 such builds here drew other sessions' numbers."""

@@ -43,16 +43,20 @@ def test_library_lookup_is_query_dot_keys_then_softmax(topic):
     )  # (2,)
     keys = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=torch.float64)  # (3, 2)
     scores = keys @ query  # (3,)
-    table = analogies.library_lookup(topic)
-    assert table["shelf"].tolist() == list(analogies.LIBRARY_SHELVES)
-    assert table["score"].tolist() == pytest.approx(scores.tolist(), abs=1e-12)
-    assert table["weight"].tolist() == pytest.approx(torch.softmax(scores, 0).tolist(), rel=1e-12)
+    lookup = analogies.library_lookup(topic)
+    assert lookup.shelves == analogies.LIBRARY_SHELVES
+    assert list(lookup.scores) == pytest.approx(scores.tolist(), abs=1e-12)
+    assert list(lookup.weights) == pytest.approx(torch.softmax(scores, 0).tolist(), rel=1e-12)
 
 
-def test_the_analogies_import_no_torch():
+def test_the_analogies_and_their_charts_import_no_torch_pandas_or_altair():
+    """The start page's first charts are computed and specified before any heavy import."""
     code = (
-        "import sys; from dashboard import data; data.meeting_weights(3.0); "
-        "data.library_lookup(0.5); print('torch' in sys.modules)"
+        "import sys; from dashboard import data, light_charts; "
+        "w = data.meeting_weights(3.0); data.library_lookup(0.5); "
+        "light_charts.token_bars_spec(['a', 'b', 'c'], w, title='t', token_title='k', "
+        "weight_title='w'); "
+        "print(sorted(m for m in ('torch', 'pandas', 'altair', 'numpy') if m in sys.modules))"
     )
     result = fresh_python(code)
-    assert result.stdout.strip().splitlines()[-1] == "False", result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr

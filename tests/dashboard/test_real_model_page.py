@@ -42,7 +42,8 @@ def _specs(at: AppTest) -> list[str]:
 
 
 def _inline_rows(at: AppTest) -> int:
-    """Data rows sent to the browser by all charts (inline values and Arrow datasets)."""
+    """Data rows sent to the browser by all charts (inline values, in datasets or in a
+    layer, and Arrow datasets)."""
     import pyarrow as pa
 
     total = 0
@@ -50,6 +51,8 @@ def _inline_rows(at: AppTest) -> int:
         spec = json.loads(chart.proto.spec)
         for dataset in spec.get("datasets", {}).values():
             total += len(dataset)
+        for layer in spec.get("layer", []):
+            total += len(layer.get("data", {}).get("values", []))
         for named in chart.proto.datasets:
             total += pa.ipc.open_stream(named.data.data).read_all().num_rows
     return total
