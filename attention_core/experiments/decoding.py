@@ -110,8 +110,15 @@ def measure_sinks(decoder, text: str, *, prepend_endoftext: bool = False) -> Sin
     return SinkMeasurement(tokens=tokens, on_first=on_first, on_first_text=on_text)
 
 
+NLL_ROWS = 16
+"""Positions per block of :func:`next_token_nll`: a float64 copy of a block's logits and
+its log-softmax are 2 × 16 × V × 8 bytes (12 MiB for SmolLM2's 49,152 tokens), where all
+75 positions of the sink paragraph at once took 56 MiB."""
+
+
 def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Negative log-likelihood of each next token, in float64.
+    """Negative log-likelihood of each next token, in float64, :data:`NLL_ROWS` positions
+    at a time (each row's log-softmax is its own: the blocks change no number).
 
     Args:
         logits: (1, L, V). ids: (1, L).
@@ -119,8 +126,13 @@ def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     Returns:
         (L − 1,) NLL of token t + 1 given tokens up to t.
     """
-    log_probs = F.log_softmax(logits[0, :-1].double(), dim=-1)  # (L − 1, V)
-    return -log_probs.gather(1, ids[0, 1:, None]).squeeze(1)  # (L − 1,)
+    rows = logits.shape[1] - 1
+    nll = torch.empty(rows, dtype=torch.float64, device=logits.device)  # (L − 1,)
+    for start in range(0, rows, NLL_ROWS):
+        stop = min(start + NLL_ROWS, rows)
+        log_probs = F.log_softmax(logits[0, start:stop].double(), dim=-1)  # (n, V)
+        nll[start:stop] = -log_probs.gather(1, ids[0, start + 1 : stop + 1, None]).squeeze(1)
+    return nll
 
 
 def perplexity(decoder, ids: torch.Tensor, *, mask: torch.Tensor | None = None) -> float:

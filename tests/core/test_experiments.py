@@ -552,3 +552,21 @@ def test_scaling_scores_are_drawn_a_group_of_trials_at_a_time(monkeypatch):
         kg = torch.randn(count, 4, 5, generator=generator, dtype=torch.float64)
         expected.append(qg @ kg.transpose(-2, -1))  # (t, L, L)
     assert torch.equal(scaling._unscaled_scores(11, 7, 4, 5), torch.cat(expected))
+
+
+def test_next_token_nll_in_blocks_is_the_written_out_formula():
+    """NLL of token t + 1 = logsumexp(logits_t) − logits_t[id_{t+1}], in float64, for every
+    position across several blocks of NLL_ROWS rows (the last one partial)."""
+    from attention_core.experiments import decoding
+
+    gen = torch.Generator().manual_seed(7)
+    length, vocab = 2 * decoding.NLL_ROWS + 6, 50
+    logits = torch.randn(1, length, vocab, generator=gen) * 4  # (1, L, V) float32
+    ids = torch.randint(vocab, (1, length), generator=gen)  # (1, L)
+    wide = logits[0].double()  # (L, V)
+    expected = torch.stack(
+        [torch.logsumexp(wide[t], 0) - wide[t, ids[0, t + 1]] for t in range(length - 1)]
+    )  # (L − 1,)
+    nll = decoding.next_token_nll(logits, ids)
+    assert nll.dtype == torch.float64 and nll.shape == (length - 1,)
+    torch.testing.assert_close(nll, expected, atol=1e-12, rtol=0)

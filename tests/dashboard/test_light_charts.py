@@ -10,7 +10,14 @@ import altair as alt
 import pytest
 import vl_convert
 
-from dashboard.light_charts import MAX_TOKEN_BARS, TOKEN_ROW_PX, token_bars_spec
+from dashboard.light_charts import (
+    MAX_TOKEN_BARS,
+    TITLE_WRAP_UNITS,
+    TOKEN_ROW_PX,
+    display_units,
+    token_bars_spec,
+    wrap_title,
+)
 
 BAR = re.compile(
     r'<path aria-label="w: ([^;]+); who: ([^"]+)"[^>]*aria-roledescription="bar" '
@@ -69,3 +76,42 @@ def test_spec_is_valid_vega_lite_with_its_data_inside_the_layer():
 def test_bad_bars_are_refused(keys, weights, message):
     with pytest.raises(ValueError, match=message):
         _spec(keys, weights)
+
+
+@pytest.mark.parametrize(
+    ("text", "units", "lines"),
+    [
+        (
+            "Shares of your attention (softmax of the scores)",
+            28,
+            ["Shares of your attention", "(softmax of the scores)"],
+        ),
+        ("你的注意力份额（分数的 softmax）", 20, ["你的注意力份额（分数", "的 softmax）"]),
+        ("abcdefghij klm", 4, ["abcd", "efgh", "ij", "klm"]),
+        # no line starts with a closing bracket or ends with an opening one
+        ("你带回家的内容（各书架的权重）", 26, ["你带回家的内容（各书架的权", "重）"]),
+        ("你带回家的内容（各书架的权重）", 16, ["你带回家的内容", "（各书架的权重）"]),
+        ("short", 28, ["short"]),
+    ],
+)
+def test_titles_wrap_at_spaces_and_around_wide_characters(text, units, lines):
+    assert wrap_title(text, units) == lines
+    assert all(display_units(line) <= units for line in lines)
+
+
+def test_display_units_count_a_cjk_character_twice():
+    assert display_units("猫") == 2 and display_units("cat") == 3 and display_units("它 it") == 5
+
+
+def test_a_long_bar_title_is_drawn_on_several_lines():
+    title = "Attention of “12 它” over the tokens in this sentence"
+    spec = token_bars_spec(["a"], [1.0], title=title, token_title="k", weight_title="w")
+    assert spec["title"]["text"] == wrap_title(title, TITLE_WRAP_UNITS)
+    assert len(spec["title"]["text"]) == 2
+    svg = vl_convert.vegalite_to_svg({**spec, "width": 200, "autosize": {"type": "pad"}})
+    assert all(line in svg for line in spec["title"]["text"])  # one text line each
+
+
+def test_wrap_refuses_a_width_below_one():
+    with pytest.raises(ValueError, match="units must be at least 1, got 0"):
+        wrap_title("x", 0)
