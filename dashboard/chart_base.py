@@ -129,8 +129,24 @@ def default_domain(values: np.ndarray, diverging: bool) -> tuple[float, float]:
 FAST_RENDER_META = {"embedOptions": {"renderer": "canvas"}}
 
 
-def title_params(title: str, subtitle: str | None) -> alt.TitleParams:
-    return alt.TitleParams(**title_spec(title, subtitle))
+TITLE_PX_PER_UNIT = 9  # the 16 px bold title font, per Latin character
+SUBTITLE_PX_PER_UNIT = 6  # Vega's smaller subtitle font
+MIN_WRAP_UNITS = 12
+
+
+def title_params(title: str, subtitle: str | None, width_px: int | None = None) -> alt.TitleParams:
+    """The house title; with ``width_px`` (the chart's width), title and subtitle wrap to
+    it instead of being clipped by Vega."""
+    if width_px is None:
+        return alt.TitleParams(**title_spec(title, subtitle))
+    return alt.TitleParams(
+        **title_spec(
+            title,
+            subtitle,
+            wrap=max(MIN_WRAP_UNITS, width_px // TITLE_PX_PER_UNIT),
+            subtitle_wrap=max(MIN_WRAP_UNITS, width_px // SUBTITLE_PX_PER_UNIT),
+        )
+    )
 
 
 def finish(chart: alt.Chart, title: str, subtitle: str | None) -> alt.Chart:

@@ -37,6 +37,12 @@ from dashboard.chart_base import (
     without_index,
 )
 
+TITLE_LABEL_ALLOWANCE_PX = 40  # a single map's title may also span its row labels
+# Streamlit fits a map to its column, often narrower than its cells ask: the Step-by-step
+# matrices (44 px cells) show 28 px cells in a 1,440 px window. A single map's title and
+# subtitle wrap as if each cell had this width, so they are not clipped.
+FIT_CELL_PX = 24
+
 
 def _heatmap_columns(panel_title: str | None, score_title: str | None) -> list[str]:
     """The columns a heatmap table needs: panels and scores only when they are shown."""
@@ -181,8 +187,11 @@ def heatmap_chart(df: pd.DataFrame, spec: HeatmapSpec) -> alt.Chart:
         ),
         axis_scales=(ordered_scale(row_order), ordered_scale(col_order)),
     )
+    # a single map's title wraps to its cells and y labels (Vega clips it at the chart)
+    shown_cell = min(cell_w, FIT_CELL_PX)
+    width_px = None if faceted else shown_cell * len(col_order) + TITLE_LABEL_ALLOWANCE_PX
     top = {
-        "title": title_params(spec.title, spec.subtitle),
+        "title": title_params(spec.title, spec.subtitle, width_px),
         "usermeta": FAST_RENDER_META,
         "config": alt.Config(mark=alt.MarkConfig(aria=False)),
     }

@@ -88,7 +88,8 @@ def _fitting_prefix(text: str, units: int) -> str:
 
 def wrap_title(text: str, units: int = TITLE_WRAP_UNITS) -> list[str]:
     """Break a title into lines at most ``units`` wide, at spaces or around CJK characters,
-    and inside a word only when the word alone is wider than a line.
+    and inside a word only when the word alone is wider than a line; as many lines as
+    filling each line would give, but of even lengths (no one-word last line).
 
     Args:
         text: the title. units: >= 1, in :func:`display_units`.
@@ -101,6 +102,19 @@ def wrap_title(text: str, units: int = TITLE_WRAP_UNITS) -> list[str]:
     """
     if units < 1:
         raise ValueError(f"units must be at least 1, got {units}")
+    filled = _fill(text, units)
+    if len(filled) == 1:
+        return filled
+    shortest = math.ceil(display_units(" ".join(filled)) / len(filled))
+    for width in range(min(shortest, units), units):  # the narrowest as few lines fit in
+        lines = _fill(text, width)
+        if len(lines) <= len(filled):
+            return lines
+    return filled
+
+
+def _fill(text: str, units: int) -> list[str]:
+    """Greedy line filling of :func:`wrap_title`: each line takes pieces while they fit."""
     lines: list[str] = []
     line = ""
     for piece in _breakable_pieces(text):
@@ -118,13 +132,25 @@ def wrap_title(text: str, units: int = TITLE_WRAP_UNITS) -> list[str]:
     return lines or [text]
 
 
-def title_spec(title: str, subtitle: str | None = None, *, wrap: int | None = None) -> dict:
-    """The house chart title: left-aligned, a little larger than the axis text; broken into
-    lines of at most ``wrap`` units (:func:`wrap_title`) when given."""
-    lines = wrap_title(title, wrap) if wrap is not None else [title]
+def _lines(text: str, units: int | None) -> str | list[str]:
+    """``text``, or its lines of at most ``units`` (:func:`wrap_title`) when it is longer."""
+    lines = wrap_title(text, units) if units is not None and text else [text]
+    return lines[0] if len(lines) == 1 else lines
+
+
+def title_spec(
+    title: str,
+    subtitle: str | None = None,
+    *,
+    wrap: int | None = None,
+    subtitle_wrap: int | None = None,
+) -> dict:
+    """The house chart title: left-aligned, a little larger than the axis text; the title
+    and subtitle broken into lines of at most ``wrap`` and ``subtitle_wrap`` units
+    (:func:`wrap_title`) when given."""
     return {
-        "text": lines[0] if len(lines) == 1 else lines,
-        "subtitle": subtitle or "",
+        "text": _lines(title, wrap),
+        "subtitle": _lines(subtitle or "", subtitle_wrap),
         "fontSize": TITLE_FONT_SIZE,
         "anchor": "start",
     }

@@ -93,6 +93,41 @@ def test_heatmap_chart_shares_domain_and_has_tooltips():
     assert "0 the" in labels and "4 the" in labels  # repeated words stay distinct
 
 
+def test_a_small_heatmap_wraps_a_long_subtitle_to_its_width():
+    """Vega clips a title wider than its chart: a 4-column map wraps its subtitle into lines
+    that fit FIT_CELL_PX-wide cells and the row labels, and keeps a short one as it is."""
+    from dashboard.chart_base import SUBTITLE_PX_PER_UNIT
+    from dashboard.heatmaps import FIT_CELL_PX, TITLE_LABEL_ALLOWANCE_PX
+    from dashboard.light_charts import display_units
+
+    rows, cols = [f"d{i}" for i in range(8)], [f"k{j}" for j in range(4)]
+    frame = pd.DataFrame(
+        {"row": [r for r in rows for _ in cols], "col": cols * len(rows), "value": 0.5}
+    )
+    subtitle = "random here, learned in a model, and shown for every pair of dimensions"
+
+    def title(sub):
+        spec = charts.HeatmapSpec(
+            title="W_Q (8×4)",
+            subtitle=sub,
+            x_title="",
+            y_title="",
+            value_title="v",
+            row_order=rows,
+            col_order=cols,
+            annotate=True,
+            width=240,
+        )
+        return charts.heatmap_chart(frame, spec).to_dict()["title"]
+
+    lines = title(subtitle)["subtitle"]
+    units = (FIT_CELL_PX * len(cols) + TITLE_LABEL_ALLOWANCE_PX) // SUBTITLE_PX_PER_UNIT
+    assert isinstance(lines, list) and len(lines) >= 2
+    assert " ".join(lines) == subtitle
+    assert all(display_units(line) <= units for line in lines)
+    assert title("q · k")["subtitle"] == "q · k"
+
+
 def test_heatmap_chart_refuses_too_many_rows():
     n = 129
     df = pd.DataFrame({"row": np.repeat(range(n), n), "col": np.tile(range(n), n), "value": 0.0})

@@ -86,11 +86,13 @@ def test_bad_bars_are_refused(keys, weights, message):
             28,
             ["Shares of your attention", "(softmax of the scores)"],
         ),
-        ("你的注意力份额（分数的 softmax）", 20, ["你的注意力份额（分数", "的 softmax）"]),
+        ("你的注意力份额（分数的 softmax）", 20, ["你的注意力份额（分", "数的 softmax）"]),
         ("abcdefghij klm", 4, ["abcd", "efgh", "ij", "klm"]),
         # no line starts with a closing bracket or ends with an opening one
-        ("你带回家的内容（各书架的权重）", 26, ["你带回家的内容（各书架的权", "重）"]),
         ("你带回家的内容（各书架的权重）", 16, ["你带回家的内容", "（各书架的权重）"]),
+        ("你带回家的内容（各书架的权重）", 10, ["你带回家的", "内容（各书", "架的权重）"]),
+        # even lines rather than a one-word last line
+        ("what each token looks for", 22, ["what each token", "looks for"]),
         ("short", 28, ["short"]),
     ],
 )
