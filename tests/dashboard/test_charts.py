@@ -98,7 +98,7 @@ def test_a_small_heatmap_wraps_a_long_subtitle_to_its_width():
     that fit FIT_CELL_PX-wide cells and the row labels, and keeps a short one as it is."""
     from dashboard.chart_base import SUBTITLE_PX_PER_UNIT
     from dashboard.heatmaps import FIT_CELL_PX, TITLE_LABEL_ALLOWANCE_PX
-    from dashboard.light_charts import display_units
+    from dashboard.title_wrap import display_units
 
     rows, cols = [f"d{i}" for i in range(8)], [f"k{j}" for j in range(4)]
     frame = pd.DataFrame(
