@@ -228,3 +228,33 @@ def test_play_generates_until_the_last_step():
     assert not at.exception, [e.message for e in at.exception]
     assert at.query_params["decoder.steps"] == "16"
     assert metrics(at)[LABELS["en"]["generated"]] == "16 / 16"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_look_for_numbers_are_the_model_s(lang):
+    """Every figure the page's "what to look for" quotes about sinks and windows, measured
+    with the library on the page's own int4 model and paragraph."""
+    import re
+
+    from attention_core.experiments import decoding
+    from attention_core.pretrained import load_smollm2
+    from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, SINK_PARAGRAPH, SINK_TOKENS
+
+    text = json.loads((APP_PATH.parent / "locales" / lang / "decoder.json").read_text("utf-8"))
+    look_for = text["look_for"]
+    decoder = load_smollm2(weights_dtype=DECODER_WEIGHTS_DTYPE)
+    paragraph = decoder.decode(decoder.tokenize(SINK_PARAGRAPH).input_ids[:SINK_TOKENS])
+    plain = decoding.measure_sinks(decoder, paragraph)
+    moved = decoding.measure_sinks(decoder, paragraph, prepend_endoftext=True)
+    late = plain.layer_shares[12:].tolist()  # layers 13–30
+    low, high = (float(x) for x in re.search(r"0\.(\d+)–0\.(\d+)", look_for).groups())
+    assert (round(min(late), 2), round(max(late), 2)) == (low / 100, high / 100)
+    below = [layer for layer, share in enumerate(late, start=13) if share <= 0.5]
+    assert below == [int(re.search(r"(?:all but layer |除第 )(\d+)", look_for).group(1))]
+    assert abs(plain.sink_heads - 120) <= 5 and "120" in look_for
+    assert round(float(moved.on_first_text.mean()), 2) == 0.02 and "0.02" in look_for
+    table = decoding.window_perplexities(decoder, SINK_PARAGRAPH, window_size=16, num_sinks=4)
+    full, window, sinks = table["perplexity"].tolist()
+    assert f"{full:.1f}" == "8.2" and "8.2" in look_for
+    assert round(window, -1) == 320 and "320" in look_for
+    assert round(sinks) == 12 and "12" in look_for
