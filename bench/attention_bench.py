@@ -215,8 +215,7 @@ def _build_call(kind: str, q, k, v):
 
         flat = [t.reshape(-1, L, t.shape[-1]) for t in (q, k, v)]  # (B·H, L, E) views
         halo, block = WINDOW // 2, local.FUSED_QUERY_BLOCK
-        first = math.ceil(halo / block)  # blocks whose windows lie inside [0, L), as local
-        count = (L - block - halo) // block - first + 1
+        first, count = local.interior_range(L, block, halo)
         scale = 1.0 / math.sqrt(q.shape[-1])
         return (lambda: local.interior_blocks(*flat, block, halo, scale, first, count)), ""
     if kind == "linear/2":

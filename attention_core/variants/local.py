@@ -250,6 +250,15 @@ def _strided_blocks(t: torch.Tensor, count: int, rows: int, step: int, start: in
     )
 
 
+def interior_range(L: int, block: int, halo: int) -> tuple[int, int]:
+    """(first, count): the query blocks of ``block`` rows whose key windows
+    [b·c − halo, b·c + c + halo) lie inside [0, L) are first … first + count − 1 (count may
+    be 0 or less when there are none)."""
+    first = math.ceil(halo / block)  # blocks before ``first`` have windows starting before 0
+    last = (L - block - halo) // block  # blocks up to ``last`` have windows ending by L
+    return first, last - first + 1
+
+
 def interior_blocks(q, k, v, block: int, halo: int, scale: float, first: int, count: int):
     """The one fused call at the heart of unmasked ``local``: query blocks first … first +
     count − 1 of ``block`` rows, each against its key window [b·c − halo, b·c + c + halo),
@@ -291,12 +300,11 @@ def _unmasked_local(q, k, v, block: int, halo: int, scale: float) -> torch.Tenso
     """
     N, L, _ = q.shape
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # plain strides for the views
-    first = math.ceil(halo / block)  # blocks before ``first`` have windows starting before 0
-    last = (L - block - halo) // block  # blocks up to ``last`` have windows ending by L
-    if last < first:  # (L, L) band: L < first·c + c + halo, a few blocks
+    first, count = interior_range(L, block, halo)
+    if count < 1:  # (L, L) band: L < first·c + c + halo, a few blocks
         band = _band(L, L, 0, halo, q.dtype, q.device)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=band, scale=scale)
-    count, head, tail_start = last - first + 1, first * block, (last + 1) * block
+    head, tail_start = first * block, (first + count) * block
     interior = interior_blocks(q, k, v, block, halo, scale, first, count)  # (N, count, c, Ev)
     Ev = v.shape[-1]
     rows = max(head, L - tail_start)  # R: head rows [0, R), tail rows [L − R, L)

@@ -44,7 +44,8 @@ class DecoderConfig:
 
 
 def tolerances() -> dict[str, str]:
-    """The tested bounds of the bfloat16 decoder against float32, as the texts show them."""
+    """The tested bounds of the page's decoder (4-bit codes) against float32, as the texts
+    show them."""
     return {
         "attention": f"{data.DECODER_ATTENTION_TOLERANCE:g}",
         "logits": f"{data.DECODER_LOGIT_TOLERANCE:g}",

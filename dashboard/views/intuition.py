@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import controls, data, state
+from dashboard import controls, data, light_charts, state
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
 
@@ -66,8 +66,6 @@ def analogy(name: str, target: str) -> DeltaGenerator:
 
 def bars(keys: list[str], weights, title: str) -> None:
     """A small bar chart of one weight per key (a dict spec: no pandas, no Altair)."""
-    from dashboard import light_charts
-
     spec = light_charts.token_bars_spec(
         keys,
         weights,

@@ -13,11 +13,9 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from attention_core.experiments import decoding
 from attention_core.pretrained import (
     BF16_ATTENTION_TOLERANCE,
     BF16_LOGIT_TOLERANCE,
@@ -26,12 +24,17 @@ from attention_core.pretrained import (
 )
 from attention_core.pretrained.llama import linear
 from tests.core.mapping import mapped_file, mapped_files
-from tests.core.test_decoder import _ids, _reference
+from tests.core.stored_decoder import (
+    MATRICES,
+    PROMPTS,
+    check_cached_decoding,
+    check_next_token,
+    check_within_tolerances,
+    deviations,
+)
+from tests.core.test_decoder import _reference
 
-MATRICES = ("qkv", "out", "gate_up", "down")
 BF16_MANTISSA_STEP = 2.0**-8  # relative spacing of bfloat16 numbers in [1, 2)
-MIN_BF16_MOVE = 1e-3  # the bf16 model does differ from the float32 one (the option works)
-PROMPTS = 4
 LAYERS = 30
 
 pytestmark = pytest.mark.skipif(
@@ -48,17 +51,6 @@ def bf16():
 @pytest.fixture(scope="module")
 def reference():
     return _reference()
-
-
-def _deviations(model, data, index) -> tuple[float, float]:
-    """Largest |attention - fixture| and |logits - fixture| of one prompt."""
-    out = model(_ids(data, index), need_weights=True)
-    attentions = torch.stack(out.attentions)[:, 0]  # (30, 9, L, L)
-    attention = (attentions - torch.from_numpy(data[f"attentions_{index}"])).abs().max()
-    vocab_ids = torch.from_numpy(data["vocab_ids"])
-    subset = out.logits[0][:, vocab_ids] - torch.from_numpy(data[f"logits_subset_{index}"])
-    last = out.logits[0, -1] - torch.from_numpy(data[f"logits_last_{index}"])
-    return float(attention), max(float(subset.abs().max()), float(last.abs().max()))
 
 
 def test_matrices_are_bfloat16_and_norms_float32(bf16):
@@ -110,15 +102,12 @@ def test_linear_rounds_input_and_output_to_the_weight_dtype():
 @pytest.mark.parametrize("index", range(PROMPTS))
 def test_matches_reference_within_the_stated_tolerances(bf16, reference, index):
     _, data = reference
-    attention, logits = _deviations(bf16, data, index)
-    assert attention <= BF16_ATTENTION_TOLERANCE
-    assert logits <= BF16_LOGIT_TOLERANCE
-    assert logits > MIN_BF16_MOVE  # not secretly float32
+    check_within_tolerances(bf16, data, index, BF16_ATTENTION_TOLERANCE, BF16_LOGIT_TOLERANCE)
 
 
 def test_half_rope_twin_matches_reference(bf16, reference):
     _, data = reference
-    attention, logits = _deviations(bf16.with_rope_style("half"), data, 1)
+    attention, logits = deviations(bf16.with_rope_style("half"), data, 1)
     assert attention <= BF16_ATTENTION_TOLERANCE
     assert logits <= BF16_LOGIT_TOLERANCE
 
@@ -132,17 +121,12 @@ def test_next_token_is_the_reference_one(bf16, reference, index):
     among the tied best.
     """
     _, data = reference
-    logits = bf16(_ids(data, index)).logits[0, -1]  # (V,)
-    expected = int(np.argmax(data[f"logits_last_{index}"]))
-    assert float(logits[expected]) == float(logits.max())
+    check_next_token(bf16, data, index)
 
 
 def test_cached_decoding_equals_full_recomputation(bf16, reference):
     meta, data = reference
-    steps = len(data["greedy_ids_0"])
-    result = decoding.compare_cached_decoding(bf16, meta["prompts"][0], steps)
-    assert max(result.max_logit_difference) < BF16_LOGIT_TOLERANCE
-    assert result.token_ids == data["greedy_ids_0"].tolist()  # transformers' greedy text
+    check_cached_decoding(bf16, meta, data, BF16_LOGIT_TOLERANCE)
 
 
 def test_cached_step_keeps_the_attention_row(bf16):

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import gc
 
-import numpy as np
 import pytest
 import torch
 
-from attention_core.experiments import decoding
 from attention_core.pretrained import (
     INT4_ATTENTION_TOLERANCE,
     INT4_LOGIT_TOLERANCE,
@@ -25,11 +23,16 @@ from attention_core.pretrained import (
     smollm2_available,
 )
 from attention_core.pretrained.int4 import Int4Matrix
-from tests.core.test_decoder import _ids, _reference
-from tests.core.test_decoder_bf16 import MATRICES, PROMPTS, _deviations
+from tests.core.stored_decoder import (
+    MATRICES,
+    PROMPTS,
+    check_cached_decoding,
+    check_next_token,
+    check_within_tolerances,
+)
+from tests.core.test_decoder import _reference
 
 BF16_BOUND = 2.0**-7  # |int4 x·Wᵀ − x·Wᵀ| ≤ 2⁻⁷ · Σ|w x| (see attention_core.pretrained.int4)
-MIN_MOVE = 1e-3  # the int4 model does differ from the float32 one (the option works)
 
 pytestmark = pytest.mark.skipif(
     not smollm2_available(),
@@ -82,26 +85,18 @@ def test_each_matrix_multiplies_like_the_float32_one(int4):
 @pytest.mark.parametrize("index", range(PROMPTS))
 def test_matches_reference_within_the_stated_tolerances(int4, reference, index):
     _, data = reference
-    attention, logits = _deviations(int4, data, index)
-    assert attention <= INT4_ATTENTION_TOLERANCE
-    assert logits <= INT4_LOGIT_TOLERANCE
-    assert logits > MIN_MOVE  # not secretly float32
+    check_within_tolerances(int4, data, index, INT4_ATTENTION_TOLERANCE, INT4_LOGIT_TOLERANCE)
 
 
 @pytest.mark.parametrize("index", range(PROMPTS))
 def test_next_token_is_the_reference_one(int4, reference, index):
     _, data = reference
-    logits = int4(_ids(data, index)).logits[0, -1]  # (V,)
-    expected = int(np.argmax(data[f"logits_last_{index}"]))
-    assert float(logits[expected]) == float(logits.max())
+    check_next_token(int4, data, index)
 
 
 def test_cached_decoding_equals_full_recomputation(int4, reference):
     meta, data = reference
-    steps = len(data["greedy_ids_0"])
-    result = decoding.compare_cached_decoding(int4, meta["prompts"][0], steps)
-    assert max(result.max_logit_difference) < INT4_LOGIT_TOLERANCE
-    assert result.token_ids == data["greedy_ids_0"].tolist()  # transformers' greedy text
+    check_cached_decoding(int4, meta, data, INT4_LOGIT_TOLERANCE)
 
 
 def test_a_variant_twin_shares_the_packed_codes(int4):

@@ -1,0 +1,51 @@
+"""Checks shared by the tests of SmolLM2 with narrower stored weights (bfloat16 matrices in
+test_decoder_bf16.py, the file's 4-bit codes in test_decoder_int4.py): the same fixture, the
+same properties, each storage held to its own stated tolerances."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from attention_core.experiments import decoding
+from tests.core.test_decoder import _ids
+
+MATRICES = ("qkv", "out", "gate_up", "down")
+PROMPTS = 4
+MIN_MOVE = 1e-3  # a narrower model does differ from the float32 one (the option works)
+
+
+def deviations(model, data, index) -> tuple[float, float]:
+    """Largest |attention - fixture| and |logits - fixture| of one prompt."""
+    out = model(_ids(data, index), need_weights=True)
+    attentions = torch.stack(out.attentions)[:, 0]  # (30, 9, L, L)
+    attention = (attentions - torch.from_numpy(data[f"attentions_{index}"])).abs().max()
+    vocab_ids = torch.from_numpy(data["vocab_ids"])
+    subset = out.logits[0][:, vocab_ids] - torch.from_numpy(data[f"logits_subset_{index}"])
+    last = out.logits[0, -1] - torch.from_numpy(data[f"logits_last_{index}"])
+    return float(attention), max(float(subset.abs().max()), float(last.abs().max()))
+
+
+def check_within_tolerances(model, data, index, attention_tol: float, logit_tol: float):
+    """The prompt's maps and logits within the stated bounds, and not float32's own."""
+    attention, logits = deviations(model, data, index)
+    assert attention <= attention_tol
+    assert logits <= logit_tol
+    assert logits > MIN_MOVE  # not secretly float32
+
+
+def check_next_token(model, data, index) -> None:
+    """The fixture's most likely next token has the model's highest logit (or ties it: a
+    bfloat16 product can round two close logits to the same value)."""
+    logits = model(_ids(data, index)).logits[0, -1]  # (V,)
+    expected = int(np.argmax(data[f"logits_last_{index}"]))
+    assert float(logits[expected]) == float(logits.max())
+
+
+def check_cached_decoding(model, meta, data, logit_tol: float) -> None:
+    """Cached greedy decoding equals full recomputation within ``logit_tol`` and gives
+    transformers' greedy text."""
+    steps = len(data["greedy_ids_0"])
+    result = decoding.compare_cached_decoding(model, meta["prompts"][0], steps)
+    assert max(result.max_logit_difference) < logit_tol
+    assert result.token_ids == data["greedy_ids_0"].tolist()  # transformers' greedy text
