@@ -4,9 +4,11 @@
 LocalSelfAttention, implemented for real). The sequence is cut into query blocks of ``c``
 rows; block b only meets the key window [b·c − halo, b·c + c + halo), so time and memory
 are O(L·(c + 2·halo)). Without weights or dropout each block is one fused SDPA call against
-its window with a small (c, c + 2·halo) band mask; otherwise the explicit path below forms
-the window scores. ``block``: positions attend within their block of ``block_size``: the
-blocks are independent groups (``groups.py``), O(L·b).
+its window with a small (c, c + 2·halo) band mask, or, for float32 on the CPU without a
+user mask, one call of the banded C kernel (``band_kernel.py``), which computes only the
+2·halo + 1 keys of each row; otherwise the explicit path below forms the window scores.
+``block``: positions attend within their block of ``block_size``: the blocks are
+independent groups (``groups.py``), O(L·b).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch.nn.functional as F
 from attention_core import masks
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, Param, VariantSpec, blocked_score
+from attention_core.variants import band_kernel
 from attention_core.variants.common import (
     allowed_from_mask,
     apply_dropout,
@@ -334,12 +337,15 @@ def _unmasked_local(q, k, v, block: int, halo: int, scale: float) -> torch.Tenso
 
 
 def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tensor:
-    """Local attention (L == S) as fused SDPA calls over query blocks of
-    :data:`FUSED_QUERY_BLOCK` rows, each against its key window [b·c − halo, b·c + c + halo)
-    with a band mask. O(L·(c + 2·halo)) time and memory, no L×L matrix. Without a user
-    mask, :func:`_unmasked_local` runs the interior blocks as one call on views (no copy)
-    and both edges as one more; with one, the keys are padded once and every block is one
-    call on an overlapping view of the padded keys, with a (nb, c, W) mask.
+    """Local attention (L == S) without weights or dropout, no L×L matrix. Without a user
+    mask, float32 on the CPU runs the banded C kernel (:mod:`band_kernel`, where built):
+    O(L·(2·halo + 1)·E) time, per-thread buffers of memory. Otherwise fused SDPA calls over
+    query blocks of :data:`FUSED_QUERY_BLOCK` rows, each against its key window
+    [b·c − halo, b·c + c + halo) with a band mask, O(L·(c + 2·halo)) time and memory:
+    without a user mask :func:`_unmasked_local` runs the interior blocks as one call on
+    views (no copy) and both edges as one more; with one, the keys are padded once and
+    every block is one call on an overlapping view of the padded keys, with a (nb, c, W)
+    mask.
 
     Args:
         q: (..., L, E). k: (..., L, E). v: (..., L, Ev). halo: window_size // 2.
@@ -363,7 +369,11 @@ def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tens
         memory_budget,
     )
     if mask is None:
-        out = _unmasked_local(_flat(q, lead), _flat(k, lead), _flat(v, lead), block, halo, scale)
+        flat = (_flat(q, lead), _flat(k, lead), _flat(v, lead))  # (N, L, E|Ev)
+        if band_kernel.can_run(*flat):  # only the band's keys: O(L·(2·halo + 1)·E)
+            out = band_kernel.band_attention(*flat, halo, scale)
+        else:
+            out = _unmasked_local(*flat, block, halo, scale)
         return out.view(*lead, L, Ev)
     q_flat = _flat(q, lead)  # (N, L, E)
     if nb * block != L:

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from attention_core import VARIANTS, attend, masks
+from attention_core.variants import band_kernel
 from tests.core.test_variants import (
     BIG_L,
     COMPARABLE,
@@ -119,6 +120,8 @@ def test_fused_local_blocks_interior_and_edges(window_size, mask_kind, monkeypat
     q32, k32, v32 = _qkv(torch.float32, L=Lw)
     mask32 = mask.float() if mask is not None and mask.is_floating_point() else mask
     _check_against_reference("local", q32, k32, v32, mask32, params, need_weights=False)
+    with band_kernel.disabled():  # float32 without a mask: the SDPA blocks, not the C kernel
+        _check_against_reference("local", q32, k32, v32, mask32, params, need_weights=False)
 
 
 @pytest.mark.parametrize("masked", [False, True], ids=["no_mask", "padding"])

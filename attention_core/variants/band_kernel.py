@@ -1,0 +1,135 @@
+"""The banded C kernel behind ``local`` on the CPU: optional, checked, with its own switch.
+
+``attention_core._band`` (``attention_core/_native/band.c``, built by ``pip install -e .``
+where a C compiler exists) computes local-window attention of contiguous float32 q, k, v
+in O(L·(2·halo + 1)·E) time: each query row meets only the keys of its band, in register
+tiles (AVX-512, AVX2+FMA or portable vectors, picked for the running CPU), with a few
+per-thread buffers of memory and the GIL released. Where the extension is missing (no
+compiler on the machine, another platform) or cannot take the call (another dtype or
+device, autograd), ``local`` runs its pure-PyTorch path, which gives the same values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+try:
+    from attention_core import _band
+except ImportError:  # not built here: local runs its PyTorch path
+    _band = None
+
+KERNEL_VERSION = 1  # must equal the built extension's VERSION (a stale build is not used)
+# Below this many multiply-adds one thread is quicker than starting more.
+MIN_THREADED_WORK = 1 << 22
+
+_enabled = True
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    """Whether the kernel runs here and why not. ``isas``: instruction sets this CPU runs,
+    best first (the first is used), e.g. ("avx512", "avx2", "portable")."""
+
+    available: bool
+    isas: tuple[str, ...]
+    reason: str
+
+
+def status() -> KernelStatus:
+    """Whether ``local`` can use the C kernel in this process, and the reason if not."""
+    if _band is None:
+        return KernelStatus(False, (), "attention_core._band is not built (no C compiler?)")
+    if getattr(_band, "VERSION", None) != KERNEL_VERSION:
+        return KernelStatus(
+            False,
+            (),
+            f"attention_core._band is version {getattr(_band, 'VERSION', None)}, "
+            f"expected {KERNEL_VERSION}: rebuild with pip install -e .",
+        )
+    isas = tuple(_band.isas())
+    if not _enabled:
+        return KernelStatus(False, isas, "switched off (band_kernel.disabled())")
+    return KernelStatus(True, isas, "")
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Within the block ``local`` runs its PyTorch path (for tests and the bench)."""
+    global _enabled
+    before, _enabled = _enabled, False
+    try:
+        yield
+    finally:
+        _enabled = before
+
+
+def can_run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """True when the kernel can compute this call: it is built and on, all three tensors
+    are non-empty float32 on the CPU, and no gradient is wanted (it has no backward)."""
+    if not status().available:
+        return False
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (q, k, v)):
+        return False
+    if q.numel() == 0 or v.numel() == 0:  # nothing to compute: the PyTorch path handles it
+        return False
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+
+
+def band_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    halo: int,
+    scale: float,
+    *,
+    threads: int | None = None,
+    isa: str | None = None,
+) -> torch.Tensor:
+    """softmax over |i − j| <= halo of (q kᵀ · scale), times v, for every query row i.
+
+    Args:
+        q: (N, L, E), k: (N, L, E), v: (N, L, Ev), float32 on the CPU (copied to contiguous
+            when they are not). halo: 0 <= halo <= L. scale: the score scale.
+        threads: worker threads (default ``torch.get_num_threads()``, one for small calls).
+        isa: force one of ``status().isas`` (tests compare them); default the best.
+
+    Returns:
+        (N, L, Ev) float32. Each row is computed by one thread, so the result does not
+        depend on ``threads``.
+
+    Raises:
+        RuntimeError: when the kernel is not available (see :func:`status`).
+        ValueError: on shapes that do not match, a dtype or device it does not take, a halo
+            outside [0, L], or an ``isa`` this CPU does not run.
+    """
+    state = status()
+    if _band is None or state.reason.startswith("attention_core._band"):
+        raise RuntimeError(f"the band kernel is not available: {state.reason}")
+    if q.dim() != 3 or k.shape != q.shape or v.dim() != 3 or v.shape[:2] != q.shape[:2]:
+        raise ValueError(
+            f"band kernel needs q, k (N, L, E) and v (N, L, Ev), got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype != torch.float32 or t.device.type != "cpu":
+            raise ValueError(
+                f"band kernel takes float32 CPU tensors, {name} is {t.dtype} on {t.device}"
+            )
+    N, L, E = q.shape
+    Ev = v.shape[-1]
+    if not 0 <= halo <= L:
+        raise ValueError(f"halo must be in [0, L={L}], got {halo}")
+    q, k, v = q.detach().contiguous(), k.detach().contiguous(), v.detach().contiguous()
+    out = torch.empty((N, L, Ev), dtype=torch.float32)  # (N, L, Ev)
+    if threads is None:
+        work = N * L * (2 * halo + 1) * (E + Ev)  # multiply-adds
+        threads = torch.get_num_threads() if work >= MIN_THREADED_WORK else 1
+    _band.attend(
+        q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+        N, L, E, Ev, halo, float(scale), threads, isa,
+    )  # fmt: skip
+    return out

@@ -1,0 +1,194 @@
+"""The banded C kernel behind ``local`` (attention_core/_native/band.c).
+
+Every instruction set this CPU runs is held to the explicit formula in float64: scores
+q·kᵀ·scale, the keys |i − j| > halo set to −inf, softmax, times v. ``local`` must use the
+kernel exactly where it can (float32 on the CPU, no mask, no gradient) and fall back to its
+PyTorch path everywhere else, with the same values.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attention_core import attend, masks
+from attention_core.variants import band_kernel
+
+ISAS = ("avx512", "avx2", "portable")
+# (N, L, E, Ev, halo): one row, L < halo, halo 0, edges on both sides, E and Ev that are
+# not multiples of any vector width, a partial last tile and a partial last chunk (512 rows)
+SHAPES = [
+    (1, 1, 3, 5, 0),
+    (2, 2, 1, 1, 1),
+    (1, 7, 16, 16, 0),
+    (3, 33, 64, 64, 5),
+    (2, 100, 8, 24, 64),
+    (2, 300, 64, 64, 64),
+    (1, 1000, 80, 72, 7),
+    (2, 513, 3, 100, 200),
+    (1, 64, 64, 17, 64),
+    (1, 1030, 32, 48, 300),
+]
+
+
+def _reference(q, k, v, halo, scale):
+    """The band softmax written out in float64: (N, L, E), (N, L, E), (N, L, Ev) ->
+    (N, L, Ev)."""
+    q, k, v = q.double(), k.double(), v.double()
+    L = q.shape[-2]
+    i = torch.arange(L)
+    outside = (i[:, None] - i[None, :]).abs() > halo  # (L, L)
+    scores = (q @ k.transpose(-2, -1)) * scale  # (N, L, L)
+    weights = torch.softmax(scores.masked_fill(outside, -torch.inf), dim=-1)
+    return weights @ v
+
+
+def _inputs(N, L, E, Ev, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(N, L, d, generator=g) for d in (E, E, Ev))
+
+
+def _runnable(isa):
+    state = band_kernel.status()
+    if isa not in state.isas:
+        pytest.skip(f"this CPU does not run {isa} (it runs {state.isas})")
+
+
+def test_the_kernel_is_built_and_used_here():
+    """The README's install builds it (a C compiler is part of the set-up): without it every
+    other kernel test would only skip and ``local`` would be twice as slow."""
+    state = band_kernel.status()
+    assert state.available, state.reason
+    assert state.isas[-1] == "portable"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize(("N", "L", "E", "Ev", "halo"), SHAPES)
+def test_every_instruction_set_equals_the_formula(isa, N, L, E, Ev, halo):
+    _runnable(isa)
+    q, k, v = _inputs(N, L, E, Ev)
+    for scale in (E**-0.5, 1.7, -0.6, 0.0):
+        out = band_kernel.band_attention(q, k, v, halo, scale, threads=3, isa=isa)
+        assert out.shape == (N, L, Ev) and out.dtype == torch.float32
+        expected = _reference(q, k, v, halo, scale)
+        torch.testing.assert_close(out.double(), expected, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_saturated_scores_stay_finite_and_as_close_as_float32_allows(isa):
+    """Scores up to ±26,000 (one key takes nearly all the weight; exp2 underflows for the
+    rest). At that size a float32 dot product alone is off by ~1e-3 of a score unit, so the
+    yardstick is the same formula computed in float32 by PyTorch: the kernel's error
+    against float64 stays within twice that one's."""
+    _runnable(isa)
+    q, k, v = _inputs(2, 200, 32, 32, seed=3)
+    q, k, scale = q * 30, k * 30, 32**-0.5
+    out = band_kernel.band_attention(q, k, v, 9, scale, isa=isa)
+    assert torch.isfinite(out).all()
+    exact = _reference(q, k, v, 9, scale)
+    i = torch.arange(200)
+    scores = (q @ k.transpose(-2, -1)) * scale  # (N, L, L), float32
+    outside = (i[:, None] - i[None, :]).abs() > 9
+    plain = torch.softmax(scores.masked_fill(outside, -torch.inf), dim=-1) @ v  # float32
+    plain_error = (plain.double() - exact).abs().max().item()
+    assert plain_error > 1e-5  # the case really strains float32
+    assert (out.double() - exact).abs().max().item() <= 2 * plain_error
+
+
+def test_instruction_sets_and_thread_counts_agree():
+    """Each row is computed by one thread: any thread count gives the same bits."""
+    q, k, v = _inputs(3, 1500, 64, 64, seed=1)
+    runs = [band_kernel.band_attention(q, k, v, 64, 0.125, threads=t) for t in (1, 2, 3, 7)]
+    for other in runs[1:]:
+        assert torch.equal(runs[0], other)
+    for isa in band_kernel.status().isas:
+        other = band_kernel.band_attention(q, k, v, 64, 0.125, isa=isa)
+        torch.testing.assert_close(other, runs[0], atol=3e-6, rtol=1e-5)
+
+
+def test_non_contiguous_inputs():
+    q, k, v = _inputs(2, 90, 16, 16, seed=2)
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)  # same values, column-major rows
+    vs = torch.cat([v, v], dim=-1)[..., :16]  # every row strided by 32
+    assert not qt.is_contiguous() and not vs.is_contiguous()
+    out = band_kernel.band_attention(qt, k, vs, 4, 0.25)
+    torch.testing.assert_close(out.double(), _reference(q, k, v, 4, 0.25), atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"halo": 11}, "halo must be in \\[0, L=10\\], got 11"),
+        ({"halo": -1}, "halo must be in"),
+        ({"dtype": torch.float64}, "float32 CPU tensors, q is torch.float64"),
+        ({"v_len": 9}, "band kernel needs q, k"),
+        ({"isa": "sse9"}, "isa 'sse9' is not one this CPU runs"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name(kwargs, message):
+    q, k, v = _inputs(1, 10, 4, 4)
+    q = q.to(kwargs.get("dtype", torch.float32))
+    v = v[:, : kwargs.get("v_len", 10)]
+    with pytest.raises(ValueError, match=message):
+        band_kernel.band_attention(q, k, v, kwargs.get("halo", 2), 0.5, isa=kwargs.get("isa"))
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """Count the calls ``local`` makes to the kernel."""
+    calls = []
+    real = band_kernel.band_attention
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(band_kernel, "band_attention", spy)
+    return calls
+
+
+def test_local_uses_the_kernel_where_it_can(kernel_calls):
+    q, k, v = (t.view(2, 3, 150, 16) for t in _inputs(6, 150, 16, 16, seed=4))
+    fast = attend(q, k, v, "local", window_size=33).output
+    assert kernel_calls == [torch.Size([6, 150, 16])]
+    with band_kernel.disabled():
+        slow = attend(q, k, v, "local", window_size=33).output
+    assert len(kernel_calls) == 1 and band_kernel.status().available
+    torch.testing.assert_close(fast, slow, atol=3e-6, rtol=1e-5)
+    reference = torch.nn.functional.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), attn_mask=masks.local(150, 33)
+    )
+    torch.testing.assert_close(fast.double(), reference, atol=2e-5, rtol=1e-5)
+
+
+def test_local_falls_back_where_the_kernel_cannot(kernel_calls):
+    q, k, v = (t.view(1, 2, 40, 8) for t in _inputs(2, 40, 8, 8, seed=5))
+    attend(q.double(), k.double(), v.double(), "local", window_size=9)  # float64
+    attend(q, k, v, "local", window_size=9, mask=masks.causal(40))  # a user mask
+    attend(q, k, v, "local", window_size=9, need_weights=True)  # weights: explicit path
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = attend(*leaves, "local", window_size=9).output  # autograd
+    assert kernel_calls == []
+    out.sum().backward()
+    assert all(t.grad is not None for t in leaves)
+    with torch.no_grad():  # no gradient wanted: the kernel again
+        attend(*leaves, "local", window_size=9)
+    assert len(kernel_calls) == 1
+
+
+def test_a_missing_or_stale_build_is_not_used(monkeypatch):
+    q, k, v = (t.view(1, 1, 50, 8) for t in _inputs(1, 50, 8, 8, seed=6))
+    expected = attend(q, k, v, "local", window_size=7).output
+
+    class Stale:
+        VERSION = band_kernel.KERNEL_VERSION - 1
+
+    monkeypatch.setattr(band_kernel, "_band", Stale())
+    state = band_kernel.status()
+    assert not state.available and "rebuild" in state.reason
+    torch.testing.assert_close(attend(q, k, v, "local", window_size=7).output, expected)
+    monkeypatch.setattr(band_kernel, "_band", None)
+    assert "not built" in band_kernel.status().reason
+    torch.testing.assert_close(attend(q, k, v, "local", window_size=7).output, expected)
+    with pytest.raises(RuntimeError, match="not available"):
+        band_kernel.band_attention(q[0], k[0], v[0], 3, 0.5)
