@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One command from a fresh machine to a full test run: system packages for the browser tests,
-# Python packages, lint, then the whole pytest suite. Extra arguments go to pytest.
+# One command from a fresh machine to a full test run: system packages for the browser tests
+# and the C kernel, Python packages, lint, then the whole pytest suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,12 @@ for pkg in chromium fonts-noto-cjk; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
   [ "$status" = "install ok installed" ] || need_apt+=("$pkg")
 done
+# a C compiler and Python's headers build attention_core's band kernel (pip install -e .)
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+python3 - <<'PY' || need_apt+=(python3-dev)
+import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))
+PY
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   apt-get update -qq

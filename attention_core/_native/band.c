@@ -4,9 +4,10 @@
  * i over the keys |i - j| <= halo, in O(L * halo * E) time and a few per-thread buffers of
  * memory. The kernel body (band_impl.h) is compiled once per instruction set it can use
  * (AVX-512, AVX2+FMA on x86-64 with GCC or Clang; portable vectors everywhere) and the best
- * one the running CPU supports is picked at call time. Work is split over POSIX threads by
- * (head, chunk of rows); each row is computed by one thread, so results do not depend on
- * the thread count. The Python side (attention_core.variants.band_kernel) checks tensors.
+ * one the running CPU supports is picked at call time. Threads (PyTorch's OpenMP team when
+ * the Python side hands over its GOMP_parallel, else POSIX threads) claim items of (head,
+ * chunk of rows) one by one; each row is computed by one thread, so results do not depend
+ * on the thread count. The Python side (attention_core.variants.band_kernel) checks tensors.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -17,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BAND_VERSION 1
+#define BAND_VERSION 2
 #define CHUNK 512   /* rows per work item: its key window stays in L2 */
 #define MAX_THREADS 256
 
@@ -28,7 +29,7 @@ typedef struct {
     double scale;
 } band_args;
 
-typedef int (*band_fn)(const band_args *, int64_t, int64_t);
+typedef int (*band_fn)(const band_args *, int64_t *);
 
 /* portable: 4 lanes (SSE2, NEON, or scalar code from the compiler) */
 #define SFX _portable
@@ -94,45 +95,62 @@ static int supported_isas(band_isa *out) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("fma"))
-        out[n++] = (band_isa){"avx512", band_items_avx512};
+        out[n++] = (band_isa){"avx512", band_worker_avx512};
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        out[n++] = (band_isa){"avx2", band_items_avx2};
+        out[n++] = (band_isa){"avx2", band_worker_avx2};
 #endif
-    out[n++] = (band_isa){"portable", band_items_portable};
+    out[n++] = (band_isa){"portable", band_worker_portable};
     return n;
 }
+
+/* The OpenMP runtime PyTorch runs its own ops on (set by use_openmp): its worker threads
+ * spin for a while after each parallel op, so threads of our own would share the cores
+ * with them; handing our work to the same team avoids that. */
+typedef void (*gomp_parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
+static gomp_parallel_fn omp_parallel = NULL;
 
 typedef struct {
     band_fn fn;
     const band_args *args;
-    int64_t item0, item1;
-    int rc;
+    int64_t next;  /* the next unclaimed item, shared */
+    int rc;        /* nonzero when any worker failed */
 } band_job;
 
-static void *run_job(void *p) {
+static void run_worker(void *p) {
     band_job *job = p;
-    job->rc = job->fn(job->args, job->item0, job->item1);
+    if (job->fn(job->args, &job->next) != 0) __atomic_store_n(&job->rc, -1, __ATOMIC_RELAXED);
+}
+
+static void *run_thread(void *p) {
+    run_worker(p);
     return NULL;
 }
 
-/* Split the items evenly over ``threads`` (the calling thread takes the first share). */
+/* Run the job on ``threads`` threads: PyTorch's OpenMP team when known, else POSIX threads
+ * of our own (the calling thread is one of them). */
 static int run_threads(band_fn fn, const band_args *a, int threads) {
     const int64_t items = a->N * ((a->L + a->chunk - 1) / a->chunk);
     if (threads > items) threads = (int)items;
-    band_job jobs[MAX_THREADS];
+    band_job job = {fn, a, 0, 0};
+    if (threads > 1 && omp_parallel != NULL) {
+        omp_parallel(run_worker, &job, (unsigned)threads, 0);
+        return job.rc;
+    }
     pthread_t ids[MAX_THREADS];
     int started[MAX_THREADS];
-    for (int t = 0; t < threads; t++)
-        jobs[t] = (band_job){fn, a, items * t / threads, items * (t + 1) / threads, 0};
-    for (int t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, run_job, &jobs[t]) == 0;
-    run_job(&jobs[0]);
-    int rc = jobs[0].rc;
-    for (int t = 1; t < threads; t++) {
+    for (int t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, run_thread, &job) == 0;
+    run_worker(&job);  /* claims whatever a thread that failed to start would have */
+    for (int t = 1; t < threads; t++)
         if (started[t]) pthread_join(ids[t], NULL);
-        else run_job(&jobs[t]);  /* no thread: do its share here */
-        if (jobs[t].rc != 0) rc = jobs[t].rc;
-    }
-    return rc;
+    return job.rc;
+}
+
+static PyObject *band_use_openmp(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long parallel;
+    if (!PyArg_ParseTuple(args, "K", &parallel)) return NULL;
+    omp_parallel = (gomp_parallel_fn)(uintptr_t)parallel;
+    Py_RETURN_NONE;
 }
 
 static PyObject *band_attend(PyObject *self, PyObject *args, PyObject *kwargs) {
@@ -203,6 +221,9 @@ static PyMethodDef band_methods[] = {
      "Banded attention on contiguous float32 buffers given by address: q, k (n, length, dim),\n"
      "v and out (n, length, value_dim). Query i sees keys |i - j| <= halo. Releases the GIL."},
     {"isas", band_isas, METH_NOARGS, "The instruction sets this CPU runs, best first."},
+    {"use_openmp", band_use_openmp, METH_VARARGS,
+     "use_openmp(gomp_parallel)\n"
+     "Run on the OpenMP team whose GOMP_parallel is at this address (0: own POSIX threads)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef band_module = {PyModuleDef_HEAD_INIT, "_band",

@@ -187,9 +187,9 @@ static KATTR void FN(band_chunk)(const float *q, const float *k, const float *v,
     }
 }
 
-/* Items [item0, item1) of N heads x ceil(L / chunk) chunks. Returns 0, or -1 when out of
- * memory. */
-static KATTR int FN(band_items)(const band_args *a, int64_t item0, int64_t item1) {
+/* Claim items (one head's chunk of ``a->chunk`` rows) from ``*next`` until none is left,
+ * so any number of threads shares the work. Returns 0, or -1 when out of memory. */
+static KATTR int FN(band_worker)(const band_args *a, int64_t *next) {
     const int64_t sw = ((RT + 2 * a->halo + NQ * VL - 1) / (NQ * VL)) * (NQ * VL);
     const int64_t ks = ((a->chunk + sw + VL - 1) / VL) * VL;
     float *kt = malloc(sizeof(float) * (size_t)(a->E * ks));
@@ -201,7 +201,9 @@ static KATTR int FN(band_items)(const band_args *a, int64_t item0, int64_t item1
     }
     const float l2s = (float)(a->scale * 1.4426950408889634);
     const int64_t chunks = (a->L + a->chunk - 1) / a->chunk;
-    for (int64_t item = item0; item < item1; item++) {
+    for (;;) {
+        const int64_t item = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED);
+        if (item >= a->N * chunks) break;
         const int64_t n = item / chunks, r0 = (item % chunks) * a->chunk;
         const int64_t r1 = r0 + a->chunk < a->L ? r0 + a->chunk : a->L;
         FN(band_chunk)(a->q + n * a->L * a->E, a->k + n * a->L * a->E, a->v + n * a->L * a->Ev,

@@ -8,6 +8,8 @@ PyTorch path everywhere else, with the same values.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -95,10 +97,18 @@ def test_saturated_scores_stay_finite_and_as_close_as_float32_allows(isa):
     assert (out.double() - exact).abs().max().item() <= 2 * plain_error
 
 
-def test_instruction_sets_and_thread_counts_agree():
-    """Each row is computed by one thread: any thread count gives the same bits."""
+def test_instruction_sets_thread_counts_and_thread_kinds_agree():
+    """Each row is computed by one thread: any thread count, on PyTorch's OpenMP team or on
+    POSIX threads of the kernel's own, gives the same bits."""
     q, k, v = _inputs(3, 1500, 64, 64, seed=1)
     runs = [band_kernel.band_attention(q, k, v, 64, 0.125, threads=t) for t in (1, 2, 3, 7)]
+    openmp = band_kernel._torch_openmp_parallel()
+    assert openmp != 0, "PyTorch's OpenMP runtime was not found"
+    try:
+        band_kernel._band.use_openmp(0)  # POSIX threads
+        runs += [band_kernel.band_attention(q, k, v, 64, 0.125, threads=t) for t in (2, 5)]
+    finally:
+        band_kernel._band.use_openmp(openmp)
     for other in runs[1:]:
         assert torch.equal(runs[0], other)
     for isa in band_kernel.status().isas:
@@ -174,6 +184,19 @@ def test_local_falls_back_where_the_kernel_cannot(kernel_calls):
     with torch.no_grad():  # no gradient wanted: the kernel again
         attend(*leaves, "local", window_size=9)
     assert len(kernel_calls) == 1
+
+
+def test_openmp_runtimes_are_found_in_the_process_map():
+    torch_lib = str(Path(torch.__file__).parent / "lib" / "libgomp.so.1")
+    maps = (
+        "7f0 r-xp 0 08:01 5 /usr/lib/x86_64-linux-gnu/libiomp5.so\n"
+        f"7f1 r-xp 0 08:01 6 {torch_lib}\n"
+        f"7f2 r--p 0 08:01 6 {torch_lib}\n"
+        "7f3 rw-p 0 00:00 0 [heap]\n"
+        "7f4 r-xp 0 08:01 7 /usr/lib/libgompish_not_omp_dir/libc.so.6\n"
+    )
+    found = band_kernel._loaded_openmp_libraries(maps)
+    assert found == [torch_lib, "/usr/lib/x86_64-linux-gnu/libiomp5.so"]
 
 
 def test_a_missing_or_stale_build_is_not_used(monkeypatch):
