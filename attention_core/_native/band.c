@@ -1,8 +1,9 @@
 /* attention_core._band: banded (local window) self-attention on the CPU, float32.
  *
  * One entry point, ``attend``, computes out = softmax_band(q k^T * scale) v for every query
- * i over the keys |i - j| <= halo, in O(L * halo * E) time and a few per-thread buffers of
- * memory. The kernel body (band_impl.h) is compiled once per instruction set it can use
+ * i over the keys [i - left, i + right] (a local window, a causal one, or all keys), in
+ * O(L * (left + right + 1) * E) time and a few per-thread buffers of memory, and optionally
+ * the dense scores and weights. The kernel body (band_impl.h) is compiled once per instruction set it can use
  * (AVX-512, AVX2+FMA on x86-64 with GCC or Clang; portable vectors everywhere) and the best
  * one the running CPU supports is picked at call time. Threads (PyTorch's OpenMP team when
  * the Python side hands over its GOMP_parallel, else POSIX threads) claim items of (head,
@@ -12,21 +13,24 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BAND_VERSION 2
+#define BAND_VERSION 3
 #define CHUNK 512   /* rows per work item: its key window stays in L2 */
 #define MAX_THREADS 256
 
 typedef struct {
     const float *q, *k, *v;
     float *out;
-    int64_t N, L, E, Ev, halo, chunk;
+    float *scores, *weights;  /* dense (N, L, L) outputs, or NULL */
+    int64_t N, L, E, Ev, left, right, chunk;
     double scale;
+    float blocked;            /* the scores of keys outside the band */
 } band_args;
 
 typedef int (*band_fn)(const band_args *, int64_t *);
@@ -155,22 +159,26 @@ static PyObject *band_use_openmp(PyObject *self, PyObject *args) {
 
 static PyObject *band_attend(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    static char *names[] = {"q", "k", "v", "out", "n", "length", "dim", "value_dim",
-                            "halo", "scale", "threads", "isa", NULL};
-    unsigned long long q, k, v, out;
-    long long N, L, E, Ev, halo;
+    static char *names[] = {"q", "k", "v", "out", "n", "length", "dim", "value_dim", "left",
+                            "right", "scale", "threads", "isa", "scores", "weights", NULL};
+    unsigned long long q, k, v, out, scores = 0, weights = 0;
+    long long N, L, E, Ev, left, right;
     double scale;
     int threads;
     const char *isa = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKKKLLLLLdi|z", names, &q, &k, &v, &out,
-                                     &N, &L, &E, &Ev, &halo, &scale, &threads, &isa))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKKKLLLLLLdi|zKK", names, &q, &k, &v, &out,
+                                     &N, &L, &E, &Ev, &left, &right, &scale, &threads, &isa,
+                                     &scores, &weights))
         return NULL;
     if (N < 1 || L < 1 || E < 1 || Ev < 1) {
-        PyErr_Format(PyExc_ValueError, "n, length, dim and value_dim must be >= 1, got %lld, %lld, %lld, %lld", N, L, E, Ev);
+        PyErr_Format(PyExc_ValueError,
+                     "n, length, dim and value_dim must be >= 1, got %lld, %lld, %lld, %lld", N,
+                     L, E, Ev);
         return NULL;
     }
-    if (halo < 0 || halo > L) {
-        PyErr_Format(PyExc_ValueError, "halo must be in [0, length=%lld], got %lld", L, halo);
+    if (left < 0 || left >= L || right < 0 || right >= L) {
+        PyErr_Format(PyExc_ValueError, "left and right must be in [0, length - 1 = %lld], got %lld and %lld",
+                     L - 1, left, right);
         return NULL;
     }
     if (threads < 1 || threads > MAX_THREADS) {
@@ -194,8 +202,9 @@ static PyObject *band_attend(PyObject *self, PyObject *args, PyObject *kwargs) {
         }
     }
     band_args a = {(const float *)(uintptr_t)q, (const float *)(uintptr_t)k,
-                   (const float *)(uintptr_t)v, (float *)(uintptr_t)out, N, L, E, Ev, halo,
-                   CHUNK, scale};
+                   (const float *)(uintptr_t)v, (float *)(uintptr_t)out,
+                   (float *)(uintptr_t)scores, (float *)(uintptr_t)weights,
+                   N, L, E, Ev, left, right, CHUNK, scale, -FLT_MAX};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = run_threads(fn, &a, threads);
@@ -217,9 +226,12 @@ static PyObject *band_isas(PyObject *self, PyObject *unused) {
 
 static PyMethodDef band_methods[] = {
     {"attend", (PyCFunction)(void (*)(void))band_attend, METH_VARARGS | METH_KEYWORDS,
-     "attend(q, k, v, out, n, length, dim, value_dim, halo, scale, threads, isa=None)\n"
+     "attend(q, k, v, out, n, length, dim, value_dim, left, right, scale, threads, isa=None,\n"
+     "       scores=0, weights=0)\n"
      "Banded attention on contiguous float32 buffers given by address: q, k (n, length, dim),\n"
-     "v and out (n, length, value_dim). Query i sees keys |i - j| <= halo. Releases the GIL."},
+     "v and out (n, length, value_dim); scores and weights (n, length, length) when nonzero\n"
+     "(keys outside the band: -FLT_MAX and 0). Query i sees keys [i - left, i + right].\n"
+     "Releases the GIL."},
     {"isas", band_isas, METH_NOARGS, "The instruction sets this CPU runs, best first."},
     {"use_openmp", band_use_openmp, METH_VARARGS,
      "use_openmp(gomp_parallel)\n"

@@ -1,12 +1,15 @@
-"""The banded C kernel behind ``local`` on the CPU: optional, checked, with its own switch.
+"""The banded C kernel behind ``local`` (and the weights of ``scaled``, ``basic`` and
+``local``) on the CPU: optional, checked, with its own switch.
 
 ``attention_core._band`` (``attention_core/_native/band.c``, built by ``pip install -e .``
-where a C compiler exists) computes local-window attention of contiguous float32 q, k, v
-in O(L·(2·halo + 1)·E) time: each query row meets only the keys of its band, in register
-tiles (AVX-512, AVX2+FMA or portable vectors, picked for the running CPU), with a few
-per-thread buffers of memory and the GIL released. Where the extension is missing (no
-compiler on the machine, another platform) or cannot take the call (another dtype or
-device, autograd), ``local`` runs its pure-PyTorch path, which gives the same values.
+where a C compiler exists) computes attention of contiguous float32 q, k, v over a band of
+keys [i − left, i + right] in O(L·(left + right + 1)·E) time: each query row meets only the
+keys of its band, in register tiles (AVX-512, AVX2+FMA or portable vectors, picked for the
+running CPU), on PyTorch's own OpenMP threads, with the GIL released; optionally it writes
+the dense weights and scores too. Where the extension is missing (no compiler on the
+machine, another platform) or cannot take the call (another dtype or device, a user mask,
+autograd, cross-attention), the variants run their PyTorch paths, which give the same
+values.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from pathlib import Path
 
 import torch
 
+from attention_core.types import AttentionResult
+
 try:
     from attention_core import _band
 except ImportError:  # not built here: local runs its PyTorch path
     _band = None
 
-KERNEL_VERSION = 2  # must equal the built extension's VERSION (a stale build is not used)
+KERNEL_VERSION = 3  # must equal the built extension's VERSION (a stale build is not used)
 # Below this many multiply-adds one thread is quicker than starting more.
 MIN_THREADED_WORK = 1 << 22
 
@@ -108,8 +113,9 @@ def disabled() -> Iterator[None]:
 
 def can_run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """True when the kernel can compute this call: it is built and on, all three tensors
-    are non-empty float32 on the CPU, and no gradient is wanted (it has no backward)."""
-    if not status().available:
+    are non-empty float32 on the CPU with as many keys as queries, and no gradient is
+    wanted (it has no backward)."""
+    if not status().available or k.shape[-2] != q.shape[-2]:
         return False
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (q, k, v)):
         return False
@@ -122,28 +128,34 @@ def band_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    halo: int,
+    left: int,
+    right: int,
     scale: float,
     *,
+    need_weights: bool = False,
     threads: int | None = None,
     isa: str | None = None,
-) -> torch.Tensor:
-    """softmax over |i − j| <= halo of (q kᵀ · scale), times v, for every query row i.
+) -> AttentionResult:
+    """softmax over the keys [i − left, i + right] of (q kᵀ · scale), times v, for every
+    query row i: a local window (left = right = halo), a causal one (right = 0) or all keys
+    (left = right = L − 1).
 
     Args:
         q: (N, L, E), k: (N, L, E), v: (N, L, Ev), float32 on the CPU (copied to contiguous
-            when they are not). halo: 0 <= halo <= L. scale: the score scale.
+            when they are not). left, right: 0 <= left, right <= L − 1. scale: score scale.
+        need_weights: also return the dense weights and scores (N, L, L); keys outside the
+            band hold weight 0 and score ``blocked_score(float32)``, as in every variant.
         threads: worker threads (default ``torch.get_num_threads()``, one for small calls).
         isa: force one of ``status().isas`` (tests compare them); default the best.
 
     Returns:
-        (N, L, Ev) float32. Each row is computed by one thread, so the result does not
-        depend on ``threads``.
+        AttentionResult(output (N, L, Ev), weights and scores (N, L, L) or None), float32.
+        Each row is computed by one thread, so the result does not depend on ``threads``.
 
     Raises:
         RuntimeError: when the kernel is not available (see :func:`status`).
-        ValueError: on shapes that do not match, a dtype or device it does not take, a halo
-            outside [0, L], or an ``isa`` this CPU does not run.
+        ValueError: on shapes that do not match, a dtype or device it does not take, a
+            ``left`` or ``right`` outside [0, L − 1], or an ``isa`` this CPU does not run.
     """
     state = status()
     if _band is None or state.reason.startswith("attention_core._band"):
@@ -160,15 +172,53 @@ def band_attention(
             )
     N, L, E = q.shape
     Ev = v.shape[-1]
-    if not 0 <= halo <= L:
-        raise ValueError(f"halo must be in [0, L={L}], got {halo}")
+    for name, reach in (("left", left), ("right", right)):
+        if not 0 <= reach <= L - 1:
+            raise ValueError(f"{name} must be in [0, L - 1 = {L - 1}], got {reach}")
     q, k, v = q.detach().contiguous(), k.detach().contiguous(), v.detach().contiguous()
     out = torch.empty((N, L, Ev), dtype=torch.float32)  # (N, L, Ev)
+    weights = scores = None
+    if need_weights:
+        weights = torch.empty((N, L, L), dtype=torch.float32)  # (N, L, L)
+        scores = torch.empty((N, L, L), dtype=torch.float32)  # (N, L, L)
     if threads is None:
-        work = N * L * (2 * halo + 1) * (E + Ev)  # multiply-adds
+        work = N * L * (left + right + 1) * (E + Ev)  # multiply-adds
         threads = torch.get_num_threads() if work >= MIN_THREADED_WORK else 1
     _band.attend(
         q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-        N, L, E, Ev, halo, float(scale), threads, isa,
+        N, L, E, Ev, left, right, float(scale), threads, isa,
+        scores=0 if scores is None else scores.data_ptr(),
+        weights=0 if weights is None else weights.data_ptr(),
     )  # fmt: skip
-    return out
+    return AttentionResult(out, weights, scores)
+
+
+def attend_band(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    left: int,
+    right: int,
+    scale: float,
+    need_weights: bool,
+) -> AttentionResult:
+    """:func:`band_attention` on q (..., L, E), k (..., L, E), v (..., L, Ev) whose leading
+    dims broadcast; ``left`` and ``right`` are clipped to L − 1 (no key lies further).
+
+    Returns:
+        AttentionResult(output (..., L, Ev), weights and scores (..., L, L) or None).
+    """
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    L = q.shape[-2]
+    flat = [t.expand(*lead, *t.shape[-2:]).reshape(-1, *t.shape[-2:]) for t in (q, k, v)]
+    result = band_attention(
+        *flat, min(left, L - 1), min(right, L - 1), scale, need_weights=need_weights
+    )  # (N, L, Ev), (N, L, L)
+    if not need_weights:
+        return AttentionResult(result.output.view(*lead, L, -1))
+    return AttentionResult(
+        result.output.view(*lead, L, -1),
+        result.weights.view(*lead, L, L),
+        result.scores.view(*lead, L, L),
+    )

@@ -13,6 +13,7 @@ import torch
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, blocked_score
 from attention_core.validation import check_float
+from attention_core.variants import band_kernel
 
 SCALE_RULES = ("inv_sqrt", "one")
 
@@ -378,7 +379,9 @@ def masked_dense_result(
     build_pattern=None,
 ) -> AttentionResult:
     """Explicit attention as an :class:`AttentionResult`, optionally restricted to the (L, S)
-    bool pattern ``build_pattern()`` returns, intersected with the user's ``mask``.
+    bool pattern ``build_pattern()`` returns, intersected with the user's ``mask``. Weights
+    of float32 CPU self-attention without a pattern, mask or dropout come from the band
+    kernel over all keys (``band_kernel``: one fused pass that writes weights and scores).
 
     The budget is checked before the pattern is built (its construction is L×S too).
 
@@ -392,6 +395,12 @@ def masked_dense_result(
     if build_pattern is not None:
         check_dense_budget(q, k, memory_budget, with_pattern=True)
         pattern = build_pattern().to(q.device)
+    elif mask is None and dropout_p == 0.0 and need_weights and band_kernel.can_run(q, k, v):
+        check_dense_budget(q, k, memory_budget)
+        every_key = q.shape[-2] - 1  # the band kernel over all keys: fused, weights written
+        return band_kernel.attend_band(
+            q, k, v, left=every_key, right=every_key, scale=scale, need_weights=True
+        )
     result = dense_attention(
         q,
         k,

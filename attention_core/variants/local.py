@@ -133,6 +133,8 @@ def windowed_attention(
     memory_budget,
 ) -> AttentionResult:
     """Explicit banded attention of query blocks against their key windows (L == S).
+    Without a mask or dropout, float32 on the CPU runs the band kernel instead (it writes
+    the same dense weights and scores).
 
     Args:
         q: (..., L, E). k: (..., L, E). v: (..., L, Ev). block: query block size c.
@@ -154,6 +156,16 @@ def windowed_attention(
     width = block + 2 * halo
     work = compute_dtype(q.dtype)
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if mask is None and dropout_p == 0.0 and band_kernel.can_run(q, k, v):
+        if need_weights:
+            check_budget(
+                2 * tensor_bytes((*lead, L, L), work),
+                f"attention weights and scores {(*lead, L, L)}",
+                memory_budget,
+            )
+        return band_kernel.attend_band(
+            q, k, v, left=halo, right=halo, scale=scale, need_weights=need_weights
+        )
     check_budget(
         2 * tensor_bytes((*lead, nb, block, width), work),
         f"window scores {(*lead, nb, block, width)}",
@@ -369,11 +381,12 @@ def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tens
         memory_budget,
     )
     if mask is None:
-        flat = (_flat(q, lead), _flat(k, lead), _flat(v, lead))  # (N, L, E|Ev)
-        if band_kernel.can_run(*flat):  # only the band's keys: O(L·(2·halo + 1)·E)
-            out = band_kernel.band_attention(*flat, halo, scale)
-        else:
-            out = _unmasked_local(*flat, block, halo, scale)
+        if band_kernel.can_run(q, k, v):  # only the band's keys: O(L·(2·halo + 1)·E)
+            band = band_kernel.attend_band(
+                q, k, v, left=halo, right=halo, scale=scale, need_weights=False
+            )
+            return band.output
+        out = _unmasked_local(_flat(q, lead), _flat(k, lead), _flat(v, lead), block, halo, scale)
         return out.view(*lead, L, Ev)
     q_flat = _flat(q, lead)  # (N, L, E)
     if nb * block != L:

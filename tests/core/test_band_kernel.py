@@ -1,9 +1,11 @@
-"""The banded C kernel behind ``local`` (attention_core/_native/band.c).
+"""The banded C kernel behind ``local`` and the weights of the dense variants
+(attention_core/_native/band.c).
 
 Every instruction set this CPU runs is held to the explicit formula in float64: scores
-q·kᵀ·scale, the keys |i − j| > halo set to −inf, softmax, times v. ``local`` must use the
-kernel exactly where it can (float32 on the CPU, no mask, no gradient) and fall back to its
-PyTorch path everywhere else, with the same values.
+q·kᵀ·scale, the keys outside [i − left, i + right] set to −inf, softmax, times v; and its
+dense weights and scores to the same formula's. The variants must use the kernel exactly
+where it can (float32 on the CPU, no mask, no dropout, no gradient, L == S) and fall back to
+their PyTorch paths everywhere else, with the same values.
 """
 
 from __future__ import annotations
@@ -28,21 +30,29 @@ SHAPES = [
     (2, 300, 64, 64, 64),
     (1, 1000, 80, 72, 7),
     (2, 513, 3, 100, 200),
-    (1, 64, 64, 17, 64),
+    (1, 64, 64, 17, 63),
     (1, 1030, 32, 48, 300),
 ]
 
 
-def _reference(q, k, v, halo, scale):
-    """The band softmax written out in float64: (N, L, E), (N, L, E), (N, L, Ev) ->
-    (N, L, Ev)."""
-    q, k, v = q.double(), k.double(), v.double()
-    L = q.shape[-2]
+def _outside(L, left, right):
+    """(L, L) bool: key j lies outside query i's band [i − left, i + right]."""
     i = torch.arange(L)
-    outside = (i[:, None] - i[None, :]).abs() > halo  # (L, L)
+    offset = i[None, :] - i[:, None]  # (L, L): j − i
+    return (offset < -left) | (offset > right)
+
+
+def _reference(q, k, v, halo, scale, right=None, *, with_weights=False):
+    """The band softmax written out in float64: (N, L, E), (N, L, E), (N, L, Ev) ->
+    (N, L, Ev), or (output, weights, scores) with ``with_weights``."""
+    q, k, v = q.double(), k.double(), v.double()
+    outside = _outside(q.shape[-2], halo, halo if right is None else right)
     scores = (q @ k.transpose(-2, -1)) * scale  # (N, L, L)
     weights = torch.softmax(scores.masked_fill(outside, -torch.inf), dim=-1)
-    return weights @ v
+    if not with_weights:
+        return weights @ v
+    blocked = torch.finfo(torch.float32).min
+    return weights @ v, weights, scores.masked_fill(outside, blocked)
 
 
 def _inputs(N, L, E, Ev, seed=0):
@@ -70,7 +80,7 @@ def test_every_instruction_set_equals_the_formula(isa, N, L, E, Ev, halo):
     _runnable(isa)
     q, k, v = _inputs(N, L, E, Ev)
     for scale in (E**-0.5, 1.7, -0.6, 0.0):
-        out = band_kernel.band_attention(q, k, v, halo, scale, threads=3, isa=isa)
+        out = band_kernel.band_attention(q, k, v, halo, halo, scale, threads=3, isa=isa).output
         assert out.shape == (N, L, Ev) and out.dtype == torch.float32
         expected = _reference(q, k, v, halo, scale)
         torch.testing.assert_close(out.double(), expected, atol=2e-5, rtol=1e-5)
@@ -85,7 +95,7 @@ def test_saturated_scores_stay_finite_and_as_close_as_float32_allows(isa):
     _runnable(isa)
     q, k, v = _inputs(2, 200, 32, 32, seed=3)
     q, k, scale = q * 30, k * 30, 32**-0.5
-    out = band_kernel.band_attention(q, k, v, 9, scale, isa=isa)
+    out = band_kernel.band_attention(q, k, v, 9, 9, scale, isa=isa).output
     assert torch.isfinite(out).all()
     exact = _reference(q, k, v, 9, scale)
     i = torch.arange(200)
@@ -97,22 +107,26 @@ def test_saturated_scores_stay_finite_and_as_close_as_float32_allows(isa):
     assert (out.double() - exact).abs().max().item() <= 2 * plain_error
 
 
+def _band64(q, k, v, **kwargs):
+    return band_kernel.band_attention(q, k, v, 64, 64, 0.125, **kwargs).output
+
+
 def test_instruction_sets_thread_counts_and_thread_kinds_agree():
     """Each row is computed by one thread: any thread count, on PyTorch's OpenMP team or on
     POSIX threads of the kernel's own, gives the same bits."""
     q, k, v = _inputs(3, 1500, 64, 64, seed=1)
-    runs = [band_kernel.band_attention(q, k, v, 64, 0.125, threads=t) for t in (1, 2, 3, 7)]
+    runs = [_band64(q, k, v, threads=t) for t in (1, 2, 3, 7)]
     openmp = band_kernel._torch_openmp_parallel()
     assert openmp != 0, "PyTorch's OpenMP runtime was not found"
     try:
         band_kernel._band.use_openmp(0)  # POSIX threads
-        runs += [band_kernel.band_attention(q, k, v, 64, 0.125, threads=t) for t in (2, 5)]
+        runs += [_band64(q, k, v, threads=t) for t in (2, 5)]
     finally:
         band_kernel._band.use_openmp(openmp)
     for other in runs[1:]:
         assert torch.equal(runs[0], other)
     for isa in band_kernel.status().isas:
-        other = band_kernel.band_attention(q, k, v, 64, 0.125, isa=isa)
+        other = _band64(q, k, v, isa=isa)
         torch.testing.assert_close(other, runs[0], atol=3e-6, rtol=1e-5)
 
 
@@ -121,15 +135,15 @@ def test_non_contiguous_inputs():
     qt = q.transpose(1, 2).contiguous().transpose(1, 2)  # same values, column-major rows
     vs = torch.cat([v, v], dim=-1)[..., :16]  # every row strided by 32
     assert not qt.is_contiguous() and not vs.is_contiguous()
-    out = band_kernel.band_attention(qt, k, vs, 4, 0.25)
+    out = band_kernel.band_attention(qt, k, vs, 4, 4, 0.25).output
     torch.testing.assert_close(out.double(), _reference(q, k, v, 4, 0.25), atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"halo": 11}, "halo must be in \\[0, L=10\\], got 11"),
-        ({"halo": -1}, "halo must be in"),
+        ({"halo": 10}, "left must be in \\[0, L - 1 = 9\\], got 10"),
+        ({"halo": -1}, "left must be in"),
         ({"dtype": torch.float64}, "float32 CPU tensors, q is torch.float64"),
         ({"v_len": 9}, "band kernel needs q, k"),
         ({"isa": "sse9"}, "isa 'sse9' is not one this CPU runs"),
@@ -140,7 +154,8 @@ def test_bad_arguments_are_refused_by_name(kwargs, message):
     q = q.to(kwargs.get("dtype", torch.float32))
     v = v[:, : kwargs.get("v_len", 10)]
     with pytest.raises(ValueError, match=message):
-        band_kernel.band_attention(q, k, v, kwargs.get("halo", 2), 0.5, isa=kwargs.get("isa"))
+        halo = kwargs.get("halo", 2)
+        band_kernel.band_attention(q, k, v, halo, 2, 0.5, isa=kwargs.get("isa"))
 
 
 @pytest.fixture
@@ -160,7 +175,7 @@ def kernel_calls(monkeypatch):
 def test_local_uses_the_kernel_where_it_can(kernel_calls):
     q, k, v = (t.view(2, 3, 150, 16) for t in _inputs(6, 150, 16, 16, seed=4))
     fast = attend(q, k, v, "local", window_size=33).output
-    assert kernel_calls == [torch.Size([6, 150, 16])]
+    assert kernel_calls == [torch.Size([6, 150, 16])]  # (B·H, L, E): one call
     with band_kernel.disabled():
         slow = attend(q, k, v, "local", window_size=33).output
     assert len(kernel_calls) == 1 and band_kernel.status().available
@@ -175,7 +190,8 @@ def test_local_falls_back_where_the_kernel_cannot(kernel_calls):
     q, k, v = (t.view(1, 2, 40, 8) for t in _inputs(2, 40, 8, 8, seed=5))
     attend(q.double(), k.double(), v.double(), "local", window_size=9)  # float64
     attend(q, k, v, "local", window_size=9, mask=masks.causal(40))  # a user mask
-    attend(q, k, v, "local", window_size=9, need_weights=True)  # weights: explicit path
+    attend(q, k, v, "local", window_size=9, dropout_p=0.1)  # dropout
+    attend(q, k[..., :30, :], v[..., :30, :], "local", window_size=9)  # L != S
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     out = attend(*leaves, "local", window_size=9).output  # autograd
     assert kernel_calls == []
@@ -214,4 +230,55 @@ def test_a_missing_or_stale_build_is_not_used(monkeypatch):
     assert "not built" in band_kernel.status().reason
     torch.testing.assert_close(attend(q, k, v, "local", window_size=7).output, expected)
     with pytest.raises(RuntimeError, match="not available"):
-        band_kernel.band_attention(q[0], k[0], v[0], 3, 0.5)
+        band_kernel.band_attention(q[0], k[0], v[0], 3, 3, 0.5)
+
+
+# (N, L, E, Ev, left, right): all keys, causal, an asymmetric band, one token, all keys over
+# two chunks of rows
+DENSE_CASES = [
+    (2, 50, 16, 16, 49, 49),
+    (1, 70, 8, 12, 69, 0),
+    (2, 300, 64, 64, 3, 40),
+    (1, 1, 4, 4, 0, 0),
+    (3, 600, 32, 32, 599, 599),
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize(("N", "L", "E", "Ev", "left", "right"), DENSE_CASES)
+def test_dense_weights_and_scores_equal_the_formula(isa, N, L, E, Ev, left, right):
+    _runnable(isa)
+    q, k, v = _inputs(N, L, E, Ev, seed=7)
+    result = band_kernel.band_attention(q, k, v, left, right, 0.3, need_weights=True, isa=isa)
+    out, weights, scores = _reference(q, k, v, left, 0.3, right, with_weights=True)
+    torch.testing.assert_close(result.output.double(), out, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(result.weights.double(), weights, atol=2e-6, rtol=1e-5)
+    outside = _outside(L, left, right).expand(N, L, L)
+    assert (result.weights[outside] == 0).all()
+    assert (result.scores[outside] == torch.finfo(torch.float32).min).all()
+    torch.testing.assert_close(
+        result.scores[~outside].double(), scores[~outside], atol=1e-5, rtol=1e-5
+    )
+
+
+@pytest.mark.parametrize(
+    ("variant", "params", "left"),
+    [("scaled", {}, 79), ("basic", {}, 79), ("local", {"window_size": 21}, 10)],
+)
+def test_weights_of_the_dense_variants_come_from_the_kernel(variant, params, left, kernel_calls):
+    """The dashboard's path (weights wanted, float32, no mask) runs the kernel and gives what
+    the PyTorch path and the float64 formula give."""
+    q, k, v = (t.view(2, 2, 80, 16) for t in _inputs(4, 80, 16, 16, seed=8))
+    fast = attend(q, k, v, variant, need_weights=True, **params)
+    assert kernel_calls == [torch.Size([4, 80, 16])]
+    with band_kernel.disabled():
+        slow = attend(q, k, v, variant, need_weights=True, **params)
+    scale = 1.0 if variant == "basic" else 16**-0.5
+    out, weights, scores = _reference(q, k, v, left, scale, with_weights=True)
+    for ours in (fast, slow):
+        torch.testing.assert_close(ours.output.double(), out, atol=2e-5, rtol=1e-5)
+        torch.testing.assert_close(ours.weights.double(), weights, atol=2e-6, rtol=1e-5)
+        torch.testing.assert_close(ours.scores.double(), scores, atol=1e-5, rtol=1e-5)
+    attend(q, k, v, variant, need_weights=True, mask=masks.causal(80), **params)  # a mask
+    attend(q, k, v, variant, need_weights=True, dropout_p=0.2, **params)  # dropout
+    assert len(kernel_calls) == 1
