@@ -460,6 +460,42 @@ def test_measure_complexity_bad_input(kwargs, name):
         measure_complexity(**kwargs)
 
 
+class _ScriptedClock:
+    """A perf_counter under which the n-th call of :meth:`call` takes durations[n] seconds
+    (the last one repeats)."""
+
+    def __init__(self, durations):
+        self.now, self.durations, self.calls = 0.0, list(durations), 0
+
+    def perf_counter(self):
+        return self.now
+
+    def call(self):
+        self.now += self.durations[min(self.calls, len(self.durations) - 1)]
+        self.calls += 1
+
+
+@pytest.mark.parametrize(
+    ("durations", "expected_ms", "expected_calls"),
+    [
+        # warm-up, three 10 ms stalls (the other core busy), then 0.1 ms calls: timed until
+        # 50 ms were spent, capped at 100 runs; the fastest is the call's cost
+        ([0.5, 0.01, 0.01, 0.01, 0.0001], 0.1, 1 + 100),
+        ([0.5, 0.2], 200.0, 1 + 3),  # slow calls: just the 3 asked for
+        ([0.001], 1.0, 1 + 50),  # 1 ms calls: 50 of them make 50 ms
+    ],
+)
+def test_time_call_takes_the_fastest_of_enough_runs(
+    durations, expected_ms, expected_calls, monkeypatch
+):
+    from attention_core.experiments import complexity
+
+    clock = _ScriptedClock(durations)
+    monkeypatch.setattr(complexity.time, "perf_counter", clock.perf_counter)
+    assert complexity.time_call(clock.call, 3, torch.device("cpu")) == pytest.approx(expected_ms)
+    assert clock.calls == expected_calls
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_equivariance_runs_for_every_variant(variant):
     result = check_permutation_equivariance(variant, seq_len=4)
