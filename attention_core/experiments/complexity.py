@@ -106,8 +106,9 @@ def time_call(fn: Callable[[], object], repeats: int, device: torch.device) -> f
     The fastest, not the median: on a machine whose other core is busy (the browser
     painting the page beside the server on a 2-core laptop) every multi-threaded op waits
     for its other thread, and three sub-millisecond calls can all land in one such stall
-    (measured: 5–30 ms instead of 0.1–0.5 ms at L=64 while the page painted). What the call
-    itself costs is its fastest run.
+    (measured: 5–30 ms instead of 0.1–0.5 ms at L=64 while the page painted, for up to
+    0.15 s in a row). What the call itself costs is its fastest run. (The dashboard also
+    times on one thread, which such a stall cannot multiply.)
     """
     fn()
     times: list[float] = []

@@ -42,8 +42,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "softmax",
     ),
     "catalogue": (
+        "KernelInfo",
         "ParamInfo",
         "VariantInfo",
+        "band_kernel_info",
         "device_for",
         "device_options",
         "variant_catalogue",

@@ -1,4 +1,5 @@
-"""The variant registry and the devices, as plain values the controls can build widgets from."""
+"""The variant registry, the devices and the band kernel's state, as plain values the
+controls and captions can use."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 
 import attention_core as core
 from attention_core.device import available_devices, pick_device
+from attention_core.variants import band_kernel
 
 
 @dataclass(frozen=True)
@@ -72,3 +74,24 @@ def device_for(name: str) -> torch.device:
         ValueError: for an unknown or unavailable device name.
     """
     return pick_device(None if name == "auto" else name).device
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """Whether ``local`` (and the weights of ``scaled``) run the C band kernel here.
+
+    Attributes:
+        available: built, current and on.
+        isa: the instruction set it runs (e.g. ``"avx512"``), or "" when not available.
+        reason: why not (English, from the library), or "".
+    """
+
+    available: bool
+    isa: str
+    reason: str
+
+
+def band_kernel_info() -> KernelInfo:
+    """The C band kernel's state in this process (a few attribute reads: not cached)."""
+    state = band_kernel.status()
+    return KernelInfo(state.available, state.isas[0] if state.available else "", state.reason)

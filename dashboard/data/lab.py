@@ -18,6 +18,7 @@ from attention_core.device import resolve_budget
 from attention_core.experiments.scaling import check_d_ks
 from attention_core.validation import check_int
 from dashboard.config import LayerConfig, ParamPairs
+from dashboard.data import serving
 from dashboard.data.catalogue import device_for
 from dashboard.data.tables import readonly
 
@@ -128,7 +129,8 @@ def measurable_variants(
 def complexity_cell(
     variant: str, length: int, heads: int, head_dim: int, repeats: int, device: str
 ) -> pd.DataFrame:
-    """Measured time and peak memory of one variant at one length: a one-row table of
+    """Measured time and peak memory of one variant at one length, on one CPU thread
+    (:func:`serving.single_threaded`): a one-row table of
     :func:`attention_core.experiments.measure_complexity`. One cell per call, so a page can
     drive a progress bar between cached calls (a cached function must not draw elements).
 
@@ -137,9 +139,10 @@ def complexity_cell(
     """
     check_int("L", length, low=1, high=LAB_MAX_COMPLEXITY_L)
     dev = device_for(device).type
-    return experiments.measure_complexity(
-        (variant,), (length,), batch=1, heads=heads, E=head_dim, repeats=repeats, device=dev
-    )
+    with serving.single_threaded():  # figures that do not depend on the machine's load
+        return experiments.measure_complexity(
+            (variant,), (length,), batch=1, heads=heads, E=head_dim, repeats=repeats, device=dev
+        )
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

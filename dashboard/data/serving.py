@@ -47,6 +47,7 @@ _TRIM_LOCK = threading.Lock()
 _PRELOAD_LOCK = threading.Lock()
 _preload: threading.Thread | None = None
 _active_runs = 0
+_single_holds = 0  # blocks inside single_threaded(): torch stays at one thread meanwhile
 _last_trim = -float("inf")
 PRELOADED = ("dashboard.data.runs", "dashboard.data.lab")
 """Modules :func:`preload_torch` imports (torch, the library and pandas come with them)."""
@@ -102,7 +103,7 @@ def _apply_torch_threads() -> None:
     torch = sys.modules.get("torch")
     if torch is None:
         return
-    threads = torch_threads_for(max(1, _active_runs), usable_cores())
+    threads = 1 if _single_holds else torch_threads_for(max(1, _active_runs), usable_cores())
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
 
@@ -125,6 +126,28 @@ def script_run() -> Iterator[int]:
     finally:
         with _COUNT_LOCK:
             _active_runs -= 1
+            _apply_torch_threads()
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Keep torch at one intra-op thread for as long as the block runs (process-wide, like
+    :func:`script_run`, which re-applies the usual count when the block ends).
+
+    For timings a page shows as figures: with two threads every parallel op waits for its
+    second thread, and when the other core is busy (the browser painting the page beside the
+    server, another learner's run) a 0.1 ms call then takes 5–30 ms; on one thread it
+    takes what it costs, whatever the room is doing.
+    """
+    global _single_holds
+    with _COUNT_LOCK:
+        _single_holds += 1
+        _apply_torch_threads()
+    try:
+        yield
+    finally:
+        with _COUNT_LOCK:
+            _single_holds -= 1
             _apply_torch_threads()
 
 

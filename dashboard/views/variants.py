@@ -279,6 +279,12 @@ def cost_section(ctl: VariantsConfig) -> None:
             method=controls.memory_method_text(method),
         )
     )
+    kernel = data.band_kernel_info()
+    if data.device_for(ctl.base.device).type == "cpu":
+        if kernel.available:
+            st.caption(t("variants.kernel_on", isa=kernel.isa))
+        else:
+            st.caption(t("variants.kernel_off", reason=kernel.reason))
     skipped = cost[cost["status"] != "ok"]
     for _, row in skipped.iterrows():
         st.warning(t("variants.skipped", variant=row["label"], L=int(row["L"]), note=row["note"]))

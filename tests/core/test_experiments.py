@@ -479,10 +479,13 @@ class _ScriptedClock:
     ("durations", "expected_ms", "expected_calls"),
     [
         # warm-up, three 10 ms stalls (the other core busy), then 0.1 ms calls: timed until
-        # 50 ms were spent, capped at 100 runs; the fastest is the call's cost
+        # 0.05 s were spent, capped at 100 runs; the fastest is the call's cost
         ([0.5, 0.01, 0.01, 0.01, 0.0001], 0.1, 1 + 100),
         ([0.5, 0.2], 200.0, 1 + 3),  # slow calls: just the 3 asked for
-        ([0.001], 1.0, 1 + 50),  # 1 ms calls: 50 of them make 50 ms
+        # calls of 2^-10 s (binary fractions, so the sums are exact): 52 of them pass 0.05 s
+        ([2**-10], 1e3 * 2**-10, 1 + 52),
+        # a 2^-5 s stall in two calls, then calls of 2^-10 s: 20 more pass 0.05 s
+        ([0.5, 2**-6, 2**-6, 2**-10], 1e3 * 2**-10, 1 + 2 + 20),
     ],
 )
 def test_time_call_takes_the_fastest_of_enough_runs(

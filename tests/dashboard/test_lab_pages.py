@@ -115,6 +115,25 @@ def test_variants_measure_button_shows_cost():
     assert len(at.dataframe[-1].value) == 12
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_variants_cost_says_whether_local_ran_the_band_kernel(lang):
+    from attention_core.variants import band_kernel
+
+    query = {"variants.variants": "local", "variants.max_l": "128"}
+    at = open_app("variants", lang=lang, **query)
+    at.button[0].click().run()
+    assert_clean(at)
+    captions = [c.value for c in at.caption]
+    isa = band_kernel.status().isas[0]
+    assert t_in(lang, "variants.kernel_on", isa=isa) in captions
+    with band_kernel.disabled():
+        at = open_app("variants", lang=lang, **query)
+        at.button[0].click().run()
+        off = t_in(lang, "variants.kernel_off", reason=band_kernel.status().reason)
+    assert_clean(at)
+    assert off in [c.value for c in at.caption]
+
+
 def test_variants_bad_url_value_falls_back_with_notice():
     at = open_app("variants", **{"variants.variants": "scaled,nope", "variants.seq_len": "x"})
     assert not at.exception

@@ -51,6 +51,23 @@ def test_script_runs_are_counted_and_share_torch_threads(torch_threads):
     assert serving.active_runs() == 0
 
 
+def test_single_threaded_holds_one_thread_and_gives_the_count_back(torch_threads):
+    cores = serving.usable_cores()
+    with serving.script_run():
+        assert torch.get_num_threads() == cores
+        with serving.single_threaded():
+            assert torch.get_num_threads() == 1
+            with serving.script_run():  # another learner's run starts and ends meanwhile
+                assert torch.get_num_threads() == 1
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == cores
+        with pytest.raises(RuntimeError, match="cell failed"):
+            with serving.single_threaded():
+                raise RuntimeError("cell failed")
+        assert torch.get_num_threads() == cores
+    assert serving.active_runs() == 0
+
+
 def test_a_failing_run_is_still_uncounted():
     with pytest.raises(RuntimeError, match="page failed"):
         with serving.script_run():
