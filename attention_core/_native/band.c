@@ -43,14 +43,7 @@ typedef int (*band_fn)(const band_args *, int64_t *);
 #define PR 4
 #define NP 2
 #define KATTR
-#include "band_impl.h"
-#undef SFX
-#undef VL
-#undef RT
-#undef NQ
-#undef PR
-#undef NP
-#undef KATTR
+#include "band_impl.h" /* it #undefs its parameters */
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define BAND_X86 1
@@ -61,14 +54,7 @@ typedef int (*band_fn)(const band_args *, int64_t *);
 #define PR 4
 #define NP 2
 #define KATTR __attribute__((target("avx2,fma")))
-#include "band_impl.h"
-#undef SFX
-#undef VL
-#undef RT
-#undef NQ
-#undef PR
-#undef NP
-#undef KATTR
+#include "band_impl.h" /* it #undefs its parameters */
 
 #define SFX _avx512
 #define VL 16
@@ -77,14 +63,7 @@ typedef int (*band_fn)(const band_args *, int64_t *);
 #define PR 4
 #define NP 4
 #define KATTR __attribute__((target("avx512f,avx2,fma")))
-#include "band_impl.h"
-#undef SFX
-#undef VL
-#undef RT
-#undef NQ
-#undef PR
-#undef NP
-#undef KATTR
+#include "band_impl.h" /* it #undefs its parameters */
 #endif
 
 typedef struct {

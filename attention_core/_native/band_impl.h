@@ -3,6 +3,7 @@
  *   RT     query rows per score tile     NQ  vectors per score-tile pass (RT x NQ accumulators)
  *   PR     rows per output pass          NP  vectors per output pass (PR x NP accumulators)
  *   KATTR  function attributes (the target instruction set)
+ * and #undefs them at its end, so the next inclusion can set them again.
  *
  * Shapes (float32, contiguous): q (N, L, E), k (N, L, E), v (N, L, Ev), out (N, L, Ev);
  * optionally dense weights and scores (N, L, L). Query i attends to the keys
@@ -238,3 +239,13 @@ static KATTR int FN(band_worker)(const band_args *a, int64_t *next) {
 }
 
 #undef INLINE
+#undef CAT_
+#undef CAT
+#undef FN
+#undef SFX
+#undef VL
+#undef RT
+#undef NQ
+#undef PR
+#undef NP
+#undef KATTR
