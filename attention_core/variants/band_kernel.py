@@ -9,7 +9,7 @@ running CPU), on PyTorch's own OpenMP threads, with the GIL released; optionally
 the dense weights and scores too. Where the extension is missing (no compiler on the
 machine, another platform) or cannot take the call (another dtype or device, a user mask,
 autograd, cross-attention), the variants run their PyTorch paths, which give the same
-values.
+values. The variants call it through ``common.band_result``, which flattens leading dims.
 """
 
 from __future__ import annotations
@@ -69,7 +69,12 @@ def _torch_openmp_parallel() -> int:
     return 0
 
 
-if _band is not None and getattr(_band, "VERSION", None) == KERNEL_VERSION:
+def _built() -> bool:
+    """The extension is importable and of the version this module calls."""
+    return _band is not None and getattr(_band, "VERSION", None) == KERNEL_VERSION
+
+
+if _built():
     _band.use_openmp(_torch_openmp_parallel())
 
 
@@ -115,7 +120,7 @@ def can_run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """True when the kernel can compute this call: it is built and on, all three tensors
     are non-empty float32 on the CPU with as many keys as queries, and no gradient is
     wanted (it has no backward)."""
-    if not status().available or k.shape[-2] != q.shape[-2]:
+    if not (_enabled and _built()) or k.shape[-2] != q.shape[-2]:
         return False
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (q, k, v)):
         return False
@@ -157,9 +162,8 @@ def band_attention(
         ValueError: on shapes that do not match, a dtype or device it does not take, a
             ``left`` or ``right`` outside [0, L − 1], or an ``isa`` this CPU does not run.
     """
-    state = status()
-    if _band is None or state.reason.startswith("attention_core._band"):
-        raise RuntimeError(f"the band kernel is not available: {state.reason}")
+    if not _built():
+        raise RuntimeError(f"the band kernel is not available: {status().reason}")
     if q.dim() != 3 or k.shape != q.shape or v.dim() != 3 or v.shape[:2] != q.shape[:2]:
         raise ValueError(
             f"band kernel needs q, k (N, L, E) and v (N, L, Ev), got {tuple(q.shape)}, "
@@ -191,34 +195,3 @@ def band_attention(
         weights=0 if weights is None else weights.data_ptr(),
     )  # fmt: skip
     return AttentionResult(out, weights, scores)
-
-
-def attend_band(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    left: int,
-    right: int,
-    scale: float,
-    need_weights: bool,
-) -> AttentionResult:
-    """:func:`band_attention` on q (..., L, E), k (..., L, E), v (..., L, Ev) whose leading
-    dims broadcast; ``left`` and ``right`` are clipped to L − 1 (no key lies further).
-
-    Returns:
-        AttentionResult(output (..., L, Ev), weights and scores (..., L, L) or None).
-    """
-    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    L = q.shape[-2]
-    flat = [t.expand(*lead, *t.shape[-2:]).reshape(-1, *t.shape[-2:]) for t in (q, k, v)]
-    result = band_attention(
-        *flat, min(left, L - 1), min(right, L - 1), scale, need_weights=need_weights
-    )  # (N, L, Ev), (N, L, L)
-    if not need_weights:
-        return AttentionResult(result.output.view(*lead, L, -1))
-    return AttentionResult(
-        result.output.view(*lead, L, -1),
-        result.weights.view(*lead, L, L),
-        result.scores.view(*lead, L, L),
-    )

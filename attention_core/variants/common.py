@@ -365,6 +365,44 @@ def zero_rows_without_key(out: torch.Tensor, mask: torch.Tensor | None) -> torch
     return out.masked_fill(~has_key, 0.0)
 
 
+def flatten_lead(t: torch.Tensor, lead: torch.Size) -> torch.Tensor:
+    """(…, n, F) broadcast to ``lead`` and flattened to (N, n, F) (a view unless a lead dim
+    is broadcast)."""
+    return t.expand(*lead, *t.shape[-2:]).reshape(-1, *t.shape[-2:])
+
+
+def band_result(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    left: int,
+    right: int,
+    scale: float,
+    need_weights: bool,
+) -> AttentionResult:
+    """:func:`band_kernel.band_attention` on q (..., L, E), k (..., L, E), v (..., L, Ev)
+    whose leading dims broadcast; ``left`` and ``right`` are clipped to L − 1 (no key lies
+    further). Callers check :func:`band_kernel.can_run` first.
+
+    Returns:
+        AttentionResult(output (..., L, Ev), weights and scores (..., L, L) or None).
+    """
+    lead = lead_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    L = q.shape[-2]
+    flat = [flatten_lead(t, lead) for t in (q, k, v)]  # (N, L, E|Ev)
+    result = band_kernel.band_attention(
+        *flat, min(left, L - 1), min(right, L - 1), scale, need_weights=need_weights
+    )  # (N, L, Ev), (N, L, L)
+    if not need_weights:
+        return AttentionResult(result.output.view(*lead, L, -1))
+    return AttentionResult(
+        result.output.view(*lead, L, -1),
+        result.weights.view(*lead, L, L),
+        result.scores.view(*lead, L, L),
+    )
+
+
 def masked_dense_result(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -398,9 +436,7 @@ def masked_dense_result(
     elif mask is None and dropout_p == 0.0 and need_weights and band_kernel.can_run(q, k, v):
         check_dense_budget(q, k, memory_budget)
         every_key = q.shape[-2] - 1  # the band kernel over all keys: fused, weights written
-        return band_kernel.attend_band(
-            q, k, v, left=every_key, right=every_key, scale=scale, need_weights=True
-        )
+        return band_result(q, k, v, left=every_key, right=every_key, scale=scale, need_weights=True)
     result = dense_attention(
         q,
         k,

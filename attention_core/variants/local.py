@@ -25,6 +25,8 @@ from attention_core.variants import band_kernel
 from attention_core.variants.common import (
     allowed_from_mask,
     apply_dropout,
+    band_result,
+    flatten_lead,
     masked_dense_result,
     stable_softmax,
 )
@@ -163,9 +165,7 @@ def windowed_attention(
                 f"attention weights and scores {(*lead, L, L)}",
                 memory_budget,
             )
-        return band_kernel.attend_band(
-            q, k, v, left=halo, right=halo, scale=scale, need_weights=need_weights
-        )
+        return band_result(q, k, v, left=halo, right=halo, scale=scale, need_weights=need_weights)
     check_budget(
         2 * tensor_bytes((*lead, nb, block, width), work),
         f"window scores {(*lead, nb, block, width)}",
@@ -209,12 +209,6 @@ def windowed_attention(
     dense_weights = _scatter_dense(weights, L, block, halo).to(q.dtype)
     dense_scores = _scatter_dense(scores, L, block, halo, blocked_score(work))
     return AttentionResult(out.to(q.dtype), dense_weights, dense_scores)
-
-
-def _flat(t: torch.Tensor, lead: torch.Size) -> torch.Tensor:
-    """(…, n, F) broadcast to ``lead`` and flattened to (N, n, F) (a view unless a lead dim
-    is broadcast)."""
-    return t.expand(*lead, *t.shape[-2:]).reshape(-1, *t.shape[-2:])
 
 
 def _overlapping_windows(t: torch.Tensor, block: int, halo: int, nb: int) -> torch.Tensor:
@@ -382,18 +376,17 @@ def fused_local(q, k, v, *, halo: int, mask, scale, memory_budget) -> torch.Tens
     )
     if mask is None:
         if band_kernel.can_run(q, k, v):  # only the band's keys: O(L·(2·halo + 1)·E)
-            band = band_kernel.attend_band(
-                q, k, v, left=halo, right=halo, scale=scale, need_weights=False
-            )
+            band = band_result(q, k, v, left=halo, right=halo, scale=scale, need_weights=False)
             return band.output
-        out = _unmasked_local(_flat(q, lead), _flat(k, lead), _flat(v, lead), block, halo, scale)
+        flat = [flatten_lead(t, lead) for t in (q, k, v)]  # (N, L, E|Ev)
+        out = _unmasked_local(*flat, block, halo, scale)
         return out.view(*lead, L, Ev)
-    q_flat = _flat(q, lead)  # (N, L, E)
+    q_flat = flatten_lead(q, lead)  # (N, L, E)
     if nb * block != L:
         q_flat = F.pad(q_flat, (0, 0, 0, nb * block - L))  # (N, nb·c, E)
     q_blocks = q_flat.view(q_flat.shape[0], nb, block, E)  # (N, nb, c, E)
-    k_win = _overlapping_windows(_flat(k, lead), block, halo, nb)  # (N, nb, W, E)
-    v_win = _overlapping_windows(_flat(v, lead), block, halo, nb)  # (N, nb, W, Ev)
+    k_win = _overlapping_windows(flatten_lead(k, lead), block, halo, nb)  # (N, nb, W, E)
+    v_win = _overlapping_windows(flatten_lead(v, lead), block, halo, nb)  # (N, nb, W, Ev)
     allowed = _window_layout(L, block, halo, q.device).unsqueeze(0)  # (1, nb, c, W): band
     # and keys in range; 4-D, as SDPA's fused kernel needs
     user = _flat_window_mask(_mask_windows(mask, L, block, halo), lead)  # (N|1, nb, c|1, W)
