@@ -37,7 +37,8 @@ CHROMIUM_ARGS = [
 ]
 HEALTH_TIMEOUT_S = 90.0
 IDLE_TIMEOUT_MS = 60_000
-# Altair charts, and the canvas heatmaps of dashboard/heatmap_canvas.js (first canvas: the cells)
+# Altair charts, and the canvas heatmaps of dashboard/charts/heatmap_canvas.js (first canvas:
+# the cells)
 CHART_SELECTOR = '[data-testid="stVegaLiteChart"], .attn-heatmap'
 
 

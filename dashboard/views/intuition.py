@@ -2,7 +2,7 @@
 analogy beside a small live element and a link to the page that goes deeper.
 
 The start page: the meeting and library bars are plain Vega-Lite dicts
-(:mod:`dashboard.light_charts`), so they reach the browser before pandas, Altair and torch are
+(:mod:`dashboard.charts.light`), so they reach the browser before pandas, Altair and torch are
 imported; the dance's heatmap imports them afterwards (see ``TORCH_LATE_PAGES`` in
 ``dashboard/app.py``)."""
 
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import controls, data, light_charts, state
+from dashboard import controls, data, state
+from dashboard.charts import light
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
 
@@ -66,7 +67,7 @@ def analogy(name: str, target: str) -> DeltaGenerator:
 
 def bars(keys: list[str], weights, title: str) -> None:
     """A small bar chart of one weight per key (a dict spec: no pandas, no Altair)."""
-    spec = light_charts.token_bars_spec(
+    spec = light.token_bars_spec(
         keys,
         weights,
         title=title,

@@ -8,7 +8,8 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from dashboard import canvas, charts, controls, data, exports, state
+from dashboard import charts, controls, data, exports, state
+from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
 

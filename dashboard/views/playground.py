@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import canvas, charts, controls, data, exports
+from dashboard import charts, controls, data, exports
+from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
 

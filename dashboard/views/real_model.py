@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import altair as alt
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, light_charts, state
+from dashboard import charts, controls, data, exports, state
+from dashboard.charts import light
 from dashboard.i18n import t
 from dashboard.literal import literal
 
@@ -164,7 +165,7 @@ def draw_head_view(run: data.ModelRun, layer: int, head: int, token: int) -> alt
     with right:
         row = run.attentions[layer - 1, head - 1, token]  # (L,)
         st.vega_lite_chart(
-            light_charts.token_bars_spec(
+            light.token_bars_spec(
                 labels,
                 row.tolist(),
                 title=t("real_model.row_title", token=labels[token]),

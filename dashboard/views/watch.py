@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from attention_core.experiments import TASKS
-from dashboard import canvas, charts, controls, data, state
+from dashboard import charts, controls, data, state
+from dashboard.charts import canvas
 from dashboard.config import ParamPairs
 from dashboard.i18n import t
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dashboard import canvas, charts
+from dashboard import charts
+from dashboard.charts import canvas
 
 ROWS = ["the", "cat", "sat"]
 COLS = ["a", "b", "c", "d"]

@@ -58,7 +58,7 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def canvas_heatmaps(at: AppTest) -> list[dict]:
-    """The spec of every canvas heatmap on the page (dashboard/canvas.py), in page order,
+    """The spec of every canvas heatmap on the page (dashboard/charts/canvas.py), in page order,
     with ``values`` and ``scores`` decoded to float32 arrays of shape (P, R, C)."""
     specs = []
     for element in at.get("bidi_component"):

@@ -52,9 +52,9 @@ def test_library_lookup_is_query_dot_keys_then_softmax(topic):
 def test_the_analogies_and_their_charts_import_no_torch_pandas_or_altair():
     """The start page's first charts are computed and specified before any heavy import."""
     code = (
-        "import sys; from dashboard import data, light_charts; "
+        "import sys; from dashboard import data; from dashboard.charts import light; "
         "w = data.meeting_weights(3.0); data.library_lookup(0.5); "
-        "light_charts.token_bars_spec(['a', 'b', 'c'], w, title='t', token_title='k', "
+        "light.token_bars_spec(['a', 'b', 'c'], w, title='t', token_title='k', "
         "weight_title='w'); "
         "print(sorted(m for m in ('torch', 'pandas', 'altair', 'numpy') if m in sys.modules))"
     )

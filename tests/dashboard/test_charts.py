@@ -96,9 +96,9 @@ def test_heatmap_chart_shares_domain_and_has_tooltips():
 def test_a_small_heatmap_wraps_a_long_subtitle_to_its_width():
     """Vega clips a title wider than its chart: a 4-column map wraps its subtitle into lines
     that fit FIT_CELL_PX-wide cells and the row labels, and keeps a short one as it is."""
-    from dashboard.chart_base import SUBTITLE_PX_PER_UNIT
-    from dashboard.heatmaps import FIT_CELL_PX, TITLE_LABEL_ALLOWANCE_PX
-    from dashboard.title_wrap import display_units
+    from dashboard.charts.base import SUBTITLE_PX_PER_UNIT
+    from dashboard.charts.heatmaps import FIT_CELL_PX, TITLE_LABEL_ALLOWANCE_PX
+    from dashboard.charts.title_wrap import display_units
 
     rows, cols = [f"d{i}" for i in range(8)], [f"k{j}" for j in range(4)]
     frame = pd.DataFrame(

@@ -1,6 +1,6 @@
-"""The dict-spec bars (dashboard.light_charts): rendered by Vega itself (vl-convert), each bar
+"""The dict-spec bars (dashboard.charts.light): rendered by Vega itself (vl-convert), each bar
 is as long as its weight on the [0, 1] axis, in the given order; bad input is refused. And
-their titles' line breaks (dashboard.title_wrap), in English and Chinese."""
+their titles' line breaks (dashboard.charts.title_wrap), in English and Chinese."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import altair as alt
 import pytest
 import vl_convert
 
-from dashboard.light_charts import MAX_TOKEN_BARS, TOKEN_ROW_PX, token_bars_spec
-from dashboard.title_wrap import TITLE_WRAP_UNITS, display_units, wrap_title
+from dashboard.charts.light import MAX_TOKEN_BARS, TOKEN_ROW_PX, token_bars_spec
+from dashboard.charts.title_wrap import TITLE_WRAP_UNITS, display_units, wrap_title
 
 BAR = re.compile(
     r'<path aria-label="w: ([^;]+); who: ([^"]+)"[^>]*aria-roledescription="bar" '

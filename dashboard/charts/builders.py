@@ -1,8 +1,6 @@
-"""DataFrame -> Altair chart builders (no Streamlit, no torch): lines and bars here; heatmaps in
-:mod:`dashboard.heatmaps`, the real model's charts in :mod:`dashboard.model_charts`, both
-re-exported, so pages use ``charts.<builder>`` for every Altair chart (the bars of one weight
-per token are a plain Vega-Lite dict from :mod:`dashboard.light_charts`, which imports
-neither pandas nor Altair).
+"""DataFrame -> Altair line and bar chart builders (no Streamlit, no torch); heatmaps are in
+:mod:`dashboard.charts.heatmaps`, the real model's charts in :mod:`dashboard.charts.model_views`
+(pages reach all three as ``charts.<builder>``, see :mod:`dashboard.charts`).
 
 Every title, axis label and tooltip title is passed in already translated. Heatmaps refuse
 tables over :data:`MAX_CHART_ROWS` rows: the data layer pools big matrices first.
@@ -16,23 +14,7 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from dashboard.chart_base import MAX_CHART_ROWS, SCHEME_STOPS, check_rows, finish, header
-from dashboard.heatmaps import HeatmapSpec, heatmap_canvas_spec, heatmap_chart
-from dashboard.model_charts import head_view_chart, model_view_chart
-
-__all__ = [
-    "MAX_CHART_ROWS",
-    "SCHEME_STOPS",
-    "HeatmapSpec",
-    "bar_chart",
-    "grouped_bar_chart",
-    "head_view_chart",
-    "heatmap_canvas_spec",
-    "heatmap_chart",
-    "layered_line_chart",
-    "line_chart",
-    "model_view_chart",
-]
+from dashboard.charts.base import check_rows, finish, header
 
 
 def line_chart(

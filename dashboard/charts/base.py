@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from altair.utils.schemapi import debug_mode
 
-from dashboard.light_charts import FONT_SIZE, title_spec
+from dashboard.charts.light import FONT_SIZE, title_spec
 
 MAX_CHART_ROWS = 128 * 128
 SEQUENTIAL_SCHEME = "yellowgreenblue"

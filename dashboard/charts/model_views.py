@@ -6,14 +6,14 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from dashboard.chart_base import (
+from dashboard.charts.base import (
     FONT_SIZE,
     check_rows,
     finish,
     header,
 )
-from dashboard.light_charts import TOKEN_BAR_COLOR as HEAD_VIEW_COLOR
-from dashboard.light_charts import TOKEN_ROW_PX as HEAD_VIEW_ROW_PX
+from dashboard.charts.light import TOKEN_BAR_COLOR as HEAD_VIEW_COLOR
+from dashboard.charts.light import TOKEN_ROW_PX as HEAD_VIEW_ROW_PX
 
 MODEL_VIEW_MAX_CELLS = 72 * 32 * 32
 WEIGHT_MILLI = 1000

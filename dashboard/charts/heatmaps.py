@@ -13,7 +13,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from dashboard.chart_base import (
+from dashboard.charts.base import (
     DIVERGING_SCHEME,
     FAST_RENDER_META,
     FONT_SIZE,

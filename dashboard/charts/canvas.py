@@ -13,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard.charts import HeatmapSpec, heatmap_canvas_spec
+from dashboard.charts.heatmaps import HeatmapSpec, heatmap_canvas_spec
 
 COMPONENT_NAME = "attention_lab.heatmap"
 _ASSETS = Path(__file__).parent

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dashboard.title_wrap import TITLE_WRAP_UNITS, wrap_title
+from dashboard.charts.title_wrap import TITLE_WRAP_UNITS, wrap_title
 
 FONT_SIZE = 13
 TITLE_FONT_SIZE = FONT_SIZE + 3

@@ -1,7 +1,7 @@
 // Attention Lab heatmap: a grid of heatmap panels drawn on one <canvas>, with a hover
 // tooltip found by arithmetic on the pointer position (no per-cell marks).
 //
-// Mounted by dashboard/canvas.py as a Streamlit components-v2 module; its data is the spec
+// Mounted by dashboard/charts/canvas.py as a Streamlit components-v2 module; its data is the spec
 // built by dashboard.charts.heatmap_canvas_spec. Streamlit calls the default export again
 // with new data on every rerun; the canvas is kept and redrawn, so nothing flickers.
 
