@@ -57,6 +57,7 @@ class MultiHeadSelfAttention(nn.Module):
         embed_dim: int,
         num_heads: int,
         variant: str = "scaled",
+        *,
         dropout: float = 0.0,
         bias: bool = True,
         scale: float | None = None,

@@ -135,6 +135,7 @@ def _attend_no_grad(q, k, v, variant: str, budget: int, params: dict) -> torch.T
 def measure_complexity(
     variants: Iterable[str] = ("scaled", "local", "linear", "chunked"),
     lengths: Iterable[int] = (128, 256, 512, 1024),
+    *,
     batch: int = 1,
     heads: int = 4,
     E: int = 64,

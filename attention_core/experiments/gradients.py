@@ -138,6 +138,7 @@ def measure_gradient_norms(
     variant: str = "scaled",
     embed_dim: int = 16,
     seq_len: int = 4,
+    *,
     scale: float | str | None = None,
     init: str = "scaled",
     seed: int = 0,
@@ -242,7 +243,13 @@ def gradient_norms_vs_dk(
         for scaling, scale in _scalings(d_k):
             runs = [
                 measure_gradient_norms(
-                    variant, d_k, seq_len, scale, init, derived_seed(seed, d_k, t), **params
+                    variant,
+                    d_k,
+                    seq_len,
+                    scale=scale,
+                    init=init,
+                    seed=derived_seed(seed, d_k, t),
+                    **params,
                 )
                 for t in range(trials)
             ]
@@ -295,7 +302,7 @@ def gradient_table(
     for name in names:
         for scaling, scale in _scalings(embed_dim):
             norms = measure_gradient_norms(
-                name, embed_dim, seq_len, scale, init, seed, **params.get(name, {})
+                name, embed_dim, seq_len, scale=scale, init=init, seed=seed, **params.get(name, {})
             )
             for tensor in GRAD_TENSORS:
                 rows.append(

@@ -161,10 +161,10 @@ def equivariance_check(
         cfg.d_model,
         cfg.heads,
         cfg.seq_len,
-        perm,
-        causal,
-        positional,
-        cfg.seed,
+        perm=perm,
+        causal=causal,
+        positional=positional,
+        seed=cfg.seed,
         **cfg.param_dict,
     )
     return asdict(result)
@@ -180,7 +180,14 @@ def causal_leak(cfg: LayerConfig, *, cutoff: int, causal: bool) -> dict:
         ValueError: for a bad cutoff, variant, parameter or size.
     """
     result = experiments.check_causal_leak(
-        cfg.variant, cfg.d_model, cfg.heads, cfg.seq_len, cutoff, causal, cfg.seed, **cfg.param_dict
+        cfg.variant,
+        cfg.d_model,
+        cfg.heads,
+        cfg.seq_len,
+        cutoff=cutoff,
+        causal=causal,
+        seed=cfg.seed,
+        **cfg.param_dict,
     )
     return asdict(result)
 
@@ -214,7 +221,13 @@ def chunked_exact_diff(
         ValueError: for a bad size or chunk size.
     """
     return experiments.check_chunked_exact(
-        seq_len, head_dim, heads, chunk_size, key_chunk_size, causal, seed
+        seq_len,
+        head_dim,
+        heads,
+        chunk_size=chunk_size,
+        key_chunk_size=key_chunk_size,
+        causal=causal,
+        seed=seed,
     )
 
 
