@@ -1,0 +1,241 @@
+"""Full-page screenshots of every dashboard page in English and Chinese, one page at a time.
+
+Starts ``python3 -m streamlit run dashboard/app.py`` from the repository root given by
+``--repo`` (its own code is imported: the server's working directory and ``PYTHONPATH`` are
+that root), opens each page of that root's ``dashboard/views/__init__.py`` ``PAGES`` in
+headless Chromium (Debian's ``/usr/bin/chromium`` through Playwright), waits until the page's
+script has finished and every chart is drawn, and writes ``<out>/<page>-<lang>.png``. The
+server is stopped by its own process id (terminate, then kill).
+
+Usage::
+
+    python3 scripts/screenshots.py --out artifacts/shots
+    python3 scripts/screenshots.py --repo ../before --out /tmp/before \
+        --pages intuition,decoder --langs zh
+
+The waiting helpers are the browser tests' own (``bench/browser.py``,
+``tests/browser/test_pages.py`` of the repository this script lives in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+SCRIPT_REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(SCRIPT_REPO))
+
+from bench.browser import (  # noqa: E402
+    CHART_SELECTOR,
+    HEALTH_TIMEOUT_S,
+    free_port,
+    launch_chromium,
+    wait_idle,
+)
+from tests.browser.test_pages import open_page, wait_painted  # noqa: E402
+
+LANGS = ("en", "zh")
+VIEWPORT_WIDTH = 1400
+VIEWPORT_HEIGHT = 1000
+FIRST_CHART_TIMEOUT_MS = 30_000
+STOP_TIMEOUT_S = 15.0
+# Streamlit scrolls inside its main block and its sidebar, not the document: the viewport is
+# grown to the taller one's full height so that a full-page screenshot holds the whole page.
+PAGE_HEIGHT_JS = """() => Math.max(
+    ...Array.from(document.querySelectorAll(
+        '[data-testid="stMain"], [data-testid="stAppViewContainer"], section.main, '
+        + '[data-testid="stSidebarContent"]'
+    )).map(el => el.scrollHeight),
+    document.documentElement.scrollHeight
+)"""
+MAX_PAGE_HEIGHT = 30_000
+
+
+def page_names(repo: Path) -> list[str]:
+    """The page url paths of ``repo``, in navigation order.
+
+    Args:
+        repo: a repository root holding ``dashboard/views/__init__.py`` (which imports nothing).
+
+    Returns:
+        The first element of each ``PAGES`` entry; the first is the landing page ``/``.
+
+    Raises:
+        ValueError: if the file defines no ``PAGES``.
+    """
+    path = repo / "dashboard" / "views" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("_screenshot_views", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, "PAGES"):
+        raise ValueError(f"{path} defines no PAGES")
+    return [name for name, _icon in module.PAGES]
+
+
+def page_url(base: str, name: str, *, landing: str, lang: str) -> str:
+    """The URL of page ``name`` in language ``lang`` (the landing page is ``/``)."""
+    path = "" if name == landing else name
+    return f"{base}/{path}?lang={lang}"
+
+
+def _wait_healthy(url: str, process: subprocess.Popen, log_path: Path) -> None:
+    deadline = time.monotonic() + HEALTH_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited early:\n{log_path.read_text()[-3000:]}")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                if resp.read().decode().strip() == "ok":
+                    return
+        time.sleep(0.25)
+    raise RuntimeError(f"streamlit not healthy after {HEALTH_TIMEOUT_S} s: see {log_path}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Terminate the server by its own process id, then kill it if it lingers."""
+    if process.poll() is not None:
+        return
+    os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=STOP_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def dashboard_server(repo: Path, log_path: Path) -> Iterator[str]:
+    """Run ``repo``'s dashboard on a free loopback port; yield its base URL; stop it on exit.
+
+    Args:
+        repo: the repository root (working directory and ``PYTHONPATH`` of the server).
+        log_path: where the server's output goes.
+
+    Yields:
+        ``http://127.0.0.1:<port>``.
+
+    Raises:
+        RuntimeError: if the server exits or is not healthy in time.
+    """
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "dashboard/app.py",
+        "--server.headless",
+        "true",
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
+    }
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(cmd, cwd=repo, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, process, log_path)
+        yield url
+    finally:
+        _stop(process)
+
+
+def shoot(browser, url: str, path: Path) -> None:
+    """Open ``url`` in a fresh context, wait until its script finished and its charts are
+    drawn, and write a screenshot of the whole page to ``path``.
+
+    Args:
+        browser: a Playwright browser.
+        url: the page's URL.
+        path: the PNG to write.
+    """
+    context = browser.new_context(viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT})
+    page = context.new_page()
+    try:
+        open_page(page, url)
+        with contextlib.suppress(Exception):  # a page may draw no chart at all
+            page.wait_for_selector(CHART_SELECTOR, timeout=FIRST_CHART_TIMEOUT_MS)
+        wait_idle(page)
+        wait_painted(page)
+        height = min(int(page.evaluate(PAGE_HEIGHT_JS)), MAX_PAGE_HEIGHT)
+        page.set_viewport_size({"width": VIEWPORT_WIDTH, "height": max(height, VIEWPORT_HEIGHT)})
+        wait_idle(page)
+        wait_painted(page)
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        context.close()
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [item for item in value.split(",") if item] if value else None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: ``--repo``, ``--out``, ``--pages a,b``, ``--langs en,zh``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repo", type=Path, default=Path.cwd(), help="repository root")
+    parser.add_argument("--out", type=Path, required=True, help="folder for <page>-<lang>.png")
+    parser.add_argument("--pages", help="comma-separated page names (default: all)")
+    parser.add_argument("--langs", default=",".join(LANGS), help="comma-separated: en,zh")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Take the screenshots; return the number of pages that failed (0 when all worked)."""
+    from playwright.sync_api import sync_playwright
+
+    args = parse_args(argv)
+    repo = args.repo.resolve()
+    names = page_names(repo)
+    wanted = _split(args.pages) or names
+    unknown = sorted(set(wanted) - set(names))
+    if unknown:
+        raise ValueError(f"unknown pages {unknown}; valid: {names}")
+    langs = _split(args.langs)
+    bad_langs = sorted(set(langs) - set(LANGS))
+    if bad_langs:
+        raise ValueError(f"unknown languages {bad_langs}; valid: {list(LANGS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    failures = 0
+    with (
+        dashboard_server(repo, args.out / "server.log") as base,
+        sync_playwright() as playwright,
+    ):
+        browser = launch_chromium(playwright)
+        try:
+            for name in wanted:
+                for lang in langs:
+                    path = args.out / f"{name}-{lang}.png"
+                    started = time.monotonic()
+                    try:
+                        shoot(browser, page_url(base, name, landing=names[0], lang=lang), path)
+                    except Exception as err:  # one broken page must not stop the others
+                        failures += 1
+                        print(f"FAILED {name}-{lang}: {err}", file=sys.stderr)
+                        continue
+                    print(f"{path}  ({time.monotonic() - started:.1f} s)")
+        finally:
+            browser.close()
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(1 if main() else 0)
