@@ -60,11 +60,11 @@ def _move_steps(delta: int) -> None:
     st.session_state[STEPS_KEY] = 0 if delta < 0 else min(current + delta, data.DECODER_MAX_STEPS)
 
 
-def prompt_control() -> str:
+def prompt_controls(page: str) -> str:
     """Sidebar choice of a preset prompt or typed text; returns the prompt."""
     st.sidebar.markdown(f"**{t('decoder.ctl_header')}**")
     preset = state.select(
-        PAGE,
+        page,
         "preset",
         t("decoder.ctl_preset"),
         [*data.DECODER_PRESETS, CUSTOM],
@@ -74,7 +74,7 @@ def prompt_control() -> str:
     if preset != CUSTOM:
         return data.DECODER_PRESETS[preset]
     text = state.text(
-        PAGE,
+        page,
         "text",
         t("decoder.ctl_text"),
         data.DECODER_PRESETS[DEFAULT_PRESET],
@@ -92,7 +92,7 @@ def decoder_controls(page: str) -> DecoderConfig:
     RoPE shift, and the sliding window with its sink tokens."""
     if not data.decoder_installed():
         return DecoderConfig(installed=False)
-    text = prompt_control()
+    text = prompt_controls(page)
     if st.session_state.pop(ADVANCE_KEY, False):
         _move_steps(1)  # before the slider exists, so that its state may still change
     steps = state.slider_int(

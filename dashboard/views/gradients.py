@@ -33,17 +33,31 @@ def tensor_label(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class DkSweep:
+    """The d_k section's choices: one variant, the d_k values, trials per d_k, and the
+    warning to show when the typed list was refused (then ``d_ks`` holds the default)."""
+
+    variant: str
+    d_ks: tuple[int, ...]
+    trials: int
+    bad_d_ks: str | None = None
+
+
+@dataclass(frozen=True)
 class GradientsConfig:
-    """The layers whose gradients are measured: width, tokens, initialisation and seed."""
+    """The layers whose gradients are measured: width, tokens, initialisation and seed, and
+    the d_k sweep."""
 
     embed_dim: int
     seq_len: int
     init: str
     seed: int
+    dk: DkSweep
 
 
 def gradients_controls(page: str) -> GradientsConfig:
-    """The sidebar: embedding width, sequence length, initialisation, seed."""
+    """The sidebar: embedding width, sequence length, initialisation, seed, then the d_k
+    sweep's own controls."""
     return GradientsConfig(
         embed_dim=state.select(page, "embed_dim", t("gradients.ctl_embed_dim"), EMBED_DIMS, 16),
         seq_len=state.slider_int(page, "seq_len", t("gradients.ctl_seq_len"), 2, 32, 4),
@@ -57,7 +71,40 @@ def gradients_controls(page: str) -> GradientsConfig:
             help=t("gradients.ctl_init_help"),
         ),
         seed=state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0),
+        dk=dk_controls(page),
     )
+
+
+def dk_controls(page: str) -> DkSweep:
+    """The d_k section's controls, under its heading in the sidebar: variant, the typed d_k
+    list (a bad one falls back to the default, with the warning kept for the section) and
+    the trials per d_k."""
+    st.sidebar.markdown(f"**{t('gradients.dk_header')}**")
+    variant = state.select(
+        page,
+        "dk_variant",
+        t("common.ctl_variant"),
+        list(data.variant_catalogue()),
+        "scaled",
+        format_func=controls.variant_label,
+    )
+    raw_d_ks = state.text(
+        page,
+        "d_ks",
+        t("gradients.ctl_d_ks"),
+        DEFAULT_D_KS,
+        D_KS_MAX_CHARS,
+        help=t("gradients.ctl_d_ks_help", high=data.LAB_MAX_D_K, n=MAX_D_KS),
+    )
+    trials = state.slider_int(page, "trials", t("gradients.ctl_trials"), 1, MAX_TRIALS, 8)
+    try:
+        d_ks = state.parse_int_list(raw_d_ks, 1, data.LAB_MAX_D_K, MAX_D_KS)
+        bad = None
+    except ValueError as err:
+        detail = literal(err, DETAIL_MAX_LEN)
+        bad = t("gradients.bad_d_ks", value=literal(raw_d_ks), detail=detail)
+        d_ks = state.parse_int_list(DEFAULT_D_KS, 1, data.LAB_MAX_D_K, MAX_D_KS)
+    return DkSweep(variant=variant, d_ks=tuple(sorted(set(d_ks))), trials=trials, bad_d_ks=bad)
 
 
 def variant_section(ctl: GradientsConfig) -> None:
@@ -128,45 +175,33 @@ def dk_section(ctl: GradientsConfig) -> None:
     """Gradient norms of one variant against d_k, scaled and unscaled."""
     st.header(t("gradients.dk_header"))
     st.markdown(t("gradients.dk_intro"))
-    c1, c2, c3 = st.columns(3)
-    dk_variant = state.select(
-        PAGE,
-        "dk_variant",
-        t("common.ctl_variant"),
-        list(data.variant_catalogue()),
-        "scaled",
-        format_func=controls.variant_label,
-        where=c1,
-    )
-    raw_d_ks = state.text(
-        PAGE,
-        "d_ks",
-        t("gradients.ctl_d_ks"),
-        DEFAULT_D_KS,
-        D_KS_MAX_CHARS,
-        help=t("gradients.ctl_d_ks_help", high=data.LAB_MAX_D_K, n=MAX_D_KS),
-        where=c2,
-    )
-    trials = state.slider_int(PAGE, "trials", t("gradients.ctl_trials"), 1, MAX_TRIALS, 8, where=c3)
-    try:
-        d_ks = tuple(sorted(set(state.parse_int_list(raw_d_ks, 1, data.LAB_MAX_D_K, MAX_D_KS))))
-    except ValueError as err:
-        detail = literal(err, DETAIL_MAX_LEN)
-        st.warning(t("gradients.bad_d_ks", value=literal(raw_d_ks), detail=detail))
-        d_ks = tuple(state.parse_int_list(DEFAULT_D_KS, 1, data.LAB_MAX_D_K, MAX_D_KS))
+    sweep = ctl.dk
+    if sweep.bad_d_ks is not None:
+        st.warning(sweep.bad_d_ks)
     try:
         with st.spinner(t("gradients.computing")):
-            vs_dk = data.gradient_by_dk(d_ks, dk_variant, ctl.seq_len, ctl.init, ctl.seed, trials)
+            vs_dk = data.gradient_by_dk(
+                sweep.d_ks, sweep.variant, ctl.seq_len, ctl.init, ctl.seed, sweep.trials
+            )
     except (ValueError, RuntimeError) as err:
         st.warning(
             t(
                 "gradients.variant_failed",
-                variant=controls.variant_label(dk_variant),
+                variant=controls.variant_label(sweep.variant),
                 detail=str(err).splitlines()[0],
             )
         )
         return
     vs_dk = vs_dk.assign(scaling_label=[scaling_label(s) for s in vs_dk["scaling"]])
+    dk_charts(vs_dk)
+    with st.expander(t("gradients.spread_header")):
+        st.dataframe(spread_table(vs_dk), hide_index=True, width="stretch")
+    with st.expander(t("common.how_it_works")):
+        st.markdown(t("gradients.how_it_works"))
+
+
+def dk_charts(vs_dk: pd.DataFrame) -> None:
+    """One log-log chart per tensor: the gradient norm against d_k, scaled and unscaled."""
     chart_cols = st.columns(len(TENSORS))
     for col, name in zip(chart_cols, TENSORS, strict=True):
         part = vs_dk[(vs_dk["tensor"] == name) & (vs_dk["grad_norm"] > 0)]
@@ -188,7 +223,11 @@ def dk_section(ctl: GradientsConfig) -> None:
             theme=None,
             width="stretch",
         )
-    spread = vs_dk.assign(tensor=[tensor_label(x) for x in vs_dk["tensor"]])[
+
+
+def spread_table(vs_dk: pd.DataFrame) -> pd.DataFrame:
+    """The trials' spread per d_k, scaling and tensor, with translated column names."""
+    return vs_dk.assign(tensor=[tensor_label(x) for x in vs_dk["tensor"]])[
         ["d_k", "scaling_label", "tensor", "grad_norm", "grad_norm_std", "grad_norm_min"]
     ].rename(
         columns={
@@ -199,10 +238,6 @@ def dk_section(ctl: GradientsConfig) -> None:
             "grad_norm_min": t("gradients.col_min"),
         }
     )
-    with st.expander(t("gradients.spread_header")):
-        st.dataframe(spread, hide_index=True, width="stretch")
-    with st.expander(t("common.how_it_works")):
-        st.markdown(t("gradients.how_it_works"))
 
 
 def render(ctl: GradientsConfig) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import streamlit as st
@@ -18,6 +18,15 @@ GALLERY_MAX_LEN = 32
 GALLERY_COLUMNS = 4
 REAL_DEFAULTS = LayerConfig(seq_len=12, d_model=64, heads=8)
 REAL_MAX_SEQ_LEN = 256
+
+
+@dataclass(frozen=True)
+class MultiheadConfig:
+    """The page's input: the real layer, and the gallery's length and seed."""
+
+    layer: LayerConfig
+    gallery_len: int
+    gallery_seed: int
 
 
 def pattern_label(name: str) -> str:
@@ -61,19 +70,12 @@ def stats_charts(stats: pd.DataFrame, key: str) -> None:
 # ---------------------------------------------------------------- gallery
 
 
-def gallery() -> None:
+def gallery(ctl: MultiheadConfig) -> None:
     """The eight synthetic patterns (returns early, without st.stop, on refusal)."""
     st.header(t("multihead.gallery_header"))
     st.markdown(t("multihead.gallery_intro"))
-    g_left, g_right = st.columns(2)
-    gallery_len = state.slider_int(
-        PAGE, "gallery_len", t("multihead.gallery_len"), 4, GALLERY_MAX_LEN, 10, where=g_left
-    )
-    gallery_seed = state.slider_int(
-        PAGE, "gallery_seed", t("multihead.gallery_seed"), 0, controls.MAX_SEED, 0, where=g_right
-    )
     try:
-        gallery, gallery_stats = data.pattern_gallery(gallery_len, gallery_seed)
+        gallery, gallery_stats = data.pattern_gallery(ctl.gallery_len, ctl.gallery_seed)
     except ValueError as err:
         controls.show_error(err)
         return
@@ -93,9 +95,25 @@ def gallery() -> None:
 # ---------------------------------------------------------------- real heads
 
 
-def multihead_controls(page: str) -> LayerConfig:
-    """The sidebar: the layer whose real heads are drawn (the gallery has its own sliders)."""
-    return controls.layer_controls(page, REAL_DEFAULTS, max_seq_len=REAL_MAX_SEQ_LEN)
+def gallery_controls(page: str) -> tuple[int, int]:
+    """The gallery's own sliders, under its heading in the sidebar: length and seed."""
+    st.sidebar.markdown(f"**{t('multihead.gallery_header')}**")
+    length = state.slider_int(
+        page, "gallery_len", t("multihead.gallery_len"), 4, GALLERY_MAX_LEN, 10
+    )
+    seed = state.slider_int(
+        page, "gallery_seed", t("multihead.gallery_seed"), 0, controls.MAX_SEED, 0
+    )
+    return length, seed
+
+
+def multihead_controls(page: str) -> MultiheadConfig:
+    """The sidebar in the page's order: the gallery's two sliders, then the layer whose real
+    heads are drawn, each under its section's heading."""
+    gallery_len, gallery_seed = gallery_controls(page)
+    st.sidebar.markdown(f"**{t('multihead.real_header')}**")
+    layer = controls.layer_controls(page, REAL_DEFAULTS, max_seq_len=REAL_MAX_SEQ_LEN)
+    return MultiheadConfig(layer=layer, gallery_len=gallery_len, gallery_seed=gallery_seed)
 
 
 def real_heads(ctl: LayerConfig) -> None:
@@ -144,10 +162,10 @@ def real_heads(ctl: LayerConfig) -> None:
     )
 
 
-def render(ctl: LayerConfig) -> None:
-    """The gallery of synthetic patterns, then the heads of the layer ``ctl`` describes."""
-    gallery()
-    real_heads(ctl)
+def render(ctl: MultiheadConfig) -> None:
+    """The gallery of synthetic patterns, then the heads of the layer ``ctl.layer``."""
+    gallery(ctl)
+    real_heads(ctl.layer)
 
 
 controls.page_intro(PAGE)

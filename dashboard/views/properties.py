@@ -3,6 +3,8 @@ and the overflow of a naive float16 softmax."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import streamlit as st
 
@@ -69,9 +71,61 @@ def show_with_and_without_mask(
     )
 
 
-def properties_controls(page: str) -> LayerConfig:
+@dataclass(frozen=True)
+class PermChoice:
+    """The permutation the equivariance check uses.
+
+    Attributes:
+        mode: ``"typed"``, ``"random"`` or ``"invalid"`` (a bad typed list: no check runs).
+        perm: the typed permutation, or ``None`` for a random one.
+        positional: add positional encodings (which break equivariance).
+        warning: a translated note to show (a typed list for another length), or ``None``.
+        error: a translated error to show (a bad typed list), or ``None``.
+    """
+
+    mode: str
+    perm: tuple[int, ...] | None
+    positional: bool
+    warning: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PropertiesConfig:
+    """The layer every check runs, and each section's own values."""
+
+    layer: LayerConfig
+    perm: PermChoice
+    cutoff: int
+    chunk_len: int
+    chunk_size: int
+    key_chunk: int
+    logit_scale: float
+    dtype: str
+
+
+def properties_controls(page: str) -> PropertiesConfig:
     """The sidebar: the layer every check runs (variant and its parameters, L, width,
-    heads, seed)."""
+    heads, seed), then each check's own controls under its heading."""
+    layer = check_layer_controls(page)
+    perm = equivariance_controls(page, layer.seq_len)
+    cutoff = leak_controls(page, layer.seq_len)
+    chunk_len, chunk_size, key_chunk = chunked_controls(page)
+    logit_scale, dtype = softmax_controls(page)
+    return PropertiesConfig(
+        layer=layer,
+        perm=perm,
+        cutoff=cutoff,
+        chunk_len=chunk_len,
+        chunk_size=chunk_size,
+        key_chunk=key_chunk,
+        logit_scale=logit_scale,
+        dtype=dtype,
+    )
+
+
+def check_layer_controls(page: str) -> LayerConfig:
+    """The layer every check runs: variant and its parameters, L, width, heads, seed."""
     variant = controls.variant_select(page, explain=False)
     seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 3, 16, 5)
     params = controls.variant_params_controls(page, variant, seq_len)
@@ -90,74 +144,131 @@ def properties_controls(page: str) -> LayerConfig:
     )
 
 
-def equivariance_section(ctl: LayerConfig) -> None:
-    """Permutation equivariance: f(Px) = P f(x), with and without a causal mask."""
-    st.header(t("properties.eq_header"))
-    st.markdown(t("properties.eq_intro"))
-    left, right = st.columns(2)
+def section_heading(key: str) -> None:
+    """A section's name over its controls in the sidebar."""
+    st.sidebar.markdown(f"**{t(f'properties.{key}')}**")
+
+
+def equivariance_controls(page: str, seq_len: int) -> PermChoice:
+    """Typed or random permutation (the typed text only for a typed one), and positions."""
+    section_heading("eq_header")
     mode = state.radio(
-        PAGE,
+        page,
         "perm_mode",
         t("properties.ctl_perm_mode"),
         PERM_MODES,
         "typed",
         format_func=lambda m: t(f"properties.perm_{m}"),
         horizontal=True,
-        where=left,
     )
     positional = state.checkbox(
-        PAGE,
+        page,
         "positional",
         t("properties.ctl_positional"),
         False,
         help=t("properties.ctl_positional_help"),
-        where=right,
     )
-    perm: tuple[int, ...] | None = None
-    if mode == "typed":
-        raw = state.text(
-            PAGE,
-            "perm",
-            t("properties.ctl_perm"),
-            TUTORIAL_PERM,
-            PERM_MAX_CHARS,
-            help=t("properties.ctl_perm_help", last=ctl.seq_len - 1),
-            where=left,
-        )
-        typed_len = len([part for part in raw.split(",") if part.strip()])
-        if typed_len != ctl.seq_len and raw.replace(",", "").replace(" ", "").isdigit():
-            # a well-formed list for another length (e.g. after moving L) is not an error
-            st.warning(t("properties.perm_length_mismatch", n=typed_len, L=ctl.seq_len))
-            mode = "random"
-        else:
-            try:
-                perm = tuple(state.parse_int_list(raw, 0, ctl.seq_len - 1, ctl.seq_len))
-                if sorted(perm) != list(range(ctl.seq_len)):
-                    raise ValueError(t("properties.perm_not_each_once"))
-            except ValueError as err:
-                detail = literal(err, DETAIL_MAX_LEN)
-                st.error(t("properties.bad_perm", value=literal(raw), n=ctl.seq_len, detail=detail))
-                perm = None
-                mode = "invalid"
-    if mode != "invalid":
-        try:
-            plain = data.equivariance_check(ctl, perm=perm, causal=False, positional=positional)
-            masked = data.equivariance_check(ctl, perm=perm, causal=True, positional=positional)
-        except ValueError as err:
-            controls.show_error(err)
-        else:
-            st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
-            show_with_and_without_mask(
-                [
-                    (t("properties.metric_eq_plain"), t("properties.series_no_mask"), plain),
-                    (t("properties.metric_eq_causal"), t("properties.series_causal"), masked),
-                ],
-                "max_abs_diff",
-                ctl.seq_len,
-                t("properties.chart_eq"),
-                t("properties.axis_diff"),
-            )
-            st.caption(t("properties.eq_note"))
+    if mode != "typed":
+        return PermChoice(mode=mode, perm=None, positional=positional)
+    raw = state.text(
+        page,
+        "perm",
+        t("properties.ctl_perm"),
+        TUTORIAL_PERM,
+        PERM_MAX_CHARS,
+        help=t("properties.ctl_perm_help", last=seq_len - 1),
+    )
+    return typed_perm(raw, seq_len, positional)
+
+
+def typed_perm(raw: str, seq_len: int, positional: bool) -> PermChoice:
+    """The typed permutation, read: a well-formed list for another length (e.g. after moving
+    L) falls back to a random one with a note; a bad list is an error and runs no check."""
+    typed_len = len([part for part in raw.split(",") if part.strip()])
+    if typed_len != seq_len and raw.replace(",", "").replace(" ", "").isdigit():
+        warning = t("properties.perm_length_mismatch", n=typed_len, L=seq_len)
+        return PermChoice(mode="random", perm=None, positional=positional, warning=warning)
+    try:
+        perm = tuple(state.parse_int_list(raw, 0, seq_len - 1, seq_len))
+        if sorted(perm) != list(range(seq_len)):
+            raise ValueError(t("properties.perm_not_each_once"))
+    except ValueError as err:
+        detail = literal(err, DETAIL_MAX_LEN)
+        error = t("properties.bad_perm", value=literal(raw), n=seq_len, detail=detail)
+        return PermChoice(mode="invalid", perm=None, positional=positional, error=error)
+    return PermChoice(mode="typed", perm=perm, positional=positional)
+
+
+def leak_controls(page: str, seq_len: int) -> int:
+    """The cutoff position whose later tokens are changed."""
+    section_heading("leak_header")
+    return state.slider_int(
+        page,
+        "cutoff",
+        t("properties.ctl_cutoff"),
+        0,
+        seq_len - 2,
+        max(0, seq_len // 2 - 1),
+        help=t("properties.ctl_cutoff_help"),
+    )
+
+
+def chunked_controls(page: str) -> tuple[int, int, int]:
+    """L of the chunked check, and the query and key chunk sizes."""
+    section_heading("chunk_header")
+    chunk_len = state.slider_int(page, "chunk_len", t("properties.ctl_chunk_len"), 8, 512, 100)
+    chunk_size = state.slider_int(page, "chunk_size", t("common.param_chunk_size"), 1, 128, 16)
+    key_chunk = state.slider_int(
+        page, "key_chunk_size", t("common.param_key_chunk_size"), 1, 128, 24
+    )
+    return chunk_len, chunk_size, key_chunk
+
+
+def softmax_controls(page: str) -> tuple[float, str]:
+    """The logits' scale and the dtype of the naive and stable softmax."""
+    section_heading("softmax_header")
+    logit_scale = state.select(
+        page,
+        "logit_scale",
+        t("properties.ctl_logit_scale"),
+        LOGIT_SCALES,
+        10000.0,
+        format_func=lambda v: f"{v:g}",
+    )
+    dtype = state.select(page, "dtype", t("properties.ctl_dtype"), SOFTMAX_DTYPES, "float16")
+    return logit_scale, dtype
+
+
+def equivariance_section(ctl: PropertiesConfig) -> None:
+    """Permutation equivariance: f(Px) = P f(x), with and without a causal mask."""
+    st.header(t("properties.eq_header"))
+    st.markdown(t("properties.eq_intro"))
+    choice, layer = ctl.perm, ctl.layer
+    if choice.warning is not None:
+        st.warning(choice.warning)
+    if choice.error is not None:
+        st.error(choice.error)
+    if choice.mode == "invalid":
+        return
+    options = {"perm": choice.perm, "positional": choice.positional}
+    try:
+        plain = data.equivariance_check(layer, causal=False, **options)
+        masked = data.equivariance_check(layer, causal=True, **options)
+    except ValueError as err:
+        controls.show_error(err)
+        return
+    st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
+    show_with_and_without_mask(
+        [
+            (t("properties.metric_eq_plain"), t("properties.series_no_mask"), plain),
+            (t("properties.metric_eq_causal"), t("properties.series_causal"), masked),
+        ],
+        "max_abs_diff",
+        layer.seq_len,
+        t("properties.chart_eq"),
+        t("properties.axis_diff"),
+    )
+    st.caption(t("properties.eq_note"))
 
 
 def row_sums_section(ctl: LayerConfig) -> None:
@@ -182,23 +293,14 @@ def row_sums_section(ctl: LayerConfig) -> None:
             col.markdown(verdict(max(abs(low - 1.0), abs(high - 1.0))))
 
 
-def leak_section(ctl: LayerConfig) -> None:
+def leak_section(ctl: PropertiesConfig) -> None:
     """A causal mask never lets a position see a later one."""
     st.header(t("properties.leak_header"))
     st.markdown(t("properties.leak_intro"))
-    cutoff = state.slider_int(
-        PAGE,
-        "cutoff",
-        t("properties.ctl_cutoff"),
-        0,
-        ctl.seq_len - 2,
-        max(0, ctl.seq_len // 2 - 1),
-        help=t("properties.ctl_cutoff_help"),
-        where=st.container(),
-    )
+    layer, cutoff = ctl.layer, ctl.cutoff
     try:
-        kept = data.causal_leak(ctl, cutoff=cutoff, causal=True)
-        leaked = data.causal_leak(ctl, cutoff=cutoff, causal=False)
+        kept = data.causal_leak(layer, cutoff=cutoff, causal=True)
+        leaked = data.causal_leak(layer, cutoff=cutoff, causal=False)
     except ValueError as err:
         controls.show_error(err)
     else:
@@ -208,32 +310,23 @@ def leak_section(ctl: LayerConfig) -> None:
                 (t("properties.metric_leak_plain"), t("properties.series_no_mask"), leaked),
             ],
             "past_max_abs_diff",
-            ctl.seq_len,
+            layer.seq_len,
             t("properties.chart_leak", cutoff=cutoff),
             t("properties.axis_change"),
         )
 
 
-def chunked_section(ctl: LayerConfig) -> None:
+def chunked_section(ctl: PropertiesConfig) -> None:
     """Chunked attention equals exact attention."""
     st.header(t("properties.chunk_header"))
     st.markdown(t("properties.chunk_intro"))
-    c1, c2, c3 = st.columns(3)
-    chunk_len = state.slider_int(
-        PAGE, "chunk_len", t("properties.ctl_chunk_len"), 8, 512, 100, where=c1
-    )
-    chunk_size = state.slider_int(
-        PAGE, "chunk_size", t("common.param_chunk_size"), 1, 128, 16, where=c2
-    )
-    key_chunk = state.slider_int(
-        PAGE, "key_chunk_size", t("common.param_key_chunk_size"), 1, 128, 24, where=c3
-    )
+    chunk_len, chunk_size, key_chunk = ctl.chunk_len, ctl.chunk_size, ctl.key_chunk
     try:
         exact_plain = data.chunked_exact_diff(
-            chunk_len, 16, 2, chunk_size, key_chunk, causal=False, seed=ctl.seed
+            chunk_len, 16, 2, chunk_size, key_chunk, causal=False, seed=ctl.layer.seed
         )
         exact_causal = data.chunked_exact_diff(
-            chunk_len, 16, 2, chunk_size, key_chunk, causal=True, seed=ctl.seed
+            chunk_len, 16, 2, chunk_size, key_chunk, causal=True, seed=ctl.layer.seed
         )
     except ValueError as err:
         controls.show_error(err)
@@ -247,25 +340,12 @@ def chunked_section(ctl: LayerConfig) -> None:
             st.markdown(verdict(exact_causal))
 
 
-def softmax_section(ctl: LayerConfig) -> None:
+def softmax_section(ctl: PropertiesConfig) -> None:
     """A naive float16 softmax overflows; the stable one does not."""
     st.header(t("properties.softmax_header"))
     st.markdown(t("properties.softmax_intro"))
-    c1, c2 = st.columns(2)
-    logit_scale = state.select(
-        PAGE,
-        "logit_scale",
-        t("properties.ctl_logit_scale"),
-        LOGIT_SCALES,
-        10000.0,
-        format_func=lambda v: f"{v:g}",
-        where=c1,
-    )
-    dtype = state.select(
-        PAGE, "dtype", t("properties.ctl_dtype"), SOFTMAX_DTYPES, "float16", where=c2
-    )
     try:
-        stability = data.softmax_stability(logit_scale, dtype, ctl.seed)
+        stability = data.softmax_stability(ctl.logit_scale, ctl.dtype, ctl.layer.seed)
     except ValueError as err:
         controls.show_error(err)
     else:
@@ -294,10 +374,10 @@ def softmax_section(ctl: LayerConfig) -> None:
         )
 
 
-def render(ctl: LayerConfig) -> None:
+def render(ctl: PropertiesConfig) -> None:
     """The five checks, each with and without the mask that should break it."""
     equivariance_section(ctl)
-    row_sums_section(ctl)
+    row_sums_section(ctl.layer)
     leak_section(ctl)
     chunked_section(ctl)
     softmax_section(ctl)

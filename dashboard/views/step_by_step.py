@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import streamlit as st
 
+from attention_core.experiments import CellBreakdown, Walkthrough
 from dashboard import charts, controls, data, exports, state
 from dashboard.config import StepConfig
 from dashboard.i18n import t
@@ -21,8 +24,17 @@ MATRIX_ROWS = (
 CHART_WIDTH = 240
 
 
-def step_controls(page: str) -> StepConfig:
-    """The sidebar: sentence, number of tokens, d_k, causal mask, seed."""
+@dataclass(frozen=True)
+class StepPageConfig:
+    """The walkthrough, and the cell (query i, key j) whose numbers are taken apart."""
+
+    walk: StepConfig
+    query: int = 0
+    key: int = 0
+
+
+def step_controls(page: str) -> StepPageConfig:
+    """The sidebar: sentence, number of tokens, d_k, causal mask, seed, then the cell."""
     sentence = state.select(
         page,
         "sentence",
@@ -31,108 +43,98 @@ def step_controls(page: str) -> StepConfig:
         "preset_zh",
         format_func=lambda k: t(f"common.input_{k}"),
     )
-    return StepConfig(
+    walk = StepConfig(
         sentence=sentence,
         n_tokens=state.slider_int(page, "tokens", t("step_by_step.tokens"), 4, 8, 6),
         d_k=state.slider_int(page, "d_k", t("step_by_step.d_k"), 1, data.STEP_D_MODEL, 4),
         causal=state.checkbox(page, "causal", t("step_by_step.causal"), False),
         seed=state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0),
     )
+    query, key = cell_controls(page, walk)
+    return StepPageConfig(walk=walk, query=query, key=key)
 
 
-def render(ctl: StepConfig) -> None:
-    """Compute and draw the page (returns early, without st.stop, on refusal)."""
-    st.info(t("step_by_step.analogy"))
+def cell_controls(page: str, walk: StepConfig) -> tuple[int, int]:
+    """The query and key of the cell taken apart, named by their tokens (the walkthrough is
+    cached, so :func:`render` gets the same one; on refusal the positions are shown bare and
+    :func:`render` reports the error)."""
+    st.sidebar.markdown(f"**{t('step_by_step.cell_header')}**")
     try:
-        result = data.step_by_step(ctl)
-    except ValueError as err:
-        controls.show_error(err)
-        return
+        labels = data.axis_labels(data.step_by_step(walk).tokens)
+    except ValueError:
+        labels = [str(p) for p in range(walk.n_tokens)]
+    positions = list(range(len(labels)))
+    picks = [
+        state.select(
+            page, name, t(f"step_by_step.pick_{name}"), positions, 0, format_func=labels.__getitem__
+        )
+        for name in ("query", "key")
+    ]
+    return picks[0], picks[1]
 
-    labels = data.axis_labels(result.tokens)
-    dims = {
-        "model": [f"d{i}" for i in range(data.STEP_D_MODEL)],
-        "head": [f"k{i}" for i in range(ctl.d_k)],
-    }
-    axes = {
-        "X": (labels, dims["model"]),
-        "W_Q": (dims["model"], dims["head"]),
-        "W_K": (dims["model"], dims["head"]),
-        "W_V": (dims["model"], dims["head"]),
-        "Q": (labels, dims["head"]),
-        "K": (labels, dims["head"]),
-        "V": (labels, dims["head"]),
+
+def matrix_axes(tokens: tuple[str, ...], d_k: int) -> dict[str, tuple[list[str], list[str]]]:
+    """Row and column labels of every intermediate matrix, by name."""
+    labels = data.axis_labels(tokens)
+    model = [f"d{i}" for i in range(data.STEP_D_MODEL)]
+    head = [f"k{i}" for i in range(d_k)]
+    return {
+        "X": (labels, model),
+        "W_Q": (model, head),
+        "W_K": (model, head),
+        "W_V": (model, head),
+        "Q": (labels, head),
+        "K": (labels, head),
+        "V": (labels, head),
         "scores": (labels, labels),
         "scaled": (labels, labels),
         "mask": (labels, labels),
         "weights": (labels, labels),
-        "output": (labels, dims["head"]),
+        "output": (labels, head),
     }
 
-    def matrix_chart(name: str):
-        """Annotated heatmap of one intermediate matrix."""
-        rows, cols = axes[name]
-        heat = data.heatmap_grid(result.matrices[name], rows, cols)
-        shape = "×".join(str(s) for s in result.matrices[name].shape)
-        spec = charts.HeatmapSpec(
-            title=f"{t(f'step_by_step.m_{name}')} ({shape})",
-            subtitle=t(f"step_by_step.f_{name}"),
-            x_title="",
-            y_title="",
-            value_title=t("common.chart_value"),
-            row_order=heat.row_order,
-            col_order=heat.col_order,
-            diverging=name in SIGNED,
-            domain=(0.0, 1.0) if name in ("mask", "weights") else None,
-            annotate=True,
-            value_format=".2f",
-            width=CHART_WIDTH,
-        )
-        return charts.heatmap_chart(heat.frame, spec)
 
+def matrix_chart(result: Walkthrough, axes: dict, name: str):
+    """Annotated heatmap of one intermediate matrix."""
+    rows, cols = axes[name]
+    heat = data.heatmap_grid(result.matrices[name], rows, cols)
+    shape = "×".join(str(s) for s in result.matrices[name].shape)
+    spec = charts.HeatmapSpec(
+        title=f"{t(f'step_by_step.m_{name}')} ({shape})",
+        subtitle=t(f"step_by_step.f_{name}"),
+        x_title="",
+        y_title="",
+        value_title=t("common.chart_value"),
+        row_order=heat.row_order,
+        col_order=heat.col_order,
+        diverging=name in SIGNED,
+        domain=(0.0, 1.0) if name in ("mask", "weights") else None,
+        annotate=True,
+        value_format=".2f",
+        width=CHART_WIDTH,
+    )
+    return charts.heatmap_chart(heat.frame, spec)
+
+
+def draw_matrices(result: Walkthrough, axes: dict) -> None:
+    """Every intermediate matrix, one row of charts per stage of the computation."""
     for group in MATRIX_ROWS:
         widths = [len(axes[name][1]) + 2 for name in group]  # wider matrices get wider columns
         cols = st.columns(widths)
         for col, name in zip(cols, group, strict=True):
             with col:
-                st.altair_chart(matrix_chart(name), theme=None)
+                st.altair_chart(matrix_chart(result, axes, name), theme=None)
 
-    st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
 
-    st.subheader(t("step_by_step.cell_header"))
-    positions = list(range(len(result.tokens)))
-    left, right = st.columns(2)
-    i = state.select(
-        PAGE,
-        "query",
-        t("step_by_step.pick_query"),
-        positions,
-        0,
-        format_func=lambda p: labels[p],
-        where=left,
-    )
-    j = state.select(
-        PAGE,
-        "key",
-        t("step_by_step.pick_key"),
-        positions,
-        0,
-        format_func=lambda p: labels[p],
-        where=right,
-    )
-    cell = data.cell_breakdown(result, i, j)
+def cell_table(cell: CellBreakdown, i: int, j: int) -> pd.DataFrame:
+    """The steps from q_i·k_j to the weight, one row each, with their values."""
     allowed = t("step_by_step.allowed_yes") if cell.allowed else t("step_by_step.allowed_no")
-    steps = pd.DataFrame(
+    names = ("s_sqrt", "s_scaled", "s_mask", "s_max", "s_exp", "s_sum", "s_weight")
+    return pd.DataFrame(
         {
             t("step_by_step.col_step"): [
                 t("step_by_step.s_dot", i=i, j=j),
-                t("step_by_step.s_sqrt"),
-                t("step_by_step.s_scaled"),
-                t("step_by_step.s_mask"),
-                t("step_by_step.s_max"),
-                t("step_by_step.s_exp"),
-                t("step_by_step.s_sum"),
-                t("step_by_step.s_weight"),
+                *(t(f"step_by_step.{name}") for name in names),
             ],
             t("step_by_step.col_value"): [
                 f"{cell.dot:.4f}",
@@ -146,7 +148,13 @@ def render(ctl: StepConfig) -> None:
             ],
         }
     )
-    st.dataframe(steps, hide_index=True)
+
+
+def draw_cell(result: Walkthrough, i: int, j: int) -> None:
+    """One weight taken apart: the steps, and the weight recomputed from them."""
+    st.subheader(t("step_by_step.cell_header"))
+    cell = data.cell_breakdown(result, i, j)
+    st.dataframe(cell_table(cell, i, j), hide_index=True)
     metric_cols = st.columns(3)
     metric_cols[0].metric(t("step_by_step.metric_weight"), f"{cell.weight:.4f}")
     metric_cols[1].metric(
@@ -158,11 +166,25 @@ def render(ctl: StepConfig) -> None:
         f"{result.matrices['weights'][i].sum():.4f}",
     )
 
+
+def render(ctl: StepPageConfig) -> None:
+    """Compute and draw the page (returns early, without st.stop, on refusal)."""
+    st.info(t("step_by_step.analogy"))
+    try:
+        result = data.step_by_step(ctl.walk)
+    except ValueError as err:
+        controls.show_error(err)
+        return
+    axes = matrix_axes(result.tokens, ctl.walk.d_k)
+    draw_matrices(result, axes)
+    st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
+    draw_cell(result, ctl.query, ctl.key)
+    labels = data.axis_labels(result.tokens)
     exports.export_buttons(
         "step_by_step_weights",
         weights=result.matrices["weights"],
         csv_text=lambda: data.weights_table(result.matrices["weights"], labels, labels),
-        chart=matrix_chart("weights"),
+        chart=matrix_chart(result, axes, "weights"),
     )
 
 
