@@ -322,7 +322,7 @@ def variant_params_controls(page: str, variant: str, seq_len: int) -> ParamPairs
                 page, name, label, int(p.low), high, int(p.default), step=int(p.step), help=hint
             )
         else:
-            value = state.slider_float(
+            value = state.float_input(
                 page,
                 name,
                 label,
@@ -420,7 +420,7 @@ def _mask_controls(page: str, seq_len: int) -> tuple[str, int]:
 def _dropout_control(page: str, variant: str) -> float:
     """The dropout slider, or a note when the variant takes none (then 0)."""
     if data.variant_catalogue()[variant].supports_dropout:
-        return state.slider_float(
+        return state.float_input(
             page, "dropout", t("common.ctl_dropout"), 0.0, MAX_DROPOUT, 0.0, step=DROPOUT_STEP
         )
     st.sidebar.caption(t("common.ctl_dropout_unsupported"))

@@ -13,10 +13,11 @@ The pattern, for a control ``"<page>.<name>"`` (the query key and the widget key
    end of the run :func:`finish_run` drops query keys that this run did not use, so the URL
    holds exactly the view.
 
-One call does all three: :func:`slider_int`, :func:`slider_float`, :func:`select`,
-:func:`radio`, :func:`checkbox`, :func:`text`, :func:`number_float`. The ``url_*`` readers
-(:func:`url_int`, :func:`url_float`, :func:`url_choice`, :func:`url_bool`, :func:`url_text`,
-:func:`url_int_list`) do steps 1 and 3 for values that have no widget.
+One call does all three: :func:`slider_int`, :func:`float_input` (a slider or a number
+box), :func:`select`, :func:`radio`, :func:`multiselect`, :func:`checkbox`, :func:`text`.
+The ``url_*`` readers (:func:`url_int`, :func:`url_float`, :func:`url_choice`,
+:func:`url_bool`, :func:`url_text`, :func:`url_int_list`) do steps 1 and 3 for values that
+have no widget.
 
 The parsers of a URL value's text (``parse_int``, ``parse_choice``, …) are pure functions in
 :mod:`dashboard.url_values`, re-exported here.
@@ -52,6 +53,8 @@ _TOUCHED = "_state.touched"
 _MEMORY = "_state.memory"
 
 Parser = Callable[[str], Any]
+FLOAT_WIDGETS = {"slider": "slider", "number": "number_input"}
+"""The widgets :func:`float_input` draws, by name: the Streamlit method of each."""
 
 
 def _session_list(name: str) -> list:
@@ -261,7 +264,7 @@ def slider_int(
     return value
 
 
-def slider_float(
+def float_input(
     page: str,
     name: str,
     label: str,
@@ -270,91 +273,42 @@ def slider_float(
     default: float,
     *,
     step: float,
+    widget: str = "slider",
     help: str | None = None,
     where: DeltaGenerator | None = None,
     disabled: bool = False,
     fmt: str | None = None,
 ) -> float:
-    """A float slider whose value lives in the URL under ``"<page>.<name>"``.
+    """A float slider or number box whose value lives in the URL under ``"<page>.<name>"``.
 
     Args:
         page, name, label, low, high, default, step, help, where, disabled: as
             :func:`slider_int`.
-        fmt: printf-style display format, e.g. ``"%.2f"``.
+        widget: ``"slider"`` or ``"number"`` (a number box, for values typed exactly).
+        fmt: printf-style display format, e.g. ``"%.2f"`` (default: Streamlit's).
 
     Returns:
         The current value.
 
     Raises:
-        ValueError: when ``low >= high``.
+        ValueError: when ``low >= high`` or ``widget`` is not one of :data:`FLOAT_WIDGETS`.
     """
+    if widget not in FLOAT_WIDGETS:
+        raise ValueError(f"float widget {widget!r}; valid: {', '.join(FLOAT_WIDGETS)}")
     if low >= high:
-        raise ValueError(f"slider {page}.{name}: low {low} >= high {high}")
+        raise ValueError(f"{widget} {page}.{name}: low {low} >= high {high}")
     key = _key(page, name)
-    default = float(min(max(default, low), high))
+    low, high = float(low), float(high)
+    default = min(max(float(default), low), high)
     _prepare(
         key,
         default,
         lambda raw: parse_float(raw, low, high),
         lambda v: isinstance(v, float) and low <= v <= high,
     )
-    value = _where(where).slider(
-        label,
-        float(low),
-        float(high),
-        step=float(step),
-        key=key,
-        help=help,
-        disabled=disabled,
-        format=fmt,
-    )
-    write(key, value)
-    return value
-
-
-def number_float(
-    page: str,
-    name: str,
-    label: str,
-    low: float,
-    high: float,
-    default: float,
-    *,
-    step: float,
-    help: str | None = None,
-    where: DeltaGenerator | None = None,
-    fmt: str = "%.4f",
-) -> float:
-    """A float number input whose value lives in the URL under ``"<page>.<name>"``.
-
-    Args:
-        page, name, label, low, high, default, step, help, where: as :func:`slider_float`.
-        fmt: printf-style display format.
-
-    Returns:
-        The current value.
-
-    Raises:
-        ValueError: when ``low >= high``.
-    """
-    if low >= high:
-        raise ValueError(f"number {page}.{name}: low {low} >= high {high}")
-    key = _key(page, name)
-    default = float(min(max(default, low), high))
-    _prepare(
-        key,
-        default,
-        lambda raw: parse_float(raw, low, high),
-        lambda v: isinstance(v, float) and low <= v <= high,
-    )
-    value = _where(where).number_input(
-        label,
-        min_value=float(low),
-        max_value=float(high),
-        step=float(step),
-        key=key,
-        help=help,
-        format=fmt,
+    draw = getattr(_where(where), FLOAT_WIDGETS[widget])
+    value = draw(
+        label, low, high, step=float(step), key=key, help=help, disabled=disabled, format=fmt
     )
     write(key, value)
     return value

@@ -25,6 +25,10 @@ Importing this package computes nothing, starts no thread and imports neither to
 the library: each name below is imported from its module the first time a page uses it
 (:pep:`562`), so a page that needs no tensor (a landing page, say) never pays torch's
 import. ``from dashboard.data import X`` and ``data.X`` work as usual.
+
+:data:`_EXPORTS` is the one list of those names (the modules keep no ``__all__`` copy; a
+name a module re-exports from the library is imported there with ``# noqa: F401``), and
+``tests/dashboard/test_data_exports.py`` ties it to the modules.
 """
 
 from __future__ import annotations

@@ -12,18 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = [
-    "LIBRARY_KEYS",
-    "LIBRARY_SHARPNESS",
-    "LIBRARY_SHELVES",
-    "LibraryLookup",
-    "MEETING_OTHER_SCORES",
-    "MEETING_PEOPLE",
-    "library_lookup",
-    "meeting_weights",
-    "softmax",
-]
-
 MEETING_PEOPLE = ("boss", "colleague", "passer_by")
 """Who speaks in the meeting analogy, in the order the scores come."""
 MEETING_OTHER_SCORES = (1.0, -1.0)

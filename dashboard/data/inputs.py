@@ -6,7 +6,9 @@ from __future__ import annotations
 import torch
 
 from attention_core import masks
-from attention_core.experiments.inputs import (
+
+# the pages read these through dashboard.data (its export table names them)
+from attention_core.experiments.inputs import (  # noqa: F401
     INPUT_KINDS,
     MAX_SENTENCE_TOKENS,
     MAX_SEQ_LEN,
@@ -19,20 +21,6 @@ from attention_core.experiments.inputs import (
 from attention_core.validation import check_choice, check_int
 
 MASK_KINDS = ("none", "causal", "padding")
-
-__all__ = [
-    "INPUT_KINDS",
-    "MASK_KINDS",
-    "MAX_SENTENCE_TOKENS",
-    "MAX_SEQ_LEN",
-    "PRESET_SENTENCES",
-    "axis_labels",
-    "build_input",
-    "build_mask",
-    "has_words",
-    "input_tokens",
-    "tokens_for",
-]
 
 
 def axis_labels(tokens: tuple[str, ...]) -> list[str]:

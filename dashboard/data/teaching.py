@@ -10,18 +10,11 @@ import pandas as pd
 import streamlit as st
 
 from attention_core import experiments
-from attention_core.experiments import STEP_D_MODEL, head_entropy, mean_distance
+
+# STEP_D_MODEL: read by the pages through dashboard.data (its export table names it)
+from attention_core.experiments import STEP_D_MODEL, head_entropy, mean_distance  # noqa: F401
 from dashboard.config import StepConfig
 from dashboard.data.tables import Heatmap, heatmap_grid
-
-__all__ = [
-    "STEP_D_MODEL",
-    "cell_breakdown",
-    "head_entropy",
-    "mean_distance",
-    "pattern_gallery",
-    "step_by_step",
-]
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -32,20 +32,6 @@ from dashboard.data.tables import readonly
 
 MAX_STORED_RUNS = 32
 
-__all__ = [
-    "MAX_STORED_RUNS",
-    "PROJECTIONS",
-    "Snapshot",
-    "TrainingConfig",
-    "TrainingRun",
-    "curves_table",
-    "finished_run",
-    "grad_table",
-    "match_table",
-    "stream_run",
-    "training_target",
-]
-
 
 @dataclass
 class _RunStore:

@@ -41,10 +41,10 @@ def intuition_controls(page: str) -> IntuitionConfig:
     """Sidebar: one control per live element (every value is in the link)."""
     st.sidebar.markdown(f"**{t('intuition.ctl_header')}**")
     seed = state.slider_int(page, "seed", t("intuition.ctl_seed"), 0, 99, 0)
-    boss = state.slider_float(
+    boss = state.float_input(
         page, "boss", t("intuition.ctl_boss"), BOSS_LOW, BOSS_HIGH, BOSS_DEFAULT, step=BOSS_STEP
     )
-    topic = state.slider_float(
+    topic = state.float_input(
         page, "topic", t("intuition.ctl_topic"), 0.0, 1.0, TOPIC_DEFAULT, step=TOPIC_STEP
     )
     return IntuitionConfig(seed=seed, boss=boss, topic=topic)

@@ -120,3 +120,34 @@ def test_language_in_url_and_kept_across_pages():
     assert_clean(at)
     assert at.title[0].value == "多头注意力"
     assert at.query_params["lang"] in ("zh", ["zh"])
+
+
+def _float_widgets_app():
+    from dashboard import state
+
+    state.begin_run()
+    state.float_input("t", "slide", "Slide", 0.0, 1.0, 0.5, step=0.1)
+    state.float_input("t", "typed", "Typed", 0.0, 2.0, 1.0, step=0.25, widget="number")
+    state.render_notices()
+
+
+def test_float_input_reads_the_url_for_both_widgets_and_rejects_out_of_range():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_float_widgets_app)
+    at.query_params["t.slide"] = "7"
+    at.query_params["t.typed"] = "1.5"
+    at.run()
+    assert not at.exception
+    assert at.slider(key="t.slide").value == 0.5
+    assert at.number_input(key="t.typed").value == 1.5
+    assert len(at.warning) == 1 and "` t.slide `" in at.warning[0].value
+    assert at.query_params["t.slide"] in ("0.5", ["0.5"])
+    assert at.query_params["t.typed"] in ("1.5", ["1.5"])
+
+
+def test_float_input_refuses_an_unknown_widget_and_an_empty_range():
+    with pytest.raises(ValueError, match="dial"):
+        state.float_input("t", "x", "X", 0.0, 1.0, 0.5, step=0.1, widget="dial")
+    with pytest.raises(ValueError, match="low 1.0 >= high 1.0"):
+        state.float_input("t", "x", "X", 1.0, 1.0, 1.0, step=0.1)
