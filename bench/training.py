@@ -32,13 +32,15 @@ from torch import nn
 
 from attention_core.experiments import TrainingConfig, iter_training, make_batch, train_task
 from attention_core.experiments.tasks import IGNORE
-from attention_core.experiments.training import TRAINING_THREADS
 
 STEPS_GOAL_S = 2.0
 FIRST_SNAPSHOT_GOAL_S = 0.5
 SIZES = dict(task="shift", seq_len=16, d_model=32, heads=2, layers=1, steps=300)
 COMPARE_SEEDS = (0, 1, 2)
 READY_ACCURACY = 0.99
+# the page's thread count (dashboard.data.training.TRAINING_THREADS; not imported here, as
+# that module starts streamlit's caches)
+TRAINING_THREADS = 1
 SMALL_LR = 1e-3
 
 
@@ -93,14 +95,14 @@ def plain_loop(threads: int | None) -> float:
 def trainer(snapshot_every: int) -> float:
     """Seconds for ``train_task`` with the bench sizes."""
     start = time.perf_counter()
-    train_task(**SIZES, snapshot_every=snapshot_every)
+    train_task(**SIZES, snapshot_every=snapshot_every, threads=TRAINING_THREADS)
     return time.perf_counter() - start
 
 
 def first_snapshot() -> float:
     """Seconds from building the config to the first snapshot of the stream."""
     start = time.perf_counter()
-    stream = iter_training(TrainingConfig(**SIZES))
+    stream = iter_training(TrainingConfig(**SIZES), threads=TRAINING_THREADS)
     next(stream)
     elapsed = time.perf_counter() - start
     stream.close()

@@ -65,10 +65,6 @@ ACTIVATIONS_PER_BLOCK = 8
 LOGIT_COPIES = 3
 # what a run holds besides activations: parameters, their gradients, Adam's two moments
 PARAMETER_COPIES = 4
-# intra-op threads while training: the model's ops are too small to split, and on a shared
-# machine a second thread mostly waits (300 steps took 60 s with 2 threads, 0.7 s with 1,
-# when other processes kept both cores busy)
-TRAINING_THREADS = 1
 # offsets that derive the data and probe seeds from the run's seed
 DATA_STREAM, PROBE_STREAM, INIT_STREAM = 1, 2, 3
 
@@ -374,28 +370,34 @@ def probe_batch(config: TrainingConfig) -> TaskBatch:
     return make_batch(config.task, PROBE_BATCH, config.seq_len, generator)
 
 
-def iter_training(config: TrainingConfig) -> Iterator[Snapshot]:
+def iter_training(config: TrainingConfig, *, threads: int | None = None) -> Iterator[Snapshot]:
     """Train as ``config`` says, yielding each snapshot as soon as it is made.
 
     The first snapshot (step 0, the initial weights) comes before any training step.
 
     Args:
         config: the run (validated on creation).
+        threads: torch's intra-op thread count while this run computes (restored before
+            each yield and at the end); ``None`` leaves torch's setting alone. The caller
+            owns the process: the library never picks a thread count itself.
 
     Yields:
         Snapshot at every step of ``config.snapshot_steps``, in order.
 
     Raises:
-        MemoryBudgetError: (a ValueError) before training, when the estimated peak bytes
+        ValueError: for ``threads`` not a whole number ≥ 1 (checked at the first snapshot);
+            MemoryBudgetError (a ValueError) before training, when the estimated peak bytes
             exceed the memory budget.
     """
+    if threads is not None:
+        threads = check_int("threads", threads, low=1)
     check_budget(
         estimate_training_bytes(config),
         f"training {config.layers} layer(s) × {config.heads} head(s) at L={config.seq_len}, "
         f"batch {config.batch_size}",
         hint="lower the batch size, sequence length, heads, layers or d_model",
     )
-    with _intra_op_threads(TRAINING_THREADS):
+    with _intra_op_threads(threads):
         model = TinyAttentionModel(config, torch.Generator().manual_seed(config.seed))
         probe = probe_batch(config)
         mask = masks.causal(config.seq_len) if config.causal else None  # (L, L) or None
@@ -407,7 +409,7 @@ def iter_training(config: TrainingConfig) -> Iterator[Snapshot]:
     data = torch.Generator().manual_seed(derived_seed(config.seed, DATA_STREAM))
     done = 0
     for step in config.snapshot_steps[1:]:
-        with _intra_op_threads(TRAINING_THREADS):  # restored before each yield
+        with _intra_op_threads(threads):  # restored before each yield
             for _ in range(done, step):
                 batch = make_batch(config.task, config.batch_size, config.seq_len, data)
                 _train_step(model, optimizer, batch, mask)
@@ -417,8 +419,12 @@ def iter_training(config: TrainingConfig) -> Iterator[Snapshot]:
 
 
 @contextmanager
-def _intra_op_threads(count: int):
-    """Run the block with ``count`` intra-op threads, then restore the previous number."""
+def _intra_op_threads(count: int | None):
+    """Run the block with ``count`` intra-op threads, then restore the previous number;
+    ``None`` runs it with torch's setting untouched."""
+    if count is None:
+        yield
+        return
     before = torch.get_num_threads()
     torch.set_num_threads(count)
     try:
@@ -441,19 +447,22 @@ def _train_step(
     optimizer.step()
 
 
-def run_training(config: TrainingConfig) -> TrainingRun:
+def run_training(config: TrainingConfig, *, threads: int | None = None) -> TrainingRun:
     """Train as ``config`` says and return every snapshot.
 
     Args:
         config: the run.
+        threads: torch's intra-op thread count while training, as in :func:`iter_training`;
+            ``None`` leaves torch's setting alone.
 
     Returns:
         TrainingRun with the snapshots and the target pattern (L, L).
 
     Raises:
-        MemoryBudgetError: (a ValueError) when the run is over the memory budget.
+        ValueError: for a bad ``threads``; MemoryBudgetError (a ValueError) when the run is
+            over the memory budget.
     """
-    snapshots = tuple(iter_training(config))
+    snapshots = tuple(iter_training(config, threads=threads))
     target = target_pattern(probe_batch(config).target_keys)
     return TrainingRun(config=config, snapshots=snapshots, target=target)
 
@@ -473,6 +482,7 @@ def train_task(
     positions: bool = True,
     seed: int = 0,
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    threads: int | None = None,
     **variant_params,
 ) -> TrainingRun:
     """Train a tiny attention-only model on ``task`` and return its snapshots.
@@ -485,13 +495,15 @@ def train_task(
         scaled: None (the variant's scale), True (1/sqrt(d_k)) or False (1).
         layers, heads, d_model, seq_len, steps, lr, batch_size, positions, seed,
         snapshot_every: as in :class:`TrainingConfig`.
+        threads: torch's intra-op thread count while training (:func:`iter_training`);
+            ``None`` leaves torch's setting alone.
 
     Returns:
         TrainingRun: snapshots (weights (layers, heads, L, L) each) and the target (L, L).
 
     Raises:
-        ValueError: naming an unknown task, variant or parameter, or a value out of range;
-            MemoryBudgetError (a ValueError) for a run over the memory budget.
+        ValueError: naming an unknown task, variant or parameter, a value out of range or a
+            bad ``threads``; MemoryBudgetError (a ValueError) for a run over the memory budget.
     """
     config = TrainingConfig(
         task=task,
@@ -509,4 +521,4 @@ def train_task(
         seed=seed,
         snapshot_every=snapshot_every,
     )
-    return run_training(config)
+    return run_training(config, threads=threads)

@@ -31,6 +31,10 @@ from attention_core.experiments import (
 from dashboard.data.tables import readonly
 
 MAX_STORED_RUNS = 32
+# intra-op threads while a run trains: the model's ops are too small to split, and on a shared
+# machine a second thread mostly waits (300 steps took 60 s with 2 threads, 0.7 s with 1,
+# when other processes kept both cores busy)
+TRAINING_THREADS = 1
 
 
 @dataclass
@@ -79,7 +83,7 @@ def stream_run(config: TrainingConfig) -> Iterator[Snapshot]:
         ValueError: (MemoryBudgetError) before training, when the run is over the budget.
     """
     snapshots = []
-    for snapshot in iter_training(config):
+    for snapshot in iter_training(config, threads=TRAINING_THREADS):
         for array in (snapshot.weights, snapshot.match, snapshot.grad_norms):
             readonly(array)
         snapshots.append(snapshot)

@@ -21,6 +21,7 @@ from attention_core.experiments import (
     task_targets,
     train_task,
 )
+from attention_core.experiments import training as training_module
 
 # --- task generators against literal examples ---------------------------------------------
 
@@ -125,6 +126,42 @@ def test_streaming_yields_the_same_snapshots():
     run = train_task("shift", steps=7, snapshot_every=3, d_model=16)
     assert [s.step for s in streamed] == [0, 3, 6, 7]
     assert [s.loss for s in streamed] == [s.loss for s in run.snapshots]
+
+
+def _thread_counts_seen(monkeypatch, threads):
+    """Train a short run with ``threads``, recording every torch.set_num_threads call and the
+    thread count the training step itself runs with."""
+    set_calls, in_step = [], []
+    real_step = training_module._train_step
+    monkeypatch.setattr(torch, "set_num_threads", set_calls.append)
+    monkeypatch.setattr(
+        training_module,
+        "_train_step",
+        lambda *args: (in_step.append(set_calls[-1] if set_calls else None), real_step(*args)),
+    )
+    config = TrainingConfig(task="shift", steps=2, snapshot_every=1, d_model=16)
+    snapshots = list(iter_training(config, threads=threads))
+    return set_calls, in_step, snapshots
+
+
+def test_threads_none_leaves_torch_alone(monkeypatch):
+    set_calls, in_step, snapshots = _thread_counts_seen(monkeypatch, None)
+    assert set_calls == [] and in_step == [None, None]
+    assert [s.step for s in snapshots] == [0, 1, 2]
+
+
+def test_threads_are_set_while_training_and_restored_before_each_yield(monkeypatch):
+    before = torch.get_num_threads()
+    set_calls, in_step, _ = _thread_counts_seen(monkeypatch, 3)
+    assert in_step == [3, 3]  # both steps ran with the asked count
+    # set then restored around the first snapshot and around each of the two steps
+    assert set_calls == [3, before] * 3
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, "2"])
+def test_bad_threads_named(threads):
+    with pytest.raises(ValueError, match="threads"):
+        next(iter_training(TrainingConfig(task="shift"), threads=threads))
 
 
 def test_snapshot_shapes_and_meaning():
