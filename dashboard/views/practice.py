@@ -142,7 +142,17 @@ def stability_section(ctl: PracticeConfig) -> None:
 def memory_section(ctl: PracticeConfig) -> None:
     """Memory: chunking, precision, checkpointing, and the strategies without a live number."""
     st.header(t("practice.memory_header"))
+    chunk_estimates(ctl)
+    chunk_measured(ctl)
+    precision_metrics(ctl)
+    checkpoint_metrics(ctl)
+    for key in ("m_sparse", "m_shard", "m_batch"):
+        st.subheader(t(f"practice.{key}_title"))
+        st.markdown(t(f"practice.{key}_body"))
 
+
+def chunk_estimates(ctl: PracticeConfig) -> None:
+    """Chunking: the estimated memory of full weights against chunks, against L."""
     st.subheader(t("practice.m_chunk_title"))
     st.markdown(t("practice.m_chunk_body"))
     try:
@@ -182,6 +192,10 @@ def memory_section(ctl: PracticeConfig) -> None:
                 chunked=f"{longest['chunked']:.0f}",
             )
         )
+
+
+def chunk_measured(ctl: PracticeConfig) -> None:
+    """Chunking, measured: the peak memory of full and chunked attention at a few L."""
     with st.spinner(t("practice.measuring")):
         try:
             measured = data.chunk_memory_measured(
@@ -212,6 +226,9 @@ def memory_section(ctl: PracticeConfig) -> None:
             )
         )
 
+
+def precision_metrics(ctl: PracticeConfig) -> None:
+    """Precision: each half type's largest difference from float32 on the page's layer."""
     st.subheader(t("practice.m_precision_title"))
     st.markdown(t("practice.m_precision_body"))
     try:
@@ -240,6 +257,9 @@ def memory_section(ctl: PracticeConfig) -> None:
             )
         )
 
+
+def checkpoint_metrics(ctl: PracticeConfig) -> None:
+    """Checkpointing: the activations stored with and without it."""
     st.subheader(t("practice.m_ckpt_title"))
     st.markdown(t("practice.m_ckpt_body"))
     try:
@@ -267,10 +287,6 @@ def memory_section(ctl: PracticeConfig) -> None:
                 d_model=MEMORY_HEADS * MEMORY_HEAD_DIM,
             )
         )
-
-    for key in ("m_sparse", "m_shard", "m_batch"):
-        st.subheader(t(f"practice.{key}_title"))
-        st.markdown(t(f"practice.{key}_body"))
 
 
 def render(ctl: PracticeConfig) -> None:

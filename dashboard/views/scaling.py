@@ -87,7 +87,24 @@ def render(ctl: ScalingConfig) -> None:
 
 def draw(ctl: ScalingConfig, table: pd.DataFrame) -> None:
     """Metrics, the tutorial's table, and the std/mean and saturation charts."""
-    unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
+    draw_metrics(table)
+    draw_table(ctl, table)
+    draw_spread(table)
+    draw_saturation(table)
+    with st.expander(t("common.how_it_works")):
+        st.markdown(t("scaling.how_it_works"))
+    # a download button with on_click="ignore" is output: it never reruns the page
+    st.download_button(
+        t("scaling.download_csv"),
+        table.to_csv(index=False),
+        file_name="scaling_table.csv",
+        mime="text/csv",
+        on_click="ignore",
+    )
+
+
+def draw_metrics(table: pd.DataFrame) -> None:
+    """The largest d_k's spread and largest weight, unscaled against scaled."""
     largest = table.iloc[-1]
     cols = st.columns(4)
     cols[0].metric(t("scaling.metric_largest_d_k"), int(largest["d_k"]))
@@ -105,6 +122,9 @@ def draw(ctl: ScalingConfig, table: pd.DataFrame) -> None:
         help=t("scaling.metric_max_weight_help", value=f"{largest['max_weight_scaled']:.3f}"),
     )
 
+
+def draw_table(ctl: ScalingConfig, table: pd.DataFrame) -> None:
+    """The tutorial's table: mean and std of the scores per d_k, with the theory."""
     st.subheader(t("scaling.table_header"))
     st.caption(t("scaling.table_caption", trials=ctl.trials, seq_len=ctl.seq_len))
     shown = table[
@@ -121,6 +141,10 @@ def draw(ctl: ScalingConfig, table: pd.DataFrame) -> None:
     )
     st.dataframe(shown, hide_index=True, width="stretch")
 
+
+def draw_spread(table: pd.DataFrame) -> None:
+    """The scores' std and mean against d_k, unscaled and scaled."""
+    unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
     left, right = st.columns(2)
     std_frame = series_frame(
         table,
@@ -157,6 +181,10 @@ def draw(ctl: ScalingConfig, table: pd.DataFrame) -> None:
     )
     right.altair_chart(mean_chart, theme=None, width="stretch")
 
+
+def draw_saturation(table: pd.DataFrame) -> None:
+    """Softmax saturation: entropy, largest weight and Jacobian norm against d_k."""
+    unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
     st.subheader(t("scaling.saturation_header"))
     st.markdown(t("scaling.saturation_intro"))
     saturation = (
@@ -189,17 +217,6 @@ def draw(ctl: ScalingConfig, table: pd.DataFrame) -> None:
         )
         col.altair_chart(chart, theme=None, width="stretch")
         col.caption(t(f"scaling.caption_{name}"))
-
-    with st.expander(t("common.how_it_works")):
-        st.markdown(t("scaling.how_it_works"))
-
-    st.download_button(
-        t("scaling.download_csv"),
-        table.to_csv(index=False),
-        file_name="scaling_table.csv",
-        mime="text/csv",
-        on_click="ignore",
-    )
 
 
 controls.page_intro(PAGE)

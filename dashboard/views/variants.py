@@ -35,10 +35,14 @@ class VariantsConfig:
     Attributes:
         base: the shared layer (input, sizes, mask, seed, device); its variant is unused.
         chosen: the variants compared, with their own parameters.
+        max_l: the longest sequence the cost section measures.
+        measure: the cost was asked for (the Measure button, pressed in this session).
     """
 
     base: LayerConfig
     chosen: tuple[controls.VariantChoice, ...]
+    max_l: int = 1024
+    measure: bool = False
 
     def layer(self, choice: controls.VariantChoice) -> LayerConfig:
         """The shared layer with ``choice``'s variant and parameters."""
@@ -84,7 +88,25 @@ def variants_controls(page: str) -> VariantsConfig:
         seed=seed,
         device=controls.current_device(),
     )
-    return VariantsConfig(base=base, chosen=choices)
+    max_l, measure = cost_controls(page)
+    return VariantsConfig(base=base, chosen=choices, max_l=max_l, measure=measure)
+
+
+def cost_controls(page: str) -> tuple[int, bool]:
+    """The cost section's controls, under its heading in the sidebar: the longest L, and the
+    Measure button (once pressed, the cost stays on while other controls change)."""
+    st.sidebar.markdown(f"**{t('variants.cost_header')}**")
+    max_l = state.select(
+        page,
+        "max_l",
+        t("variants.ctl_max_l"),
+        COMPLEXITY_MAX_L,
+        1024,
+        help=t("variants.ctl_max_l_help"),
+    )
+    if st.sidebar.button(t("variants.measure_button"), type="primary"):
+        st.session_state[_MEASURED] = True
+    return max_l, bool(st.session_state.get(_MEASURED))
 
 
 def compare_section(ctl: VariantsConfig) -> None:
@@ -97,104 +119,136 @@ def compare_section(ctl: VariantsConfig) -> None:
     except ValueError as err:
         controls.show_error(err)
         return
-
-    catalogue = data.variant_catalogue()
     st.caption(
         t("variants.shared_input", seq_len=base.seq_len, d_model=base.d_model, heads=base.heads)
     )
-    labels = [str(i) for i in range(base.seq_len)]
     summary = []
     columns = st.columns(len(ctl.chosen))
     for col, choice, result in zip(columns, ctl.chosen, runs, strict=True):
-        name, params = choice.variant, choice.params
-        info = catalogue[name]
         diff = data.max_output_difference(result, reference)
-        estimate = data.memory_estimate(name, params, base.heads, base.seq_len, base.d_k, False)
         with col:
-            st.subheader(controls.variant_label(name))
-            st.caption(controls.variant_explanation(name))
-            st.markdown(
-                t(
-                    "variants.complexity_line",
-                    time=info.time_complexity,
-                    memory=info.memory_complexity,
-                )
-            )
-            if params:
-                st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params))
-            pattern = data.allowed_pattern(name, params, base.seq_len, base.mask_kind)
-            pattern_map = data.heatmap_grid(pattern, labels, labels)
-            pattern_spec = charts.HeatmapSpec(
-                title=t("variants.pattern_title"),
-                subtitle=t("variants.pattern_density", share=float(pattern.mean())),
-                x_title=t("common.chart_key"),
-                y_title=t("common.chart_query"),
-                value_title=t("variants.pattern_value"),
-                row_order=pattern_map.row_order,
-                col_order=pattern_map.col_order,
-                domain=(0.0, 1.0),
-                width=HEATMAP_WIDTH,
-            )
-            canvas.heatmap_grid(pattern_map, pattern_spec, key=f"variants.{name}.pattern")
-            if result.weights is None:
-                st.warning(t("playground.weights_skipped"))
-                sparsity_text = "—"
-            else:
-                weight_map = data.heatmap_grid(result.mean_weights, labels, labels)
-                weight_spec = controls.weights_spec(
-                    weight_map, t("variants.weights_title"), subtitle=None, width=HEATMAP_WIDTH
-                )
-                canvas.heatmap_grid(weight_map, weight_spec, key=f"variants.{name}.weights")
-                sparsity_text = f"{result.sparsity:.1%}"
-            st.metric(
-                t("variants.metric_diff"),
-                f"{diff:.2e}",
-                help=t("variants.metric_diff_help"),
-            )
-            st.metric(t("common.metric_sparsity"), sparsity_text)
-            st.metric(
-                t("variants.metric_memory"),
-                data.describe_bytes(estimate),
-                help=t("variants.metric_memory_help"),
-            )
-            st.metric(t("common.metric_time"), data.describe_seconds(result.seconds))
-        summary.append(
-            {
-                t("variants.col_variant"): controls.variant_label(name),
-                t("variants.col_exact"): t("variants.yes") if info.exact else t("variants.no"),
-                t("variants.metric_diff"): diff,
-                t("common.metric_sparsity"): result.sparsity,
-                t("variants.metric_memory"): data.describe_bytes(estimate),
-                t("variants.col_time_ms"): round(result.seconds * 1000, 3),
-            }
-        )
-
+            summary.append(variant_column(base, choice, result, diff))
     st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch")
     st.caption(t("variants.time_note"))
 
 
+def variant_column(
+    base: LayerConfig, choice: controls.VariantChoice, result: data.AttentionRun, diff: float
+) -> dict:
+    """One variant's column: its name, cost, pattern, weights and metrics.
+
+    Returns:
+        Its row of the summary table.
+    """
+    name, params = choice.variant, choice.params
+    info = data.variant_catalogue()[name]
+    estimate = data.memory_estimate(name, params, base.heads, base.seq_len, base.d_k, False)
+    st.subheader(controls.variant_label(name))
+    st.caption(controls.variant_explanation(name))
+    st.markdown(
+        t("variants.complexity_line", time=info.time_complexity, memory=info.memory_complexity)
+    )
+    if params:
+        st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params))
+    draw_pattern(base, choice)
+    sparsity_text = draw_weights(base, name, result)
+    st.metric(t("variants.metric_diff"), f"{diff:.2e}", help=t("variants.metric_diff_help"))
+    st.metric(t("common.metric_sparsity"), sparsity_text)
+    st.metric(
+        t("variants.metric_memory"),
+        data.describe_bytes(estimate),
+        help=t("variants.metric_memory_help"),
+    )
+    st.metric(t("common.metric_time"), data.describe_seconds(result.seconds))
+    return {
+        t("variants.col_variant"): controls.variant_label(name),
+        t("variants.col_exact"): t("variants.yes") if info.exact else t("variants.no"),
+        t("variants.metric_diff"): diff,
+        t("common.metric_sparsity"): result.sparsity,
+        t("variants.metric_memory"): data.describe_bytes(estimate),
+        t("variants.col_time_ms"): round(result.seconds * 1000, 3),
+    }
+
+
+def draw_pattern(base: LayerConfig, choice: controls.VariantChoice) -> None:
+    """The keys each query may attend to under the variant and the shared mask."""
+    labels = [str(i) for i in range(base.seq_len)]
+    pattern = data.allowed_pattern(choice.variant, choice.params, base.seq_len, base.mask_kind)
+    pattern_map = data.heatmap_grid(pattern, labels, labels)
+    pattern_spec = charts.HeatmapSpec(
+        title=t("variants.pattern_title"),
+        subtitle=t("variants.pattern_density", share=float(pattern.mean())),
+        x_title=t("common.chart_key"),
+        y_title=t("common.chart_query"),
+        value_title=t("variants.pattern_value"),
+        row_order=pattern_map.row_order,
+        col_order=pattern_map.col_order,
+        domain=(0.0, 1.0),
+        width=HEATMAP_WIDTH,
+    )
+    canvas.heatmap_grid(pattern_map, pattern_spec, key=f"variants.{choice.variant}.pattern")
+
+
+def draw_weights(base: LayerConfig, name: str, result: data.AttentionRun) -> str:
+    """The head-averaged weights (or a note when they were skipped).
+
+    Returns:
+        The sparsity as text ("—" without weights).
+    """
+    if result.weights is None:
+        st.warning(t("playground.weights_skipped"))
+        return "—"
+    labels = [str(i) for i in range(base.seq_len)]
+    weight_map = data.heatmap_grid(result.mean_weights, labels, labels)
+    weight_spec = controls.weights_spec(
+        weight_map, t("variants.weights_title"), subtitle=None, width=HEATMAP_WIDTH
+    )
+    canvas.heatmap_grid(weight_map, weight_spec, key=f"variants.{name}.weights")
+    return f"{result.sparsity:.1%}"
+
+
 def cost_section(ctl: VariantsConfig) -> None:
-    """Measure time and peak memory against L, behind a button, with a progress bar."""
+    """Time and peak memory against L, once measuring was asked for, with a progress bar."""
     st.header(t("variants.cost_header"))
     st.markdown(t("variants.cost_intro"))
-    max_l = state.select(
-        PAGE,
-        "max_l",
-        t("variants.ctl_max_l"),
-        COMPLEXITY_MAX_L,
-        1024,
-        help=t("variants.ctl_max_l_help"),
-        where=st.container(),
-    )
-    lengths = tuple(
-        2**p for p in range(int(math.log2(COMPLEXITY_MIN_L)), int(math.log2(max_l)) + 1)
-    )
-    if st.button(t("variants.measure_button"), type="primary"):
-        st.session_state[_MEASURED] = True
-    if not st.session_state.get(_MEASURED):
+    if not ctl.measure:
         st.info(t("variants.measure_hint"))
         return
+    cost = measure_cost(ctl)
+    if cost is None:
+        return
+    if ctl.max_l > data.QUADRATIC_MAX_L:
+        long_ones = sorted(set(cost.loc[cost["L"] > data.QUADRATIC_MAX_L, "variant"]))
+        st.caption(
+            t(
+                "variants.long_note",
+                L=data.QUADRATIC_MAX_L,
+                variants=", ".join(controls.variant_label(v) for v in long_ones) or "—",
+            )
+        )
+    cost = cost.assign(
+        label=[controls.variant_label(v) for v in cost["variant"]],
+        peak_kib=cost["peak_bytes_measured"] / 1024,
+        estimate_kib=cost["peak_bytes_estimated"] / 1024,
+    )
+    ok = cost[cost["status"] == "ok"]
+    cost_charts(ok)
+    cost_captions(ok, ctl.base.device)
+    skipped = cost[cost["status"] != "ok"]
+    for _, row in skipped.iterrows():
+        st.warning(t("variants.skipped", variant=row["label"], L=int(row["L"]), note=row["note"]))
+    st.dataframe(cost_table(cost).round(2), hide_index=True, width="stretch")
 
+
+def measure_cost(ctl: VariantsConfig) -> pd.DataFrame | None:
+    """Measure every (variant, L) cell with a progress bar.
+
+    Returns:
+        One row per cell, or ``None`` after showing a refusal.
+    """
+    lengths = tuple(
+        2**p for p in range(int(math.log2(COMPLEXITY_MIN_L)), int(math.log2(ctl.max_l)) + 1)
+    )
     bar = st.progress(0.0, text=t("variants.measuring"))
     parts = []
     try:
@@ -216,60 +270,39 @@ def cost_section(ctl: VariantsConfig) -> None:
     except ValueError as err:
         bar.empty()
         controls.show_error(err)
-        return
-    cost = pd.concat(parts, ignore_index=True)
+        return None
     bar.empty()
-    if max_l > data.QUADRATIC_MAX_L:
-        long_ones = sorted(set(cost.loc[cost["L"] > data.QUADRATIC_MAX_L, "variant"]))
-        st.caption(
-            t(
-                "variants.long_note",
-                L=data.QUADRATIC_MAX_L,
-                variants=", ".join(controls.variant_label(v) for v in long_ones) or "—",
-            )
+    return pd.concat(parts, ignore_index=True)
+
+
+def cost_charts(ok: pd.DataFrame) -> None:
+    """Time and peak memory against L, log-log, one line per variant."""
+    left, right = st.columns(2)
+    for col, y, frame, name in (
+        (left, "time_ms", ok, "time"),
+        (right, "peak_kib", ok[ok["peak_kib"] > 0], "memory"),
+    ):
+        col.altair_chart(
+            charts.layered_line_chart(
+                frame,
+                x="L",
+                y=y,
+                color="label",
+                title=t(f"variants.chart_{name}"),
+                x_title=t("variants.axis_l"),
+                y_title=t(f"variants.axis_{name}"),
+                color_title=t("variants.col_variant"),
+                log_x=True,
+                log_y=True,
+                value_format=".3g",
+            ),
+            theme=None,
+            width="stretch",
         )
 
-    cost = cost.assign(
-        label=[controls.variant_label(v) for v in cost["variant"]],
-        peak_kib=cost["peak_bytes_measured"] / 1024,
-        estimate_kib=cost["peak_bytes_estimated"] / 1024,
-    )
-    ok = cost[cost["status"] == "ok"]
-    left, right = st.columns(2)
-    left.altair_chart(
-        charts.layered_line_chart(
-            ok,
-            x="L",
-            y="time_ms",
-            color="label",
-            title=t("variants.chart_time"),
-            x_title=t("variants.axis_l"),
-            y_title=t("variants.axis_time"),
-            color_title=t("variants.col_variant"),
-            log_x=True,
-            log_y=True,
-            value_format=".3g",
-        ),
-        theme=None,
-        width="stretch",
-    )
-    right.altair_chart(
-        charts.layered_line_chart(
-            ok[ok["peak_kib"] > 0],
-            x="L",
-            y="peak_kib",
-            color="label",
-            title=t("variants.chart_memory"),
-            x_title=t("variants.axis_l"),
-            y_title=t("variants.axis_memory"),
-            color_title=t("variants.col_variant"),
-            log_x=True,
-            log_y=True,
-            value_format=".3g",
-        ),
-        theme=None,
-        width="stretch",
-    )
+
+def cost_captions(ok: pd.DataFrame, device: str) -> None:
+    """How the cost was measured, and whether local ran the C band kernel (on a CPU)."""
     method = ok["memory_method"].iloc[0] if len(ok) else ""
     st.caption(
         t(
@@ -281,15 +314,16 @@ def cost_section(ctl: VariantsConfig) -> None:
         )
     )
     kernel = data.band_kernel_info()
-    if data.device_for(ctl.base.device).type == "cpu":
+    if data.device_for(device).type == "cpu":
         if kernel.available:
             st.caption(t("variants.kernel_on", isa=kernel.isa))
         else:
             st.caption(t("variants.kernel_off", reason=kernel.reason))
-    skipped = cost[cost["status"] != "ok"]
-    for _, row in skipped.iterrows():
-        st.warning(t("variants.skipped", variant=row["label"], L=int(row["L"]), note=row["note"]))
-    table = cost[["label", "L", "time_ms", "peak_kib", "estimate_kib"]].rename(
+
+
+def cost_table(cost: pd.DataFrame) -> pd.DataFrame:
+    """Every measured cell with translated column names."""
+    return cost[["label", "L", "time_ms", "peak_kib", "estimate_kib"]].rename(
         columns={
             "label": t("variants.col_variant"),
             "L": "L",
@@ -298,7 +332,6 @@ def cost_section(ctl: VariantsConfig) -> None:
             "estimate_kib": t("variants.col_peak_estimated"),
         }
     )
-    st.dataframe(table.round(2), hide_index=True, width="stretch")
 
 
 def render(ctl: VariantsConfig) -> None:
