@@ -34,9 +34,16 @@ def estimate_memory(
         bytes (int).
 
     Raises:
-        ValueError: for an unknown variant or parameter, or a size below 1.
+        ValueError: for an unknown variant or parameter, a size below 1, or a variant
+            registered without a ``memory_model`` (named in the message).
     """
     spec = get_variant(variant)
+    if spec.memory_model is None:
+        raise ValueError(
+            f"variant {spec.name!r} has no memory model, so its peak memory cannot be "
+            "estimated; register it with memory_model=(lead, L, S, E, Ev, itemsize, "
+            "need_weights, **params) -> bytes"
+        )
     resolved = spec.resolve_params(params)
     S = L if S is None else S
     Ev = E if Ev is None else Ev
@@ -50,4 +57,6 @@ def estimate_memory(
     ):
         check_int(name, value, low=1)
     itemsize = torch.empty((), dtype=parse_dtype(dtype)).element_size()
-    return int(spec.memory_model(batch * heads, L, S, E, Ev, itemsize, need_weights, **resolved))
+    lead = batch * heads
+    sizes = {"itemsize": itemsize, "need_weights": need_weights}
+    return int(spec.memory_model(lead, L, S, E, Ev, **sizes, **resolved))

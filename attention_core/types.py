@@ -107,7 +107,9 @@ class VariantSpec:
         supports_dropout: whether ``dropout_p > 0`` is accepted.
         default_scale: ``"inv_sqrt"`` for 1/sqrt(E), ``"one"`` for no scaling.
         memory_model: ``memory_model(lead, L, S, E, Ev, itemsize, need_weights, **params)
-            -> int``, the estimated peak bytes of one call (lead = product of leading dims).
+            -> int``, the estimated peak bytes of one call (lead = product of leading dims;
+            itemsize and need_weights are passed by keyword); ``None``: no estimate, and
+            :func:`~attention_core.estimates.estimate_memory` refuses the variant by name.
     """
 
     name: str
