@@ -1,9 +1,9 @@
 """Widget groups shared by the pages; each returns a frozen config of plain values.
 
 Every widget goes through :mod:`dashboard.state`, so its value lives in the URL under
-``"<page>.<name>"``. Variant parameters are built from the registry entry (via
-:func:`dashboard.data.variant_catalogue`) under ``"<page>.<variant>.<param>"``, so a new
-variant appears here without UI code.
+``"<page>.<name>"``. Variant parameters are built from the registry's own
+:class:`~attention_core.VariantSpec` (via :func:`dashboard.data.variant_catalogue`) under
+``"<page>.<variant>.<param>"``, so a new variant appears here without UI code.
 
 The groups:
 
@@ -35,6 +35,7 @@ from dashboard.i18n import t
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
+    from attention_core import Param
     from dashboard.charts import HeatmapSpec
 
 DEVICE_KEY = "device"
@@ -101,6 +102,13 @@ def variant_explanation(name: str) -> str:
 def param_label(name: str) -> str:
     """Translated label of a variant parameter (its name when untranslated)."""
     return translated(f"common.param_{name}", name.replace("_", " "))
+
+
+def param_help(variant: str, param: Param) -> str | None:
+    """Translated tooltip of a variant's parameter: ``common.param_<variant>_<name>_help``
+    where the locale has it (Chinese), else the registry's English ``param.help`` (English,
+    and any variant registered at run time); ``None`` when there is none."""
+    return translated(f"common.param_{variant}_{param.name}_help", param.help) or None
 
 
 def page_intro(namespace: str) -> None:
@@ -313,7 +321,7 @@ def variant_params_controls(page: str, variant: str, seq_len: int) -> ParamPairs
     for p in info.params:
         name = f"{variant}.{p.name}"
         label = param_label(p.name)
-        hint = p.help or None
+        hint = param_help(variant, p)
         if p.kind == "bool":
             value = state.checkbox(page, name, label, bool(p.default), help=hint)
         elif p.kind == "int":

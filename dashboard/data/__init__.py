@@ -7,7 +7,7 @@ which Streamlit's caches hash field by field. Arrays handed out are read-only.
 
 Modules, by concern:
 
-* :mod:`~dashboard.data.catalogue` — the variant registry and devices as plain values.
+* :mod:`~dashboard.data.catalogue` — the variant registry (read-only) and the devices.
 * :mod:`~dashboard.data.inputs` — tokens, embeddings, random inputs and masks of a run.
 * :mod:`~dashboard.data.runs` — cached layer runs (weights, scores, output) and peak memory.
 * :mod:`~dashboard.data.tables` — pooling, heatmap matrices, CSV tables, short figures.
@@ -47,8 +47,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "catalogue": (
         "KernelInfo",
-        "ParamInfo",
-        "VariantInfo",
         "band_kernel_info",
         "device_for",
         "device_options",

@@ -27,6 +27,18 @@ def _all_files() -> dict[str, dict[str, Path]]:
     return files
 
 
+def _registry_text_keys() -> set[str]:
+    """The ``common`` keys whose English is the registry's: each variant's label and
+    explanation, and each of its parameters' help."""
+    from attention_core import VARIANTS
+
+    keys = set()
+    for name, spec in VARIANTS.items():
+        keys |= {f"variant_{name}", f"variant_{name}_explain"}
+        keys |= {f"param_{name}_{p.name}_help" for p in spec.params}
+    return keys
+
+
 def test_every_namespace_exists_in_both_languages():
     for namespace, by_lang in _all_files().items():
         assert set(by_lang) == set(i18n.LANGS), f"{namespace}.json only in {sorted(by_lang)}"
@@ -34,10 +46,6 @@ def test_every_namespace_exists_in_both_languages():
 
 @pytest.mark.parametrize("namespace", sorted(_all_files()))
 def test_keys_and_placeholders_match_across_languages(namespace):
-    from attention_core import VARIANTS
-
-    names = "|".join(sorted(VARIANTS))
-    variant_text_key = re.compile(rf"variant_(?:{names})(?:_explain)?")
     tables = {}
     for lang in i18n.LANGS:
         path = i18n.LOCALES_DIR / lang / f"{namespace}.json"
@@ -46,9 +54,7 @@ def test_keys_and_placeholders_match_across_languages(namespace):
         tables[lang] = table
     en, zh = tables["en"], tables["zh"]
     # zh alone carries the variants' text: English is the registry's (one source each)
-    registry_text = (
-        {k for k in zh if variant_text_key.fullmatch(k)} if namespace == "common" else set()
-    )
+    registry_text = _registry_text_keys() if namespace == "common" else set()
     assert sorted(set(en) - set(zh)) == [], f"{namespace}: keys missing in zh"
     assert sorted(set(zh) - set(en) - registry_text) == [], f"{namespace}: keys missing in en"
     for key in en:
@@ -131,3 +137,43 @@ def test_variant_text_has_one_source_in_each_language():
             assert i18n.lookup(key, "en") is None, f"{key} duplicates the registry's English"
             zh = i18n.lookup(key, "zh")
             assert zh and any("\u4e00" <= c <= "\u9fff" for c in zh), (key, zh)
+
+
+def test_parameter_help_has_one_source_in_each_language():
+    """Every registered variant's parameters have a tooltip in both languages: English is
+    the registry's ``Param.help``, Chinese the zh locale's ``param_<variant>_<name>_help``."""
+    from attention_core import VARIANTS
+
+    for name, spec in VARIANTS.items():
+        for p in spec.params:
+            key = f"common.param_{name}_{p.name}_help"
+            assert p.help.strip(), key
+            assert i18n.lookup(key, "en") is None, f"{key} duplicates the registry's English"
+            zh = i18n.lookup(key, "zh")
+            assert zh and any("\u4e00" <= c <= "\u9fff" for c in zh), (key, zh)
+
+
+def test_parameter_tooltips_follow_the_language():
+    """The sidebar's parameter tooltips are Chinese in the Chinese UI, the registry's
+    English in the English one."""
+    from attention_core import VARIANTS
+    from tests.dashboard.conftest import assert_clean, open_app
+
+    window = VARIANTS["local"].param("window_size")
+    for lang, expected in (
+        ("zh", i18n.t_in("zh", "common.param_local_window_size_help")),
+        ("en", window.help),
+    ):
+        at = open_app("playground", lang=lang, **{"playground.variant": "local"})
+        assert_clean(at)
+        assert at.slider(key="playground.local.window_size").help == expected, lang
+
+
+def test_parameter_help_falls_back_to_the_registry_for_a_new_variant():
+    """A variant registered at run time (no locale entry) shows its own English help."""
+    from attention_core import Param
+    from dashboard import controls
+
+    param = Param("width", "int", 3, 1, 9, 1, "how wide, in tokens")
+    assert controls.param_help("made_up_variant", param) == "how wide, in tokens"
+    assert controls.param_help("made_up_variant", Param("flag", "bool", False)) is None
