@@ -1,5 +1,5 @@
-"""The banded C kernel behind ``local`` (and the weights of ``scaled``, ``basic`` and
-``local``) on the CPU: optional, checked, with its own switch.
+"""The banded C kernel behind ``local``'s fast path on the CPU: optional, checked, with
+its own switches.
 
 ``attention_core._band`` (``attention_core/_native/band.c``, built by ``pip install -e .``
 where a C compiler exists) computes attention of contiguous float32 q, k, v over a band of
@@ -8,14 +8,19 @@ keys of its band, in register tiles (AVX-512, AVX2+FMA or portable vectors, pick
 running CPU), on PyTorch's own OpenMP threads, with the GIL released; optionally it writes
 the dense weights and scores too. Where the extension is missing (no compiler on the
 machine, another platform) or cannot take the call (another dtype or device, a user mask,
-autograd, cross-attention), the variants run their PyTorch paths, which give the same
-values. The variants call it through ``common.band_result``, which flattens leading dims.
+autograd, cross-attention), ``local`` runs its PyTorch paths, which give the same values.
+``local_fast.band_result`` calls it, flattening leading dims.
+
+Switches: ``with band_kernel.disabled():`` within a block; the environment variable
+``ATTENTION_CORE_NO_KERNEL=1`` (read at import) for the whole process, as if the extension
+were not built (the test suite runs once this way).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +29,21 @@ import torch
 
 from attention_core.types import AttentionResult
 
-try:
-    from attention_core import _band
-except ImportError:  # not built here: local runs its PyTorch path
-    _band = None
+NO_KERNEL_ENV = "ATTENTION_CORE_NO_KERNEL"
+
+
+def switched_off_by_env(environ=os.environ) -> bool:
+    """True when ``ATTENTION_CORE_NO_KERNEL`` is set to anything but "", "0" or "false"."""
+    return environ.get(NO_KERNEL_ENV, "").strip().lower() not in ("", "0", "false")
+
+
+_SWITCHED_OFF = switched_off_by_env()
+_band = None
+if not _SWITCHED_OFF:
+    try:
+        from attention_core import _band
+    except ImportError:  # not built here: local runs its PyTorch paths
+        _band = None
 
 KERNEL_VERSION = 3  # must equal the built extension's VERSION (a stale build is not used)
 # Below this many multiply-adds one thread is quicker than starting more.
@@ -90,6 +106,8 @@ class KernelStatus:
 
 def status() -> KernelStatus:
     """Whether ``local`` can use the C kernel in this process, and the reason if not."""
+    if _SWITCHED_OFF and _band is None:
+        return KernelStatus(False, (), f"switched off by {NO_KERNEL_ENV}")
     if _band is None:
         return KernelStatus(False, (), "attention_core._band is not built (no C compiler?)")
     if getattr(_band, "VERSION", None) != KERNEL_VERSION:
@@ -107,7 +125,7 @@ def status() -> KernelStatus:
 
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
-    """Within the block ``local`` runs its PyTorch path (for tests and the bench)."""
+    """Within the block ``local`` runs its PyTorch paths (for tests and the bench)."""
     global _enabled
     before, _enabled = _enabled, False
     try:

@@ -1,4 +1,5 @@
-"""Building blocks shared by the variants: validation, masked softmax, dropout, dense path.
+"""Building blocks shared by the variants: validation, masked softmax, dropout, dense path,
+and the window layout of ``local``'s query blocks.
 
 Conventions: q (..., L, E), k (..., S, E), v (..., S, Ev); a mask broadcasts to
 (..., L, S), bool (True = may attend) or float (added to the scores).
@@ -9,11 +10,11 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, blocked_score
 from attention_core.validation import check_float
-from attention_core.variants import band_kernel
 
 SCALE_RULES = ("inv_sqrt", "one")
 
@@ -365,42 +366,47 @@ def zero_rows_without_key(out: torch.Tensor, mask: torch.Tensor | None) -> torch
     return out.masked_fill(~has_key, 0.0)
 
 
-def flatten_lead(t: torch.Tensor, lead: torch.Size) -> torch.Tensor:
-    """(…, n, F) broadcast to ``lead`` and flattened to (N, n, F) (a view unless a lead dim
-    is broadcast)."""
-    return t.expand(*lead, *t.shape[-2:]).reshape(-1, *t.shape[-2:])
+def window_layout(L: int, block: int, halo: int, device) -> torch.Tensor:
+    """Bool (nb, c, W) "may attend" of ``local``'s query blocks of c = ``block`` rows against
+    their key windows of W = c + 2·halo keys (nb = ceil(L / c)); shared by its readable and
+    fast paths.
 
-
-def band_result(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    left: int,
-    right: int,
-    scale: float,
-    need_weights: bool,
-) -> AttentionResult:
-    """:func:`band_kernel.band_attention` on q (..., L, E), k (..., L, E), v (..., L, Ev)
-    whose leading dims broadcast; ``left`` and ``right`` are clipped to L − 1 (no key lies
-    further). Callers check :func:`band_kernel.can_run` first.
-
-    Returns:
-        AttentionResult(output (..., L, Ev), weights and scores (..., L, L) or None).
+    Query row i' of block b is position b·c + i'; window column j' is key b·c − halo + j'.
     """
-    lead = lead_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    L = q.shape[-2]
-    flat = [flatten_lead(t, lead) for t in (q, k, v)]  # (N, L, E|Ev)
-    result = band_kernel.band_attention(
-        *flat, min(left, L - 1), min(right, L - 1), scale, need_weights=need_weights
-    )  # (N, L, Ev), (N, L, L)
-    if not need_weights:
-        return AttentionResult(result.output.view(*lead, L, -1))
-    return AttentionResult(
-        result.output.view(*lead, L, -1),
-        result.weights.view(*lead, L, L),
-        result.scores.view(*lead, L, L),
-    )
+    nb = math.ceil(L / block)
+    width = block + 2 * halo
+    i = torch.arange(block, device=device).view(1, block, 1)  # (1, c, 1)
+    j = torch.arange(width, device=device).view(1, 1, width)  # (1, 1, W)
+    b = torch.arange(nb, device=device).view(nb, 1, 1)  # (nb, 1, 1)
+    key_pos = b * block - halo + j  # (nb, 1, W) absolute key positions
+    allowed = (key_pos >= 0) & (key_pos < L)  # (nb, 1, W)
+    rel = j - i  # (1, c, W); |query − key| <= halo  <=>  0 <= j' − i' <= 2·halo
+    return allowed & (rel >= 0) & (rel <= 2 * halo)  # (nb, c, W)
+
+
+def mask_windows(mask: torch.Tensor, L: int, block: int, halo: int) -> torch.Tensor:
+    """Gather a user mask (..., Lm, Sm), Lm in {1, L}, Sm in {1, L}, into the window layout
+    (..., nb, c or 1, W) of :func:`window_layout`."""
+    nb = math.ceil(L / block)
+    padded_len = nb * block
+    width = block + 2 * halo
+    if mask.dim() < 2:
+        mask = mask.view(1, -1)
+    if mask.shape[-1] == 1:
+        mask = mask.expand(*mask.shape[:-1], L)  # (..., Lm, S)
+    is_bool = mask.dtype == torch.bool
+    m = mask.to(torch.uint8) if is_bool else mask
+    m = F.pad(m, (halo, padded_len - L + halo))  # (..., Lm, Lp + 2·halo)
+    if m.shape[-2] == 1:
+        win = m.unfold(-1, width, block)  # (..., 1, nb, W)
+        win = win.transpose(-3, -2)  # (..., nb, 1, W)
+    else:
+        m = F.pad(m, (0, 0, 0, padded_len - L))  # (..., Lp, Lp + 2·halo)
+        win = m.unfold(-1, width, block)  # (..., Lp, nb, W)
+        win = win.reshape(*win.shape[:-3], nb, block, nb, width)  # (..., nb, c, nb, W)
+        win = torch.diagonal(win, dim1=-4, dim2=-2)  # (..., c, W, nb): block b meets window b
+        win = win.movedim(-1, -3)  # (..., nb, c, W)
+    return win.bool() if is_bool else win
 
 
 def masked_dense_result(
@@ -417,9 +423,8 @@ def masked_dense_result(
     build_pattern=None,
 ) -> AttentionResult:
     """Explicit attention as an :class:`AttentionResult`, optionally restricted to the (L, S)
-    bool pattern ``build_pattern()`` returns, intersected with the user's ``mask``. Weights
-    of float32 CPU self-attention without a pattern, mask or dropout come from the band
-    kernel over all keys (``band_kernel``: one fused pass that writes weights and scores).
+    bool pattern ``build_pattern()`` returns, intersected with the user's ``mask``: always
+    :func:`dense_attention`, the PyTorch formula a learner reads.
 
     The budget is checked before the pattern is built (its construction is L×S too).
 
@@ -433,10 +438,6 @@ def masked_dense_result(
     if build_pattern is not None:
         check_dense_budget(q, k, memory_budget, with_pattern=True)
         pattern = build_pattern().to(q.device)
-    elif mask is None and dropout_p == 0.0 and need_weights and band_kernel.can_run(q, k, v):
-        check_dense_budget(q, k, memory_budget)
-        every_key = q.shape[-2] - 1  # the band kernel over all keys: fused, weights written
-        return band_result(q, k, v, left=every_key, right=every_key, scale=scale, need_weights=True)
     result = dense_attention(
         q,
         k,

@@ -1,22 +1,27 @@
-"""The banded C kernel behind ``local`` and the weights of the dense variants
-(attention_core/_native/band.c).
+"""The banded C kernel behind ``local``'s fast path (attention_core/_native/band.c).
 
 Every instruction set this CPU runs is held to the explicit formula in float64: scores
 q·kᵀ·scale, the keys outside [i − left, i + right] set to −inf, softmax, times v; and its
-dense weights and scores to the same formula's. The variants must use the kernel exactly
-where it can (float32 on the CPU, no mask, no dropout, no gradient, L == S) and fall back to
-their PyTorch paths everywhere else, with the same values.
+dense weights and scores to the same formula's. ``local`` must use the kernel exactly where
+it can (float32 on the CPU, no mask, no dropout, no gradient, L == S) and fall back to its
+PyTorch paths everywhere else, with the same values; the dense variants never use it.
+
+Where the kernel is not built, or ``ATTENTION_CORE_NO_KERNEL`` switches it off, every test
+that needs it skips with the reason; an instruction set this CPU lacks skips by name.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from attention_core import attend, masks
-from attention_core.variants import band_kernel
+from attention_core.variants import band_kernel, local_fast
 
 ISAS = ("avx512", "avx2", "portable")
 # (N, L, E, Ev, halo): one row, L < halo, halo 0, edges on both sides, E and Ev that are
@@ -60,18 +65,26 @@ def _inputs(N, L, E, Ev, seed=0):
     return tuple(torch.randn(N, L, d, generator=g) for d in (E, E, Ev))
 
 
+_STATE = band_kernel.status()
+needs_kernel = pytest.mark.skipif(
+    not _STATE.available, reason=f"the band kernel is not available: {_STATE.reason}"
+)
+
+
 def _runnable(isa):
+    """Skip unless the kernel is available and this CPU runs ``isa`` (naming it)."""
     state = band_kernel.status()
+    if not state.available:
+        pytest.skip(f"the band kernel is not available: {state.reason}")
     if isa not in state.isas:
-        pytest.skip(f"this CPU does not run {isa} (it runs {state.isas})")
+        pytest.skip(f"this CPU does not run the {isa} instruction set (it runs {state.isas})")
 
 
-def test_the_kernel_is_built_and_used_here():
-    """The README's install builds it (a C compiler is part of the set-up): without it every
-    other kernel test would only skip and ``local`` would be twice as slow."""
-    state = band_kernel.status()
-    assert state.available, state.reason
-    assert state.isas[-1] == "portable"
+@needs_kernel
+def test_the_kernel_is_built_with_its_portable_build():
+    """Where the kernel is built, the portable build is always among its instruction sets,
+    so every machine that has the kernel tests at least that one against the formula."""
+    assert band_kernel.status().isas[-1] == "portable"
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -111,6 +124,7 @@ def _band64(q, k, v, **kwargs):
     return band_kernel.band_attention(q, k, v, 64, 64, 0.125, **kwargs).output
 
 
+@needs_kernel
 def test_instruction_sets_thread_counts_and_thread_kinds_agree():
     """Each row is computed by one thread: any thread count, on PyTorch's OpenMP team or on
     POSIX threads of the kernel's own, gives the same bits."""
@@ -130,6 +144,7 @@ def test_instruction_sets_thread_counts_and_thread_kinds_agree():
         torch.testing.assert_close(other, runs[0], atol=3e-6, rtol=1e-5)
 
 
+@needs_kernel
 def test_non_contiguous_inputs():
     q, k, v = _inputs(2, 90, 16, 16, seed=2)
     qt = q.transpose(1, 2).contiguous().transpose(1, 2)  # same values, column-major rows
@@ -139,6 +154,7 @@ def test_non_contiguous_inputs():
     torch.testing.assert_close(out.double(), _reference(q, k, v, 4, 0.25), atol=2e-5, rtol=1e-5)
 
 
+@needs_kernel
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -172,6 +188,7 @@ def kernel_calls(monkeypatch):
     return calls
 
 
+@needs_kernel
 def test_local_uses_the_kernel_where_it_can(kernel_calls):
     q, k, v = (t.view(2, 3, 150, 16) for t in _inputs(6, 150, 16, 16, seed=4))
     fast = attend(q, k, v, "local", window_size=33).output
@@ -186,6 +203,7 @@ def test_local_uses_the_kernel_where_it_can(kernel_calls):
     torch.testing.assert_close(fast.double(), reference, atol=2e-5, rtol=1e-5)
 
 
+@needs_kernel
 def test_local_falls_back_where_the_kernel_cannot(kernel_calls):
     q, k, v = (t.view(1, 2, 40, 8) for t in _inputs(2, 40, 8, 8, seed=5))
     attend(q.double(), k.double(), v.double(), "local", window_size=9)  # float64
@@ -223,6 +241,7 @@ def test_a_missing_or_stale_build_is_not_used(monkeypatch):
         VERSION = band_kernel.KERNEL_VERSION - 1
 
     monkeypatch.setattr(band_kernel, "_band", Stale())
+    monkeypatch.setattr(band_kernel, "_SWITCHED_OFF", False)
     state = band_kernel.status()
     assert not state.available and "rebuild" in state.reason
     torch.testing.assert_close(attend(q, k, v, "local", window_size=7).output, expected)
@@ -261,24 +280,66 @@ def test_dense_weights_and_scores_equal_the_formula(isa, N, L, E, Ev, left, righ
     )
 
 
-@pytest.mark.parametrize(
-    ("variant", "params", "left"),
-    [("scaled", {}, 79), ("basic", {}, 79), ("local", {"window_size": 21}, 10)],
-)
-def test_weights_of_the_dense_variants_come_from_the_kernel(variant, params, left, kernel_calls):
-    """The dashboard's path (weights wanted, float32, no mask) runs the kernel and gives what
-    the PyTorch path and the float64 formula give."""
+@pytest.mark.parametrize("variant", ["scaled", "basic", "stable"])
+def test_dense_weights_never_come_from_the_kernel(variant, kernel_calls):
+    """The weights a learner sees for the dense variants come from the PyTorch formula
+    (``dense_attention``), never from the kernel, and equal the float64 formula."""
     q, k, v = (t.view(2, 2, 80, 16) for t in _inputs(4, 80, 16, 16, seed=8))
-    fast = attend(q, k, v, variant, need_weights=True, **params)
-    assert kernel_calls == [torch.Size([4, 80, 16])]
-    with band_kernel.disabled():
-        slow = attend(q, k, v, variant, need_weights=True, **params)
+    result = attend(q, k, v, variant, need_weights=True)
+    assert kernel_calls == []
     scale = 1.0 if variant == "basic" else 16**-0.5
-    out, weights, scores = _reference(q, k, v, left, scale, with_weights=True)
+    out, weights, scores = _reference(q, k, v, 79, scale, with_weights=True)
+    torch.testing.assert_close(result.output.double(), out, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(result.weights.double(), weights, atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(result.scores.double(), scores, atol=1e-5, rtol=1e-5)
+
+
+@needs_kernel
+def test_weights_of_local_come_from_the_kernel(kernel_calls):
+    """``local`` with weights (float32, no mask) runs the kernel and gives what its
+    readable path and the float64 formula give; a mask or dropout leaves the kernel out."""
+    q, k, v = (t.view(2, 2, 80, 16) for t in _inputs(4, 80, 16, 16, seed=8))
+    fast = attend(q, k, v, "local", need_weights=True, window_size=21)
+    assert kernel_calls == [torch.Size([4, 80, 16])]
+    with local_fast.disabled():
+        slow = attend(q, k, v, "local", need_weights=True, window_size=21)
+    out, weights, scores = _reference(q, k, v, 10, 16**-0.5, with_weights=True)
     for ours in (fast, slow):
         torch.testing.assert_close(ours.output.double(), out, atol=2e-5, rtol=1e-5)
         torch.testing.assert_close(ours.weights.double(), weights, atol=2e-6, rtol=1e-5)
         torch.testing.assert_close(ours.scores.double(), scores, atol=1e-5, rtol=1e-5)
-    attend(q, k, v, variant, need_weights=True, mask=masks.causal(80), **params)  # a mask
-    attend(q, k, v, variant, need_weights=True, dropout_p=0.2, **params)  # dropout
+    attend(q, k, v, "local", need_weights=True, mask=masks.causal(80), window_size=21)
+    attend(q, k, v, "local", need_weights=True, dropout_p=0.2, window_size=21)
     assert len(kernel_calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "off"), [("1", True), ("yes", True), ("", False), ("0", False), ("false", False)]
+)
+def test_the_environment_switch_reads_its_value(value, off):
+    assert band_kernel.switched_off_by_env({band_kernel.NO_KERNEL_ENV: value}) is off
+    assert band_kernel.switched_off_by_env({}) is False
+
+
+def test_the_environment_switch_turns_the_kernel_off_in_a_fresh_process():
+    """``ATTENTION_CORE_NO_KERNEL=1``: the kernel reports itself off with the reason, and
+    ``local`` still gives the float64 formula's values (its PyTorch paths)."""
+    script = (
+        "import torch\n"
+        "from attention_core import attend, masks\n"
+        "from attention_core.variants import band_kernel\n"
+        "s = band_kernel.status()\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "q, k, v = (torch.randn(1, 2, 40, 8, generator=g) for _ in range(3))\n"
+        "out = attend(q, k, v, 'local', window_size=9).output.double()\n"
+        "ref = torch.nn.functional.scaled_dot_product_attention(\n"
+        "    q.double(), k.double(), v.double(), attn_mask=masks.local(40, 9))\n"
+        "print(s.available, band_kernel.can_run(q, k, v), repr(s.reason),\n"
+        "      float((out - ref).abs().max()) < 1e-5)\n"
+    )
+    env = {**os.environ, band_kernel.NO_KERNEL_ENV: "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    expected = "False False 'switched off by ATTENTION_CORE_NO_KERNEL' True"
+    assert done.stdout.strip().splitlines()[-1] == expected

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from attention_core import VARIANTS, attend, masks
-from attention_core.variants import band_kernel
+from attention_core.variants import band_kernel, local_fast
 from tests.core.test_variants import (
     BIG_L,
     COMPARABLE,
@@ -107,9 +107,7 @@ def test_gather_free_views_equal_sdpa(name, mask_kind):
 def test_fused_local_blocks_interior_and_edges(window_size, mask_kind, monkeypatch):
     """Small fused query blocks over L = 70 (so interior blocks, clipped edge blocks and a
     partial last block all occur) equal SDPA under the band, with and without a mask."""
-    from attention_core.variants import local
-
-    monkeypatch.setattr(local, "FUSED_QUERY_BLOCK", 8)
+    monkeypatch.setattr(local_fast, "FUSED_QUERY_BLOCK", 8)
     Lw = 70
     q, k, v = _qkv(torch.float64, L=Lw)
     mask = _user_mask(mask_kind, Lw, Lw) if mask_kind != "bool4d" else None
@@ -127,9 +125,7 @@ def test_fused_local_blocks_interior_and_edges(window_size, mask_kind, monkeypat
 @pytest.mark.parametrize("masked", [False, True], ids=["no_mask", "padding"])
 def test_fused_local_gradients_equal_sdpa_gradients(masked, monkeypatch):
     """Gradients flow through the overlapping window views (interior and edge blocks)."""
-    from attention_core.variants import local
-
-    monkeypatch.setattr(local, "FUSED_QUERY_BLOCK", 8)
+    monkeypatch.setattr(local_fast, "FUSED_QUERY_BLOCK", 8)
     Lw, params = 30, {"window_size": 9}
     mask = masks.padding([25, 30], Lw).unsqueeze(1) if masked else None  # (B, 1, 1, S)
     leaves = [t.requires_grad_() for t in _qkv(torch.float64, L=Lw)]
@@ -140,6 +136,52 @@ def test_fused_local_gradients_equal_sdpa_gradients(masked, monkeypatch):
     ref_out.square().sum().backward()
     for ours, ref in zip(leaves, ref_leaves, strict=True):
         torch.testing.assert_close(ours.grad, ref.grad, atol=1e-10, rtol=0)
+
+
+@pytest.fixture
+def fast_calls(monkeypatch):
+    """Count the calls ``local`` hands to its fast paths."""
+    calls = []
+    real = local_fast.fast_local
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs["need_weights"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(local_fast, "fast_local", spy)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+@pytest.mark.parametrize("window_size", [1, 9, 64])
+def test_local_fast_paths_equal_the_readable_path(
+    dtype, need_weights, mask_kind, window_size, fast_calls, monkeypatch
+):
+    """Whatever fast path runs (the kernel, the SDPA blocks), ``local`` gives what its
+    readable window path gives under ``local_fast.disabled()``, and both equal SDPA under
+    the band (``_check_against_reference``)."""
+    monkeypatch.setattr(local_fast, "FUSED_QUERY_BLOCK", 8)  # interior and edge blocks at L=40
+    Lw, params = 40, {"window_size": window_size}
+    q, k, v = _qkv(dtype, L=Lw)
+    mask = _user_mask(mask_kind, Lw, Lw)
+    if mask is not None and mask.is_floating_point():
+        mask = mask.to(dtype)
+    fast = attend(q, k, v, "local", mask=mask, need_weights=need_weights, **params)
+    with local_fast.disabled():
+        assert not local_fast.is_enabled() and not band_kernel.status().available
+        readable = attend(q, k, v, "local", mask=mask, need_weights=need_weights, **params)
+        _check_against_reference("local", q, k, v, mask, params, need_weights=need_weights)
+    assert local_fast.is_enabled()
+    kernel_takes_weights = mask is None and band_kernel.can_run(q, k, v)
+    assert fast_calls == ([need_weights] if not need_weights or kernel_takes_weights else [])
+    atol = 1e-10 if dtype == torch.float64 else 3e-6
+    torch.testing.assert_close(fast.output, readable.output, atol=atol, rtol=0)
+    if need_weights:
+        torch.testing.assert_close(fast.weights, readable.weights, atol=atol, rtol=0)
+        torch.testing.assert_close(fast.scores, readable.scores, atol=atol, rtol=0)
+    _check_against_reference("local", q, k, v, mask, params, need_weights=need_weights)
 
 
 # --- chunked's fused tiles ------------------------------------------------------------
