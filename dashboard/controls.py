@@ -15,7 +15,8 @@ The groups:
   :class:`InputChoice`.
 
 Also here: the page header (:func:`page_intro`), the one error helper (:func:`show_error`),
-variant and parameter labels, and the heatmap look shared by the per-head grids.
+and variant and parameter labels and tooltips. The heatmap looks the pages share
+(``weights_spec``, ``head_grid_spec``, ``pooled_note``) are in :mod:`dashboard.charts.specs`.
 
 Importing this module imports neither torch, the library nor Altair (each is imported by
 the function that needs it), so a page that needs no tensor can draw its header with it.
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
     from attention_core import Param
-    from dashboard.charts import HeatmapSpec
-
 DEVICE_KEY = "device"
 _DEVICE_STATE = "_app.device"
 _DEVICE_BOX = "_app.device_box"
@@ -180,55 +179,6 @@ def memory_method_text(method: str) -> str:
 
     code = experiments.PEAK_METHODS.get(method, "none")
     return t(f"common.memory_method_{code}")
-
-
-def pooled_note(heatmap: data.Heatmap) -> str | None:
-    """The chart subtitle "pooled to r×c" for a pooled heatmap, else ``None``."""
-    if not heatmap.pooled:
-        return None
-    return t("common.chart_pooled", rows=heatmap.shape[0], cols=heatmap.shape[1])
-
-
-def weights_spec(grid: data.Heatmap, title: str, **options) -> HeatmapSpec:
-    """The look of a weight heatmap with raw-score tooltips: translated titles, the pooled
-    note, the grid's axis orders.
-
-    Args:
-        grid: a :func:`dashboard.data.heatmap_grid` of weights (scores optional).
-        title: the chart title.
-        **options: any other :class:`~dashboard.charts.HeatmapSpec` field (``width``,
-            ``domain``, …).
-    """
-    from dashboard.charts import HeatmapSpec
-
-    fields = {
-        "title": title,
-        "subtitle": pooled_note(grid),
-        "x_title": t("common.chart_key"),
-        "y_title": t("common.chart_query"),
-        "value_title": t("common.chart_weight"),
-        "score_title": t("common.chart_score") if grid.scores is not None else None,
-        "row_order": grid.row_order,
-        "col_order": grid.col_order,
-    }
-    return HeatmapSpec(**{**fields, **options})
-
-
-def head_grid_spec(grid: data.Heatmap, title: str, columns: int) -> HeatmapSpec:
-    """The look of a per-head weight grid: :func:`weights_spec` with one panel per head and
-    one colour scale from 0 to the largest weight shown, shared by every head.
-
-    Args:
-        grid: the heads' :func:`dashboard.data.heatmap_grid`, with scores and panels.
-        title: the chart title; columns: panels per row.
-    """
-    return weights_spec(
-        grid,
-        title,
-        panel_title=t("common.chart_head"),
-        domain=(0.0, float(grid.values.max()) or 1.0),
-        columns=columns,
-    )
 
 
 # ---------------------------------------------------------------- device

@@ -1,4 +1,5 @@
-"""Every chart the pages draw (no torch, and no Streamlit except :mod:`.canvas`).
+"""Every chart the pages draw (no torch, and no Streamlit except :mod:`.canvas` and the
+language that :mod:`.specs` reads).
 
 Modules, by job:
 
@@ -9,6 +10,9 @@ Modules, by job:
 * :mod:`~dashboard.charts.canvas` — the canvas heatmap component (``heatmap_canvas.js`` and
   ``.css``, mounted with ``st.components.v2``) for the big grids.
 * :mod:`~dashboard.charts.model_views` — the real models' every-head view and head view.
+* :mod:`~dashboard.charts.specs` — the pages' standard heatmap looks (a weight map, a per-head
+  grid, the "pooled" note) with translated titles: the one chart module that reads the
+  language.
 * :mod:`~dashboard.charts.light` — plain Vega-Lite dicts for the first charts a fresh server
   draws: they need neither pandas nor Altair.
 * :mod:`~dashboard.charts.title_wrap` — titles broken into lines that fit their chart.
@@ -16,7 +20,8 @@ Modules, by job:
 Importing this package imports nothing else, so ``from dashboard.charts import light`` stays
 free of pandas and Altair. ``charts.<name>`` finds a builder of the Altair modules
 (:data:`ALTAIR_MODULES`) on first use, so pages write ``charts.line_chart``,
-``charts.heatmap_chart`` and ``charts.HeatmapSpec`` without knowing which module holds them.
+``charts.heatmap_chart``, ``charts.HeatmapSpec`` and ``charts.weights_spec`` without knowing
+which module holds them.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-ALTAIR_MODULES = ("builders", "heatmaps", "model_views", "base")
+ALTAIR_MODULES = ("builders", "heatmaps", "model_views", "base", "specs")
 """The modules whose public names ``charts.<name>`` reaches (each imports Altair)."""
 SUBMODULES = (*ALTAIR_MODULES, "canvas", "light", "title_wrap")
 

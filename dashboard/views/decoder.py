@@ -180,7 +180,7 @@ def draw_generation(step: data.DecodeStep) -> None:
         grid = data.heatmap_grid(
             step.new_rows, layers, list(step.labels), panels=_head_names(), max_side=128
         )  # (9, 30, S)
-        spec = controls.head_grid_spec(
+        spec = charts.head_grid_spec(
             grid, t("decoder.row_title", token=step.labels[-1]), KV_COLUMNS
         )
         spec = replace(spec, y_title=t("decoder.chart_layer"))
@@ -196,7 +196,7 @@ def draw_causal_maps(maps: data.PromptMaps, layer: int) -> None:
         st.warning(t("decoder.truncated", n=len(maps.tokens)))
     labels = list(maps.labels)
     grid = data.heatmap_grid(maps.maps[layer - 1], labels, labels, panels=_head_names())
-    spec = controls.head_grid_spec(grid, t("decoder.maps_title", layer=layer), KV_COLUMNS)
+    spec = charts.head_grid_spec(grid, t("decoder.maps_title", layer=layer), KV_COLUMNS)
     canvas.heatmap_grid(grid, spec, key=f"{PAGE}.maps")
     st.caption(t("decoder.maps_caption", upper=f"{maps.above_diagonal:.1e}"))
 
@@ -215,7 +215,7 @@ def draw_rope(maps: data.PromptMaps, layer: int, head: int) -> None:
         t("decoder.panel_permuted"),
     ]
     grid = data.heatmap_grid(data.rope_versions(maps, layer, head), labels, labels, panels=panels)
-    spec = controls.head_grid_spec(grid, t("decoder.rope_title", layer=layer, head=head), 3)
+    spec = charts.head_grid_spec(grid, t("decoder.rope_title", layer=layer, head=head), 3)
     spec = replace(spec, panel_title=t("decoder.chart_version"))
     canvas.heatmap_grid(grid, spec, key=f"{PAGE}.rope")
     st.caption(t("decoder.rope_caption"))

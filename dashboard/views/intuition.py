@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import controls, data, state
+from dashboard import charts, controls, data, state
 from dashboard.charts import light
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
@@ -94,14 +94,12 @@ def draw_dance(live: DeltaGenerator, seed: int) -> None:
     labels = data.axis_labels(run.tokens)
     with live.container():
         grid = data.heatmap_grid(weights, labels, labels)
-        spec = controls.weights_spec(
+        spec = charts.weights_spec(
             grid,
             t("intuition.dance_chart"),
             domain=(0.0, float(weights.max())),
             width=SMALL_MAP_WIDTH,
         )
-        from dashboard import charts
-
         st.altair_chart(charts.heatmap_chart(grid.frame, spec), theme=None)
         st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
 

@@ -80,7 +80,7 @@ def gallery(ctl: MultiheadConfig) -> None:
         controls.show_error(err)
         return
     named = replace(gallery, panels=tuple(map(pattern_label, gallery.panels)))
-    spec = controls.weights_spec(
+    spec = charts.weights_spec(
         named,
         t("multihead.gallery_title"),
         panel_title=t("multihead.col_pattern"),
@@ -134,7 +134,7 @@ def real_heads(ctl: LayerConfig) -> None:
     head_names = [t("multihead.head_name", h=h) for h in range(heads)]
     grid = data.heatmap_grid(run.weights, labels, labels, scores=run.scores, panels=head_names)
     title = t("multihead.real_title", heads=heads, d_k=run.d_k)
-    real_spec = controls.head_grid_spec(grid, title, columns=min(heads, GALLERY_COLUMNS))
+    real_spec = charts.head_grid_spec(grid, title, columns=min(heads, GALLERY_COLUMNS))
     canvas.heatmap_grid(grid, real_spec, key="multihead.real")
     real_stats = pd.DataFrame(
         {"name": head_names, "entropy": run.entropy, "mean_distance": run.distance}

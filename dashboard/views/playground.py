@@ -67,13 +67,13 @@ def draw_maps(ctl: LayerConfig, run: data.AttentionRun) -> None:
     head_names = [t("playground.head_name", h=h) for h in range(heads)]
     grid = data.heatmap_grid(run.weights, labels, labels, scores=run.scores, panels=head_names)
     title = t("playground.grid_title", heads=heads)
-    grid_spec = controls.head_grid_spec(grid, title, columns=min(heads, GRID_COLUMNS))
+    grid_spec = charts.head_grid_spec(grid, title, columns=min(heads, GRID_COLUMNS))
     canvas.heatmap_grid(grid, grid_spec, key="playground.grid")
 
     left, right = st.columns(2)
     with left:
         avg = data.heatmap_grid(run.mean_weights, labels, labels, scores=run.mean_scores)
-        avg_spec = controls.weights_spec(avg, t("playground.avg_title"), width=SIDE_BY_SIDE_WIDTH)
+        avg_spec = charts.weights_spec(avg, t("playground.avg_title"), width=SIDE_BY_SIDE_WIDTH)
         canvas.heatmap_grid(avg, avg_spec, key="playground.avg")
         st.metric(
             t("common.metric_row_sums"),
@@ -90,7 +90,7 @@ def draw_maps(ctl: LayerConfig, run: data.AttentionRun) -> None:
         out = data.heatmap_grid(run.output, labels, dims)
         out_spec = charts.HeatmapSpec(
             title=t("playground.output_title"),
-            subtitle=controls.pooled_note(out),
+            subtitle=charts.pooled_note(out),
             x_title=t("playground.output_dim"),
             y_title=t("common.chart_query"),
             value_title=t("common.chart_value"),

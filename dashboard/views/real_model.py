@@ -208,13 +208,13 @@ def draw_swap(
     with left:
         variant_hm = data.heatmap_grid(swapped_map, labels, labels)
         title = t("real_model.variant_map_title", variant=variant_name, layer=layer, head=head)
-        spec = controls.weights_spec(variant_hm, title, domain=(0.0, 1.0), width=HEATMAP_WIDTH)
+        spec = charts.weights_spec(variant_hm, title, domain=(0.0, 1.0), width=HEATMAP_WIDTH)
         st.altair_chart(
             charts.heatmap_chart(variant_hm.frame, spec), theme=None, key=f"{PAGE}.variant_map"
         )
     with right:
         diff_hm = data.heatmap_grid(difference, labels, labels)
-        diff_spec = controls.weights_spec(
+        diff_spec = charts.weights_spec(
             diff_hm,
             t("real_model.diff_title", layer=layer, head=head),
             value_title=t("real_model.chart_diff"),

@@ -200,7 +200,7 @@ def draw_weights(base: LayerConfig, name: str, result: data.AttentionRun) -> str
         return "—"
     labels = [str(i) for i in range(base.seq_len)]
     weight_map = data.heatmap_grid(result.mean_weights, labels, labels)
-    weight_spec = controls.weights_spec(
+    weight_spec = charts.weights_spec(
         weight_map, t("variants.weights_title"), subtitle=None, width=HEATMAP_WIDTH
     )
     canvas.heatmap_grid(weight_map, weight_spec, key=f"variants.{name}.weights")

@@ -205,7 +205,7 @@ def draw_heads(snapshot: data.Snapshot, target: np.ndarray, key: str) -> None:
     """The heads at one snapshot beside the task's target pattern."""
     grid = head_maps(snapshot.weights, target)
     title = t("watch.heads_title", step=snapshot.step, acc=f"{snapshot.accuracy:.1%}")
-    spec = controls.weights_spec(
+    spec = charts.weights_spec(
         grid,
         title,
         panel_title=t("common.chart_head"),
@@ -221,7 +221,7 @@ def draw_target(config: data.TrainingConfig) -> None:
     labels = [str(i) for i in range(config.seq_len)]
     grid = data.heatmap_grid(target, labels, labels)
     title = t("watch.target_title", task=t(f"watch.task_{config.task}"))
-    spec = controls.weights_spec(grid, title, domain=(0.0, 1.0))
+    spec = charts.weights_spec(grid, title, domain=(0.0, 1.0))
     canvas.heatmap_grid(grid, spec, key="watch.target")
 
 
