@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh machine to a full test run: system packages for the browser tests
-# and the C kernel, Python packages, lint, then the whole pytest suite. Extra arguments go to pytest.
+# and the C kernel, Python packages, lint, then the whole pytest suite, then the library's tests
+# again with the C band kernel switched off (as on a machine without a C compiler). Extra
+# arguments go to the first pytest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,3 +29,5 @@ python3 -m pip install -q --disable-pip-version-check --no-deps -r requirements-
 python3 -m ruff check .
 python3 -m ruff format --check .
 python3 -m pytest -q "$@"
+echo "tests/core again with the band kernel switched off (ATTENTION_CORE_NO_KERNEL=1)"
+ATTENTION_CORE_NO_KERNEL=1 python3 -m pytest -q tests/core
