@@ -21,7 +21,7 @@ from attention_core.variants.common import (
 
 
 def dense_memory(
-    lead: int, L: int, S: int, E: int, Ev: int, itemsize: int, need_weights: bool, **_params
+    lead: int, L: int, S: int, E: int, Ev: int, *, itemsize: int, need_weights: bool, **_params
 ) -> int:
     """Peak bytes of explicit attention: scores and weights (L×S, float32 for half types)
     plus q, k, v and output."""
@@ -30,11 +30,11 @@ def dense_memory(
 
 
 def fused_memory(
-    lead: int, L: int, S: int, E: int, Ev: int, itemsize: int, need_weights: bool, **_params
+    lead: int, L: int, S: int, E: int, Ev: int, *, itemsize: int, need_weights: bool, **_params
 ) -> int:
     """Peak bytes of ``scaled``: fused SDPA keeps O(L·E) unless weights are asked for."""
     if need_weights:
-        return dense_memory(lead, L, S, E, Ev, itemsize, need_weights)
+        return dense_memory(lead, L, S, E, Ev, itemsize=itemsize, need_weights=need_weights)
     return lead * (L * E + S * E + S * Ev + L * Ev) * itemsize
 
 

@@ -267,7 +267,7 @@ def block_attention(
     )
 
 
-def _local_memory(lead, L, S, E, Ev, itemsize, need_weights, window_size=16, **_):
+def _local_memory(lead, L, S, E, Ev, *, itemsize, need_weights, window_size=16, **_):
     """Peak bytes of ``local``: window scores and weights of one block (fused) or of every
     block (explicit, with weights), plus q, k, v and the output."""
     halo = window_size // 2
@@ -277,11 +277,12 @@ def _local_memory(lead, L, S, E, Ev, itemsize, need_weights, window_size=16, **_
     return lead * (window + extra + (2 * L * E + 2 * L * Ev) * itemsize)
 
 
-def _block_memory(lead, L, S, E, Ev, itemsize, need_weights, block_size=16, **_):
+def _block_memory(lead, L, S, E, Ev, *, itemsize, need_weights, block_size=16, **_):
     """Peak bytes of ``block``: ceil(L/b) blocks of b × b scores."""
     block = min(block_size, max(L, S))
     cells = math.ceil(L / block) * block * block
-    return grouped_memory(lead, L, S, E, Ev, itemsize, need_weights, cells=cells)
+    sizes = {"itemsize": itemsize, "need_weights": need_weights}
+    return grouped_memory(lead, L, S, E, Ev, **sizes, cells=cells)
 
 
 def _local_pattern(L, S=None, *, window_size, **_):
