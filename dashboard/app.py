@@ -18,48 +18,36 @@ How the framework fits together (follow this when adding a page):
 * **Data**: tensor maths only in the :mod:`dashboard.data` package (cached calls taking plain
   values or a frozen :class:`dashboard.config.LayerConfig`);
   :mod:`dashboard.charts` turns DataFrames into Altair charts (or, for big heatmaps, the
-  data of the canvas heatmap that :mod:`dashboard.canvas` draws); :mod:`dashboard.exports`
+  data of the canvas heatmap that :mod:`dashboard.charts.canvas` draws); :mod:`dashboard.exports`
   adds download buttons.
 * This file runs on every rerun: it resets the URL bookkeeping, draws the language and
   device choice, runs the page, then shows URL notices above the page, fills the
   copy-link box, and drops query keys the page did not use. It imports ``dashboard`` as an
   installed package (``-e .`` in requirements.txt), so it needs no import-path edit.
-* **Start-up cost**: this file and the modules it imports at the top import neither torch,
-  nor the library, nor pandas/Altair (:mod:`dashboard.data` imports each name on first use).
-  A page listed in :data:`TORCH_FREE_PAGES` (one that computes nothing with tensors) gets no
-  device line and never imports torch. A page in :data:`TORCH_LATE_PAGES` (the Intuition
-  landing page) draws its text and its torch-free charts first and then imports torch
-  itself. For every other page, torch is imported in a background thread
-  (:func:`dashboard.data.serving.preload_torch`) while the page draws its title and
-  explainer; the sidebar's device line (listing the devices needs torch) keeps its place
-  under the language switch and is drawn by the page's first
-  :func:`dashboard.controls.current_device` call. Each run is counted by
-  :func:`dashboard.data.serving.script_run`, which shares the cores between concurrent runs.
+* **Process state** (torch's threads, the profiler, the C heaps, start-up order) has one
+  owner, :mod:`dashboard.runtime`: each run is counted by
+  :func:`dashboard.runtime.threads.script_run`, which shares the cores between concurrent
+  runs, and :mod:`dashboard.runtime.startup` says what happens before and after each page
+  (which pages import torch early, late or never; see its docstring). For a page that needs
+  torch, the sidebar's device line keeps its place under the language switch and is drawn
+  by the page's first :func:`dashboard.controls.current_device` call (listing the devices
+  needs torch, imported meanwhile).
 """
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 from urllib.parse import urlencode
 
 import streamlit as st
 
 from dashboard import controls, state
-from dashboard.data import serving
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t
-from dashboard.views import PAGES, default_page
+from dashboard.runtime import startup, threads
+from dashboard.views import APP_ICON, PAGES, default_page
 
 VIEWS_DIR = Path(__file__).parent / "views"
 DEFAULT_BASE_URL = "http://localhost:8501/"
-# (a comment, not a docstring: Streamlit's magic would draw a bare string in this script)
-# Pages (file stems in :data:`dashboard.views.PAGES`) that compute nothing with torch: no
-# device line, no torch import, no profiler warm-up for them. A page listed here must reach
-# :mod:`dashboard.data` only for names whose modules need no torch.
-TORCH_FREE_PAGES: frozenset[str] = frozenset()
-# Pages that draw their torch-free charts first and import torch themselves afterwards: no
-# background import competing for the GIL with their pandas and Altair imports.
-TORCH_LATE_PAGES: frozenset[str] = frozenset({"intuition"})
 
 
 def language_switch() -> str:
@@ -83,23 +71,6 @@ def current_url() -> str:
     return f"{base}?{query}" if query else base
 
 
-@st.cache_resource(show_spinner=False)
-def freeze_startup_objects() -> int:
-    """Once per process, after the first page that computes with torch (so torch, pandas
-    and Altair are imported): move the objects alive after the imports (their schemas and
-    modules, about 270k) into the permanent generation, so that Python's own full
-    collections skip them (0.15 s each otherwise, holding the GIL in the middle of a rerun).
-    Streamlit's extra ``gc.collect(2)`` after every run is off in ``.streamlit/config.toml``.
-    No collection first: it would cost a run those 0.15 s, and the imports leave little
-    cyclic garbage to keep.
-
-    Returns:
-        The number of frozen objects.
-    """
-    gc.freeze()
-    return gc.get_freeze_count()
-
-
 def navigation_pages() -> dict[str, st.Page]:
     """Every page of :data:`dashboard.views.PAGES` by name, with its translated title (the
     first is the default: what the root URL opens)."""
@@ -115,10 +86,14 @@ def navigation_pages() -> dict[str, st.Page]:
     }
 
 
+def page_name(pages: dict[str, st.Page], page: st.Page) -> str:
+    """The name (file stem) under which ``page`` is listed in ``pages``."""
+    return next(name for name, listed in pages.items() if listed is page)
+
+
 def main() -> None:
     """Draw the shared sidebar and run the selected page."""
-    serving.pin_when_large()  # past PIN_ABOVE_BYTES, large arrays get their own mappings
-    st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
+    st.set_page_config(page_title="Attention Lab", page_icon=APP_ICON, layout="wide")
     state.begin_run()
     language_switch()
     pages = navigation_pages()
@@ -127,17 +102,14 @@ def main() -> None:
     if page is pages[PAGES[0][0]] and legacy != PAGES[0][0]:
         # a root link made when the Playground was the landing page (/?playground.…)
         st.switch_page(pages[legacy], query_params=st.query_params.to_dict())
-    needs_torch = not any(page is pages.get(name) for name in TORCH_FREE_PAGES)
-    late_torch = any(page is pages.get(name) for name in TORCH_LATE_PAGES)
-    if needs_torch and not late_torch:
-        serving.preload_torch()  # imported in the background while the page draws its title
-    if needs_torch:
+    start = startup.page_start(page_name(pages, page))
+    startup.before_page(start)  # torch imported in the background while the page draws
+    if start.needs_torch:
         controls.reserve_device_line()  # drawn when the page first asks for the device
     notice_box = st.container()
     page.run()
-    if needs_torch:
+    if start.needs_torch:
         controls.current_device()  # the device line, if the page did not ask for it
-        freeze_startup_objects()
     state.render_notices(notice_box)
     state.finish_run()
     with st.sidebar:
@@ -145,14 +117,8 @@ def main() -> None:
         st.caption(t("common.copy_link_label"))
         st.code(current_url(), language=None, wrap_lines=True)
         st.caption(t("common.copy_link_note"))
-    # once per process, after the first page is on its way: the profiler's start-up is not
-    # on the first visitor's path to the first chart
-    if needs_torch:
-        from dashboard import data
-
-        data.warm_up_profiler()
-    serving.release_memory()  # what this run freed, back to the system
+    startup.after_page(start)  # once the page is on its way: freeze, profiler, trim
 
 
-with serving.script_run():
+with threads.script_run():
     main()

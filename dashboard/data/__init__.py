@@ -16,8 +16,6 @@ Modules, by concern:
 * :mod:`~dashboard.data.model` — the real pretrained encoders (multilingual e5-small, MiniLM).
 * :mod:`~dashboard.data.probe` — which heads send one word to another, on a real model.
 * :mod:`~dashboard.data.decoder` — the real decoder (SmolLM2-135M): generation, maps, sinks.
-* :mod:`~dashboard.data.serving` — many sessions on one process: torch threads per run, when
-  peak memory is measured (imported as a module: ``from dashboard.data import serving``).
 * :mod:`~dashboard.data.memo` — the byte-bounded cache of the layer runs.
 * :mod:`~dashboard.data.training` — Watch it learn: training runs streamed, kept by config.
 
@@ -165,7 +163,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "attention_peak",
         "attention_run",
         "max_output_difference",
-        "warm_up_profiler",
     ),
     "tables": (
         "FULL_HEATMAP_MAX",

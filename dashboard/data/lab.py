@@ -18,9 +18,9 @@ from attention_core.device import resolve_budget
 from attention_core.experiments.scaling import check_d_ks
 from attention_core.validation import check_int
 from dashboard.config import LayerConfig, ParamPairs
-from dashboard.data import serving
 from dashboard.data.catalogue import device_for
 from dashboard.data.tables import readonly
+from dashboard.runtime import threads
 
 LAB_MAX_D_K = 1024
 LAB_MAX_COMPLEXITY_L = 16384
@@ -130,7 +130,7 @@ def complexity_cell(
     variant: str, length: int, heads: int, head_dim: int, repeats: int, device: str
 ) -> pd.DataFrame:
     """Measured time and peak memory of one variant at one length, on one CPU thread
-    (:func:`serving.single_threaded`): a one-row table of
+    (:func:`dashboard.runtime.threads.single_threaded`): a one-row table of
     :func:`attention_core.experiments.measure_complexity`. One cell per call, so a page can
     drive a progress bar between cached calls (a cached function must not draw elements).
 
@@ -139,7 +139,8 @@ def complexity_cell(
     """
     check_int("L", length, low=1, high=LAB_MAX_COMPLEXITY_L)
     dev = device_for(device).type
-    with serving.single_threaded():  # figures that do not depend on the machine's load
+    threads.start_profiler()  # in the thread that imported torch, before the first measurement
+    with threads.single_threaded():  # figures that do not depend on the machine's load
         return experiments.measure_complexity(
             (variant,), (length,), batch=1, heads=heads, E=head_dim, repeats=repeats, device=dev
         )
@@ -310,6 +311,7 @@ def chunk_memory_measured(
     for n in lengths:
         check_int("L", n, low=1, high=QUADRATIC_MAX_L)
     chunk = {"chunk_size": chunk_size, "key_chunk_size": chunk_size}
+    threads.start_profiler()  # in the thread that imported torch, before the first measurement
     return experiments.measure_complexity(
         ("stable", "chunked"),
         lengths,

@@ -4,7 +4,7 @@ that a page can draw first) its peak memory.
 
 A cache miss costs one forward pass with weights (two when the weights would exceed the
 memory budget: the second runs without them) and, for the peak memory, one profiled pass,
-skipped under load (:mod:`dashboard.data.serving`). The runs are cached by the bytes they
+skipped under load (:mod:`dashboard.runtime.threads`). The runs are cached by the bytes they
 hold (:mod:`dashboard.data.memo`): a room of learners each at 1,024 tokens must not keep
 one 128 MiB run per learner.
 """
@@ -12,7 +12,6 @@ one 128 MiB run per learner.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass
 
@@ -24,11 +23,11 @@ import attention_core as core
 from attention_core import experiments
 from attention_core.experiments import head_entropy, mean_distance
 from dashboard.config import LayerConfig, ParamPairs
-from dashboard.data import serving
 from dashboard.data.catalogue import device_for
 from dashboard.data.inputs import build_input, build_mask
 from dashboard.data.memo import bounded_cache
 from dashboard.data.tables import readonly
+from dashboard.runtime import threads
 
 MIB = 1 << 20
 RUN_CACHE_BYTES = 160 * MIB
@@ -197,25 +196,6 @@ def _warm_up_variant(variant: str, params: ParamPairs, device: str) -> bool:
     return True
 
 
-@st.cache_resource(show_spinner=False)
-def warm_up_profiler() -> threading.Thread:
-    """Once per server process, pay torch.profiler's one-time start-up (about 0.7 s here) in
-    a background thread, instead of inside the first visitor's first memory measurement.
-    Called by ``dashboard/app.py``; importing this module starts nothing.
-
-    Returns:
-        The (daemon) thread doing it.
-    """
-    thread = threading.Thread(
-        target=experiments.measure_peak_bytes,
-        args=(lambda: None, torch.device("cpu")),
-        name="profiler-warm-up",
-        daemon=True,
-    )
-    thread.start()
-    return thread
-
-
 def shown_scores(scores: torch.Tensor, *, copy: bool = True) -> np.ndarray:
     """The core's scores as the tooltips show them: float32, with the cells the mask or the
     variant's pattern blocks (held at the dtype's minimum, which the softmax turns into 0)
@@ -331,7 +311,7 @@ def attention_peak(cfg: LayerConfig) -> PeakMemory:
     when the server is quiet.
 
     Under load (another script run going, or another session measuring: see
-    :func:`dashboard.data.serving.profiler_slot`) nothing is measured, so no session queues
+    :func:`dashboard.runtime.threads.profiler_slot`) nothing is measured, so no session queues
     behind the process-wide profiler: the library's estimate comes back with ``busy=True``,
     and is not cached as the measurement (a later quiet run measures it). A measurement
     already cached is returned in any case.
@@ -346,7 +326,7 @@ def attention_peak(cfg: LayerConfig) -> PeakMemory:
     cached = _measured_peak.cached(cfg)
     if cached is not None:
         return cached
-    with serving.profiler_slot() as free:
+    with threads.profiler_slot() as free:
         if free:
             return _measured_peak(cfg)
     run = attention_run(cfg)

@@ -1,20 +1,24 @@
 """One Streamlit page per module; ``dashboard/app.py`` lists them with ``st.navigation``."""
 
+APP_ICON = "👀"
+"""The browser tab's icon: an emoji, which Streamlit draws as an inline SVG (a Material
+Symbols name would be fetched from a web font service, which a room offline cannot reach)."""
 PAGES = (
-    ("intuition", ":material/lightbulb:"),
-    ("playground", ":material/play_circle:"),
-    ("step_by_step", ":material/stairs:"),
-    ("scaling", ":material/straighten:"),
-    ("multihead", ":material/grid_view:"),
-    ("variants", ":material/tune:"),
-    ("properties", ":material/rule:"),
-    ("gradients", ":material/trending_down:"),
-    ("watch", ":material/model_training:"),
-    ("practice", ":material/build:"),
-    ("real_model", ":material/psychology:"),
-    ("decoder", ":material/keyboard_double_arrow_right:"),
+    ("intuition", "💡"),
+    ("playground", "▶️"),
+    ("step_by_step", "🔢"),
+    ("scaling", "📏"),
+    ("multihead", "🧩"),
+    ("variants", "🎛️"),
+    ("properties", "✅"),
+    ("gradients", "📉"),
+    ("watch", "🏋️"),
+    ("practice", "🛠️"),
+    ("real_model", "🧠"),
+    ("decoder", "⏩"),
 )
-"""``(file stem, icon)`` of every page, in navigation order; the first is the default."""
+"""``(file stem, icon)`` of every page, in navigation order; the first is the default. The
+icons are emoji, drawn from the browser's own fonts: nothing is fetched for them."""
 
 
 def default_page(query_keys: list[str]) -> str:

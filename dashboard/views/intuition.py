@@ -4,7 +4,7 @@ analogy beside a small live element and a link to the page that goes deeper.
 The start page: the meeting and library bars are plain Vega-Lite dicts
 (:mod:`dashboard.charts.light`), so they reach the browser before pandas, Altair and torch are
 imported; the dance's heatmap imports them afterwards (see ``TORCH_LATE_PAGES`` in
-``dashboard/app.py``)."""
+:mod:`dashboard.runtime.startup`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from dashboard import charts, controls, data, state
 from dashboard.charts import light
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
+from dashboard.runtime import threads
 
 PAGE = "intuition"
 DANCE_D_MODEL = 16
@@ -169,6 +170,7 @@ def render(ctl: IntuitionConfig) -> None:
     caveat = st.empty()
     draw_meeting(ctl.boss)
     draw_library(ctl.topic)
+    threads.import_torch()  # in the torch thread, where its profiler must start later
     try:
         draw_dance(dance, ctl.seed)
     except ValueError as err:

@@ -1,16 +1,18 @@
-"""Many sessions on one server (dashboard/data/serving.py): torch threads per run, and peak
-memory estimated instead of measured under load, with the page saying so."""
+"""The server process (dashboard/runtime/): torch threads per run, peak memory estimated
+instead of measured under load (with the page saying so), a quiet profiler started in the
+thread that imported torch, the C heaps trimmed and pinned, and one owner of each setting."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 
 import pytest
 import torch
 
-from dashboard.data import serving
+from dashboard.runtime import memory, startup, threads
 from tests.dashboard.conftest import REPO_ROOT, assert_clean, fresh_python, metrics, open_app
 
 LOCALES = REPO_ROOT / "dashboard" / "locales"
@@ -30,66 +32,66 @@ def torch_threads():
 
 
 def test_a_run_alone_uses_every_core_and_concurrent_runs_one_each():
-    assert serving.torch_threads_for(1, 2) == 2
-    assert serving.torch_threads_for(1, 16) == 16
-    assert serving.torch_threads_for(2, 2) == 1
-    assert serving.torch_threads_for(30, 2) == 1
+    assert threads.torch_threads_for(1, 2) == 2
+    assert threads.torch_threads_for(1, 16) == 16
+    assert threads.torch_threads_for(2, 2) == 1
+    assert threads.torch_threads_for(30, 2) == 1
     for bad in ((0, 2), (1, 0), (-1, 4)):
         with pytest.raises(ValueError, match="at least 1"):
-            serving.torch_threads_for(*bad)
+            threads.torch_threads_for(*bad)
 
 
 def test_script_runs_are_counted_and_share_torch_threads(torch_threads):
-    cores = serving.usable_cores()
-    assert serving.active_runs() == 0
-    with serving.script_run() as first:
+    cores = threads.usable_cores()
+    assert threads.active_runs() == 0
+    with threads.script_run() as first:
         assert first == 1 and torch.get_num_threads() == cores
-        with serving.script_run() as second:
-            assert second == 2 and serving.active_runs() == 2
+        with threads.script_run() as second:
+            assert second == 2 and threads.active_runs() == 2
             assert torch.get_num_threads() == 1
         assert torch.get_num_threads() == cores
-    assert serving.active_runs() == 0
+    assert threads.active_runs() == 0
 
 
 def test_single_threaded_holds_one_thread_and_gives_the_count_back(torch_threads):
-    cores = serving.usable_cores()
-    with serving.script_run():
+    cores = threads.usable_cores()
+    with threads.script_run():
         assert torch.get_num_threads() == cores
-        with serving.single_threaded():
+        with threads.single_threaded():
             assert torch.get_num_threads() == 1
-            with serving.script_run():  # another learner's run starts and ends meanwhile
+            with threads.script_run():  # another learner's run starts and ends meanwhile
                 assert torch.get_num_threads() == 1
             assert torch.get_num_threads() == 1
         assert torch.get_num_threads() == cores
         with pytest.raises(RuntimeError, match="cell failed"):
-            with serving.single_threaded():
+            with threads.single_threaded():
                 raise RuntimeError("cell failed")
         assert torch.get_num_threads() == cores
-    assert serving.active_runs() == 0
+    assert threads.active_runs() == 0
 
 
 def test_a_failing_run_is_still_uncounted():
     with pytest.raises(RuntimeError, match="page failed"):
-        with serving.script_run():
+        with threads.script_run():
             raise RuntimeError("page failed")
-    assert serving.active_runs() == 0
+    assert threads.active_runs() == 0
 
 
 def test_the_profiler_slot_is_free_only_on_a_quiet_server():
-    with serving.profiler_slot() as free:
+    with threads.profiler_slot() as free:
         assert free
         seen = []
         other = threading.Thread(target=lambda: seen.append(_slot_free()))
         other.start()
         other.join(timeout=30)
         assert seen == [False]  # another session measuring: this one must not wait for it
-    with serving.script_run(), serving.script_run():
+    with threads.script_run(), threads.script_run():
         assert not _slot_free()  # two runs going
     assert _slot_free()
 
 
 def _slot_free() -> bool:
-    with serving.profiler_slot() as free:
+    with threads.profiler_slot() as free:
         return free
 
 
@@ -100,14 +102,14 @@ def test_peak_memory_under_load_is_the_estimate_and_not_cached(torch_threads):
 
     cfg = LayerConfig(seq_len=96, d_model=64, heads=4, seed=9191, device="cpu")
     run = data.attention_run(cfg)
-    with serving.script_run(), serving.script_run():  # two sessions at once
+    with threads.script_run(), threads.script_run():  # two sessions at once
         busy = data.attention_peak(cfg)
     reference = core.estimate_memory("scaled", batch=1, heads=4, L=96, E=16, need_weights=True)
     assert busy.busy and not busy.measured
     assert busy.bytes == int(reference) and busy.bytes >= run.weights.nbytes
     quiet = data.attention_peak(cfg)  # the server is quiet again: measured now
     assert quiet.measured and not quiet.busy and quiet.bytes >= run.weights.nbytes
-    with serving.script_run(), serving.script_run():
+    with threads.script_run(), threads.script_run():
         assert data.attention_peak(cfg) is quiet  # a measurement cached is shown under load
 
 
@@ -115,7 +117,7 @@ def test_peak_memory_under_load_is_the_estimate_and_not_cached(torch_threads):
 def test_the_playground_says_when_peak_memory_was_not_measured(lang, torch_threads):
     seed = {"en": "4242", "zh": "4243"}[lang]  # a config no other test has measured
     params = {"lang": lang, "playground.seq_len": "40", "playground.seed": seed}
-    with serving.script_run():  # another learner's run is going
+    with threads.script_run():  # another learner's run is going
         at = open_app("playground", **params)
     assert_clean(at)
     shown = metrics(at)
@@ -138,7 +140,7 @@ def test_the_app_header_and_data_package_import_no_torch():
         "import sys\n"
         "from streamlit.testing.v1 import AppTest\n"
         "from dashboard import controls, data, i18n, state, views\n"
-        "from dashboard.data import serving\n"
+        "from dashboard.runtime import memory, startup, threads\n"
         "page = 'from dashboard import controls\\ncontrols.page_intro(\"playground\")'\n"
         "at = AppTest.from_string(page).run(timeout=60)\n"
         "assert not at.exception, at.exception\n"
@@ -167,30 +169,32 @@ def test_app_imports_only_light_modules_at_the_top():
     assert dashboard <= {
         "dashboard.controls",
         "dashboard.state",
-        "dashboard.data.serving",
+        "dashboard.runtime.startup",
+        "dashboard.runtime.threads",
         "dashboard.i18n.LANG_KEY",
         "dashboard.i18n.LANG_NAMES",
         "dashboard.i18n.LANGS",
         "dashboard.i18n.t",
+        "dashboard.views.APP_ICON",
         "dashboard.views.PAGES",
         "dashboard.views.default_page",
     }, dashboard
 
 
-@pytest.mark.skipif(serving._TRIM is None, reason="not glibc")
+@pytest.mark.skipif(not memory.can_trim(), reason="not glibc")
 def test_freed_memory_is_released_at_most_once_per_interval():
     start = 1e9  # far from any trim the app has made in this process
-    assert serving.release_memory(now=start)
-    assert not serving.release_memory(now=start + 1.0)  # within the interval
-    assert serving._TRIM_LOCK.acquire(timeout=30)  # the background trim has finished
-    serving._TRIM_LOCK.release()
-    assert not serving.release_memory(now=start + serving.TRIM_INTERVAL_S - 0.5)
-    assert serving.release_memory(now=start + serving.TRIM_INTERVAL_S + 0.5)
-    assert serving._TRIM_LOCK.acquire(timeout=30)  # a trim already going: none started
+    assert memory.release_memory(now=start)
+    assert not memory.release_memory(now=start + 1.0)  # within the interval
+    assert memory._TRIM_LOCK.acquire(timeout=30)  # the background trim has finished
+    memory._TRIM_LOCK.release()
+    assert not memory.release_memory(now=start + memory.TRIM_INTERVAL_S - 0.5)
+    assert memory.release_memory(now=start + memory.TRIM_INTERVAL_S + 0.5)
+    assert memory._TRIM_LOCK.acquire(timeout=30)  # a trim already going: none started
     try:
-        assert not serving.release_memory(now=start + 3 * serving.TRIM_INTERVAL_S)
+        assert not memory.release_memory(now=start + 3 * memory.TRIM_INTERVAL_S)
     finally:
-        serving._TRIM_LOCK.release()
+        memory._TRIM_LOCK.release()
 
 
 @pytest.mark.parametrize("page", ["playground", "scaling"])
@@ -219,13 +223,13 @@ def _sidebar_keys(node) -> list[str | None]:
     return [key for index in sorted(children) for key in _sidebar_keys(children[index])]
 
 
-PINNED_RSS_PROBE = """import ctypes, sys, numpy as np
-from dashboard.data import serving
+PINNED_RSS_PROBE = """import sys, numpy as np
+from dashboard.runtime import memory
 def rss_mib():
     with open('/proc/self/status') as f:
         return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) / 1024
 if sys.argv[1] == 'pin':
-    assert serving.pin_mmap_threshold()
+    assert memory.pin_mmap_threshold()
 big = np.ones(16 * 2**20 // 8); del big  # a 16 MiB block freed: glibc raises its threshold
 block = np.ones(8 * 2**20 // 8)  # 8 MiB, touched
 after = np.ones(1000)  # something allocated after it
@@ -248,21 +252,113 @@ def test_a_pinned_threshold_hands_large_blocks_back_when_freed():
 
 def test_a_threshold_below_one_byte_is_refused():
     with pytest.raises(ValueError, match="nbytes"):
-        serving.pin_mmap_threshold(0)
+        memory.pin_mmap_threshold(0)
 
 
 def test_the_threshold_is_pinned_only_once_the_process_is_large(monkeypatch):
     calls = []
-    monkeypatch.setattr(serving, "_pinned", False)
-    monkeypatch.setattr(serving, "pin_mmap_threshold", lambda: calls.append(1) or True)
-    assert not serving.pin_when_large(1000, resident=1000)
+    monkeypatch.setattr(memory, "_pinned", False)
+    monkeypatch.setattr(memory, "pin_mmap_threshold", lambda: calls.append(1) or True)
+    assert not memory.pin_when_large(1000, resident=1000)
     assert calls == []
-    assert serving.pin_when_large(1000, resident=1001)
-    assert serving.pin_when_large(1000, resident=10)  # pinned for good
+    assert memory.pin_when_large(1000, resident=1001)
+    assert memory.pin_when_large(1000, resident=10)  # pinned for good
     assert calls == [1]
 
 
 def test_resident_bytes_reads_this_process():
     with open("/proc/self/status", encoding="ascii") as status:
         kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
-    assert abs(serving.resident_bytes() - kib * 1024) < 64 * 2**20
+    assert abs(memory.resident_bytes() - kib * 1024) < 64 * 2**20
+
+
+TRIM_PROBE = """import numpy as np
+from dashboard.runtime import memory
+def rss_mib():
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) / 1024
+blocks = [np.ones(64 * 1024 // 8) for _ in range(512)]  # 32 MiB in 64 KiB heap blocks
+keep = np.ones(1000)  # allocated after them: the heap's top stays in use
+del blocks
+before = rss_mib()
+print(memory.trim_heap(), before - rss_mib())"""
+
+
+@pytest.mark.skipif(not memory.can_trim(), reason="not glibc")
+def test_trim_heap_hands_freed_heap_blocks_back_now():
+    """32 MiB of small blocks freed below a live one stay resident in the heap until a trim;
+    trim_heap gives them back at once (the SmolLM2 loader's callback)."""
+    released, freed_mib = fresh_python(TRIM_PROBE, timeout=60).stdout.split()[-2:]
+    assert released == "True"
+    assert float(freed_mib) >= 24.0
+
+
+QUIET_PROFILER_PROBE = """import os
+os.environ.pop('KINETO_LOG_LEVEL', None)
+from dashboard.runtime import threads
+threads.quiet_profiler()
+threads.import_torch()  # torch imported in the torch thread, as a page asks for it
+import torch
+from attention_core import experiments
+assert threads.warm_up_profiler()
+with threads.profiler_slot() as free:  # waits for the torch thread's warm-up
+    assert free
+    peak, method = experiments.measure_peak_bytes(
+        lambda: torch.ones(4096, dtype=torch.float64), torch.device('cpu'))
+print(int(peak))"""
+
+
+def test_the_profiler_starts_quietly_in_the_torch_thread():
+    """torch's profiler (kineto) prints "External init callback must run in same thread as
+    registerClient" when it first starts in a thread other than the one that imported torch,
+    and "USDT … profiler_start/stop" for every measurement: with the runtime's torch thread
+    and quiet_profiler, a measurement in another thread leaves the terminal clean."""
+    result = fresh_python(QUIET_PROFILER_PROBE, timeout=300)
+    assert int(result.stdout.split()[-1]) >= 4096 * 8  # measured for real
+    assert not re.search(r"registerClient|USDT|profiler_start", result.stderr), result.stderr
+
+
+def test_quiet_profiler_keeps_a_log_level_set_by_hand(monkeypatch):
+    monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)
+    assert threads.quiet_profiler()
+    assert threads.os.environ["KINETO_LOG_LEVEL"] == threads.KINETO_QUIET_LEVEL
+    monkeypatch.setenv("KINETO_LOG_LEVEL", "0")
+    assert not threads.quiet_profiler()
+    assert threads.os.environ["KINETO_LOG_LEVEL"] == "0"
+
+
+def test_each_page_gets_its_start_up_plan(monkeypatch):
+    monkeypatch.setattr(startup, "TORCH_FREE_PAGES", frozenset({"about"}))
+    monkeypatch.setattr(startup, "TORCH_LATE_PAGES", frozenset({"intuition"}))
+    assert startup.page_start("playground") == startup.PageStart(needs_torch=True, preload=True)
+    assert startup.page_start("intuition") == startup.PageStart(needs_torch=True, preload=False)
+    assert startup.page_start("about") == startup.PageStart(needs_torch=False, preload=False)
+
+
+PROCESS_SETTINGS = {
+    "ctypes": "runtime/memory.py",  # the one C library lookup
+    "find_library": "runtime/memory.py",
+    "malloc_trim": "runtime/memory.py",
+    "mallopt": "runtime/memory.py",
+    "gc.freeze": "runtime/memory.py",
+    "set_num_threads": "runtime/threads.py",
+    "KINETO_LOG_LEVEL": "runtime/threads.py",
+}
+
+
+@pytest.mark.parametrize("needle", sorted(PROCESS_SETTINGS))
+def test_each_process_setting_has_one_owner_in_the_dashboard(needle):
+    dashboard = REPO_ROOT / "dashboard"
+    users = sorted(
+        name
+        for path in dashboard.rglob("*.py")
+        if (name := path.relative_to(dashboard).as_posix()) != "runtime/__init__.py"  # its map
+        and needle in path.read_text("utf-8")
+    )
+    assert users == [PROCESS_SETTINGS[needle]], users
+
+
+def test_the_library_does_not_touch_the_c_heap():
+    library = REPO_ROOT / "attention_core"
+    users = [p.name for p in library.rglob("*.py") if "malloc_trim" in p.read_text("utf-8")]
+    assert users == []
