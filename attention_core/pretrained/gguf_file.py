@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-FileData = bytes | bytearray | mmap.mmap  # a whole file, read or mapped
+from attention_core.pretrained.binary import BinaryCursor, FileData
+
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
@@ -39,17 +40,17 @@ NIBBLE_BITS = 4
 
 # metadata value types
 _SCALAR_FORMATS = {
-    0: "<B",  # UINT8
-    1: "<b",  # INT8
-    2: "<H",  # UINT16
-    3: "<h",  # INT16
-    4: "<I",  # UINT32
-    5: "<i",  # INT32
-    6: "<f",  # FLOAT32
-    7: "<?",  # BOOL
-    10: "<Q",  # UINT64
-    11: "<q",  # INT64
-    12: "<d",  # FLOAT64
+    0: "B",  # UINT8
+    1: "b",  # INT8
+    2: "H",  # UINT16
+    3: "h",  # INT16
+    4: "I",  # UINT32
+    5: "i",  # INT32
+    6: "f",  # FLOAT32
+    7: "?",  # BOOL
+    10: "Q",  # UINT64
+    11: "q",  # INT64
+    12: "d",  # FLOAT64
 }
 _NUMPY_TYPES = {
     0: np.uint8,
@@ -177,97 +178,69 @@ class GGUFFile:
         return dequantize(self.data, info, out)
 
 
-class _Cursor:
-    """Reads little-endian values from ``data`` at a moving offset; overruns raise ValueError."""
-
-    def __init__(self, data: FileData) -> None:
-        self.data = data
-        self.view = memoryview(data)
-        self.offset = 0
-
-    def _need(self, size: int, what: str) -> None:
-        if size < 0 or self.offset + size > len(self.data):
-            raise ValueError(
-                f"GGUF file truncated: {what} needs {size} bytes at offset {self.offset}, "
-                f"the file has {len(self.data)}"
-            )
-
-    def scalar(self, fmt: str, what: str):
-        size = struct.calcsize(fmt)
-        self._need(size, what)
-        (value,) = struct.unpack_from(fmt, self.data, self.offset)
-        self.offset += size
-        return value
-
-    def string(self, what: str) -> str:
-        length = self.scalar("<Q", f"length of {what}")
-        self._need(length, what)
-        raw = self.view[self.offset : self.offset + length]
-        self.offset += length
-        try:
-            return str(raw, "utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"GGUF {what} at offset {self.offset - length} is not UTF-8") from err
-
-    def strings(self, count: int, what: str) -> list[str]:
-        """``count`` strings in a row (the tokenizer's 49k tokens): one tight loop."""
-        data, view, offset, size = self.data, self.view, self.offset, len(self.data)
-        unpack = struct.Struct("<Q").unpack_from
-        out: list[str] = []
-        append = out.append
-        try:
-            for _ in range(count):
-                (length,) = unpack(data, offset)
-                offset += 8
-                end = offset + length
-                if end > size:
-                    raise struct.error("string past the end")
-                append(str(view[offset:end], "utf-8"))
-                offset = end
-        except struct.error as err:
-            raise ValueError(
-                f"GGUF file truncated inside {what} (item {len(out)} of {count}, "
-                f"offset {offset}, the file has {size} bytes)"
-            ) from err
-        except UnicodeDecodeError as err:
-            raise ValueError(f"GGUF {what} item {len(out)} is not UTF-8") from err
-        self.offset = offset
-        return out
-
-    def array(self, value_type: int, count: int, what: str) -> np.ndarray:
-        dtype = np.dtype(_NUMPY_TYPES[value_type]).newbyteorder("<")
-        self._need(count * dtype.itemsize, what)
-        values = np.frombuffer(self.data, dtype=dtype, count=count, offset=self.offset).copy()
-        self.offset += count * dtype.itemsize
-        return values
+def _string(cursor: BinaryCursor, what: str) -> str:
+    """One GGUF string: a u64 length, then that many UTF-8 bytes."""
+    length = cursor.scalar("Q", f"length of {what}")
+    raw = cursor.take(length, what)
+    try:
+        return str(raw, "utf-8")
+    except UnicodeDecodeError as err:
+        start = cursor.offset - length
+        raise ValueError(f"GGUF {what} at offset {start} is not UTF-8") from err
 
 
-def _read_value(cursor: _Cursor, value_type: int, key: str):
+def _strings(cursor: BinaryCursor, count: int, what: str) -> list[str]:
+    """``count`` GGUF strings in a row (the tokenizer's 49k tokens): one tight loop."""
+    data, view, offset, size = cursor.data, cursor.view, cursor.offset, len(cursor.data)
+    unpack = struct.Struct("<Q").unpack_from
+    out: list[str] = []
+    append = out.append
+    try:
+        for _ in range(count):
+            (length,) = unpack(data, offset)
+            offset += 8
+            end = offset + length
+            if end > size:
+                raise struct.error("string past the end")
+            append(str(view[offset:end], "utf-8"))
+            offset = end
+    except struct.error as err:
+        raise ValueError(
+            f"GGUF file truncated inside {what} (item {len(out)} of {count}, "
+            f"offset {offset}, the file has {size} bytes)"
+        ) from err
+    except UnicodeDecodeError as err:
+        raise ValueError(f"GGUF {what} item {len(out)} is not UTF-8") from err
+    cursor.offset = offset
+    return out
+
+
+def _read_value(cursor: BinaryCursor, value_type: int, key: str):
     """One metadata value of ``value_type`` (scalar, string or array)."""
     if value_type in _SCALAR_FORMATS:
         return cursor.scalar(_SCALAR_FORMATS[value_type], f"value of {key!r}")
     if value_type == STRING_TYPE:
-        return cursor.string(f"value of {key!r}")
+        return _string(cursor, f"value of {key!r}")
     if value_type == ARRAY_TYPE:
-        item_type = cursor.scalar("<I", f"item type of {key!r}")
-        count = cursor.scalar("<Q", f"length of {key!r}")
+        item_type = cursor.scalar("I", f"item type of {key!r}")
+        count = cursor.scalar("Q", f"length of {key!r}")
         if item_type == STRING_TYPE:
-            return cursor.strings(count, repr(key))
+            return _strings(cursor, count, repr(key))
         if item_type in _NUMPY_TYPES:
-            return cursor.array(item_type, count, repr(key))
+            return cursor.array(_NUMPY_TYPES[item_type], count, repr(key))
         raise ValueError(f"GGUF metadata {key!r}: unsupported array item type {item_type}")
     raise ValueError(f"GGUF metadata {key!r}: unknown value type {value_type}")
 
 
-def _read_tensor_info(cursor: _Cursor, index: int) -> tuple[str, tuple[int, ...], int, int]:
+def _read_tensor_info(cursor: BinaryCursor, index: int) -> tuple[str, tuple[int, ...], int, int]:
     """One tensor-table entry: (name, row-major shape, ggml type, offset in the data section)."""
-    name = cursor.string(f"name of tensor {index}")
-    n_dims = cursor.scalar("<I", f"dims of {name!r}")
+    name = _string(cursor, f"name of tensor {index}")
+    n_dims = cursor.scalar("I", f"dims of {name!r}")
     if not 1 <= n_dims <= MAX_DIMS:
         raise ValueError(f"GGUF tensor {name!r} has {n_dims} dims; expected 1 to {MAX_DIMS}")
-    dims = [cursor.scalar("<Q", f"dims of {name!r}") for _ in range(n_dims)]
-    ggml_type = cursor.scalar("<I", f"type of {name!r}")
-    offset = cursor.scalar("<Q", f"offset of {name!r}")
+    dims = [cursor.scalar("Q", f"dims of {name!r}") for _ in range(n_dims)]
+    ggml_type = cursor.scalar("I", f"type of {name!r}")
+    offset = cursor.scalar("Q", f"offset of {name!r}")
     return name, tuple(reversed(dims)), ggml_type, offset
 
 
@@ -304,17 +277,16 @@ def parse_gguf(data: bytes) -> GGUFFile:
         raise ValueError(f"data must be bytes or a memory map, got {type(data).__name__}")
     if data[:4] != GGUF_MAGIC:
         raise ValueError(f"not a GGUF file: it starts with {data[:4]!r}, not {GGUF_MAGIC!r}")
-    cursor = _Cursor(data)
-    cursor.offset = len(GGUF_MAGIC)
-    version = cursor.scalar("<I", "version")
+    cursor = BinaryCursor(data, "GGUF file", offset=len(GGUF_MAGIC))
+    version = cursor.scalar("I", "version")
     if version not in SUPPORTED_VERSIONS:
         raise ValueError(f"GGUF version {version} is not supported; readable: {SUPPORTED_VERSIONS}")
-    tensor_count = cursor.scalar("<Q", "tensor count")
-    kv_count = cursor.scalar("<Q", "metadata count")
+    tensor_count = cursor.scalar("Q", "tensor count")
+    kv_count = cursor.scalar("Q", "metadata count")
     metadata: dict[str, object] = {}
     for index in range(kv_count):
-        key = cursor.string(f"metadata key {index}")
-        value_type = cursor.scalar("<I", f"type of {key!r}")
+        key = _string(cursor, f"metadata key {index}")
+        value_type = cursor.scalar("I", f"type of {key!r}")
         metadata[key] = _read_value(cursor, value_type, key)
     entries = [_read_tensor_info(cursor, index) for index in range(tensor_count)]
     alignment = metadata.get(ALIGNMENT_KEY, DEFAULT_ALIGNMENT)

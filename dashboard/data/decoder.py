@@ -19,6 +19,7 @@ from attention_core.experiments import decoding
 from attention_core.validation import check_int
 from dashboard.data.inputs import axis_labels
 from dashboard.data.tables import readonly
+from dashboard.runtime import memory
 
 DECODER_INSTALL_HINT = pretrained.SMOLLM2_INSTALL_HINT
 DECODER_WEIGHTS_DTYPE = "int4"  # the file's 4-bit codes: 123 MiB of weights, not 513 MiB
@@ -63,7 +64,10 @@ def smollm2_decoder() -> pretrained.Decoder:
         ModelNotInstalledError: when the package is missing (the message has the pip line).
         ValueError: when the file's SHA-256 differs from the pinned one.
     """
-    return pretrained.load_smollm2(weights_dtype=DECODER_WEIGHTS_DTYPE)
+    # the C heap is trimmed between layers: the load's freed temporaries go back at once
+    return pretrained.load_smollm2(
+        weights_dtype=DECODER_WEIGHTS_DTYPE, after_layer=memory.trim_heap
+    )
 
 
 def token_labels(tokens: tuple[str, ...]) -> list[str]:

@@ -41,8 +41,21 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def int4():
-    return load_smollm2(weights_dtype="int4")
+def int4_load():
+    """The int4 model, and one entry per call of its loader's ``after_layer`` callback."""
+    calls = []
+    model = load_smollm2(weights_dtype="int4", after_layer=lambda: calls.append(len(calls)))
+    return model, calls
+
+
+@pytest.fixture(scope="module")
+def int4(int4_load):
+    return int4_load[0]
+
+
+def test_after_layer_is_called_after_each_layer_and_the_embedding(int4_load):
+    model, calls = int4_load
+    assert len(calls) == model.config.num_layers + 1 == 31
 
 
 @pytest.fixture(scope="module")

