@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,13 @@ class RunChoice:
 
 @dataclass(frozen=True)
 class WatchConfig:
-    """The page's settings, as plain values; :meth:`configs` builds the training runs."""
+    """The page's settings, as plain values; :meth:`configs` builds the training runs.
+
+    Attributes:
+        train: training was asked for (the Train button, a preset, or a link's flag).
+        step: the snapshot shown (the last one unless the step slider moved).
+        play: the Play button was pressed: step through the snapshots once.
+    """
 
     task: str
     seq_len: int
@@ -56,6 +62,9 @@ class WatchConfig:
     seed: int
     first: RunChoice
     second: RunChoice | None
+    train: bool = False
+    step: int = 0
+    play: bool = False
 
     @property
     def snapshot_every(self) -> int:
@@ -93,7 +102,7 @@ class WatchConfig:
 # ---------------------------------------------------------------- controls
 
 
-def run_choice(page: str, seq_len: int, label: str) -> RunChoice:
+def run_controls(page: str, seq_len: int, label: str) -> RunChoice:
     """A variant with its own parameters, and the score scaling, under the key prefix ``page``."""
     variant = controls.variant_controls(page, seq_len, label=label)
     scaling = state.radio(
@@ -131,10 +140,10 @@ def watch_controls(page: str) -> WatchConfig:
         page, "positions", t("watch.ctl_positions"), True, help=t("watch.ctl_positions_help")
     )
     seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
-    first = run_choice(page, seq_len, t("watch.ctl_variant_a"))
+    first = run_controls(page, seq_len, t("watch.ctl_variant_a"))
     compare = state.checkbox(page, "compare", t("watch.ctl_compare"), False)
-    second = run_choice(OTHER, seq_len, t("watch.ctl_variant_b")) if compare else None
-    return WatchConfig(
+    second = run_controls(OTHER, seq_len, t("watch.ctl_variant_b")) if compare else None
+    settings = WatchConfig(
         task=task,
         seq_len=seq_len,
         steps=steps,
@@ -147,6 +156,57 @@ def watch_controls(page: str) -> WatchConfig:
         first=first,
         second=second,
     )
+    train = train_controls()
+    step, play = replay_controls(page, settings, train)
+    return replace(settings, train=train, step=step, play=play)
+
+
+def train_controls() -> bool:
+    """The top of the page: Train and the two preset comparisons.
+
+    Returns:
+        True when training is asked for: pressed now, or the link's flag (then kept there).
+    """
+    buttons = st.columns(3)
+    pressed = buttons[0].button(t("watch.train"), type="primary")
+    buttons[1].button(t("watch.preset_scaling"), on_click=apply_preset, args=("scaling",))
+    buttons[2].button(t("watch.preset_window"), on_click=apply_preset, args=("window",))
+    wanted = state.url_bool(TRAINED, False) or pressed
+    if pressed:
+        state.write(TRAINED, True)
+    return wanted
+
+
+def replay_controls(page: str, settings: WatchConfig, train: bool) -> tuple[int, bool]:
+    """Under the buttons, once training is asked for or its runs are kept: the snapshot
+    slider and Play.
+
+    Returns:
+        The step shown (the last one without the slider) and whether Play was pressed.
+    """
+    if not replay_wanted(settings, train):
+        return settings.steps, False
+    top = st.columns([4, 1])
+    step = state.slider_int(
+        page,
+        "step",
+        t("watch.ctl_step"),
+        0,
+        settings.steps,
+        settings.steps,
+        step=settings.snapshot_every,
+        where=top[0],
+    )
+    return step, top[1].button(t("watch.play"))
+
+
+def replay_wanted(settings: WatchConfig, train: bool) -> bool:
+    """Training is asked for, or every run is already kept on this server (valid settings)."""
+    try:
+        configs = settings.configs()
+    except ValueError:
+        return False
+    return train or all(data.finished_run(c) is not None for c in configs)
 
 
 PRESETS = {
@@ -307,7 +367,8 @@ def show_run(run, step: int, index: int) -> None:
         match, y="match", title=t("watch.chart_match"), log_y=False, key=f"watch.match.{index}"
     )
     grads = data.grad_table(run.snapshots)
-    grads = grads[grads["grad_norm"] > 0].assign(
+    grads = grads[grads["grad_norm"] > 0]  # a log axis: zero norms are left out
+    grads = grads.assign(
         series=[
             f"{n} · {t('watch.layer_name', layer=a + 1)}"
             for n, a in zip(grads["tensor"], grads["layer"], strict=True)
@@ -373,58 +434,51 @@ def comparison_note(configs) -> None:
 
 def render(ctl: WatchConfig) -> None:
     """Train (streaming) or fetch the runs, then draw them side by side."""
-    buttons = st.columns(3)
-    pressed = buttons[0].button(t("watch.train"), type="primary")
-    buttons[1].button(t("watch.preset_scaling"), on_click=apply_preset, args=("scaling",))
-    buttons[2].button(t("watch.preset_window"), on_click=apply_preset, args=("window",))
     try:
         configs = ctl.configs()
     except ValueError as err:
         controls.show_error(err)
         return
-    wanted = state.url_bool(TRAINED, False) or pressed
-    if pressed:
-        state.write(TRAINED, True)
     runs = [data.finished_run(c) for c in configs]
     if any(r is None for r in runs):
-        if not wanted:
+        if not ctl.train:
             st.info(t("watch.press_train"))
             draw_target(configs[0])
             return
-        training_area = st.empty()  # progress and live heads, cleared for the finished runs
-        with training_area.container():
-            cols = st.columns(len(configs))
-            for i, (col, config, run) in enumerate(zip(cols, configs, runs, strict=True)):
-                if run is None:
-                    with col:
-                        if not train_live(config, i):
-                            return
-        training_area.empty()
-        runs = [data.finished_run(c) for c in configs]
-        if any(r is None for r in runs):  # dropped from a full store meanwhile: show what we have
-            st.warning(t("watch.store_full"))
+        runs = train_missing(configs, runs)
+        if runs is None:
             return
     comparison_note(configs)
-    steps = [s.step for s in runs[0].snapshots]
-    top = st.columns([4, 1])
-    step = state.slider_int(
-        PAGE,
-        "step",
-        t("watch.ctl_step"),
-        0,
-        ctl.steps,
-        ctl.steps,
-        step=ctl.snapshot_every,
-        where=top[0],
-    )
-    if top[1].button(t("watch.play")):
-        play(runs, steps)
+    if ctl.play:
+        play(runs, [s.step for s in runs[0].snapshots])
     cols = st.columns(len(runs))
     for i, (col, run) in enumerate(zip(cols, runs, strict=True)):
         with col:
-            show_run(run, step, i)
+            show_run(run, ctl.step, i)
     with st.expander(t("common.how_it_works")):
         st.markdown(t("watch.how_it_works"))
+
+
+def train_missing(configs: tuple[data.TrainingConfig, ...], runs: list) -> list | None:
+    """Train the runs not yet kept, side by side with live heads, then fetch them all.
+
+    Returns:
+        Every finished run, or ``None`` after a refusal or a store that dropped one.
+    """
+    training_area = st.empty()  # progress and live heads, cleared for the finished runs
+    with training_area.container():
+        cols = st.columns(len(configs))
+        for i, (col, config, run) in enumerate(zip(cols, configs, runs, strict=True)):
+            if run is None:
+                with col:
+                    if not train_live(config, i):
+                        return None
+    training_area.empty()
+    runs = [data.finished_run(c) for c in configs]
+    if any(r is None for r in runs):  # dropped from a full store meanwhile: show what we have
+        st.warning(t("watch.store_full"))
+        return None
+    return runs
 
 
 controls.page_intro(PAGE)
