@@ -126,7 +126,7 @@ def draw_model_view(run: data.ModelRun) -> None:
         weight_title=t("common.chart_weight"),
     )
     st.altair_chart(grid_chart, theme=None, key=f"{PAGE}.grid_chart")
-    st.caption(t("real_model.grid_caption"))
+    st.caption(t(f"real_model.grid_caption_{run.model}"))
 
 
 def draw_head_view(run: data.ModelRun, layer: int, head: int, token: int) -> alt.Chart:
