@@ -25,8 +25,13 @@ DANCE_HEADS = 1
 BOSS_LOW, BOSS_HIGH, BOSS_DEFAULT, BOSS_STEP = -2.0, 6.0, 3.0, 0.5
 TOPIC_DEFAULT, TOPIC_STEP = 0.2, 0.05
 READING_PRESET = "zh_cat"
-SMALL_MAP_WIDTH = 300
+DANCE_MAP_WIDTH = 374  # 22 px a cell for the sentence's 17 tokens: room for a CJK glyph
+TICK_FONT_PX = 12  # Vega's default 10 px squeezes a CJK glyph
+TICK_PADDING_PX = 3
+VEGA_PADDING_PX = 5  # Vega's own padding on each side
+TITLE_ROOM_PX = 8  # Vega measures a vertical CJK axis title short: keep it off the left edge
 TEXT_COLUMN, LIVE_COLUMN = 3, 2
+DANCE_COLUMNS = (1, 1)  # the dance's map needs a wider column than the bars
 
 
 @dataclass(frozen=True)
@@ -51,10 +56,12 @@ def intuition_controls(page: str) -> IntuitionConfig:
     return IntuitionConfig(seed=seed, boss=boss, topic=topic)
 
 
-def analogy(name: str, target: str) -> DeltaGenerator:
+def analogy(
+    name: str, target: str, columns: tuple[int, int] = (TEXT_COLUMN, LIVE_COLUMN)
+) -> DeltaGenerator:
     """One analogy's text and its link to the deeper page; returns the live element's column."""
     st.header(t(f"intuition.{name}_header"))
-    text, live = st.columns([TEXT_COLUMN, LIVE_COLUMN])
+    text, live = st.columns(list(columns))
     with text:
         st.markdown(t(f"intuition.{name}_text"))
         st.page_link(
@@ -92,17 +99,53 @@ def draw_dance(live: DeltaGenerator, seed: int) -> None:
         LayerConfig(d_model=DANCE_D_MODEL, heads=DANCE_HEADS, seed=seed, input_kind="preset_zh")
     )
     weights = run.weights[0]  # (L, L)
-    labels = data.axis_labels(run.tokens)
+    labels = token_labels(run.tokens)
     with live.container():
         grid = data.heatmap_grid(weights, labels, labels)
         spec = charts.weights_spec(
             grid,
             t("intuition.dance_chart"),
             domain=(0.0, float(weights.max())),
-            width=SMALL_MAP_WIDTH,
+            width=DANCE_MAP_WIDTH,
         )
-        st.altair_chart(charts.heatmap_chart(grid.frame, spec), theme=None)
+        upright = all(len(label) == 1 for label in labels)
+        chart = readable_ticks(charts.heatmap_chart(grid.frame, spec), upright=upright)
+        st.vega_lite_chart(chart, theme=None)
         st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
+
+
+def token_labels(tokens: tuple[str, ...]) -> list[str]:
+    """The dance's tick labels: each token alone (one character of the tutorial's sentence),
+    or ``"<position> <token>"`` when a token repeats (an axis needs distinct labels)."""
+    if len(set(tokens)) == len(tokens):
+        return list(tokens)
+    return data.axis_labels(tokens)
+
+
+def readable_ticks(chart, *, upright: bool) -> dict:
+    """The heatmap's Vega-Lite spec with its tick labels a little larger and off the cells,
+    the key axis's level when each label is one character: at 17 tokens, "0 那" at Vega's
+    default 10 px and tilted by 60° crowd into their neighbours; a padding keeps the
+    vertical axis title inside the frame.
+
+    Args:
+        chart: a single-panel :func:`dashboard.charts.heatmap_chart` (an ``alt.Chart``).
+        upright: draw the key (x) labels level.
+
+    Returns:
+        The chart's Vega-Lite spec (a dict, for ``st.vega_lite_chart``).
+    """
+    spec = chart.to_dict()
+    for channel in ("x", "y"):
+        spec["encoding"][channel]["axis"].update(
+            labelFontSize=TICK_FONT_PX, labelPadding=TICK_PADDING_PX
+        )
+    if upright:
+        spec["encoding"]["x"]["axis"]["labelAngle"] = 0
+    # an object, not a number: Streamlit's frontend sets its padding.bottom
+    spec["padding"] = {side: VEGA_PADDING_PX for side in ("top", "right", "bottom")}
+    spec["padding"]["left"] = TITLE_ROOM_PX
+    return spec
 
 
 def draw_reading(live: DeltaGenerator, caveat: DeltaGenerator) -> None:
@@ -165,7 +208,7 @@ def render(ctl: IntuitionConfig) -> None:
     """Draw the four analogies in the tutorial's order. Every text and the two charts that
     need no torch (the meeting, the library) come first; the dance and the reading then
     fill their columns, so on a fresh server the page reads while torch and e5 load."""
-    dance = waiting_slot(analogy("dance", "playground"))
+    dance = waiting_slot(analogy("dance", "playground", DANCE_COLUMNS))
     reading = waiting_slot(analogy("reading", "real_model"))
     caveat = st.empty()
     draw_meeting(ctl.boss)

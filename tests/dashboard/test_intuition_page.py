@@ -3,6 +3,7 @@ independent reference (an explicit softmax, attention_core run directly)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -42,6 +43,23 @@ def test_landing_page_is_intuition_with_links_deeper(lang):
     assert {link.proto.page for link in at.get("page_link")} == LINKED_PAGES
     assert float(metrics(at)[SMALLEST[lang]]) > 0.0  # every token sees every token
     assert len(at.get("vega_lite_chart")) == 3
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_dance_map_labels_each_cell_with_its_character_upright(lang):
+    """The first heatmap's ticks: one character of the tutorial's sentence each, level on the
+    key axis, larger than Vega's 10 px, with 22 px cells and room for the vertical title."""
+    at = open_app("intuition", lang=lang)
+    assert_clean(at)
+    specs = [json.loads(chart.proto.spec) for chart in at.get("vega_lite_chart")]
+    (dance,) = [spec for spec in specs if spec.get("mark", {}).get("type") == "rect"]
+    x, y = dance["encoding"]["x"], dance["encoding"]["y"]
+    assert x["scale"]["domain"] == list("那只猫坐在垫子上，它看起来很舒服。")
+    assert y["scale"]["domain"] == x["scale"]["domain"]
+    assert x["axis"]["labelAngle"] == 0 and "labelAngle" not in y["axis"]
+    assert x["axis"]["labelFontSize"] == y["axis"]["labelFontSize"] == 12
+    assert dance["mark"]["width"] == dance["mark"]["height"] == 22
+    assert dance["padding"]["left"] > dance["padding"]["right"]  # an object: Streamlit sets .bottom
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
