@@ -3,7 +3,7 @@ who the pronoun looks at, a sentence beside its translation, and variant swaps."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import altair as alt
 import streamlit as st
@@ -46,11 +46,11 @@ def show_install_hint(model: str, detail: str | None = None) -> None:
     )
 
 
-def model_control() -> str:
+def model_controls(page: str) -> str:
     """Sidebar choice of the model (multilingual e5-small first, the default)."""
     st.sidebar.markdown(f"**{t('real_model.ctl_header')}**")
     return state.select(
-        PAGE,
+        page,
         "model",
         t("real_model.ctl_model"),
         list(data.MODELS),
@@ -59,11 +59,11 @@ def model_control() -> str:
     )
 
 
-def sentence_control(model: str) -> tuple[str, str]:
+def sentence_controls(page: str, model: str) -> tuple[str, str]:
     """Sidebar choice of a preset sentence or typed text; returns (preset, text to encode)."""
     default = DEFAULTS[model].preset
     preset = state.select(
-        PAGE,
+        page,
         "preset",
         t("real_model.ctl_preset"),
         [*data.MODEL_PRESETS, CUSTOM],
@@ -73,7 +73,7 @@ def sentence_control(model: str) -> tuple[str, str]:
     if preset != CUSTOM:
         return preset, data.MODEL_PRESETS[preset]
     text = state.text(
-        PAGE,
+        page,
         "text",
         t("real_model.ctl_text"),
         data.MODEL_PRESETS[default],
@@ -228,33 +228,14 @@ def draw_swap(
     st.caption(t("real_model.diff_caption"))
 
 
-def draw_pronoun(run: data.ModelRun, preset: str) -> None:
+def draw_pronoun(run: data.ModelRun, probe: Probe) -> None:
     """Section 4: every head ranked by the weight from the pronoun to each noun."""
     st.header(t("real_model.pronoun_header"))
     st.markdown(t("real_model.pronoun_intro"))
-    pronoun_default, nouns_default = data.default_words(preset, run.text)
-    left, right = st.columns(2)
-    pronoun = state.text(
-        PAGE,
-        "pronoun",
-        t("real_model.ctl_pronoun"),
-        pronoun_default,
-        data.MODEL_TEXT_MAX_CHARS,
-        where=left,
-    )
-    nouns_text = state.text(
-        PAGE,
-        "nouns",
-        t("real_model.ctl_nouns"),
-        ", ".join(nouns_default),
-        data.MODEL_TEXT_MAX_CHARS,
-        where=right,
-    )
-    nouns = [noun.strip() for noun in nouns_text.replace("，", ",").split(",") if noun.strip()]
-    columns = st.columns(max(1, len(nouns)))
-    for column, noun in zip(columns, nouns, strict=False):
+    columns = st.columns(max(1, len(probe.nouns)))
+    for column, noun in zip(columns, probe.nouns, strict=False):
         with column:
-            draw_word_link(run, pronoun.strip(), noun)
+            draw_word_link(run, probe.pronoun, noun)
     st.info(t(f"real_model.pronoun_caveat_{run.model}"))
 
 
@@ -309,41 +290,74 @@ def draw_pair(preset: str, model: str) -> None:
 
 
 @dataclass(frozen=True)
+class View:
+    """The map looked at: layer and head (from 1) and the highlighted token (from 0)."""
+
+    layer: int
+    head: int
+    token: int
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The pronoun and the nouns whose links the pronoun section ranks."""
+
+    pronoun: str
+    nouns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RealModelConfig:
-    """The page's input: the model, whether it is installed, the preset and the text."""
+    """The page's input: the model, whether it is installed, the preset and the text, and
+    (once the text's tokens are known) the view, the variant swapped in and the probe."""
 
     model: str
     installed: bool
     preset: str = CUSTOM
     text: str = ""
+    view: View | None = None
+    swap: controls.VariantChoice | None = None
+    probe: Probe | None = None
 
 
 def real_model_controls(page: str) -> RealModelConfig:
-    """The sidebar's model and sentence choice (no sentence when the package is missing).
-    The layer, head, token and variant controls depend on the tokens: :func:`render` draws
-    them."""
-    model = model_control()
+    """The sidebar: model and sentence (no sentence when the package is missing), then the
+    controls that depend on the tokens: layer, head, token, the variant swapped in, and the
+    pronoun probe. The exact run that gives the tokens is cached, so :func:`render` gets the
+    same one; when it is refused, the config stops at the text and :func:`render` reports."""
+    model = model_controls(page)
     if not data.model_installed(model):
         return RealModelConfig(model=model, installed=False)
-    preset, text = sentence_control(model)
-    return RealModelConfig(model=model, installed=True, preset=preset, text=text)
+    preset, text = sentence_controls(page, model)
+    config = RealModelConfig(model=model, installed=True, preset=preset, text=text)
+    try:
+        with st.spinner(t(f"real_model.loading_{model}")):
+            exact = data.model_run(text, "scaled", (), model)
+    except (FileNotFoundError, ValueError):
+        return config
+    view = view_controls(page, exact)
+    swap = controls.variant_controls(
+        page, len(exact.tokens), DEFAULT_VARIANT, label=t("real_model.ctl_variant")
+    )
+    probe = probe_controls(page, preset, text)
+    return replace(config, view=view, swap=swap, probe=probe)
 
 
-def view_controls(run: data.ModelRun) -> tuple[int, int, int]:
+def view_controls(page: str, run: data.ModelRun) -> View:
     """Layer, head (from 1) and highlighted token (from 0) for this run's model."""
     defaults = DEFAULTS[run.model]
     n_layers = run.attentions.shape[0]
     layer = state.slider_int(
-        PAGE, "layer", t("real_model.ctl_layer", n=n_layers), 1, n_layers, defaults.layer
+        page, "layer", t("real_model.ctl_layer", n=n_layers), 1, n_layers, defaults.layer
     )
     head = state.slider_int(
-        PAGE, "head", t("real_model.ctl_head", n=N_HEADS), 1, N_HEADS, defaults.head
+        page, "head", t("real_model.ctl_head", n=N_HEADS), 1, N_HEADS, defaults.head
     )
     tokens = run.tokens
     labels = data.axis_labels(tokens)
     found = [tokens.index(token) for token in defaults.tokens if token in tokens]
     token = state.select(
-        PAGE,
+        page,
         "token",
         t("real_model.ctl_token"),
         list(range(len(tokens))),
@@ -351,7 +365,26 @@ def view_controls(run: data.ModelRun) -> tuple[int, int, int]:
         format_func=lambda i: labels[i] if 0 <= i < len(labels) else str(i),
         help=t("real_model.ctl_token_help"),
     )
-    return layer, head, token
+    return View(layer=layer, head=head, token=token)
+
+
+def probe_controls(page: str, preset: str, text: str) -> Probe:
+    """The pronoun and the nouns (comma-separated, ASCII or Chinese commas), under the
+    pronoun section's heading; the preset's words by default."""
+    st.sidebar.markdown(f"**{t('real_model.pronoun_header')}**")
+    pronoun_default, nouns_default = data.default_words(preset, text)
+    pronoun = state.text(
+        page, "pronoun", t("real_model.ctl_pronoun"), pronoun_default, data.MODEL_TEXT_MAX_CHARS
+    )
+    nouns_text = state.text(
+        page,
+        "nouns",
+        t("real_model.ctl_nouns"),
+        ", ".join(nouns_default),
+        data.MODEL_TEXT_MAX_CHARS,
+    )
+    nouns = [noun.strip() for noun in nouns_text.replace("，", ",").split(",") if noun.strip()]
+    return Probe(pronoun=pronoun.strip(), nouns=tuple(nouns))
 
 
 def render(ctl: RealModelConfig) -> None:
@@ -359,45 +392,43 @@ def render(ctl: RealModelConfig) -> None:
     if not ctl.installed:
         show_install_hint(ctl.model)
         return
-    text, model = ctl.text, ctl.model
-    loading = t(f"real_model.loading_{model}")
     try:
-        with st.spinner(loading):
-            exact = data.model_run(text, "scaled", (), model)
+        with st.spinner(t(f"real_model.loading_{ctl.model}")):
+            exact = data.model_run(ctl.text, "scaled", (), ctl.model)
     except (FileNotFoundError, ValueError) as err:  # package gone, bad checkpoint or text
         controls.show_error(err)
         return
-
-    labels = data.axis_labels(exact.tokens)
-    layer, head, token = view_controls(exact)
-    swap = controls.variant_controls(
-        PAGE, len(exact.tokens), DEFAULT_VARIANT, label=t("real_model.ctl_variant")
-    )
-    variant, params = swap.variant, swap.params
-
+    if ctl.view is None or ctl.swap is None or ctl.probe is None:
+        return  # the run was refused while the controls were drawn, and works now: rerun
+    view = ctl.view
     draw_tokens(exact)
     draw_model_view(exact)
-    head_chart = draw_head_view(exact, layer, head, token)
-    draw_pronoun(exact, ctl.preset)
-    draw_pair(ctl.preset, model)
-
-    st.header(t("real_model.swap_header"))
-    st.markdown(t("real_model.swap_intro", layers=exact.attentions.shape[0]))
-    try:
-        with st.spinner(loading):
-            swapped = data.model_run(text, variant, params, model)
-    except ValueError as err:
-        controls.show_error(err)
-    else:
-        draw_swap(exact, swapped, variant, layer, head)
-
-    exact_map = exact.attentions[layer - 1, head - 1]  # (L, L)
+    head_chart = draw_head_view(exact, view.layer, view.head, view.token)
+    draw_pronoun(exact, ctl.probe)
+    draw_pair(ctl.preset, ctl.model)
+    swap_section(ctl, exact)
+    labels = data.axis_labels(exact.tokens)
+    exact_map = exact.attentions[view.layer - 1, view.head - 1]  # (L, L)
     exports.export_buttons(
-        f"real_model_{model}_L{layer}_H{head}",
+        f"real_model_{ctl.model}_L{view.layer}_H{view.head}",
         weights=exact_map,
         csv_text=lambda: data.weights_table(exact_map, labels, labels),
         chart=head_chart,
     )
+
+
+def swap_section(ctl: RealModelConfig, exact: data.ModelRun) -> None:
+    """The swap: the same checkpoint with another attention variant in every layer."""
+    st.header(t("real_model.swap_header"))
+    st.markdown(t("real_model.swap_intro", layers=exact.attentions.shape[0]))
+    swap = ctl.swap
+    try:
+        with st.spinner(t(f"real_model.loading_{ctl.model}")):
+            swapped = data.model_run(ctl.text, swap.variant, swap.params, ctl.model)
+    except ValueError as err:
+        controls.show_error(err)
+    else:
+        draw_swap(exact, swapped, swap.variant, ctl.view.layer, ctl.view.head)
 
 
 controls.page_intro(PAGE)

@@ -95,3 +95,192 @@ def test_no_bare_string_for_streamlit_magic_to_draw(script):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
     ]
     assert strays == []
+
+
+# ---------------------------------------------------------------- one page rule
+
+WIDGET_METHODS = frozenset(
+    {
+        "button",
+        "checkbox",
+        "chat_input",
+        "color_picker",
+        "data_editor",
+        "date_input",
+        "download_button",
+        "feedback",
+        "file_uploader",
+        "form_submit_button",
+        "multiselect",
+        "number_input",
+        "pills",
+        "radio",
+        "segmented_control",
+        "select_slider",
+        "selectbox",
+        "slider",
+        "text_area",
+        "text_input",
+        "time_input",
+        "toggle",
+    }
+)
+WIDGET_MODULES = ("state", "exports", "controls")  # modules whose helpers draw widgets, in order
+MAX_DRAW_LINES = 80
+VIEWS = sorted((DASHBOARD / "views").glob("[a-z]*.py"))
+
+
+def _is_output_download(call: ast.Call) -> bool:
+    """A download button with ``on_click="ignore"`` is output: it never reruns the script and
+    carries no value into a config, so a draw function may offer its chart's files."""
+    return any(
+        kw.arg == "on_click" and isinstance(kw.value, ast.Constant) and kw.value.value == "ignore"
+        for kw in call.keywords
+    )
+
+
+def _is_streamlit_widget(call: ast.Call) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in WIDGET_METHODS:
+        return False
+    return not (func.attr == "download_button" and _is_output_download(call))
+
+
+def _draws_widget(call: ast.Call, local: set[str], known: dict[str, set[str]]) -> bool:
+    """A Streamlit widget, ``_where(...)`` (state.py's container for its widget), a helper
+    of this module (``local``) or of a module already read (``known``, e.g. ``state.select``)."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id == "_where" or func.id in local
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        if func.attr in known.get(func.value.id, set()):
+            return True
+    return _is_streamlit_widget(call)
+
+
+def _widget_helpers(tree: ast.Module, known: dict[str, set[str]]) -> set[str]:
+    """The module-level functions of ``tree`` that draw a widget, directly or through
+    another widget helper (repeated until no function is added)."""
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    calls = {fn.name: [c for c in ast.walk(fn) if isinstance(c, ast.Call)] for fn in functions}
+    helpers: set[str] = set()
+    while True:
+        found = {
+            name
+            for name, made in calls.items()
+            if any(_draws_widget(c, helpers, known) for c in made)
+        }
+        if found <= helpers:
+            return helpers
+        helpers |= found
+
+
+def _module_helpers() -> dict[str, set[str]]:
+    """Widget helpers by module, each module read after those it calls (state first)."""
+    known: dict[str, set[str]] = {}
+    for module in WIDGET_MODULES:
+        tree = ast.parse((DASHBOARD / f"{module}.py").read_text(encoding="utf-8"))
+        known[module] = _widget_helpers(tree, known)
+    return known
+
+
+def _is_widget_call(call: ast.Call, helpers: dict[str, set[str]]) -> bool:
+    """Streamlit widget, a widget helper of state/controls/exports, or a ``*_controls`` group."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id.endswith("_controls")
+    if not isinstance(func, ast.Attribute):
+        return False
+    if isinstance(func.value, ast.Name) and func.value.id in helpers:
+        return func.attr in helpers[func.value.id] or func.attr.endswith("_controls")
+    return _is_streamlit_widget(call)
+
+
+def _widgets_outside_controls(tree: ast.Module, helpers: dict[str, set[str]]) -> list[str]:
+    """``"function:line call"`` for every widget call whose innermost enclosing function's name
+    does not end with ``_controls`` (module-level code, the page's tail, is not checked)."""
+    found = []
+
+    def visit(node: ast.AST, function: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, ast.FunctionDef) else function
+            if (
+                isinstance(child, ast.Call)
+                and function is not None
+                and not function.endswith("_controls")
+                and _is_widget_call(child, helpers)
+            ):
+                found.append(f"{function}:{child.lineno} {ast.unparse(child.func)}")
+            visit(child, inner)
+
+    visit(tree, None)
+    return found
+
+
+def _long_functions(tree: ast.Module) -> list[str]:
+    return [
+        f"{node.name}:{node.lineno} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > MAX_DRAW_LINES
+    ]
+
+
+BAD_PAGE = """
+def page_controls(page):
+    return state.slider_int(page, "n", "n", 0, 9, 1)
+
+def helper_control():
+    return st.sidebar.selectbox("a", [1, 2])
+
+def render(ctl):
+    col = st.columns(2)[0]
+    if col.button("Go"):
+        pass
+    state.select(PAGE, "x", "x", [1], 1)
+    controls.variant_controls(PAGE, 8)
+    controls.variant_select(PAGE)
+    controls.show_error(err)
+    more_controls()
+    st.download_button("csv", "a,b", on_click="ignore")
+    st.download_button("csv", "a,b")
+    exports.export_buttons("weights", csv_text="a")
+
+    def inner():
+        st.toggle("t")
+"""
+
+
+def test_the_page_rules_see_a_bad_page():
+    helpers = _module_helpers()
+    assert {"slider_int", "select", "text", "checkbox"} <= helpers["state"]
+    assert {"layer_controls", "variant_select", "device_controls"} <= helpers["controls"]
+    assert "show_error" not in helpers["controls"]
+    assert "export_buttons" not in helpers["exports"]  # its buttons only download
+    found = [f.split(" ")[0] for f in _widgets_outside_controls(ast.parse(BAD_PAGE), helpers)]
+    assert found == [
+        "helper_control:6",
+        "render:10",
+        "render:12",
+        "render:13",
+        "render:14",
+        "render:16",
+        "render:18",
+        "inner:22",
+    ]
+    long_body = "def draw():\n" + "    x = 1\n" * MAX_DRAW_LINES
+    assert _long_functions(ast.parse(long_body)) == [f"draw:1 ({MAX_DRAW_LINES + 1} lines)"]
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=str)
+def test_widgets_live_only_in_controls(view):
+    """A page's widgets are made in ``<page>_controls`` (or a ``*_controls`` helper it calls),
+    so the config carries every value and the draw functions only draw; a download button
+    with ``on_click="ignore"`` (exports.export_buttons) is output and may sit beside its chart."""
+    tree = ast.parse(view.read_text(encoding="utf-8"))
+    assert _widgets_outside_controls(tree, _module_helpers()) == []
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=str)
+def test_no_view_function_is_over_80_lines(view):
+    assert _long_functions(ast.parse(view.read_text(encoding="utf-8"))) == []
