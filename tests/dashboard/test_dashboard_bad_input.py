@@ -133,102 +133,50 @@ def q(page: str, **kwargs) -> dict:
     return {f"{page}.{k}": v for k, v in kwargs.items()}
 
 
+def on(page: str, case_id: str, *, notice: str | None = None, **kwargs) -> Case:
+    """A case of another page: ``on("scaling", "id", seq_len="2", notice="seq_len")`` sets
+    ``scaling.seq_len`` and expects a notice naming ``scaling.seq_len``; ``error`` and
+    ``warn_text`` pass through to :class:`Case`."""
+    expect = {k: kwargs.pop(k) for k in ("error", "warn_text") if k in kwargs}
+    notice_key = f"{page}.{notice}" if notice else None
+    return Case(case_id, q(page, **kwargs), page=page, notice=notice_key, **expect)
+
+
 OTHER_PAGE_CASES = [
-    Case("step-tokens-min", q("step_by_step", tokens="4"), page="step_by_step"),
-    Case("step-tokens-max-dk-1", q("step_by_step", tokens="8", d_k="1"), page="step_by_step"),
-    Case(
-        "step-tokens-99",
-        q("step_by_step", tokens="99"),
-        page="step_by_step",
-        notice="step_by_step.tokens",
-    ),
-    Case(
-        "step-query-out-of-range",
-        q("step_by_step", query="40"),
-        page="step_by_step",
-        notice="step_by_step.query",
-    ),
-    Case("scaling-dks-garbage", q("scaling", d_ks="0,-1,abc"), page="scaling", warn_text="d_k"),
-    Case("scaling-dks-too-big", q("scaling", d_ks="99999"), page="scaling", warn_text="99999"),
-    Case("scaling-extremes", q("scaling", d_ks="1,1024", seq_len="2", trials="1"), page="scaling"),
-    Case(
-        "multihead-gallery-extremes",
-        q("multihead", gallery_len="4", gallery_seed="0"),
-        page="multihead",
-    ),
-    Case(
-        "multihead-heads-not-divisor",
-        q("multihead", heads="5"),
-        page="multihead",
-        notice="multihead.heads",
-    ),
-    Case(
-        "variants-unknown-variant",
-        q("variants", variants="scaled,warp"),
-        page="variants",
-        notice="variants.variants",
-    ),
-    Case(
+    on("step_by_step", "step-tokens-min", tokens="4"),
+    on("step_by_step", "step-tokens-max-dk-1", tokens="8", d_k="1"),
+    on("step_by_step", "step-tokens-99", tokens="99", notice="tokens"),
+    on("step_by_step", "step-query-out-of-range", query="40", notice="query"),
+    on("scaling", "scaling-dks-garbage", d_ks="0,-1,abc", warn_text="d_k"),
+    on("scaling", "scaling-dks-too-big", d_ks="99999", warn_text="99999"),
+    on("scaling", "scaling-extremes", d_ks="1,1024", seq_len="2", trials="1"),
+    on("multihead", "multihead-gallery-extremes", gallery_len="4", gallery_seed="0"),
+    on("multihead", "multihead-heads-not-divisor", heads="5", notice="heads"),
+    on("variants", "variants-unknown-variant", variants="scaled,warp", notice="variants"),
+    on(
+        "variants",
         "variants-too-many",
-        q("variants", variants="scaled,local,linear,chunked,strided,block"),
-        page="variants",
-        notice="variants.variants",
+        variants="scaled,local,linear,chunked,strided,block",
+        notice="variants",
     ),
-    Case(
-        "variants-repeated",
-        q("variants", variants="local,local"),
-        page="variants",
-        notice="variants.variants",
-    ),
-    Case("variants-seq-len-extremes", q("variants", seq_len="128"), page="variants"),
-    Case(
+    on("variants", "variants-repeated", variants="local,local", notice="variants"),
+    on("variants", "variants-seq-len-extremes", seq_len="128"),
+    on(
+        "properties",
         "properties-perm-not-permutation",
-        q("properties", perm_mode="typed", perm="1,1,2,3,4"),
-        page="properties",
+        perm_mode="typed",
+        perm="1,1,2,3,4",
         error="1,1,2,3,4",
     ),
-    Case(
-        "properties-perm-text",
-        q("properties", perm_mode="typed", perm="abc"),
-        page="properties",
-        error="abc",
-    ),
-    Case(
-        "fp16-unscaled-huge-logits",
-        q("properties", logit_scale="10000", dtype="float16"),
-        page="properties",
-    ),
-    Case(
-        "properties-chunks-of-one",
-        q("properties", chunk_size="1", key_chunk_size="1"),
-        page="properties",
-    ),
-    Case("gradients-extremes", q("gradients", seq_len="32", seed="0"), page="gradients"),
-    Case(
-        "gradients-embed-dim-bad",
-        q("gradients", embed_dim="7"),
-        page="gradients",
-        notice="gradients.embed_dim",
-    ),
-    Case("practice-extremes", q("practice", seq_len="512", layers="48"), page="practice"),
-    Case(
-        "practice-ckpt-len-bad",
-        q("practice", ckpt_len="-1"),
-        page="practice",
-        notice="practice.ckpt_len",
-    ),
-    Case(
-        "real-model-layer-zero",
-        q("real_model", layer="0"),
-        page="real_model",
-        notice="real_model.layer",
-    ),
-    Case(
-        "real-model-head-13",
-        q("real_model", head="13"),
-        page="real_model",
-        notice="real_model.head",
-    ),
+    on("properties", "properties-perm-text", perm_mode="typed", perm="abc", error="abc"),
+    on("properties", "fp16-unscaled-huge-logits", logit_scale="10000", dtype="float16"),
+    on("properties", "properties-chunks-of-one", chunk_size="1", key_chunk_size="1"),
+    on("gradients", "gradients-extremes", seq_len="32", seed="0"),
+    on("gradients", "gradients-embed-dim-bad", embed_dim="7", notice="embed_dim"),
+    on("practice", "practice-extremes", seq_len="512", layers="48"),
+    on("practice", "practice-ckpt-len-bad", ckpt_len="-1", notice="ckpt_len"),
+    on("real_model", "real-model-layer-zero", layer="0", notice="layer"),
+    on("real_model", "real-model-head-13", head="13", notice="head"),
 ]
 
 
