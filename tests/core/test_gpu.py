@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from attention_core import VARIANTS, MultiHeadSelfAttention, attend, masks
+from tests.core.references import torch_twin
 
 pytestmark = pytest.mark.gpu
 
@@ -105,16 +105,7 @@ def test_module_on_cuda_matches_nn_multihead_attention(variant):
     torch.manual_seed(0)
     params = {"window_size": 9} if variant == "local" else {}
     ours = MultiHeadSelfAttention(D, heads, variant=variant, **params).to(DEVICE).eval()
-    ref = nn.MultiheadAttention(D, heads, batch_first=True).to(DEVICE).eval()
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(
-            torch.cat([ours.q_linear.weight, ours.k_linear.weight, ours.v_linear.weight])
-        )
-        ref.in_proj_bias.copy_(
-            torch.cat([ours.q_linear.bias, ours.k_linear.bias, ours.v_linear.bias])
-        )
-        ref.out_proj.weight.copy_(ours.out_linear.weight)
-        ref.out_proj.bias.copy_(ours.out_linear.bias)
+    ref = torch_twin(ours)
     x = torch.randn(2, L, D, device=DEVICE)
     causal = masks.causal(L, device=DEVICE)
     allowed = causal & masks.local(L, 9, device=DEVICE) if variant == "local" else causal

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from attention_core import VARIANTS, MultiHeadSelfAttention, masks
+from tests.core.references import torch_twin
 
 B, L, D, H = 2, 7, 12, 3
 ATOL = {torch.float64: 1e-10, torch.float32: 1e-5}
@@ -17,20 +18,8 @@ ATOL = {torch.float64: 1e-10, torch.float32: 1e-5}
 def _pair(dtype=torch.float64, variant="scaled", seed=0, **params):
     """Our module and nn.MultiheadAttention sharing the same weights."""
     torch.manual_seed(seed)
-    ours = MultiHeadSelfAttention(D, H, variant=variant, **params).to(dtype)
-    ref = nn.MultiheadAttention(D, H, batch_first=True).to(dtype)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(
-            torch.cat([ours.q_linear.weight, ours.k_linear.weight, ours.v_linear.weight])
-        )
-        ref.in_proj_bias.copy_(
-            torch.cat([ours.q_linear.bias, ours.k_linear.bias, ours.v_linear.bias])
-        )
-        ref.out_proj.weight.copy_(ours.out_linear.weight)
-        ref.out_proj.bias.copy_(ours.out_linear.bias)
-    ours.eval()
-    ref.eval()
-    return ours, ref
+    ours = MultiHeadSelfAttention(D, H, variant=variant, **params).to(dtype).eval()
+    return ours, torch_twin(ours)
 
 
 def _x(dtype=torch.float64, L=L, seed=1):

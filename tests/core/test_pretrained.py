@@ -6,9 +6,7 @@ attention); this test never imports transformers.
 
 from __future__ import annotations
 
-import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,8 +22,8 @@ from attention_core.pretrained import (
     load_minilm,
 )
 from tests.core.mapping import mapped_file
+from tests.core.references import MINILM_FIXTURE, minilm_reference
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "minilm_reference.npz"
 FIXTURE_MAX_BYTES = 1 << 20
 TOLERANCE = 1e-5
 EXACT_COSINE = 0.99999
@@ -40,12 +38,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _reference() -> tuple[list[str], dict[str, np.ndarray]]:
-    data = dict(np.load(FIXTURE))
-    sentences = json.loads(bytes(data.pop("meta_json")).decode("utf-8"))["sentences"]
-    return sentences, data
-
-
 @pytest.fixture(scope="module")
 def encoder():
     return load_minilm()
@@ -58,8 +50,8 @@ def swappable(encoder):
 
 
 def test_fixture_is_small_float32():
-    assert FIXTURE.stat().st_size < FIXTURE_MAX_BYTES
-    sentences, data = _reference()
+    assert MINILM_FIXTURE.stat().st_size < FIXTURE_MAX_BYTES
+    sentences, data = minilm_reference()
     assert CAT_SENTENCE in sentences and CHINESE_SENTENCE in sentences
     for index in range(len(sentences)):
         assert data[f"hidden_{index}"].dtype == np.float32
@@ -68,7 +60,7 @@ def test_fixture_is_small_float32():
 
 @pytest.mark.parametrize("index", range(3))
 def test_matches_reference_bertmodel(encoder, index):
-    sentences, data = _reference()
+    sentences, data = minilm_reference()
     result = encoder.encode(sentences[index])
     assert result.input_ids.tolist() == data[f"input_ids_{index}"].tolist()
     expected_hidden = torch.from_numpy(data[f"hidden_{index}"])  # (L, 384)
@@ -155,7 +147,7 @@ def test_approximate_variants_change_the_embedding(encoder, swappable, variant, 
 def test_chinese_text_is_mostly_unknown(encoder):
     tokenized = encoder.tokenize(CHINESE_SENTENCE)
     assert tokenized.tokens[0] == "[CLS]" and tokenized.tokens[-1] == "[SEP]"
-    _, data = _reference()
+    _, data = minilm_reference()
     unk_id = encoder.tokenizer.token_to_id(UNK_TOKEN)
     assert tokenized.input_ids == data["input_ids_2"].tolist()
     assert tokenized.tokens.count(UNK_TOKEN) == int((data["input_ids_2"] == unk_id).sum()) == 13

@@ -9,7 +9,6 @@ states; attention rows still sum to 1 to float32 precision (the softmax is float
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,10 +19,10 @@ from attention_core.pretrained import (
     INT4_LOGIT_TOLERANCE,
     smollm2_available,
 )
+from tests.core.references import smollm2_reference
 from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, metrics
 
 PAGE = "decoder"
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "smollm2_reference.npz"
 CACHE_BYTES_PER_TOKEN = 46_080
 MAP_TOLERANCE = INT4_ATTENTION_TOLERANCE
 ROW_SUM_TOLERANCE = 1e-5
@@ -66,12 +65,6 @@ def open_app(page: str, **params: str) -> AppTest:
     return at.run()
 
 
-def _reference() -> tuple[dict, dict[str, np.ndarray]]:
-    data = dict(np.load(FIXTURE))
-    meta = json.loads(bytes(data.pop("meta_json")).decode("utf-8"))
-    return meta, data
-
-
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_default_view_matches_the_reference_model(lang):
     at = open_app(PAGE, lang=lang)
@@ -88,7 +81,7 @@ def test_default_view_matches_the_reference_model(lang):
     assert full < sinks < window and window > 3 * sinks
     rows, maps, rope = canvas_heatmaps(at)
     assert rows["values"].shape == (9, 30, 5)  # heads × layers × keys of the newest token
-    _, reference = _reference()
+    _, reference = smollm2_reference()
     expected = reference["attentions_0"][3]  # layer 4, all 9 heads, from transformers
     assert maps["values"].shape == (9, 5, 5)
     np.testing.assert_allclose(maps["values"], expected, atol=MAP_TOLERANCE, rtol=0)
@@ -108,7 +101,7 @@ def expected_rows(reference: dict[str, np.ndarray]) -> np.ndarray:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_next_token_steps_through_greedy_decoding(lang):
-    meta, reference = _reference()
+    meta, reference = smollm2_reference()
     at = open_app(PAGE, lang=lang)
     for _ in range(2):
         at.button(key=f"{PAGE}.next").click().run()
@@ -137,7 +130,7 @@ def test_url_state_reproduces_a_step_and_a_view():
     shown = metrics(at)
     assert shown[LABELS["en"]["cache_tokens"]] == "8"
     assert float(shown[LABELS["en"]["shift"].format(k=40)]) < MAP_TOLERANCE
-    _, reference = _reference()
+    _, reference = smollm2_reference()
     maps = canvas_heatmaps(at)[1]
     np.testing.assert_allclose(
         maps["values"], reference["attentions_0"][29], atol=MAP_TOLERANCE, rtol=0
@@ -153,7 +146,7 @@ def test_chinese_tokens_are_grouped_into_characters(lang):
     assert len(labels) == 34
     assert labels[:3] == ["0 那(1/3)", "1 那(2/3)", "2 那(3/3)"]
     assert "10 在" in labels  # one token, one character
-    _, reference = _reference()
+    _, reference = smollm2_reference()
     np.testing.assert_allclose(
         maps["values"], reference["attentions_1"][3], atol=MAP_TOLERANCE, rtol=0
     )
