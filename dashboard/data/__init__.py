@@ -73,6 +73,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "decoder_installed",
         "prompt_maps",
         "rope_versions",
+        "shown_text",
         "shown_token",
         "sink_head_shares",
         "sink_table",

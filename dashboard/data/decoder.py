@@ -70,29 +70,91 @@ def smollm2_decoder() -> pretrained.Decoder:
     )
 
 
+def _utf8_runs(raw: bytes) -> list[tuple[str, bool]]:
+    """Split bytes into runs of whole UTF-8 characters, ``("猫", False)``, and runs of bytes
+    that form no character (yet), ``("⟨E7 9D⟩", True)``."""
+    pieces: list[tuple[bytes, bool]] = []  # (bytes, True when they form no character)
+    while raw:
+        try:
+            raw.decode("utf-8")
+            start = stop = len(raw)
+        except UnicodeDecodeError as err:
+            start, stop = err.start, err.end
+        for piece, broken in ((raw[:start], False), (raw[start:stop], True)):
+            if piece and pieces and pieces[-1][1] == broken:
+                pieces[-1] = (pieces[-1][0] + piece, broken)
+            elif piece:
+                pieces.append((piece, broken))
+        raw = raw[stop:]
+    return [(_hex(piece) if broken else piece.decode("utf-8"), broken) for piece, broken in pieces]
+
+
+def _hex(raw: bytes) -> str:
+    """Bytes in hex between angle brackets, e.g. ``⟨E7 9D⟩``."""
+    return "⟨" + " ".join(f"{byte:02X}" for byte in raw) + "⟩"
+
+
+def _shown(raw: bytes, replacements: tuple[tuple[str, str], ...]) -> str:
+    """Bytes as :func:`_utf8_runs` splits them, ``replacements`` applied to the characters
+    only (never to the hex), :data:`SHOWN_EMPTY` for nothing."""
+    shown = []
+    for text, is_bytes in _utf8_runs(raw):
+        for old, new in () if is_bytes else replacements:
+            text = text.replace(old, new)
+        shown.append(text)
+    return "".join(shown) or SHOWN_EMPTY
+
+
+_LABEL_REPLACEMENTS = (("\n", SHOWN_NEWLINE),)
+_TOKEN_REPLACEMENTS = ((" ", SHOWN_SPACE), ("\n", SHOWN_NEWLINE))
+
+
 def token_labels(tokens: tuple[str, ...]) -> list[str]:
     """Unique axis labels that show characters, not byte fragments.
 
     Tokens that together spell one character (or several) share its text, numbered
-    ``(k/n)``; a newline shows as ↵. Positions make the labels unique (``axis_labels``).
+    ``(k/n)``; a newline shows as ↵. Tokens whose bytes never complete a character (the
+    newest tokens of a half-generated one) show their own bytes in hex, e.g. ``⟨E7⟩``, as
+    the top-5 chart does (:func:`shown_token`), never U+FFFD. Positions make the labels
+    unique (``axis_labels``).
     """
     shown: list[str] = []
     for group in pretrained.group_by_character(list(tokens)):
-        text = group.text.replace("\n", SHOWN_NEWLINE) or SHOWN_EMPTY
+        members = tokens[group.start : group.stop]
+        raw = b"".join(pretrained.token_bytes(token) for token in members)
+        if any(is_bytes for _, is_bytes in _utf8_runs(raw)):
+            shown += [_shown(pretrained.token_bytes(t), _LABEL_REPLACEMENTS) for t in members]
+            continue
+        text = _shown(raw, _LABEL_REPLACEMENTS)
         count = group.stop - group.start
         shown += [text] if count == 1 else [f"{text}({k}/{count})" for k in range(1, count + 1)]
     return axis_labels(tuple(shown))
 
 
 def shown_token(token: str) -> str:
-    """A byte-level token as text: its characters when its bytes are whole UTF-8 characters
-    (a space shows as ␣), else its bytes in hex, e.g. ``⟨E5 9D⟩`` for part of 坐."""
-    raw = pretrained.token_bytes(token)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "⟨" + " ".join(f"{byte:02X}" for byte in raw) + "⟩"
-    return text.replace(" ", SHOWN_SPACE).replace("\n", SHOWN_NEWLINE) or SHOWN_EMPTY
+    """A byte-level token as text: its whole UTF-8 characters as they are (a space shows as
+    ␣, a newline as ↵), the bytes of a part character in hex, e.g. ``⟨E5 9D⟩`` for part of
+    坐 and ``好⟨E7⟩`` for 好 and the first byte of 猫."""
+    return _shown(pretrained.token_bytes(token), _TOKEN_REPLACEMENTS)
+
+
+def shown_text(tokens: tuple[str, ...], *, hidden: frozenset[str] = frozenset()) -> str:
+    """The text that byte-level tokens spell, as the page shows generated text: whole
+    characters as they are, the bytes of a character not (yet) complete in hex (``⟨E7 9D⟩``,
+    as :func:`shown_token` writes them), never U+FFFD.
+
+    Args:
+        tokens: byte-level token strings. hidden: tokens left out (the control tokens, as
+            ``Decoder.decode`` leaves them out).
+
+    Returns:
+        The text ("" for no tokens).
+
+    Raises:
+        ValueError: when a token holds a character outside the byte alphabet.
+    """
+    raw = b"".join(pretrained.token_bytes(token) for token in tokens if token not in hidden)
+    return "".join(text for text, _ in _utf8_runs(raw))
 
 
 def prompt_ids(text: str) -> tuple[tuple[str, ...], tuple[int, ...], bool]:
@@ -148,7 +210,8 @@ class DecodeStep:
     Attributes:
         tokens, labels: all tokens so far (prompt then generated) and their axis labels.
         prompt_length: tokens of the prompt.
-        text: the generated text so far (decoded).
+        text: the generated text so far (:func:`shown_text`: a character not yet complete
+            shows its bytes, e.g. ``⟨E7 9D⟩``).
         new_rows: (H, N, S) the newest token's attention in every head and layer (one
             panel per head, one row per layer).
         top_tokens, top_probs: the next token's :data:`DECODER_TOP_K` likeliest candidates
@@ -167,6 +230,14 @@ class DecodeStep:
     cache_tokens: int
     cache_bytes: int
     cached_vs_full: float | None
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def _control_tokens() -> frozenset[str]:
+    """The decoder's control tokens (``<|endoftext|>``, ``<|im_end|>``, …), which
+    ``Decoder.decode`` leaves out of a text."""
+    added = smollm2_decoder().tokenizer.get_added_tokens_decoder().values()
+    return frozenset(token.content for token in added if token.special)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -197,7 +268,7 @@ def decode_step(text: str, steps: int) -> DecodeStep:
         tokens=all_tokens,
         labels=tuple(token_labels(all_tokens)),
         prompt_length=len(ids),
-        text=decoder.decode(generated),
+        text=shown_text(all_tokens[len(ids) :], hidden=_control_tokens()),
         new_rows=readonly(state.new_rows.permute(1, 0, 2).numpy().copy()),  # (H, N, S)
         top_tokens=tuple(
             shown_token(decoder.tokenizer.id_to_token(i)) for i in top.indices.tolist()
