@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 
 from attention_core.device import resolve_budget
@@ -33,6 +35,24 @@ def get_variant(name: str) -> VariantSpec:
     if not isinstance(name, str) or name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; valid: {', '.join(sorted(VARIANTS))}")
     return VARIANTS[name]
+
+
+def variant_names(variants: Iterable[str]) -> list[str]:
+    """The registered names of a non-empty list of variants, in the given order.
+
+    Args:
+        variants: variant names.
+
+    Returns:
+        The names, each checked against :data:`VARIANTS`.
+
+    Raises:
+        ValueError: for an empty list, or an unknown name (listing the valid ones).
+    """
+    names = [get_variant(name).name for name in variants]
+    if not names:
+        raise ValueError("variants must name at least one variant, got an empty list")
+    return names
 
 
 def attend(

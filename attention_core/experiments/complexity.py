@@ -23,7 +23,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from attention_core.device import MemoryBudgetError, format_bytes, resolve_budget
 from attention_core.estimates import estimate_memory
-from attention_core.registry import attend, get_variant
+from attention_core.registry import attend, get_variant, variant_names
 from attention_core.validation import check_choice, check_int
 
 MAX_LENGTH = 1 << 20
@@ -176,12 +176,12 @@ def measure_complexity(
         ValueError: for an empty list, an unknown variant or parameter, a bad size, repeat
             count, device or budget.
     """
-    names = [get_variant(name).name for name in variants]
+    names = variant_names(variants)
     if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable):
         raise ValueError(f"lengths must be a list of whole numbers, got {lengths!r}")
     Ls = sorted({check_int("L", n, low=1, high=MAX_LENGTH) for n in lengths})
-    if not names or not Ls:
-        raise ValueError(f"need at least one variant and length, got {names!r} and {Ls!r}")
+    if not Ls:
+        raise ValueError(f"need at least one length, got {Ls!r}")
     B = check_int("batch", batch, low=1, high=64)
     H = check_int("heads", heads, low=1, high=64)
     E = check_int("E", E, low=1, high=1024)

@@ -21,7 +21,7 @@ import torch
 from attention_core import masks
 from attention_core.experiments.inputs import MAX_EMBED_DIM, MAX_SEQ_LEN, sinusoidal_positions
 from attention_core.modules import MultiHeadSelfAttention
-from attention_core.registry import get_variant
+from attention_core.registry import get_variant, variant_names
 from attention_core.validation import check_int
 
 TOLERANCE = 1e-5
@@ -185,9 +185,7 @@ def equivariance_table(
     Raises:
         ValueError: for an empty or unknown variant list, or any bad argument.
     """
-    names = list(variants)
-    if not names:
-        raise ValueError("variants must name at least one variant, got an empty list")
+    names = variant_names(variants)
     params = params or {}
     rows = []
     for name in names:

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from attention_core.experiments.scaling import check_d_ks, derived_seed
-from attention_core.registry import attend, get_variant
+from attention_core.registry import attend, get_variant, variant_names
 from attention_core.validation import check_choice, check_float, check_int
 
 MAX_EMBED_DIM = 1024
@@ -294,9 +294,7 @@ def gradient_table(
     Raises:
         ValueError: for an unknown variant or parameter, or a bad size, init or seed.
     """
-    names = list(variants)
-    if not names:
-        raise ValueError("variants must name at least one variant, got an empty list")
+    names = variant_names(variants)
     params = params or {}
     rows = []
     for name in names:

@@ -248,3 +248,13 @@ def test_plus_and_minus_inf_in_one_tensor_is_caught():
     v[0, 0, 0], v[0, 1, 0] = math.inf, -math.inf
     with pytest.raises(ValueError, match="v contains inf"):
         attend(q, k, v)
+
+
+def test_variant_names_keeps_order_and_refuses_empty_or_unknown():
+    from attention_core.registry import variant_names
+
+    assert variant_names(("linear", "scaled")) == ["linear", "scaled"]
+    with pytest.raises(ValueError, match="at least one variant"):
+        variant_names([])
+    with pytest.raises(ValueError, match="'nope'.*valid: .*scaled"):
+        variant_names(["scaled", "nope"])
