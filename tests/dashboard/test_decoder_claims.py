@@ -30,7 +30,7 @@ from tests.dashboard.conftest import APP_PATH
 
 LANGS = ("en", "zh")
 SHIFTS = (1000, 4000)  # the page's default and the slider's largest shift
-CACHED_RANGE = (0.1, 0.5)  # "0.1–0.5"
+CACHED_RANGE = (0.1, 0.5)  # "between 0.1 and 0.5"
 CACHED_FLOAT32_BELOW = 1e-4
 SHIFT_AT_MOST = 0.04
 SHIFT_FLOAT32_BELOW = 1e-5
@@ -84,7 +84,8 @@ def test_cached_step_differences_are_the_quoted_ones(page_model, float32_model):
     assert max(exact.max_logit_difference) < CACHED_FLOAT32_BELOW
     for lang in LANGS:
         look_for = _texts(lang)["look_for"]
-        assert f"{low}–{high}" in look_for and _quoted(CACHED_FLOAT32_BELOW) in look_for
+        between = {"en": f"between {low} and {high}", "zh": f"介于 {low} 与 {high} 之间"}[lang]
+        assert between in look_for and _quoted(CACHED_FLOAT32_BELOW) in look_for
 
 
 def test_rope_shift_differences_are_the_quoted_ones(page_model, float32_model):
