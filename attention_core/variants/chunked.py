@@ -51,7 +51,7 @@ def _masked_scores(q_c, k_t, mask_t):
     return scores.add_(mask_t.to(scores.dtype))
 
 
-def _query_chunk(q_c, k, v, mask_rows, rows, key_chunk, dropout_p, generator, keeps):
+def _query_chunk(q_c, k, v, mask_rows, *, rows, key_chunk, dropout_p, generator, keeps):
     """Online-softmax pass of one (pre-scaled) query chunk over all key tiles.
 
     Returns (out (..., cq, Ev), row max m (..., cq, 1), row sum l (..., cq, 1)).
@@ -94,7 +94,7 @@ def _query_chunk(q_c, k, v, mask_rows, rows, key_chunk, dropout_p, generator, ke
     return out, m, l_sum
 
 
-def _weights_pass(q, k, mask, stats, chunk, key_chunk, dropout_p, keeps, budget):
+def _weights_pass(q, k, mask, stats, *, chunk, key_chunk, dropout_p, keeps, budget):
     """Rebuild the exact weights exp(s − m) / l tile by tile into (..., L, S), and the
     scores as fed to the softmax (blocked cells at the dtype's minimum, not the -inf the
     online pass uses internally)."""
@@ -144,7 +144,7 @@ def _fused_tile_mask(mask_t: torch.Tensor, lead: torch.Size, dtype) -> tuple:
     return additive.reshape(-1, 1, *shape[-2:]), has_key.reshape(-1, 1, shape[-2])
 
 
-def _fused_tiles(q, k, v, mask, scale, chunk, key_chunk) -> torch.Tensor:
+def _fused_tiles(q, k, v, mask, *, scale, chunk, key_chunk) -> torch.Tensor:
     """Exact attention from fused (query chunk, key tile) calls merged by log-sum-exp.
 
     Args:
@@ -239,7 +239,9 @@ def chunked_attention(
         "head), or the batch or heads",
     )
     if fused:
-        return AttentionResult(_fused_tiles(q, k, v, mask, scale, chunk, key_chunk))
+        return AttentionResult(
+            _fused_tiles(q, k, v, mask, scale=scale, chunk=chunk, key_chunk=key_chunk)
+        )
     qw, kw, vw = q.to(work) * scale, k.to(work), v.to(work)  # q pre-scaled once
     out = qw.new_empty((*lead, L, v.shape[-1]))  # (..., L, Ev)
     stats = {}
@@ -251,11 +253,11 @@ def chunked_attention(
             kw,
             vw,
             _tile(mask, rows, slice(None)),
-            rows,
-            key_chunk,
-            dropout_p,
-            generator,
-            keeps,
+            rows=rows,
+            key_chunk=key_chunk,
+            dropout_p=dropout_p,
+            generator=generator,
+            keeps=keeps,
         )
         out[..., rows, :] = out_c
         if need_weights:
@@ -263,13 +265,21 @@ def chunked_attention(
     if not need_weights:
         return AttentionResult(out.to(q.dtype))
     weights, scores = _weights_pass(
-        qw, kw, mask, stats, chunk, key_chunk, dropout_p, keeps, memory_budget
+        qw,
+        kw,
+        mask,
+        stats,
+        chunk=chunk,
+        key_chunk=key_chunk,
+        dropout_p=dropout_p,
+        keeps=keeps,
+        budget=memory_budget,
     )
     return AttentionResult(out.to(q.dtype), weights.to(q.dtype), scores)
 
 
 def _chunked_memory(
-    lead, L, S, E, Ev, itemsize, need_weights, chunk_size=1024, key_chunk_size=4096, **_
+    lead, L, S, E, Ev, *, itemsize, need_weights, chunk_size=1024, key_chunk_size=4096, **_
 ):
     """Peak bytes of ``chunked``: without weights the fused path (no score tile of its own;
     a mask adds one chunk_size × key_chunk_size tile); with weights the explicit path's

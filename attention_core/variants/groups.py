@@ -189,14 +189,14 @@ def _ungroup_view(out: torch.Tensor, groups: Groups, lead: torch.Size) -> torch.
     return out.reshape(*lead, groups.L, out.shape[-1])
 
 
-def _fused_views(q, k, v, groups, mask, scale, memory_budget) -> torch.Tensor:
+def _fused_views(q, k, v, groups, mask, *, scale, memory_budget) -> torch.Tensor:
     """The fused path when the groups are views of q, k, v: no gather, no scatter."""
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     q_g, k_g, v_g = (_group_view(t, groups, lead) for t in (q, k, v))  # (N, G, n|m, ·)
     allowed, additive = _group_mask(mask, groups, compute_dtype(q.dtype))
     allowed = None if allowed is None else _flat_lead(allowed, lead)
     additive = None if additive is None else _flat_lead(additive, lead)
-    out = _fused_groups(q_g, k_g, v_g, allowed, additive, scale, memory_budget)
+    out = _fused_groups(q_g, k_g, v_g, allowed, additive, scale=scale, memory_budget=memory_budget)
     return _ungroup_view(out, groups, lead)
 
 
@@ -214,7 +214,7 @@ def math_path(q: torch.Tensor, v: torch.Tensor) -> bool:
     return q.dtype == torch.float64 or q.shape[-1] != v.shape[-1]
 
 
-def _fused_groups(q_g, k_g, v_g, allowed, additive, scale, memory_budget):
+def _fused_groups(q_g, k_g, v_g, allowed, additive, *, scale, memory_budget):
     """Fused SDPA over the groups; rows with no allowed key give 0 (SDPA gives NaN)."""
     lead = torch.broadcast_shapes(q_g.shape[:-3], k_g.shape[:-3], v_g.shape[:-3])
     G, n, m = q_g.shape[-3], q_g.shape[-2], k_g.shape[-2]
@@ -268,13 +268,17 @@ def grouped_attention(
     work = compute_dtype(q.dtype)
     fused = not need_weights and dropout_p == 0.0
     if fused and groups.view is not None:
-        return AttentionResult(_fused_views(q, k, v, groups, mask, scale, memory_budget))
+        return AttentionResult(
+            _fused_views(q, k, v, groups, mask, scale=scale, memory_budget=memory_budget)
+        )
     q_g = _gather(q, groups.rows, L)  # (..., G, n, E)
     k_g = _gather(k, groups.cols, S)  # (..., G, m, E)
     v_g = _gather(v, groups.cols, S)  # (..., G, m, Ev)
     allowed, additive = _group_mask(mask, groups, work)
     if fused:
-        out_g = _fused_groups(q_g, k_g, v_g, allowed, additive, scale, memory_budget)
+        out_g = _fused_groups(
+            q_g, k_g, v_g, allowed, additive, scale=scale, memory_budget=memory_budget
+        )
         return AttentionResult(_scatter_rows(out_g, groups).to(q.dtype))
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     G, n, m = groups.rows.shape[0], groups.rows.shape[1], groups.cols.shape[1]
@@ -308,7 +312,7 @@ def _allowed_cells(allowed, additive):
     return finite if allowed is None else allowed & finite
 
 
-def grouped_memory(lead, L, S, E, Ev, itemsize, need_weights, *, cells: int) -> int:
+def grouped_memory(lead, L, S, E, Ev, *, itemsize, need_weights, cells: int) -> int:
     """Peak bytes of :func:`grouped_attention` with ``cells`` = G·n·m group score cells:
     the gathered q, k, v and the output; the group scores and weights where they are formed
     (with weights, or on SDPA's math path: float64 or E != Ev; the fused kernel keeps only

@@ -301,7 +301,7 @@ def linear_attention(
     return AttentionResult(out.to(q.dtype), weights)
 
 
-def _linear_memory(lead, L, S, E, Ev, itemsize, need_weights, chunk_size=64, causal=False, **_):
+def _linear_memory(lead, L, S, E, Ev, *, itemsize, need_weights, chunk_size=64, causal=False, **_):
     """Peak bytes of ``linear``: q, k, v and the output, the state, and the feature maps:
     whole for the causal form, a chunk of :func:`chunk_rows` rows (two buffers and the
     chunk's product) for the non-causal one."""

@@ -85,11 +85,13 @@ def combined_attention(q, k, v, *, window_size: int, stride: int, **common) -> A
     return _pattern_attention(q, k, v, _combined_pattern, params, **common)
 
 
-def _strided_memory(lead, L, S, E, Ev, itemsize, need_weights, stride=4, **_):
+def _strided_memory(lead, L, S, E, Ev, *, itemsize, need_weights, stride=4, **_):
     """Peak bytes of ``strided``: min(stride, L) classes of ceil(L/stride) queries and
     ceil(S/stride) keys each."""
     cells = min(stride, L) * math.ceil(L / stride) * math.ceil(S / stride)
-    return grouped_memory(lead, L, S, E, Ev, itemsize, need_weights, cells=cells)
+    return grouped_memory(
+        lead, L, S, E, Ev, itemsize=itemsize, need_weights=need_weights, cells=cells
+    )
 
 
 STRIDE_PARAM = Param("stride", "int", 4, 1, 4096, 1, "attend to every stride-th token")
