@@ -47,7 +47,7 @@ def device_for(name: str) -> torch.device:
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """Whether ``local`` (and the weights of ``scaled``) run the C band kernel here.
+    """Whether ``local``'s fast path runs the C band kernel here (it serves ``local`` only).
 
     Attributes:
         available: built, current and on.

@@ -119,6 +119,8 @@ def test_variants_measure_button_shows_cost():
 def test_variants_cost_says_whether_local_ran_the_band_kernel(lang):
     from attention_core.variants import band_kernel
 
+    if not band_kernel.status().available:
+        pytest.skip(f"the band kernel is not in use here: {band_kernel.status().reason}")
     query = {"variants.variants": "local", "variants.max_l": "128"}
     at = open_app("variants", lang=lang, **query)
     at.button[0].click().run()
