@@ -23,8 +23,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention_core.modules import MultiHeadSelfAttention
+from attention_core.pretrained.ablation import head_multipliers, layer_scaling, scale_heads
 from attention_core.pretrained.tokenizer import Tokenized, tokenize
-from attention_core.registry import get_variant
+from attention_core.registry import attend, get_variant
 from attention_core.validation import check_float, check_int
 
 
@@ -206,7 +207,12 @@ class BertLayer(nn.Module):
         self.output_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = True
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        *,
+        scaling: tuple[torch.Tensor, bool] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run the block.
 
@@ -214,16 +220,39 @@ class BertLayer(nn.Module):
             x: (B, L, D) input.
             mask: (B, 1, L) bool key-padding mask (True = real token), or None.
             need_weights: also return the attention weights.
+            scaling: (multipliers (B or 1, H), mean) applied to each head's output before
+                the output projection (:func:`~attention_core.pretrained.ablation.scale_heads`).
 
         Returns:
             (out (B, L, D), weights (B, H, L, L) or None).
         """
         # BERT's attention.output.dense is the module's out_linear.
-        attended, weights = self.attention(x, mask=mask, need_weights=need_weights)  # (B, L, D)
+        if scaling is None:
+            attended, weights = self.attention(x, mask=mask, need_weights=need_weights)
+        else:
+            attended, weights = self._scaled_attention(x, mask, need_weights, scaling)
         x = self.attention_norm(x + attended)  # (B, L, D)
         hidden = F.gelu(self.intermediate(x))  # (B, L, 4D), exact erf GELU
         x = self.output_norm(x + self.output(hidden))  # (B, L, D)
         return x, weights
+
+    def _scaled_attention(self, x, mask, need_weights, scaling):
+        """The attention module's forward pass with each head's output scaled before the
+        output projection: (out (B, L, D), weights (B, H, L, L) or None)."""
+        module = self.attention
+        q, k, v = module.project_qkv(x)  # (B, H, L, E) each
+        result = attend(
+            q,
+            k,
+            v,
+            module.variant,
+            mask=None if mask is None else mask.unsqueeze(1),  # (B, 1, 1, L)
+            scale=module.scale,
+            need_weights=need_weights,
+            **module.params,
+        )
+        out = scale_heads(result.output, *scaling)  # (B, H, L, E)
+        return module.out_linear(module.merge_heads(out)), result.weights  # (B, L, D)
 
 
 class Encoder(nn.Module):
@@ -311,6 +340,10 @@ class Encoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         need_weights: bool = True,
+        *,
+        ablate=(),
+        ablation: str = "zero",
+        head_scale: torch.Tensor | None = None,
     ) -> EncoderOutput:
         """Encode a batch of token ids.
 
@@ -320,13 +353,20 @@ class Encoder(nn.Module):
                 None means no padding.
             token_type_ids: (B, L) segment ids, default zeros.
             need_weights: return every layer's (B, H, L, L) weights.
+            ablate: (layer, head) pairs, 0-based, whose attention output (before the output
+                projection) is turned off (:mod:`~attention_core.pretrained.ablation`).
+            ablation: ``"zero"`` (default) or ``"mean"`` (the head's mean output over the
+                L positions, padding included).
+            head_scale: optional float (N, H) or (B, N, H) multipliers of every head's
+                output (1 = unchanged); it may require grad.
 
         Returns:
             :class:`EncoderOutput` with hidden states (B, L, D).
 
         Raises:
             ValueError: for a non-2-D or non-integer ``input_ids``, ids outside the
-                vocabulary, L above the position limit, or a mask of another shape.
+                vocabulary, L above the position limit, a mask of another shape, or a bad
+                ablation pair or ``head_scale``.
         """
         if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
             shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else input_ids
@@ -351,10 +391,13 @@ class Encoder(nn.Module):
                     f"input_ids shape {tuple(input_ids.shape)}"
                 )
             mask = attention_mask.bool()[:, None, :]  # (B, 1, L): True = real key
+        shape = (self.config.num_hidden_layers, self.config.num_attention_heads)
+        scale, mean = head_multipliers(shape, ablate, ablation, head_scale)
         x = self.embeddings(input_ids.long(), token_type_ids)  # (B, L, D)
         attentions: list[torch.Tensor] = []
-        for layer in self.layers:
-            x, weights = layer(x, mask=mask, need_weights=need_weights)  # (B, L, D)
+        for index, layer in enumerate(self.layers):
+            scaling = layer_scaling(scale, mean, index)
+            x, weights = layer(x, mask=mask, need_weights=need_weights, scaling=scaling)
             if need_weights:
                 attentions.append(weights)  # (B, H, L, L)
         return EncoderOutput(

@@ -38,6 +38,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention_core import masks
+from attention_core.pretrained.ablation import head_multipliers, layer_scaling, scale_heads
 from attention_core.pretrained.int4 import Int4Matrix
 from attention_core.pretrained.rope import (
     ROPE_STYLES,
@@ -150,11 +151,14 @@ class DecoderOutput:
         logits: (B, L, V) next-token logits at every new position.
         attentions: one (B, H, L, S) weight tensor per layer, or ``None`` when not requested.
         cache: the KV cache including these L tokens; pass it to the next call.
+        embeddings: with ``grad=True``, the (B, L, D) input embeddings as an autograd leaf
+            (a backward pass fills its ``.grad``); otherwise ``None``.
     """
 
     logits: torch.Tensor
     attentions: tuple[torch.Tensor, ...] | None
     cache: DecoderCache
+    embeddings: torch.Tensor | None = None
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor | Int4Matrix) -> torch.Tensor:
@@ -219,6 +223,8 @@ class DecoderLayer(nn.Module):
         attention: tuple[str, dict],
         mask: torch.Tensor | None,
         need_weights: bool,
+        *,
+        scaling: tuple[torch.Tensor, bool] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor]]:
         """Run the block on L new tokens.
 
@@ -229,6 +235,8 @@ class DecoderLayer(nn.Module):
             attention: (variant name, its resolved parameters).
             mask: (L, S) bool, True = may attend, or None for no mask.
             need_weights: also return the attention weights.
+            scaling: (multipliers (B or 1, H), mean) applied to each head's output before the
+                output projection (:func:`scale_heads`), or None.
 
         Returns:
             (x (B, L, D), weights (B, H, L, S) or None, (keys, values) each (B, K, S, E)).
@@ -251,7 +259,7 @@ class DecoderLayer(nn.Module):
         variant, params = attention
         q_scored, k_scored = q, k
         if style == "interleaved":  # the same scores, summed in the half-split order
-            order = half_split_order(size)  # (E,)
+            order = half_split_order(size).clone()  # (E,), never the cached inference tensor
             q_scored, k_scored = q[..., order], k[..., order]  # (B, H, L, E), (B, K, S, E)
         # each key/value head serves G query heads: head h reads key head h // G
         result = attend(
@@ -263,7 +271,8 @@ class DecoderLayer(nn.Module):
             need_weights=need_weights,
             **params,
         )
-        out = result.output.transpose(1, 2).reshape(batch, length, heads * size)  # (B, L, H·E)
+        out = result.output if scaling is None else scale_heads(result.output, *scaling)
+        out = out.transpose(1, 2).reshape(batch, length, heads * size)  # (B, L, H·E)
         x = x + linear(out, self.out)  # (B, L, D)
         h = rms_norm(x, self.mlp_norm, cfg.rms_eps)  # (B, L, D)
         gate, up = linear(h, self.gate_up).chunk(2, dim=-1)  # (B, L, F) each
@@ -437,11 +446,11 @@ class Decoder(nn.Module):
                     f"{input_ids.shape[0]}"
                 )
 
-    def _attention_mask(
+    def _attention_masks(
         self, length: int, total: int, cached: bool, mask: torch.Tensor | None
-    ) -> torch.Tensor | None:
-        """The (L, S) mask the layers use: causal (lower right), AND the caller's mask;
-        ``None`` when every entry is True (one new token, no extra mask)."""
+    ) -> list[torch.Tensor | None]:
+        """Each layer's (L, S) mask: causal (lower right) AND the caller's mask (one for all
+        layers, or one per layer); ``None`` where every entry is True."""
         spec = get_variant(self.variant)
         if cached and spec.pattern is not None:
             raise ValueError(
@@ -449,17 +458,20 @@ class Decoder(nn.Module):
                 "continue from a cache; run the whole sequence without a cache"
             )
         causal = masks.causal_lower_right(length, total)  # (L, S)
-        if mask is not None:
-            if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-                raise ValueError(f"mask must be a bool tensor, got {type(mask).__name__}")
-            if tuple(mask.shape) != (length, total):
-                raise ValueError(
-                    f"mask must have shape (L, S) = {(length, total)}, got {tuple(mask.shape)}"
-                )
-            causal = causal & mask  # (L, S)
-        return None if bool(causal.all()) else causal
+        count = len(self.layers)
+        if mask is None:
+            return [None if bool(causal.all()) else causal] * count
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a bool tensor, got {type(mask).__name__}")
+        if tuple(mask.shape) not in ((length, total), (count, length, total)):
+            raise ValueError(
+                f"mask must have shape (L, S) = {(length, total)} or (N, L, S) = "
+                f"{(count, length, total)}, got {tuple(mask.shape)}"
+            )
+        combined = causal & mask  # (L, S) or (N, L, S)
+        per_layer = combined if combined.dim() == 3 else combined.expand(count, -1, -1)
+        return [None if bool(m.all()) else m for m in per_layer]
 
-    @torch.inference_mode()
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -469,6 +481,10 @@ class Decoder(nn.Module):
         position_offset: int = 0,
         mask: torch.Tensor | None = None,
         last_logits_only: bool = False,
+        ablate=(),
+        ablation: str = "zero",
+        head_scale: torch.Tensor | None = None,
+        grad: bool = False,
     ) -> DecoderOutput:
         """Run the decoder on L new tokens per sequence.
 
@@ -480,28 +496,43 @@ class Decoder(nn.Module):
             position_offset: without a cache, the position of the first token (the same
                 text, shifted by k positions: RoPE makes the attention maps unchanged).
                 Must be 0 with a cache.
-            mask: extra (L, S) bool mask, True = may attend, ANDed with the causal mask
-                (e.g. a sliding window OR sink tokens, built with ``attention_core.masks``).
+            mask: extra bool mask, True = may attend, ANDed with the causal mask: (L, S) for
+                every layer (e.g. a sliding window OR sink tokens, built with
+                ``attention_core.masks``) or (N, L, S), one per layer.
             last_logits_only: project only the last position onto the vocabulary: logits
                 (B, 1, V) (what the next token needs; the (L, V) projection is most of a
                 long prompt's memory and a good part of its time).
+            ablate: (layer, head) pairs, 0-based, whose attention output (before the output
+                projection) is turned off (:mod:`~attention_core.pretrained.ablation`).
+            ablation: ``"zero"`` (default: the output is 0) or ``"mean"`` (the head's mean
+                output over these L positions).
+            head_scale: optional float (N, H) or (B, N, H) multipliers of every head's
+                output (1 = unchanged); with ``grad`` a backward pass fills its ``.grad``.
+            grad: run with autograd instead of ``torch.inference_mode``; the output then
+                carries the input embeddings as a leaf (``embeddings``). Needs float32 or
+                bfloat16 weights: torch's int4 kernel has no derivative.
 
         Returns:
             :class:`DecoderOutput` with logits (B, L, V) (or (B, 1, V)), the weights, and the
-            new cache.
-            It runs under ``torch.inference_mode``: its tensors need no autograd
-            bookkeeping, and must be cloned before any in-place change.
+            new cache. Without ``grad`` it runs under ``torch.inference_mode``: its tensors
+            need no autograd bookkeeping, and must be cloned before any in-place change.
 
         Raises:
             ValueError: for ids that are not (B, L) integers in the vocabulary, a cache from
                 elsewhere or of another batch, a negative offset or one with a cache,
-                positions beyond the context length, a mask of the wrong shape or dtype, or
-                a positional variant (local, block, …) with a cache.
+                positions beyond the context length, a mask of the wrong shape or dtype, a
+                positional variant (local, block, …) with a cache, a bad ablation pair or
+                ``head_scale``, or ``grad`` with int4 weights.
         """
         self._check_ids(input_ids, cache)
         need_weights = check_bool("need_weights", need_weights)
         last_logits_only = check_bool("last_logits_only", last_logits_only)
         position_offset = check_int("position_offset", position_offset, low=0)
+        if check_bool("grad", grad) and self.weights_dtype == "int4":
+            raise ValueError(
+                "grad=True needs float weights (torch's int4 kernel has no derivative): load "
+                "the decoder with weights_dtype='float32' or 'bfloat16'"
+            )
         if cache is not None and position_offset:
             raise ValueError(
                 f"position_offset must be 0 with a cache (it continues at position "
@@ -515,14 +546,30 @@ class Decoder(nn.Module):
                 f"positions {start}..{start + length - 1} exceed the context length "
                 f"{self.config.context_length}"
             )
-        attn_mask = self._attention_mask(length, cached + length, cache is not None, mask)
+        shape = (self.config.num_layers, self.config.num_heads)
+        scaling = head_multipliers(shape, ablate, ablation, head_scale)
+        layer_masks = self._attention_masks(length, cached + length, cache is not None, mask)
+        with torch.inference_mode(not grad):
+            return self._run(
+                input_ids,
+                (start, cache),
+                layer_masks,
+                scaling,
+                need_weights=need_weights,
+                last_only=last_logits_only,
+                grad=grad,
+            )
+
+    def _run(self, input_ids, start_cache, layer_masks, scaling, *, need_weights, last_only, grad):
+        """The checked forward pass (see :meth:`forward`): embedding, layers, logits."""
+        start, cache = start_cache
+        length = input_ids.shape[1]
         cos, sin = rope_angles(
             torch.arange(start, start + length), self.config.head_dim, self.config.rope_base
         )  # (L, E/2) each
         x = F.embedding(input_ids.long(), self.embedding).float()  # (B, L, D) float32
-        attentions: list[torch.Tensor] = []
-        keys: list[torch.Tensor] = []
-        values: list[torch.Tensor] = []
+        embeddings = x.requires_grad_() if grad else None
+        attentions, keys, values = [], [], []
         for index, layer in enumerate(self.layers):
             past = (cache.keys[index], cache.values[index]) if cache is not None else None
             x, weights, (k, v) = layer(
@@ -530,15 +577,16 @@ class Decoder(nn.Module):
                 (cos, sin, self.rope_style),
                 past,
                 (self.variant, self.variant_params),
-                attn_mask,
+                layer_masks[index],
                 need_weights,
+                scaling=layer_scaling(*scaling, index),
             )
             keys.append(k)
             values.append(v)
             if need_weights:
                 attentions.append(weights)  # (B, H, L, S)
         x = rms_norm(x, self.final_norm, self.config.rms_eps)  # (B, L, D)
-        if last_logits_only:
+        if last_only:
             x = x[:, -1:]  # (B, 1, D)
         logits = linear(x, self.embedding)  # (B, L or 1, V): tied input/output embedding
         new_cache = DecoderCache(tuple(keys), tuple(values), next_position=start + length)
@@ -546,4 +594,5 @@ class Decoder(nn.Module):
             logits=logits,
             attentions=tuple(attentions) if need_weights else None,
             cache=new_cache,
+            embeddings=embeddings,
         )
