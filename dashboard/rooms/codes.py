@@ -1,0 +1,32 @@
+"""Room codes: the ``room`` value of a link, checked before anything else sees it."""
+
+from __future__ import annotations
+
+import re
+
+MAX_CODE_LEN = 32
+_CODE = re.compile(r"[A-Za-z0-9-]+")
+
+
+def parse_room_code(raw: str) -> str:
+    """Return ``raw`` as a room code, refusing anything that is not one.
+
+    A code is 1 to :data:`MAX_CODE_LEN` characters, each an ASCII letter, a digit or ``-``
+    (``week3-group-B``): short, readable aloud, safe in a URL and in markdown.
+
+    Args:
+        raw: the URL's text.
+
+    Returns:
+        The code, unchanged.
+
+    Raises:
+        ValueError: naming the value, when it is empty, too long or has another character.
+    """
+    if not isinstance(raw, str) or not raw:
+        raise ValueError(f"room code {raw!r} is empty")
+    if len(raw) > MAX_CODE_LEN:
+        raise ValueError(f"room code {raw[:MAX_CODE_LEN]!r}… is longer than {MAX_CODE_LEN}")
+    if not _CODE.fullmatch(raw):
+        raise ValueError(f"room code {raw!r} may hold only letters, digits and '-'")
+    return raw

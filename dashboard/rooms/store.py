@@ -1,0 +1,301 @@
+"""The rooms of one server process: a thread-safe, bounded, expiring in-memory store.
+
+Every Streamlit session of a server runs in a thread of one process, so one
+:class:`RoomStore` there is shared by a presenter and the learners who follow them. A room
+holds the presenter's view (page and query values, with a version that grows when it
+changes), the question put to the room with one answer per learner, and who polled lately.
+Callers get frozen snapshots, never the store's own objects.
+
+Limits: a room untouched by its presenter or its learners' answers for :data:`ROOM_TTL_S`
+ends; at most :data:`MAX_ROOMS` rooms, :data:`MAX_ANSWERS` answers per question and
+:data:`MAX_VIEWERS` counted learners per room. A server restart ends every room (nothing is
+written to disk).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+ROOM_TTL_S = 4 * 3600.0
+MAX_ROOMS = 100
+MAX_ANSWERS = 500
+MAX_VIEWERS = 1000
+VIEWER_WINDOW_S = 10.0
+MAX_PARAMS = 64
+MAX_PARAM_LEN = 2000
+MIN_OPTIONS, MAX_OPTIONS = 2, 4
+
+
+class RoomLimitError(RuntimeError):
+    """A new room, answer or viewer would pass the store's bounds."""
+
+
+class RoomEndedError(LookupError):
+    """The room does not exist in this process (never opened, expired, or a restart)."""
+
+
+@dataclass(frozen=True)
+class View:
+    """What a presenter shows: a page name and its query values (no language, no room keys).
+
+    Attributes:
+        page: a page's file stem (``"scaling"``).
+        params: ``(key, value)`` pairs, sorted by key.
+    """
+
+    page: str
+    params: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, page: str, params: dict[str, str]) -> View:
+        """A view from a page and a dict of query values.
+
+        Raises:
+            ValueError: when there are more than :data:`MAX_PARAMS` values or one is longer
+                than :data:`MAX_PARAM_LEN` characters.
+        """
+        if len(params) > MAX_PARAMS:
+            raise ValueError(f"a view of {len(params)} values; at most {MAX_PARAMS}")
+        for key, value in params.items():
+            if len(key) + len(value) > MAX_PARAM_LEN:
+                raise ValueError(f"view value {key[:40]!r} is longer than {MAX_PARAM_LEN}")
+        return cls(page, tuple(sorted((str(k), str(v)) for k, v in params.items())))
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question put to the room: a page's ready question or one typed on the spot.
+
+    Attributes:
+        ready: the id of a ready question (its text and answers come from the locale, so
+            each learner reads it in their own language), or ``""`` for a typed one.
+        text: the typed question (``""`` for a ready one).
+        options: the typed answers, or the ready question's answer count as ``("", …)``.
+        correct: the index of the right answer, or ``None`` for a poll without one.
+    """
+
+    ready: str
+    text: str
+    options: tuple[str, ...]
+    correct: int | None
+
+    def __post_init__(self) -> None:
+        if not MIN_OPTIONS <= len(self.options) <= MAX_OPTIONS:
+            raise ValueError(
+                f"a question with {len(self.options)} answers; {MIN_OPTIONS} to {MAX_OPTIONS}"
+            )
+        if self.correct is not None and not 0 <= self.correct < len(self.options):
+            raise ValueError(f"right answer {self.correct} of {len(self.options)} answers")
+
+
+@dataclass(frozen=True)
+class Poll:
+    """A question and its answers so far.
+
+    Attributes:
+        number: counts the questions asked in the room (1, 2, …).
+        question: what was asked.
+        tally: answers per option.
+        revealed: the presenter has shown the right answer.
+    """
+
+    number: int
+    question: Question
+    tally: tuple[int, ...]
+    revealed: bool
+
+    @property
+    def answers(self) -> int:
+        """How many learners answered."""
+        return sum(self.tally)
+
+
+@dataclass(frozen=True)
+class RoomSnapshot:
+    """A room as it was when read.
+
+    Attributes:
+        code: the room's code.
+        view: the presenter's last view, or ``None`` before they published one.
+        version: grows by one each time the view changes (0: no view yet).
+        poll: the current question, or ``None``.
+        viewers: learners who polled within :data:`VIEWER_WINDOW_S`.
+    """
+
+    code: str
+    view: View | None
+    version: int
+    poll: Poll | None
+    viewers: int
+
+
+@dataclass
+class _Room:
+    code: str
+    active: float
+    view: View | None = None
+    version: int = 0
+    question: Question | None = None
+    number: int = 0
+    votes: dict[str, int] = field(default_factory=dict)
+    revealed: bool = False
+    seen: dict[str, float] = field(default_factory=dict)
+
+
+class RoomStore:
+    """Every room of this process, behind one lock.
+
+    Args:
+        max_rooms, max_answers, max_viewers: the bounds (defaults: the module's constants).
+        ttl_s: seconds without activity after which a room ends.
+        clock: monotonic seconds (a test passes its own).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_rooms: int = MAX_ROOMS,
+        max_answers: int = MAX_ANSWERS,
+        max_viewers: int = MAX_VIEWERS,
+        ttl_s: float = ROOM_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.max_rooms, self.max_answers, self.max_viewers = max_rooms, max_answers, max_viewers
+        self.ttl_s, self._clock = ttl_s, clock
+        self._rooms: dict[str, _Room] = {}
+        self._lock = threading.Lock()
+
+    def _expire(self, now: float) -> None:
+        for code in [c for c, room in self._rooms.items() if now - room.active > self.ttl_s]:
+            del self._rooms[code]
+
+    def _room(self, code: str) -> _Room:
+        now = self._clock()
+        self._expire(now)
+        room = self._rooms.get(code)
+        if room is None:
+            raise RoomEndedError(f"room {code!r} is not open on this server")
+        return room
+
+    def _snapshot(self, room: _Room, now: float) -> RoomSnapshot:
+        poll = None
+        if room.question is not None:
+            tally = [0] * len(room.question.options)
+            for choice in room.votes.values():
+                tally[choice] += 1
+            poll = Poll(room.number, room.question, tuple(tally), room.revealed)
+        viewers = sum(1 for seen in room.seen.values() if now - seen <= VIEWER_WINDOW_S)
+        return RoomSnapshot(room.code, room.view, room.version, poll, viewers)
+
+    def rooms(self) -> int:
+        """How many rooms are open (after expiry)."""
+        with self._lock:
+            self._expire(self._clock())
+            return len(self._rooms)
+
+    def open(self, code: str) -> RoomSnapshot:
+        """Open room ``code`` for its presenter (or find it open) and mark it active.
+
+        Raises:
+            RoomLimitError: when :data:`MAX_ROOMS` rooms are open already.
+        """
+        with self._lock:
+            now = self._clock()
+            self._expire(now)
+            room = self._rooms.get(code)
+            if room is None:
+                if len(self._rooms) >= self.max_rooms:
+                    raise RoomLimitError(f"{len(self._rooms)} rooms are open; room {code!r} waits")
+                room = self._rooms[code] = _Room(code, now)
+            room.active = now
+            return self._snapshot(room, now)
+
+    def get(self, code: str, viewer: str = "") -> RoomSnapshot | None:
+        """The room ``code`` now, or ``None`` when it is not open; ``viewer`` (a learner's
+        session id) is counted among the room's viewers when given and room is left."""
+        with self._lock:
+            try:
+                room = self._room(code)
+            except RoomEndedError:
+                return None
+            now = self._clock()
+            if viewer and (viewer in room.seen or len(room.seen) < self.max_viewers):
+                room.seen[viewer] = now
+            if len(room.seen) >= self.max_viewers:
+                room.seen = {v: s for v, s in room.seen.items() if now - s <= VIEWER_WINDOW_S}
+            return self._snapshot(room, now)
+
+    def publish(self, code: str, view: View) -> RoomSnapshot:
+        """Make ``view`` the room's view; its version grows only when the view changed.
+
+        Raises:
+            RoomEndedError: when the room is not open.
+        """
+        with self._lock:
+            room = self._room(code)
+            now = room.active = self._clock()
+            if view != room.view:
+                room.view, room.version = view, room.version + 1
+            return self._snapshot(room, now)
+
+    def ask(self, code: str, question: Question) -> RoomSnapshot:
+        """Put ``question`` to the room: earlier answers are dropped, the answer is hidden.
+
+        Raises:
+            RoomEndedError: when the room is not open.
+        """
+        with self._lock:
+            room = self._room(code)
+            now = room.active = self._clock()
+            room.question, room.number = question, room.number + 1
+            room.votes, room.revealed = {}, False
+            return self._snapshot(room, now)
+
+    def answer(self, code: str, voter: str, choice: int, number: int) -> RoomSnapshot:
+        """Record ``voter``'s answer ``choice`` to question ``number`` (a second answer
+        replaces the first; after the reveal answers are closed).
+
+        Raises:
+            RoomEndedError: when the room is not open.
+            ValueError: when question ``number`` is no longer asked, its answer is shown,
+                or ``choice`` is not one of its answers.
+            RoomLimitError: when :data:`MAX_ANSWERS` learners answered already.
+        """
+        with self._lock:
+            room = self._room(code)
+            if room.question is None or room.number != number or room.revealed:
+                raise ValueError(f"question {number} of room {code!r} takes no answers now")
+            if not 0 <= choice < len(room.question.options):
+                raise ValueError(f"answer {choice!r} of {len(room.question.options)}")
+            if voter not in room.votes and len(room.votes) >= self.max_answers:
+                raise RoomLimitError(f"question {number} has {len(room.votes)} answers")
+            room.votes[voter] = choice
+            now = room.active = self._clock()
+            return self._snapshot(room, now)
+
+    def reveal(self, code: str) -> RoomSnapshot:
+        """Show the current question's right answer and close its answers.
+
+        Raises:
+            RoomEndedError: when the room is not open.
+        """
+        with self._lock:
+            room = self._room(code)
+            now = room.active = self._clock()
+            room.revealed = room.question is not None
+            return self._snapshot(room, now)
+
+    def clear_question(self, code: str) -> RoomSnapshot:
+        """Take the current question away.
+
+        Raises:
+            RoomEndedError: when the room is not open.
+        """
+        with self._lock:
+            room = self._room(code)
+            now = room.active = self._clock()
+            room.question, room.votes, room.revealed = None, {}, False
+            return self._snapshot(room, now)

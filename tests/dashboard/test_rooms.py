@@ -1,0 +1,374 @@
+"""Rooms: codes, the store's bounds and expiry, the presenter key, ready questions against
+the figures their pages measure, and a presenter with followers through Streamlit's AppTest."""
+
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+
+import numpy as np
+import pytest
+import torch
+
+from dashboard.rooms import presenter
+from dashboard.rooms.codes import MAX_CODE_LEN, parse_room_code
+from dashboard.rooms.questions import (
+    READY_QUESTIONS,
+    find_ready,
+    ready_to_ask,
+    typed_question,
+)
+from dashboard.rooms.store import (
+    Question,
+    RoomEndedError,
+    RoomLimitError,
+    RoomStore,
+    View,
+)
+from tests.dashboard.conftest import open_app
+from tests.dashboard.test_dashboard_bad_input import HOSTILE
+
+# ---------------------------------------------------------------- codes
+
+
+@pytest.mark.parametrize("code", ["a", "week3-group-B", "X" * MAX_CODE_LEN, "2026-05-01"])
+def test_room_codes_of_letters_digits_and_dashes_are_taken_as_given(code):
+    assert parse_room_code(code) == code
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["", "X" * (MAX_CODE_LEN + 1), "a b", "a_b", "raum-ä", "a/b", "<b>x</b>", "x\n"]
+    + list(HOSTILE.values()),
+)
+def test_anything_else_is_refused_naming_the_value(raw):
+    with pytest.raises(ValueError, match="room code"):
+        parse_room_code(raw)
+
+
+# ---------------------------------------------------------------- the store
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def view(page="scaling", **params) -> View:
+    return View.of(page, {f"{page}.{k}": str(v) for k, v in params.items()})
+
+
+def test_a_view_change_bumps_the_version_and_the_same_view_does_not():
+    store = RoomStore()
+    assert store.get("r") is None
+    store.open("r")
+    assert store.get("r").version == 0 and store.get("r").view is None
+    assert store.publish("r", view(seq_len=10)).version == 1
+    assert store.publish("r", view(seq_len=10)).version == 1
+    snap = store.publish("r", view(seq_len=12))
+    assert (snap.version, snap.view.params) == (2, (("scaling.seq_len", "12"),))
+
+
+def test_a_room_ends_after_its_time_without_activity_and_polls_do_not_keep_it():
+    clock = Clock()
+    store = RoomStore(ttl_s=60.0, clock=clock)
+    store.open("r")
+    clock.now += 59.0
+    assert store.get("r", "learner") is not None  # a poll is not activity
+    clock.now += 2.0
+    assert store.get("r") is None
+    with pytest.raises(RoomEndedError):
+        store.publish("r", view())
+    store.open("r")
+    clock.now += 40.0
+    store.publish("r", view())  # activity
+    clock.now += 40.0
+    assert store.get("r") is not None
+
+
+def test_rooms_are_bounded_and_an_expired_room_makes_space():
+    clock = Clock()
+    store = RoomStore(max_rooms=2, ttl_s=60.0, clock=clock)
+    store.open("a")
+    clock.now += 30.0
+    store.open("b")
+    store.open("a")  # an open room opens again
+    with pytest.raises(RoomLimitError):
+        store.open("c")
+    clock.now += 61.0
+    store.open("c")
+    assert store.rooms() == 1
+
+
+def test_answers_one_per_learner_bounded_and_closed_by_the_reveal():
+    store = RoomStore(max_answers=3)
+    store.open("r")
+    first = store.ask("r", ready_to_ask("scaling_peak"))
+    number = first.poll.number
+    store.answer("r", "ann", 1, number)
+    store.answer("r", "ann", 0, number)  # ann changes her mind: one answer each
+    store.answer("r", "bo", 0, number)
+    snap = store.answer("r", "cy", 1, number)
+    assert snap.poll.tally == (2, 1) and snap.poll.answers == 3
+    with pytest.raises(RoomLimitError):
+        store.answer("r", "dee", 0, number)
+    store.answer("r", "cy", 0, number)  # a counted learner may still change
+    with pytest.raises(ValueError, match="answer 2"):
+        store.answer("r", "ann", 2, number)
+    with pytest.raises(ValueError, match="question 99"):
+        store.answer("r", "ann", 0, 99)
+    assert store.reveal("r").poll.revealed
+    with pytest.raises(ValueError, match="takes no answers"):
+        store.answer("r", "ann", 1, number)
+    again = store.ask("r", typed_question("Which?", "x\ny", None))
+    assert again.poll.number == number + 1 and again.poll.tally == (0, 0)
+    assert store.clear_question("r").poll is None
+
+
+def test_viewers_are_those_who_polled_lately():
+    clock = Clock()
+    store = RoomStore(clock=clock)
+    store.open("r")
+    store.get("r", "a")
+    store.get("r", "b")
+    clock.now += 5.0
+    assert store.get("r", "a").viewers == 2
+    clock.now += 6.0
+    assert store.get("r").viewers == 1  # b last polled 11 s ago
+
+
+def test_the_store_counts_every_answer_from_many_threads():
+    store = RoomStore()
+    store.open("r")
+    number = store.ask("r", typed_question("Q", "a\nb\nc", 2)).poll.number
+
+    def learner(i: int) -> None:
+        for _ in range(20):
+            store.get("r", f"v{i}")
+            store.answer("r", f"v{i}", i % 3, number)
+
+    threads = [threading.Thread(target=learner, args=(i,)) for i in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.get("r").poll.tally == (10, 10, 10)
+
+
+def test_a_view_too_large_to_share_is_refused():
+    with pytest.raises(ValueError, match="at most"):
+        View.of("scaling", {f"k{i}": "1" for i in range(100)})
+    with pytest.raises(ValueError, match="longer"):
+        View.of("scaling", {"k": "x" * 5000})
+
+
+# ---------------------------------------------------------------- questions
+
+
+def test_typed_questions_take_two_to_four_answers():
+    question = typed_question("  Which   head? ", "band\n\n uniform \ncausal", 1)
+    assert question == Question("", "Which head?", ("band", "uniform", "causal"), 1)
+    for answers in ("only one", "a\nb\nc\nd\ne"):
+        with pytest.raises(ValueError, match="answers"):
+            typed_question("Q", answers, None)
+    with pytest.raises(ValueError, match="characters"):
+        typed_question(" ", "a\nb", None)
+    with pytest.raises(ValueError, match="right answer 2"):
+        typed_question("Q", "a\nb", 2)
+    with pytest.raises(ValueError, match="no ready question"):
+        find_ready("nope")
+
+
+def test_every_ready_question_has_its_strings_in_both_languages():
+    from dashboard.i18n import load_namespace
+
+    for lang in ("en", "zh"):
+        strings = load_namespace(lang, "room")
+        for questions in READY_QUESTIONS.values():
+            for ready in questions:
+                assert f"q_{ready.id}" in strings and f"q_{ready.id}_why" in strings
+                for i in range(ready.options):
+                    assert strings[f"q_{ready.id}_a{i}"]
+                assert f"q_{ready.id}_a{ready.options}" not in strings
+    assert {"scaling", "playground", "multihead", "variants", "properties"} <= set(READY_QUESTIONS)
+
+
+def answer_of(question_id: str) -> int:
+    return find_ready(question_id).correct
+
+
+def test_the_scaling_answers_are_what_the_page_measures():
+    from attention_core.experiments.scaling import measure_scaling
+
+    table = measure_scaling()  # the page's defaults: d_k 32..256, L 10, 200 trials, seed 0
+    at_256 = table[table["d_k"] == 256].iloc[0]
+    assert (at_256["max_weight_unscaled"] > 0.9) == (answer_of("scaling_peak") == 0)
+    assert np.allclose(table["std_scaled"], 1.0, atol=0.1) and answer_of("scaling_std") == 0
+    ratio = table["std_unscaled"] / np.sqrt(table["d_k"])
+    assert np.allclose(ratio, 1.0, atol=0.1)
+
+
+def test_the_multihead_answers_are_what_the_gallery_measures():
+    from attention_core.experiments.head_stats import head_entropy, mean_distance
+    from attention_core.experiments.patterns import head_patterns
+
+    patterns = head_patterns()  # the page's gallery at L = 10
+    entropy = {name: float(np.mean(head_entropy(w))) for name, w in patterns.items()}
+    order = ["local", "global", "backward"]  # the answers' order
+    highest = max(order, key=entropy.get)
+    assert order.index(highest) == answer_of("multihead_entropy")
+    assert math.isclose(entropy["global"], math.log(10), rel_tol=1e-9)
+    assert float(np.mean(mean_distance(patterns["local"]))) < 1.5
+    assert answer_of("multihead_distance") == 0
+
+
+def test_the_properties_and_playground_answers_hold_in_pytorch():
+    assert torch.isinf(torch.exp(torch.tensor(11.1, dtype=torch.float16)))
+    assert torch.isfinite(torch.exp(torch.tensor(11.0, dtype=torch.float16)))
+    assert answer_of("properties_overflow") == 0
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 6, 8, generator=gen, dtype=torch.float64) for _ in range(3))
+    perm = torch.randperm(6, generator=gen)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    shuffled = torch.nn.functional.scaled_dot_product_attention(q[:, perm], k[:, perm], v[:, perm])
+    assert torch.allclose(shuffled, out[:, perm]) and answer_of("properties_shuffle") == 0
+    from attention_core import attend
+
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    result = attend(q, k, v, variant="scaled", mask=causal, need_weights=True)
+    assert torch.equal(result.weights.triu(1), torch.zeros_like(result.weights))
+    assert answer_of("playground_causal") == 0
+
+
+# ---------------------------------------------------------------- the presenter key
+
+
+def test_the_key_comes_from_the_environment_then_the_secrets_then_is_made_once():
+    shown = []
+    env = {presenter.KEY_ENV: " from-env "}
+    found = presenter.resolve_key(env, lambda: "from-secrets", shown.append)
+    assert found == ("from-env", "environment")
+    assert presenter.resolve_key({}, lambda: "s3cret", shown.append) == ("s3cret", "secrets")
+    assert shown == []
+    key, source = presenter.resolve_key({presenter.KEY_ENV: ""}, lambda: None, shown.append)
+    assert source == "generated" and shown == [key] and len(key) >= 16
+
+
+def test_the_key_is_compared_whole():
+    key, _source = presenter.presenter_key()
+    assert presenter.key_matches(key)
+    for wrong in ("", key[:-1], key + "x", key.upper() if key.upper() != key else key + "A"):
+        assert not presenter.key_matches(wrong)
+
+
+# ---------------------------------------------------------------- AppTest: a room
+
+
+def new_code() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def all_text(at) -> str:
+    parts = []
+    for kind in ("markdown", "caption", "code", "success", "info", "warning", "error", "title"):
+        parts += [str(e.value) for e in getattr(at, kind)]
+    return "\n".join(parts)
+
+
+def presenting(code: str, page: str = "scaling", **params):
+    at = open_app(page, room=code, **params)
+    key, _source = presenter.presenter_key()
+    at.text_input(key="_room.presenter_key").input(key).run()
+    assert not at.exception
+    return at
+
+
+def test_a_follower_in_chinese_follows_the_presenter_and_keeps_their_language():
+    code = new_code()
+    host = presenting(code, "scaling")
+    host.text_input(key="scaling.d_ks").input("64,256").run()
+    snap = presenter.shared_store().get(code)
+    assert snap.view.page == "scaling" and ("scaling.d_ks", "64,256") in snap.view.params
+    key, _source = presenter.presenter_key()
+    assert key not in all_text(host)  # not in the copy-link box either
+    assert all(key not in v for v in host.query_params.values())
+
+    learner = open_app(None, room=code, lang="zh")  # the landing page's link plus room=CODE
+    assert not learner.exception
+    assert learner.query_params["scaling.d_ks"] == "64,256"
+    assert learner.query_params["lang"] == "zh" and learner.query_params["room"] == code
+    assert learner.text_input(key="scaling.d_ks").value == "64,256"
+    assert learner.toggle(key="room.follow").label == "跟随主持人"
+    assert "正在跟随" in all_text(learner) and key not in all_text(learner)
+    assert code in learner.code[-1].value  # the copy-link box keeps the room
+
+    host.slider(key="scaling.seq_len").set_value(20).run()  # the presenter moves a slider
+    learner.run()
+    assert learner.slider(key="scaling.seq_len").value == 20
+
+
+def test_a_wrong_key_is_refused_and_drives_nothing():
+    code = new_code()
+    at = open_app("playground", room=code)
+    at.text_input(key="_room.presenter_key").input("not-the-key").run()
+    assert not at.exception
+    assert any("not right" in e.value for e in at.error)
+    assert presenter.shared_store().get(code) is None
+    assert "waiting for its presenter" in all_text(at)
+    assert all("not-the-key" not in v for v in at.query_params.values())
+
+
+def test_a_learner_who_moves_stops_following_and_turning_it_on_jumps_back():
+    code = new_code()
+    host = presenting(code, "scaling", **{"scaling.seq_len": "12"})
+    learner = open_app(None, room=code)  # AppTest's switch_page would pin its later runs
+    assert learner.slider(key="scaling.seq_len").value == 12
+    learner.slider(key="scaling.seq_len").set_value(30).run()
+    assert learner.toggle(key="room.follow").value is False
+    assert "following is off" in all_text(learner)
+    host.slider(key="scaling.seq_len").set_value(14).run()
+    learner.run()
+    assert learner.slider(key="scaling.seq_len").value == 30  # stays on their own view
+    learner.toggle(key="room.follow").set_value(True).run()
+    assert learner.slider(key="scaling.seq_len").value == 14
+    assert learner.query_params["room.follow"] == "true"
+
+
+def test_a_question_answered_by_three_followers_is_tallied_and_revealed():
+    code = new_code()
+    host = presenting(code, "scaling")
+    host.radio(key="_room.pick.scaling").set_value("scaling_peak")
+    host.button(key="_room.ask").click().run()
+    number = presenter.shared_store().get(code).poll.number
+    learners = [open_app(None, room=code, lang=lang) for lang in ("en", "zh", "en")]
+    assert "最大权重" in all_text(learners[1])
+    for learner, choice in zip(learners, (0, 0, 1), strict=True):
+        learner.button(key=f"_room.answer.{number}.{choice}").click().run()
+        assert not learner.exception
+    assert presenter.shared_store().get(code).poll.tally == (2, 1)
+    host.run()
+    assert "Answers so far: 3" in all_text(host)
+    host.button(key="_room.reveal").click().run()
+    learners[1].run()
+    assert "答案：是" in all_text(learners[1]) and "0.94" in all_text(learners[1])
+
+
+@pytest.mark.parametrize("name", ["markdown-link", "http-url", "img-tag"])
+def test_a_hostile_room_code_is_refused_with_a_notice_and_no_room(name):
+    raw = HOSTILE[name]
+    at = open_app("playground", room=raw)
+    assert not at.exception
+    assert any("room" in w.value for w in at.warning)
+    assert "room" not in at.query_params
+    assert not [ti for ti in at.text_input if ti.key == "_room.presenter_key"]
+
+
+def test_a_link_from_a_server_that_ended_says_the_room_has_ended():
+    at = open_app("playground", room=new_code(), **{"room.server": "0badc0de"})
+    assert not at.exception
+    assert "The room has ended" in all_text(at)
+    assert at.slider(key="playground.seq_len").value == 16  # their own view
