@@ -85,15 +85,23 @@ from attention_core.experiments.tasks import (
     task_targets,
 )
 from attention_core.experiments.training import (
+    DIVERGENCE_FACTOR,
     PROJECTIONS,
+    Divergence,
     Snapshot,
     TrainingConfig,
     TrainingRun,
+    drain,
     estimate_training_bytes,
     iter_training,
     probe_batch,
     run_training,
     train_task,
+)
+from attention_core.experiments.training_cost import (
+    StepCost,
+    estimate_training_seconds,
+    measure_step_cost,
 )
 from attention_core.experiments.walkthrough import (
     MATRIX_NAMES,
@@ -107,6 +115,7 @@ from attention_core.experiments.walkthrough import (
 
 __all__ = [
     "COMPLEXITY_COLUMNS",
+    "DIVERGENCE_FACTOR",
     "GRAD_TENSORS",
     "IGNORE",
     "INPUT_KINDS",
@@ -122,11 +131,13 @@ __all__ = [
     "TASKS",
     "CausalLeakResult",
     "CellBreakdown",
+    "Divergence",
     "EquivarianceResult",
     "GradientNorms",
     "GradientProblem",
     "LayerInput",
     "Snapshot",
+    "StepCost",
     "TaskBatch",
     "TrainingConfig",
     "TrainingRun",
@@ -139,8 +150,10 @@ __all__ = [
     "checkpointing_estimate",
     "chunked_vs_full_memory",
     "compare_softmax_stability",
+    "drain",
     "equivariance_table",
     "estimate_training_bytes",
+    "estimate_training_seconds",
     "explain_cell",
     "gradient_norms_vs_dk",
     "gradient_table",
@@ -157,6 +170,7 @@ __all__ = [
     "measure_gradient_norms",
     "measure_peak_bytes",
     "measure_scaling",
+    "measure_step_cost",
     "naive_softmax",
     "pattern_match",
     "precision_comparison",

@@ -12,12 +12,15 @@ Everything is drawn from generators seeded by ``seed`` (never torch's global one
 same configuration gives the same snapshots on CPU, and runs in other threads (one per
 dashboard session) cannot disturb it. :func:`iter_training` yields the snapshots as they are
 made, so a page can draw the first one before training ends.
+
+A run stops at the first loss that breaks :mod:`~attention_core.experiments.divergence`'s
+rule; it keeps the snapshots so far and says where and why (``TrainingRun.divergence``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -29,6 +32,15 @@ from torch import nn
 from attention_core import masks
 from attention_core.device import check_budget, tensor_bytes
 from attention_core.estimates import estimate_memory
+from attention_core.experiments.divergence import (  # noqa: F401 (re-exported)
+    DIVERGENCE_FACTOR,
+    LOSS_EXPLODED,
+    LOSS_NOT_FINITE,
+    Divergence,
+    LossWatch,
+    divergence_at,
+    drain,
+)
 from attention_core.experiments.scaling import derived_seed
 from attention_core.experiments.tasks import (
     CAUSAL_TASKS,
@@ -58,13 +70,10 @@ DEFAULT_LR = 1e-2
 DEFAULT_BATCH = 64
 DEFAULT_SNAPSHOT_EVERY = 10
 PROJECTIONS = ("W_Q", "W_K", "W_V")
-# activations kept for backward per token and model dimension in one block: x, q, k, v,
-# attention output, out projection, residual sum (an analytic upper bound, not a measurement)
-ACTIVATIONS_PER_BLOCK = 8
-# logits, their softmax and its gradient, per token and vocabulary entry
-LOGIT_COPIES = 3
-# what a run holds besides activations: parameters, their gradients, Adam's two moments
-PARAMETER_COPIES = 4
+# copies per token and model dimension kept for backward in one block (x, q, k, v, attention
+# output, out projection, residual sum: an analytic upper bound); per token and vocabulary
+# entry (logits, softmax, its gradient); per parameter (itself, gradient, Adam's 2 moments)
+ACTIVATIONS_PER_BLOCK, LOGIT_COPIES, PARAMETER_COPIES = 8, 3, 4
 # offsets that derive the data and probe seeds from the run's seed
 DATA_STREAM, PROBE_STREAM, INIT_STREAM = 1, 2, 3
 
@@ -195,22 +204,29 @@ class Snapshot:
 
 @dataclass(frozen=True, eq=False)
 class TrainingRun:
-    """A finished run.
+    """A run, finished or stopped by divergence.
 
     Attributes:
         config: the configuration it ran.
-        snapshots: in step order, first at step 0, last at ``config.steps``.
+        snapshots: in step order, from step 0 to ``config.steps`` or to the divergence.
         target: float64 (L, L), the correct attention averaged over the probe batch.
+        divergence: where and why training stopped early; ``None`` when every step ran.
     """
 
     config: TrainingConfig
     snapshots: tuple[Snapshot, ...] = field(default_factory=tuple)
     target: np.ndarray | None = None
+    divergence: Divergence | None = None
 
     @property
     def final(self) -> Snapshot:
         """The last snapshot."""
         return self.snapshots[-1]
+
+    @property
+    def diverged_at(self) -> int | None:
+        """The step at which the run diverged, or ``None``."""
+        return None if self.divergence is None else self.divergence.step
 
 
 class TinyAttentionModel(nn.Module):
@@ -225,8 +241,8 @@ class TinyAttentionModel(nn.Module):
     def __init__(self, config: TrainingConfig, generator: torch.Generator):
         super().__init__()
         D, V, L = config.d_model, config.vocab, config.seq_len
-        # torch.empty draws nothing; the values come from ``generator`` below (a meta-device
-        # build would be the other way, but its first ``normal_`` imports torch._dynamo: 3 s)
+        # torch.empty draws nothing; ``generator`` fills them (the meta device would import
+        # torch._dynamo at its first ``normal_``: 3 s)
         self.embed = nn.Parameter(torch.empty(V, D))
         self.pos = nn.Parameter(torch.empty(L, D)) if config.positions else None
         self.readout_weight = nn.Parameter(torch.empty(V, D))
@@ -370,10 +386,15 @@ def probe_batch(config: TrainingConfig) -> TaskBatch:
     return make_batch(config.task, PROBE_BATCH, config.seq_len, generator)
 
 
-def iter_training(config: TrainingConfig, *, threads: int | None = None) -> Iterator[Snapshot]:
+def iter_training(
+    config: TrainingConfig, *, threads: int | None = None
+) -> Generator[Snapshot, None, Divergence | None]:
     """Train as ``config`` says, yielding each snapshot as soon as it is made.
 
-    The first snapshot (step 0, the initial weights) comes before any training step.
+    The first snapshot (step 0, the initial weights) comes before any training step. Every
+    loss is checked by a :class:`LossWatch` (and its gradient, before Adam uses it); at a
+    divergence training stops, a snapshot of the model there is yielded when finite, and
+    the generator returns the :class:`Divergence` (``drain`` or :func:`run_training`).
 
     Args:
         config: the run (validated on creation).
@@ -382,7 +403,10 @@ def iter_training(config: TrainingConfig, *, threads: int | None = None) -> Iter
             owns the process: the library never picks a thread count itself.
 
     Yields:
-        Snapshot at every step of ``config.snapshot_steps``, in order.
+        Snapshot at the steps of ``config.snapshot_steps`` reached, in order.
+
+    Returns:
+        The :class:`Divergence` that stopped the run, or ``None`` when it ran every step.
 
     Raises:
         ValueError: for ``threads`` not a whole number ≥ 1 (checked at the first snapshot);
@@ -391,13 +415,8 @@ def iter_training(config: TrainingConfig, *, threads: int | None = None) -> Iter
     """
     if threads is not None:
         threads = check_int("threads", threads, low=1)
-    check_budget(
-        estimate_training_bytes(config),
-        f"training {config.layers} layer(s) × {config.heads} head(s) at L={config.seq_len}, "
-        f"batch {config.batch_size}",
-        hint="lower the batch size, sequence length, heads, layers or d_model",
-    )
-    with _intra_op_threads(threads):
+    check_training_budget(config)
+    with intra_op_threads(threads):
         model = TinyAttentionModel(config, torch.Generator().manual_seed(config.seed))
         probe = probe_batch(config)
         mask = masks.causal(config.seq_len) if config.causal else None  # (L, L) or None
@@ -407,21 +426,62 @@ def iter_training(config: TrainingConfig, *, threads: int | None = None) -> Iter
     # torch._dynamo (seconds), which the initial snapshot need not wait for
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     data = torch.Generator().manual_seed(derived_seed(config.seed, DATA_STREAM))
+    watch = LossWatch(start_loss=first.loss, last_finite_loss=first.loss)
     done = 0
     for step in config.snapshot_steps[1:]:
-        with _intra_op_threads(threads):  # restored before each yield
-            for _ in range(done, step):
+        shown = done
+        with intra_op_threads(threads):  # restored before each yield
+            while done < step and watch.divergence is None:
                 batch = make_batch(config.task, config.batch_size, config.seq_len, data)
-                _train_step(model, optimizer, batch, mask)
-            snapshot = take_snapshot(model, probe, mask, step)
-        done = step
-        yield snapshot
+                if train_step(model, optimizer, batch, mask, watch.at(done)):
+                    done += 1
+            fresh = done > shown  # a step that diverged at once leaves the model as shown
+            snapshot = checked_snapshot(model, probe, mask, watch.at(done)) if fresh else None
+        if snapshot is not None:
+            yield snapshot
+        if watch.divergence is not None:
+            return watch.divergence
+    return None
+
+
+def check_training_budget(config: TrainingConfig) -> None:
+    """Refuse ``config`` before it allocates anything.
+
+    Raises:
+        MemoryBudgetError: (a ValueError) when its estimated peak bytes exceed the budget.
+    """
+    check_budget(
+        estimate_training_bytes(config),
+        f"training {config.layers} layer(s) × {config.heads} head(s) at L={config.seq_len}, "
+        f"batch {config.batch_size}",
+        hint="lower the batch size, sequence length, heads, layers or d_model",
+    )
+
+
+def checked_snapshot(
+    model: TinyAttentionModel, probe: TaskBatch, mask: torch.Tensor | None, watch: LossWatch
+) -> Snapshot | None:
+    """A snapshot at ``watch.step``, its probe loss checked by ``watch`` unless the run has
+    already diverged.
+
+    Returns:
+        The snapshot, or ``None`` when any of its values is not finite (a NaN heatmap).
+    """
+    snapshot = take_snapshot(model, probe, mask, watch.step)
+    arrays = (snapshot.weights, snapshot.match, snapshot.grad_norms)
+    finite = all(bool(np.isfinite(a).all()) for a in arrays) and math.isfinite(snapshot.loss)
+    if watch.divergence is None:
+        watch.ok(snapshot.loss, gradient_finite=finite)
+    return snapshot if finite else None
 
 
 @contextmanager
-def _intra_op_threads(count: int | None):
-    """Run the block with ``count`` intra-op threads, then restore the previous number;
-    ``None`` runs it with torch's setting untouched."""
+def intra_op_threads(count: int | None):
+    """Run the block with ``count`` intra-op threads, then restore the previous number.
+
+    Args:
+        count: threads (checked by the caller), or ``None`` to leave torch's setting alone.
+    """
     if count is None:
         yield
         return
@@ -433,22 +493,38 @@ def _intra_op_threads(count: int | None):
         torch.set_num_threads(before)
 
 
-def _train_step(
+def train_step(
     model: TinyAttentionModel,
     optimizer: torch.optim.Optimizer,
     batch: TaskBatch,
     mask: torch.Tensor | None,
-) -> None:
-    """One Adam step on ``batch`` (tensors (B, L))."""
+    watch: LossWatch,
+) -> bool:
+    """One Adam step on ``batch``, taken only when ``watch`` finds the loss and its gradient
+    sound (so the weights stay finite).
+
+    Args:
+        model, optimizer: the run's. batch: tensors (B, L). mask: (L, L) or None.
+        watch: the run's divergence rule, set to the steps taken so far.
+
+    Returns:
+        Whether the step was taken.
+    """
     logits, _ = model(batch.tokens, mask, need_weights=False)  # (B, L, V)
     loss = _loss(logits, batch.targets)
+    if not watch.ok(loss.item()):
+        return False
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    optimizer.step()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    finite = bool(torch.isfinite(torch.nn.utils.get_total_norm(grads)))
+    if finite:
+        optimizer.step()
+    return finite or watch.ok(watch.last_finite_loss, gradient_finite=False)
 
 
 def run_training(config: TrainingConfig, *, threads: int | None = None) -> TrainingRun:
-    """Train as ``config`` says and return every snapshot.
+    """Train as ``config`` says and return every snapshot, and the divergence if any.
 
     Args:
         config: the run.
@@ -456,15 +532,19 @@ def run_training(config: TrainingConfig, *, threads: int | None = None) -> Train
             ``None`` leaves torch's setting alone.
 
     Returns:
-        TrainingRun with the snapshots and the target pattern (L, L).
+        TrainingRun with the snapshots, the target pattern (L, L) and ``divergence`` (None
+        for a run that ran every step).
 
     Raises:
         ValueError: for a bad ``threads``; MemoryBudgetError (a ValueError) when the run is
             over the memory budget.
     """
-    snapshots = tuple(iter_training(config, threads=threads))
+    snapshots: list[Snapshot] = []
+    divergence = drain(iter_training(config, threads=threads), snapshots)
     target = target_pattern(probe_batch(config).target_keys)
-    return TrainingRun(config=config, snapshots=snapshots, target=target)
+    return TrainingRun(
+        config=config, snapshots=tuple(snapshots), target=target, divergence=divergence
+    )
 
 
 def train_task(
@@ -487,19 +567,15 @@ def train_task(
 ) -> TrainingRun:
     """Train a tiny attention-only model on ``task`` and return its snapshots.
 
-    See :class:`TrainingConfig` for every argument's meaning and range.
-
     Args:
-        task: ``"shift"``, ``"reverse"``, ``"sort"`` or ``"induction"``.
-        variant: a registered attention variant; **variant_params are its parameters.
-        scaled: None (the variant's scale), True (1/sqrt(d_k)) or False (1).
-        layers, heads, d_model, seq_len, steps, lr, batch_size, positions, seed,
-        snapshot_every: as in :class:`TrainingConfig`.
-        threads: torch's intra-op thread count while training (:func:`iter_training`);
-            ``None`` leaves torch's setting alone.
+        task, variant, scaled, layers, heads, d_model, seq_len, steps, lr, batch_size,
+        positions, seed, snapshot_every: as in :class:`TrainingConfig` (meaning, range).
+        **variant_params: the variant's parameters.
+        threads: torch's intra-op thread count while training (:func:`iter_training`).
 
     Returns:
-        TrainingRun: snapshots (weights (layers, heads, L, L) each) and the target (L, L).
+        TrainingRun: snapshots (weights (layers, heads, L, L) each), the target (L, L) and
+        the divergence (``None`` when every step ran).
 
     Raises:
         ValueError: naming an unknown task, variant or parameter, a value out of range or a

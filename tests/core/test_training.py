@@ -22,6 +22,29 @@ from attention_core.experiments import (
     train_task,
 )
 from attention_core.experiments import training as training_module
+from attention_core.experiments.divergence import (
+    DIVERGENCE_FACTOR,
+    LOSS_EXPLODED,
+    LOSS_NOT_FINITE,
+    LossWatch,
+    divergence_at,
+    drain,
+)
+from attention_core.experiments.scaling import derived_seed
+from attention_core.experiments.training import (
+    DATA_STREAM,
+    TinyAttentionModel,
+    probe_batch,
+    run_training,
+    take_snapshot,
+    train_step,
+)
+from attention_core.experiments.training_cost import (
+    StepCost,
+    cost_config,
+    estimate_training_seconds,
+    measure_step_cost,
+)
 
 # --- task generators against literal examples ---------------------------------------------
 
@@ -132,11 +155,11 @@ def _thread_counts_seen(monkeypatch, threads):
     """Train a short run with ``threads``, recording every torch.set_num_threads call and the
     thread count the training step itself runs with."""
     set_calls, in_step = [], []
-    real_step = training_module._train_step
+    real_step = training_module.train_step
     monkeypatch.setattr(torch, "set_num_threads", set_calls.append)
     monkeypatch.setattr(
         training_module,
-        "_train_step",
+        "train_step",
         lambda *args: (in_step.append(set_calls[-1] if set_calls else None), real_step(*args)),
     )
     config = TrainingConfig(task="shift", steps=2, snapshot_every=1, d_model=16)
@@ -209,6 +232,143 @@ def test_config_fills_variant_defaults():
     assert dict(config.variant_params) == VARIANTS["local"].defaults()
     config = TrainingConfig(task="sort", variant="combined", variant_params={"stride": 2})
     assert dict(config.variant_params) == {**VARIANTS["combined"].defaults(), "stride": 2}
+
+
+# --- divergence: a run that fails says where and why ---------------------------------------
+
+# the link of issue 22's D1: reverse at learning rate 0.1, d_model 64, two layers, L = 16
+D1 = dict(task="reverse", lr=0.1, d_model=64, layers=2, seq_len=16, steps=300)
+
+
+def test_divergence_rule_literal():
+    start = 3.0  # the limit is DIVERGENCE_FACTOR × 3.0 = 30.0
+    assert DIVERGENCE_FACTOR == 10.0
+    assert divergence_at(5, 29.9, start_loss=start, last_finite_loss=2.0) is None
+    assert divergence_at(5, 30.0, start_loss=start, last_finite_loss=2.0) is None  # not above
+    exploded = divergence_at(5, 30.5, start_loss=start, last_finite_loss=2.0)
+    assert (exploded.step, exploded.reason, exploded.loss) == (5, LOSS_EXPLODED, 30.5)
+    assert exploded.last_finite_loss == 30.5 and exploded.limit == 30.0
+    for bad in (float("nan"), float("inf")):
+        found = divergence_at(7, bad, start_loss=start, last_finite_loss=2.5)
+        assert (found.step, found.reason, found.last_finite_loss) == (7, LOSS_NOT_FINITE, 2.5)
+    gradient = divergence_at(8, 1.5, start_loss=start, last_finite_loss=2.5, gradient_finite=False)
+    assert (gradient.reason, gradient.loss, gradient.last_finite_loss) == (
+        LOSS_NOT_FINITE,
+        1.5,
+        1.5,
+    )
+
+
+def _reference_training_losses(config: TrainingConfig, steps: int) -> list[float]:
+    """The training loss before each Adam step, from a loop written here: the trainer's
+    model and seeds, torch's own cross-entropy and Adam, no divergence check."""
+    model = TinyAttentionModel(config, torch.Generator().manual_seed(config.seed))
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    data = torch.Generator().manual_seed(derived_seed(config.seed, DATA_STREAM))
+    losses = []
+    for _ in range(steps):
+        batch = make_batch(config.task, config.batch_size, config.seq_len, data)
+        logits, _ = model(batch.tokens, None, need_weights=False)  # (B, L, V)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, config.vocab), batch.targets.reshape(-1), ignore_index=IGNORE
+        )
+        losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return losses
+
+
+def test_d1_settings_diverge_and_stop_with_the_snapshots_so_far():
+    run = run_training(TrainingConfig(**D1), threads=1)
+    divergence = run.divergence
+    assert divergence is not None and run.diverged_at == divergence.step
+    start = run.snapshots[0].loss
+    assert divergence.start_loss == start
+    # the first training loss above 10 × the start, found by a loop without the check
+    with training_module.intra_op_threads(1):  # the run's summation order
+        losses = _reference_training_losses(run.config, divergence.step + 1)
+    first_over = next(i for i, loss in enumerate(losses) if loss > DIVERGENCE_FACTOR * start)
+    assert divergence.step == first_over
+    assert divergence.reason == LOSS_EXPLODED
+    assert divergence.loss == pytest.approx(losses[first_over], rel=1e-5)
+    assert max(losses[:first_over]) <= DIVERGENCE_FACTOR * start
+    # stopped there: snapshots at 0 and at the divergence (not at 300), all finite
+    assert divergence.step < D1["steps"]
+    assert [s.step for s in run.snapshots] == [0, divergence.step]
+    for snapshot in run.snapshots:
+        assert np.isfinite(snapshot.loss) and np.isfinite(snapshot.weights).all()
+        assert np.isfinite(snapshot.grad_norms).all()
+
+
+def test_a_run_that_learns_does_not_diverge():
+    run = run_training(TrainingConfig(**{**D1, "lr": 0.003, "steps": 60}), threads=1)
+    assert run.divergence is None and run.diverged_at is None
+    assert run.snapshots[-1].step == 60
+    assert max(s.loss for s in run.snapshots) <= DIVERGENCE_FACTOR * run.snapshots[0].loss
+
+
+def test_the_stream_returns_the_divergence_it_stopped_at():
+    config = TrainingConfig(**{**D1, "steps": 20})
+    snapshots = []
+    divergence = drain(iter_training(config, threads=1), snapshots)
+    run = run_training(config, threads=1)
+    assert divergence == run.divergence and divergence is not None
+    assert [s.loss for s in snapshots] == [s.loss for s in run.snapshots]
+
+
+def test_a_non_finite_loss_takes_no_step_and_names_the_last_finite_loss():
+    config = TrainingConfig(task="shift", d_model=16)
+    model = TinyAttentionModel(config, torch.Generator().manual_seed(0))
+    probe = probe_batch(config)
+    start = take_snapshot(model, probe, None, 0).loss
+    with torch.no_grad():
+        model.readout_bias[0] = float("inf")  # logits inf: the loss is NaN, q, k, v are not
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    watch = LossWatch(start_loss=start, last_finite_loss=2.5).at(4)
+    assert not train_step(model, optimizer, probe, None, watch)
+    assert watch.divergence.reason == LOSS_NOT_FINITE and watch.divergence.step == 4
+    assert watch.divergence.last_finite_loss == 2.5 and not np.isfinite(watch.divergence.loss)
+    for p, b in zip(model.parameters(), before, strict=True):
+        assert torch.equal(p.detach(), b)  # Adam did not step on it
+
+
+# --- the time a run will take ---------------------------------------------------------------
+
+
+def test_estimated_seconds_are_steps_times_step_plus_snapshots_times_snapshot():
+    config = TrainingConfig(task="shift", steps=300, snapshot_every=10)  # snapshots 0, 10 … 300
+    cost = StepCost(train_step_s=0.02, snapshot_s=0.5)
+    assert estimate_training_seconds(config, cost) == pytest.approx(300 * 0.02 + 31 * 0.5)
+    odd = TrainingConfig(task="shift", steps=25, snapshot_every=10)  # 0, 10, 20, 25
+    assert estimate_training_seconds(odd, cost) == pytest.approx(25 * 0.02 + 4 * 0.5)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_step_cost_refuses_what_is_not_a_time(bad):
+    with pytest.raises(ValueError, match="train_step_s"):
+        StepCost(train_step_s=bad, snapshot_s=1.0)
+    with pytest.raises(ValueError, match="snapshot_s"):
+        StepCost(train_step_s=1.0, snapshot_s=bad)
+
+
+def test_runs_of_one_shape_share_a_cost_measurement():
+    a = TrainingConfig(task="sort", d_model=64, heads=4, lr=0.1, seed=5, steps=900)
+    b = TrainingConfig(task="sort", d_model=64, heads=4, lr=0.001, seed=0, steps=50)
+    assert cost_config(a) == cost_config(b)
+    assert cost_config(a) != cost_config(TrainingConfig(task="sort", d_model=32, heads=4))
+    assert cost_config(a) != cost_config(TrainingConfig(task="shift", d_model=64, heads=4))
+
+
+def test_measured_cost_is_a_cost_and_leaves_torch_alone(monkeypatch):
+    before = torch.get_num_threads()
+    cost = measure_step_cost(cost_config(TrainingConfig(task="shift", d_model=16)), threads=1)
+    assert cost.train_step_s > 0 and cost.snapshot_s > 0  # StepCost checks finite too
+    assert torch.get_num_threads() == before
+    monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "1")
+    with pytest.raises(MemoryBudgetError):
+        measure_step_cost(TrainingConfig(task="shift", seq_len=64, heads=16, d_model=64))
 
 
 # --- bad input ----------------------------------------------------------------------------
