@@ -5,16 +5,20 @@ The pattern, for a control ``"<page>.<name>"`` (the query key and the widget key
 1. **Read**: on the first run of the widget, its value comes from the URL, else from this
    session's memory of it (query parameters are dropped when the user switches pages), else
    the default. A missing value gives the default silently. A malformed, out-of-range,
-   unknown, over-long or repeated value gives the default *and* a notice, shown once on the
-   page by :func:`render_notices` (the bad value is shown as literal text by
-   :func:`dashboard.literal.literal`: never rendered as markdown, never a link).
+   unknown, over-long or repeated value gives the default *and* a notice saying why, shown
+   once on the page by :func:`render_notices` (the bad value is shown as literal text by
+   :func:`dashboard.literal.literal`: never rendered as markdown, never a link). A query key
+   that no control of the page used and that this session never wrote (a typo such as
+   ``playground.seqlen``) is named in the same notice, with the closest key the page does
+   use; the app-level keys of :data:`APP_KEYS` are always known.
 2. **Widget**: the widget is created with that initial value through ``st.session_state``.
 3. **Write back**: its current value is written to ``st.query_params`` on every run; at the
    end of the run :func:`finish_run` drops query keys that this run did not use, so the URL
    holds exactly the view.
 
 One call does all three: :func:`slider_int`, :func:`float_input` (a slider or a number
-box), :func:`select`, :func:`radio`, :func:`multiselect`, :func:`checkbox`, :func:`text`.
+box), :func:`select`, :func:`radio`, :func:`multiselect`, :func:`checkbox`, :func:`text`
+(text is cut to its limit with a note, never thrown away; markup characters are text).
 The ``url_*`` readers (:func:`url_int`, :func:`url_float`, :func:`url_choice`,
 :func:`url_bool`, :func:`url_text`, :func:`url_int_list`) do steps 1 and 3 for values that
 have no widget.
@@ -35,9 +39,12 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from dashboard.i18n import t
-from dashboard.literal import literal
+from dashboard.url_notices import UNKNOWN_KEY, Notice, notices_markdown
 from dashboard.url_values import (
     MAX_RAW_LEN,
+    RefusedValue,
+    clean_text,
+    cut_text,
     parse_bool,
     parse_choice,
     parse_choice_list,
@@ -46,11 +53,16 @@ from dashboard.url_values import (
     parse_int_list,
     parse_text,
     serialise,
+    suggest_key,
 )
 
 _NOTICES = "_state.notices"
 _TOUCHED = "_state.touched"
 _MEMORY = "_state.memory"
+_CUT = "_state.cut."
+APP_KEYS: frozenset[str] = frozenset({"lang", "device"})
+"""Query keys of the app itself (the language, the device): never reported as unknown, even
+on a run that does not draw them (the device box exists only with several devices)."""
 
 Parser = Callable[[str], Any]
 FLOAT_WIDGETS = {"slider": "slider", "number": "number_input"}
@@ -75,27 +87,52 @@ def begin_run() -> None:
     st.session_state[_TOUCHED] = []
 
 
-def add_notice(key: str, raw: str) -> None:
-    """Record that the URL value ``raw`` for ``key`` was rejected (shown by render_notices)."""
+def add_notice(key: str, raw: str, reason: str = "not_accepted", **detail: Any) -> None:
+    """Record that the URL value ``raw`` for ``key`` was refused and why (shown by
+    :func:`render_notices`).
+
+    Args:
+        key: the query key. raw: the value as given.
+        reason: a code of :data:`dashboard.url_values.REASONS` or
+            :data:`dashboard.url_notices.UNKNOWN_KEY`.
+        detail: the values the reason's message names.
+    """
     notices = _session_list(_NOTICES)
-    entry = (key, raw)
+    entry = Notice(key, raw, reason, tuple(sorted(detail.items())))
     if entry not in notices:
         notices.append(entry)
 
 
-def notices() -> list[tuple[str, str]]:
-    """Return this run's rejected ``(key, raw value)`` pairs."""
+def notices() -> list[Notice]:
+    """Return this run's notices, in the order they were found."""
     return list(st.session_state.get(_NOTICES, []))
 
 
+def unknown_keys() -> list[str]:
+    """Query keys that no control of this run used, that this session never wrote and that
+    are not :data:`APP_KEYS`: a typo or a key of another page (call it after the page ran)."""
+    known = set(st.session_state.get(_TOUCHED, [])) | set(_memory()) | APP_KEYS
+    return [key for key in st.query_params.keys() if key not in known]
+
+
+def note_unknown_keys() -> None:
+    """Add a notice for each of :func:`unknown_keys`, naming the closest key the page used."""
+    known = [*st.session_state.get(_TOUCHED, []), *sorted(APP_KEYS)]
+    for key in unknown_keys():
+        raw = " & ".join(st.query_params.get_all(key))
+        suggestion = suggest_key(key, known)
+        extra = {} if suggestion is None else {"suggestion": suggestion}
+        add_notice(key, raw, UNKNOWN_KEY, **extra)
+
+
 def render_notices(where: DeltaGenerator | None = None) -> None:
-    """Show one warning listing every rejected URL value of this run (as literal text)."""
+    """Show one warning listing every refused URL value of this run with why, and every
+    unknown query key (all as literal text). Call it after the page has drawn its controls."""
+    note_unknown_keys()
     found = notices()
     if not found:
         return
-    lines = [t("common.url_notice_item", key=literal(k), value=literal(v)) for k, v in found]
-    body = t("common.url_notice_title") + "\n\n" + "\n".join(f"- {line}" for line in lines)
-    (where or st).warning(body)
+    (where or st).warning(notices_markdown(found))
 
 
 def _touch(key: str) -> None:
@@ -121,13 +158,16 @@ def write(key: str, value: Any) -> None:
     _memory()[key] = value
 
 
-def read(key: str, default: Any, parse: Parser) -> Any:
+def read(key: str, default: Any, parse: Parser, *, max_raw: int | None = MAX_RAW_LEN) -> Any:
     """Return the validated URL value of ``key`` (default on absence or rejection).
 
     Args:
         key: the query key, ``"<page>.<name>"``.
         default: value used when the key is missing or rejected.
-        parse: turns the raw string into a value; raises ``ValueError`` to reject it.
+        parse: turns the raw string into a value; raises ``ValueError`` to reject it (a
+            :class:`~dashboard.url_values.RefusedValue` says why in the notice).
+        max_raw: a longer raw value is refused before parsing (``None``: no limit, for text
+            that is cut rather than refused).
 
     Returns:
         The parsed value, this session's remembered value, or ``default``.
@@ -137,16 +177,19 @@ def read(key: str, default: Any, parse: Parser) -> Any:
     if not raws:
         return _memory().get(key, default)
     if len(raws) > 1:
-        add_notice(key, " & ".join(raws))
+        add_notice(key, " & ".join(raws), "repeated_key")
         return default
     raw = raws[0]
     try:
-        if len(raw) > MAX_RAW_LEN:
-            raise ValueError(f"value of {key} is longer than {MAX_RAW_LEN} characters")
+        if max_raw is not None and len(raw) > max_raw:
+            message = f"value of {key} is longer than {max_raw} characters"
+            raise RefusedValue(message, "too_long", max=max_raw)
         return parse(raw)
+    except RefusedValue as err:
+        add_notice(key, raw, err.reason, **err.detail)
     except ValueError:
         add_notice(key, raw)
-        return default
+    return default
 
 
 def url_int(key: str, default: int, low: int, high: int) -> int:
@@ -180,8 +223,8 @@ def url_bool(key: str, default: bool) -> bool:
 
 
 def url_text(key: str, default: str, max_len: int) -> str:
-    """Read plain text of at most ``max_len`` characters from the URL and write it back."""
-    value = read(key, default, lambda raw: parse_text(raw, max_len))
+    """Read text from the URL, cut to its first ``max_len`` characters, and write it back."""
+    value = cut_text(read(key, default, parse_text, max_raw=None), max_len)
     write(key, value)
     return value
 
@@ -491,6 +534,15 @@ def checkbox(
     return value
 
 
+def _keep_text(key: str, max_len: int) -> None:
+    """Make the text under ``key`` fit: control characters become spaces, a longer text is
+    cut to its first ``max_len`` characters and its full length is remembered for the note
+    (the widget's ``on_change`` callback, and the first read of a link's text)."""
+    full = clean_text(str(st.session_state.get(key, "")))
+    st.session_state[key] = cut_text(full, max_len)
+    st.session_state[_CUT + key] = len(full) if len(full) > max_len else 0
+
+
 def text(
     page: str,
     name: str,
@@ -503,26 +555,37 @@ def text(
 ) -> str:
     """A text input whose value lives in the URL under ``"<page>.<name>"``.
 
-    Script-like or over-long text (from the URL or typed) falls back to ``default`` with a
-    notice; see :func:`parse_text`.
+    Text is kept, never thrown away: markup characters (``<``, ``{``, a backtick, …) are
+    text, a pasted tab or line break becomes a space, and a longer text (typed, pasted or
+    linked) is cut to its first ``max_len`` characters with a note under the box saying so.
+    The widget has no ``max_chars``: with one, the browser refuses a long paste whole. A
+    link's text with a control character falls back to ``default`` with a notice saying
+    which character (see :func:`dashboard.url_values.parse_text`).
+
+    Args:
+        page, name, label, help, where: as :func:`slider_int`.
+        default: the text of a fresh page.
+        max_len: the most characters kept (a positive whole number).
 
     Returns:
-        The current, validated text.
+        The current text, at most ``max_len`` characters.
+
+    Raises:
+        ValueError: when ``max_len`` is not positive.
     """
     key = _key(page, name)
-
-    def valid(v: Any) -> bool:
-        if not isinstance(v, str):
-            return False
-        try:
-            parse_text(v, max_len)
-        except ValueError:
-            return False
-        return True
-
-    if key in st.session_state and not valid(st.session_state[key]):
-        add_notice(key, str(st.session_state[key]))
-    _prepare(key, default, lambda raw: parse_text(raw, max_len), valid)
-    value = _where(where).text_input(label, key=key, help=help, max_chars=max_len)
+    default = cut_text(default, max_len)
+    if key not in st.session_state:
+        st.session_state[key] = read(key, default, parse_text, max_raw=None)
+        _keep_text(key, max_len)
+    else:
+        _touch(key)
+        if not isinstance(st.session_state[key], str):
+            st.session_state[key] = default
+    box = _where(where)
+    value = box.text_input(label, key=key, help=help, on_change=_keep_text, args=(key, max_len))
+    full_len = st.session_state.get(_CUT + key, 0)
+    if full_len and len(value) == max_len:
+        box.info(t("common.text_cut", n=max_len, total=full_len))
     write(key, value)
     return value

@@ -62,3 +62,27 @@ def test_hostile_links_show_no_foreign_link_and_fetch_nothing_from_it(server, pa
         assert any(value[:SHOWN_PREFIX] in text for text in shown), (path, shown)
     assert not [url for url in requested if HOSTILE_HOST in urlsplit(url).netloc], requested
     assert not page.errors, page.errors
+
+
+SENTENCE_BOX = 'input[aria-label="Your sentence"]'
+IMAGES_JS = "() => Array.from(document.querySelectorAll('img')).map(i => i.getAttribute('src'))"
+
+
+def test_hostile_sentences_are_kept_as_text_and_fetch_nothing(server, page):
+    """Markup in a linked sentence is text (issue 22, D5): the box holds it as written, the
+    page makes no link, image or request from it."""
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    for name in ("img-tag", "markdown-image", "markdown-link", "angle-autolink"):
+        value = HOSTILE[name]
+        page.goto(
+            f"{server.url}/playground?playground.input=typed&playground.sentence={quote(value)}"
+        )
+        page.wait_for_selector("h1", timeout=PAINT_TIMEOUT_MS)
+        wait_idle(page)
+        assert page.locator(SENTENCE_BOX).input_value() == value, name
+        assert not foreign_hrefs(page.evaluate(HREFS_JS), server.url), name
+        images = [src for src in page.evaluate(IMAGES_JS) if src and HOSTILE_HOST in src]
+        assert not images, (name, images)
+    assert not [url for url in requested if HOSTILE_HOST in urlsplit(url).netloc], requested
+    assert not page.errors, page.errors

@@ -1,7 +1,8 @@
 """Bad input never breaks a page: every case ends in a clear message and a working page.
 
 Cases: tampered URL values (huge, negative, zero, non-numeric, unknown names, script-like
-strings, repeated keys), sliders at both extremes, awkward typed sentences, head counts that
+strings, repeated keys), sliders at both extremes, awkward typed sentences (kept as typed,
+markup characters included, cut to the box's limit), head counts that
 do not divide d_model, combinations over the memory budget. Each case runs the app once in
 AppTest and checks: no exception, the expected notice (a warning naming the key, or an
 error saying what to lower), and a working page (its charts and metrics are still drawn).
@@ -336,9 +337,11 @@ def test_hostile_scaling_d_k_list_is_shown_as_literal_text(value):
 LITERAL_SITES = {  # (page, query key, hostile value)
     "gradients-d_ks": ("gradients", "gradients.d_ks", "16," + HOSTILE["www-name"]),
     "properties-perm": ("properties", "properties.perm", "0," + HOSTILE["http-url"]),
+    "real-model-nouns": ("real_model", "real_model.nouns", HOSTILE["www-name"]),
+}
+TEXT_SITES = {  # text boxes whose text is used as given: markup characters are text
     "typed-sentence": ("playground", "playground.sentence", HOSTILE["img-tag"]),
     "real-model-text": ("real_model", "real_model.text", HOSTILE["angle-autolink"]),
-    "real-model-nouns": ("real_model", "real_model.nouns", HOSTILE["www-name"]),
 }
 SITE_CONTEXT = {  # what else the link must hold for the value to be read
     "gradients": {},
@@ -353,6 +356,30 @@ def test_every_echo_site_shows_hostile_values_literally(site):
     page, key, value = site
     at = open_app(page, **SITE_CONTEXT[page], **{key: value})
     assert_shown_literally(at, value)
+
+
+@pytest.mark.parametrize("site", list(TEXT_SITES.values()), ids=list(TEXT_SITES))
+def test_text_boxes_keep_hostile_text_and_never_link_it(site):
+    """A link's text with markup in it is kept in its box as written (not refused: issue 22,
+    D5), and nothing on the page turns it into a link, an image or HTML."""
+    page, key, value = site
+    at = open_app(page, **SITE_CONTEXT[page], **{key: value})
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.text_input(key=key).value == value
+    for text in shown_markdown(at):
+        assert not linkable_forms(text), (linkable_forms(text), text)
+
+
+@pytest.mark.parametrize("value", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_typed_hostile_sentence_is_kept_and_never_linked(value):
+    at = open_app("playground", **pg(input="typed"))
+    at.text_input(key="playground.sentence").input(value).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.text_input(key="playground.sentence").value == value
+    assert not at.warning, [w.value for w in at.warning]
+    assert drew_chart(at), "the page drew no chart"
+    for text in shown_markdown(at):
+        assert not linkable_forms(text), (linkable_forms(text), text)
 
 
 def test_typed_url_sentence_is_used_but_never_linked():

@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard import state
+from dashboard import state, url_values
+from dashboard.controls import SENTENCE_MAX_CHARS
+from dashboard.url_values import RefusedValue
 from tests.dashboard.conftest import assert_clean, open_app
 
 SCRIPT = "<script>alert(1)</script>"
+MARKUP_SENTENCES = [  # markup characters are text (issue 22, D5)
+    "If x < 3 then the cat {sleeps}",
+    "I <3 cats",
+    "a `tick` and a \\ backslash > here",
+    "see data: the table, not javascript: code",
+    SCRIPT,
+]
+PARAGRAPH = (
+    "The cat sat on the mat because it was warm, and the dog watched it from the door. " * 4
+)[
+    # 300 characters: more than the 200 a sentence box keeps (issue 22, D4)
+    :300
+]
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("4", 4), ("+7", 7), ("1024", 1024), (" 12 ", 12)])
@@ -35,10 +50,7 @@ def test_parse_choice_bool_text_and_lists():
     assert state.parse_bool("TRUE") is True and state.parse_bool("0") is False
     with pytest.raises(ValueError):
         state.parse_bool("yes")
-    assert state.parse_text("那只猫 sat.", 20) == "那只猫 sat."
-    for bad in (SCRIPT, "a" * 21, "javascript:x", "line\nbreak"):
-        with pytest.raises(ValueError):
-            state.parse_text(bad, 20)
+    assert state.parse_text("那只猫 sat.") == "那只猫 sat."
     assert state.parse_int_list("1,2, 3", 0, 5, 4) == [1, 2, 3]
     for bad in ("", "1,2,3,4,5", "1,x", "1,9"):
         with pytest.raises(ValueError):
@@ -151,3 +163,148 @@ def test_float_input_refuses_an_unknown_widget_and_an_empty_range():
         state.float_input("t", "x", "X", 0.0, 1.0, 0.5, step=0.1, widget="dial")
     with pytest.raises(ValueError, match="low 1.0 >= high 1.0"):
         state.float_input("t", "x", "X", 1.0, 1.0, 1.0, step=0.1)
+
+
+# ---------------------------------------------------------------- text is text (D4, D5)
+
+
+@pytest.mark.parametrize("text", MARKUP_SENTENCES)
+def test_parse_text_keeps_markup_characters(text):
+    assert state.parse_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [("line\nbreak", "U+000A (LINE FEED)"), ("a\tb", "U+0009 (TAB)"), ("nul\x00", "U+0000")],
+)
+def test_parse_text_refuses_a_control_character_and_names_it(text, named):
+    with pytest.raises(RefusedValue) as refused:
+        state.parse_text(text)
+    assert refused.value.reason == "forbidden_char"
+    assert refused.value.detail == {"char": named}
+
+
+def test_cut_and_clean_text():
+    assert url_values.cut_text("abcdef", 4) == "abcd"
+    assert url_values.cut_text("ab", 4) == "ab"
+    assert url_values.clean_text("a\tb\nc") == "a b c"
+    with pytest.raises(ValueError, match="0"):
+        url_values.cut_text("ab", 0)
+
+
+def _typed(at):
+    return at.text_input(key="playground.sentence")
+
+
+@pytest.mark.parametrize("text", MARKUP_SENTENCES[:2])
+def test_typed_markup_sentence_is_kept_and_used(text):
+    at = open_app("playground", **{"playground.input": "typed"})
+    _typed(at).input(text).run()
+    assert_clean(at)
+    assert _typed(at).value == text
+    assert not at.warning, [w.value for w in at.warning]
+    from dashboard import data
+
+    assert at.query_params["playground.sentence"] in (text, [text])
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Tokens L"] == str(len(data.tokens_for(text)))
+
+
+@pytest.mark.parametrize("text", MARKUP_SENTENCES[:2])
+def test_linked_markup_sentence_is_kept(text):
+    at = open_app("playground", **{"playground.input": "typed", "playground.sentence": text})
+    assert_clean(at)
+    assert _typed(at).value == text
+    assert not at.warning, [w.value for w in at.warning]
+
+
+def test_long_paste_is_cut_with_a_note_not_dropped():
+    at = open_app("playground", **{"playground.input": "typed"})
+    _typed(at).input(PARAGRAPH).run()
+    assert_clean(at)
+    kept = PARAGRAPH[:SENTENCE_MAX_CHARS]
+    assert _typed(at).value == kept
+    assert at.query_params["playground.sentence"] in (kept, [kept])
+    notes = [i.value for i in at.info]
+    assert f"Your text was cut to its first {SENTENCE_MAX_CHARS} characters (it had 300)" in (
+        " ".join(notes)
+    ), notes
+    assert not any("no tokens" in w.value for w in at.warning)
+    _typed(at).input("a short one").run()
+    assert _typed(at).value == "a short one"
+    assert not any("was cut" in i.value for i in at.info), "the note goes with the cut text"
+
+
+def test_long_linked_sentence_is_cut_with_a_note_in_chinese():
+    at = open_app(
+        "playground", lang="zh", **{"playground.input": "typed", "playground.sentence": PARAGRAPH}
+    )
+    assert_clean(at)
+    assert _typed(at).value == PARAGRAPH[:SENTENCE_MAX_CHARS]
+    assert any(f"只保留了前 {SENTENCE_MAX_CHARS} 个字符" in i.value for i in at.info)
+    assert not at.warning, [w.value for w in at.warning]
+
+
+# ---------------------------------------------------------------- notices say why (D15)
+
+
+@pytest.mark.parametrize(
+    ("params", "english", "chinese"),
+    [
+        ({"playground.seq_len": "2000"}, "allowed range 4 to 1024", "超出允许范围 4 到 1024"),
+        ({"playground.seq_len": "abc"}, "not a whole number", "不是整数"),
+        ({"playground.seq_len": "9" * 300}, "longer than 200 characters", "超过 200 个字符"),
+        ({"playground.seed": ["1", "2"]}, "given more than once", "出现了不止一次"),
+        ({"playground.variant": "flash"}, "not one of the choices", "不是此处提供的选项"),
+        ({"playground.dropout": "nan"}, "not a number", "不是数字"),
+        (
+            {"playground.input": "typed", "playground.sentence": "two\nlines"},
+            "control character U+000A (LINE FEED)",
+            "控制字符 U+000A (LINE FEED)",
+        ),
+    ],
+)
+def test_refused_link_value_says_why_in_both_languages(params, english, chinese):
+    for lang, reason in (("en", english), ("zh", chinese)):
+        at = open_app("playground", lang=lang, **params)
+        assert not at.exception
+        assert len(at.warning) == 1, [w.value for w in at.warning]
+        assert reason in at.warning[0].value, at.warning[0].value
+
+
+def test_unknown_key_is_named_with_the_likely_intended_one():
+    for lang, suggest in (("en", "Did you mean"), ("zh", "你是不是想写")):
+        at = open_app(
+            "playground", lang=lang, **{"playground.seqlen": "64", "device": "cpu", "zz": SCRIPT}
+        )
+        assert_clean(at)
+        assert len(at.warning) == 1, [w.value for w in at.warning]
+        notice = at.warning[0].value
+        assert "` playground.seqlen `" in notice and f"{suggest} ` playground.seq_len `" in notice
+        assert f"` zz ` = ` {SCRIPT} `" in notice  # a hostile key and value: literal text
+        assert "` lang `" not in notice and "` device `" not in notice  # app-level keys
+        assert at.slider(key="playground.seq_len").value == 16
+        assert "playground.seqlen" not in at.query_params
+        at.run()
+        assert not at.warning, "named once, then the URL is clean"
+
+
+def test_keys_the_app_wrote_are_never_reported_as_unknown():
+    """A key the session wrote (the sentence) that the next run no longer draws (the input is
+    random now) is dropped without a notice: the user changed a control, not the link."""
+    at = open_app("playground", **{"playground.input": "typed"})
+    at.selectbox(key="playground.input").set_value("random").run()
+    assert_clean(at)
+    assert not at.warning, [w.value for w in at.warning]
+
+
+def test_every_refusal_reason_reads_in_both_languages():
+    from dashboard.i18n import LANGS, t_in
+
+    values = {"low": 4, "high": 1024, "max": 200, "char": "U+000A (LINE FEED)"}
+    for lang in LANGS:
+        for reason in url_values.REASONS:
+            text = t_in(lang, f"common.url_reason_{reason}", **values)
+            assert text and "{" not in text, (lang, reason, text)
+    with pytest.raises(ValueError, match="no_such_reason"):
+        RefusedValue("x", "no_such_reason")
