@@ -14,6 +14,12 @@ No plotting here: the dashboard turns these tables into charts.
 * :mod:`~attention_core.experiments.head_stats` — head entropy and mean attention distance.
 * :mod:`~attention_core.experiments.tasks` — shift, reverse, sort, induction: known attention.
 * :mod:`~attention_core.experiments.training` — train a tiny attention model, snapshot heads.
+
+On the real decoder (import the module; its names are not re-exported here, so importing
+this package loads no checkpoint code): :mod:`~attention_core.experiments.decoding`,
+:mod:`~attention_core.experiments.heads` (head census, copy test, ablation, attribution),
+:mod:`~attention_core.experiments.explain` (saliency vs attention vs rollout, Spearman) and
+:mod:`~attention_core.experiments.mask_effects` (the mask composer's cost per layer).
 """
 
 from attention_core.experiments.complexity import (
