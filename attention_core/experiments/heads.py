@@ -216,7 +216,9 @@ def head_labels(scores: Mapping[str, np.ndarray], length: int, causal: bool) -> 
     return labels
 
 
-def census(model, input_ids, *, link: tuple[Sequence[int], Sequence[int]] | None = None):
+def census(
+    model, input_ids, *, link: tuple[Sequence[int], Sequence[int]] | None = None
+) -> HeadCensus:
     """Score and label every head from one forward pass with weights.
 
     Scores, over query rows i >= 1 of each (L, L) map w:

@@ -241,9 +241,16 @@ def test_copy_test_breaks_without_induction_heads_only(decoder4):
     assert kept.second < plain.second + COPY_KEEP_RISE
 
 
-@pytest.mark.skipif(not model_available(), reason="all-MiniLM-L6-v2 not installed")
-def test_encoder_ablation_equals_zeroed_output_columns():
-    encoder = load_minilm()
+needs_minilm = pytest.mark.skipif(not model_available(), reason="all-MiniLM-L6-v2 not installed")
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return load_minilm()
+
+
+@needs_minilm
+def test_encoder_ablation_equals_zeroed_output_columns(encoder):
     ids = torch.tensor([encoder.tokenize("The cat sat on the mat.").input_ids])
     pairs = ((1, 3), (4, 11))
     with torch.no_grad():
@@ -261,3 +268,14 @@ def test_encoder_ablation_equals_zeroed_output_columns():
     assert (ablated - plain).abs().max() > 1e-2
     with pytest.raises(ValueError, match=r"\(6, 0\)"):
         encoder(ids, ablate=((6, 0),))
+
+
+@needs_minilm
+def test_encoder_census_with_a_link_equals_loops(encoder):
+    ids = encoder.tokenize("The cat sat on the mat because it was tired.").input_ids
+    census = heads.census(encoder, ids, link=([8], [2]))
+    with torch.no_grad():
+        weights = torch.cat(encoder(heads.as_ids(ids), need_weights=True).attentions)
+    _check_against_loops(weights, list(ids), census.scores)
+    np.testing.assert_allclose(census.scores["link"], weights[:, :, 8, 2].double(), atol=1e-7)
+    assert census.labels.shape == (6, 12)
