@@ -72,18 +72,38 @@ def current_url() -> str:
 
 
 def navigation_pages() -> dict[str, st.Page]:
-    """Every page of :data:`dashboard.views.PAGES` by name, with its translated title (the
-    first is the default: what the root URL opens)."""
+    """Every page of :data:`dashboard.views.PAGES` by name, with its translated title, each
+    at its own path (the landing page too: ``/intuition``)."""
     return {
         name: st.Page(
             VIEWS_DIR / f"{name}.py",
             title=t(f"common.page_{name}"),
             icon=icon,
             url_path=name,
-            default=(i == 0),
         )
-        for i, (name, icon) in enumerate(PAGES)
+        for name, icon in PAGES
     }
+
+
+def root_page() -> st.Page:
+    """What the root URL (``/``) opens: Streamlit serves its default page there and only
+    there, so the landing page as the default had no path of its own (``/intuition`` was
+    "Page not found"). This hidden default is never drawn: :func:`main` sends it on to the
+    landing page at its own path (or to the page a root link names) with the link's query."""
+    name, icon = PAGES[0]
+    return st.Page(
+        VIEWS_DIR / f"{name}.py",
+        title=t(f"common.page_{name}"),
+        icon=icon,
+        url_path="",
+        default=True,
+        visibility="hidden",
+    )
+
+
+def link_query() -> dict[str, list[str]]:
+    """The query of this run's link as given, every value of a repeated key kept."""
+    return {key: st.query_params.get_all(key) for key in st.query_params}
 
 
 def page_name(pages: dict[str, st.Page], page: st.Page) -> str:
@@ -95,13 +115,13 @@ def main() -> None:
     """Draw the shared sidebar and run the selected page."""
     st.set_page_config(page_title="Attention Lab", page_icon=APP_ICON, layout="wide")
     state.begin_run()
-    language_switch()
     pages = navigation_pages()
-    page = st.navigation(list(pages.values()))
-    legacy = default_page(list(st.query_params.keys()))
-    if page is pages[PAGES[0][0]] and legacy != PAGES[0][0]:
-        # a root link made when the Playground was the landing page (/?playground.…)
-        st.switch_page(pages[legacy], query_params=st.query_params.to_dict())
+    root = root_page()
+    page = st.navigation([root, *pages.values()])
+    if page is root:  # the landing page, or the page a root link from before names
+        landing = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
+        st.switch_page(pages[landing], query_params=link_query())
+    language_switch()  # after the redirect, so that the landed page reads the link's lang
     start = startup.page_start(page_name(pages, page))
     startup.before_page(start)  # torch imported in the background while the page draws
     if start.needs_torch:

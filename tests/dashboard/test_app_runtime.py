@@ -43,7 +43,8 @@ def test_no_icon_is_fetched_from_a_web_font_service(monkeypatch):
 
     monkeypatch.setattr(st, "set_page_config", recording_config)
     monkeypatch.setattr(st, "Page", recording_page)
-    assert_clean(open_app())
-    assert len(icons) == 1 + len(PAGES), icons  # the tab icon and one per page
+    assert_clean(open_app("intuition"))  # one run ("/" sends on to /intuition: two runs)
+    # the tab icon, one per page, and the root's (app.root_page)
+    assert len(icons) == 2 + len(PAGES), icons
     for icon in icons:
         assert icon and not icon.startswith(":"), icon  # no :material/…: and no :shortcode:
