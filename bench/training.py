@@ -13,7 +13,11 @@ Times 300 Adam steps of the same model (L=16, d_model=32, 2 heads, 1 layer, batc
   uses, and again with torch's default thread count.
 
 Also the time from the call to the first snapshot (what the page waits for before it can
-draw). Goals: 300 steps ≤ 2 s; first snapshot ≤ 0.5 s. ``--compare`` then trains the
+draw). Goals: 300 steps ≤ 2 s; first snapshot ≤ 0.5 s. ``--estimate`` checks the page's
+time estimate: for a few sizes it measures the cost per step as the page does
+(``measure_step_cost``), then trains the run and prints the estimate, the time taken and
+their ratio (the training loop only; the model and optimizer built before it are not in the
+estimate). ``--compare`` then trains the
 side-by-side runs of the page (scaled vs unscaled scores at d_k 256; full vs local window 3
 on ``reverse``; induction with one layer and with two) over three seeds and prints what they
 measured.
@@ -30,7 +34,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attention_core.experiments import TrainingConfig, iter_training, make_batch, train_task
+from attention_core.experiments import (
+    TrainingConfig,
+    estimate_training_seconds,
+    iter_training,
+    make_batch,
+    measure_step_cost,
+    train_task,
+)
 from attention_core.experiments.tasks import IGNORE
 
 STEPS_GOAL_S = 2.0
@@ -42,6 +53,12 @@ READY_ACCURACY = 0.99
 # that module starts streamlit's caches)
 TRAINING_THREADS = 1
 SMALL_LR = 1e-3
+# sizes whose estimate --estimate checks: the defaults, the scaling preset, a deeper model
+ESTIMATE_SIZES = (
+    dict(task="shift", steps=300),
+    dict(task="shift", d_model=256, steps=300),
+    dict(task="induction", layers=2, heads=4, d_model=64, seq_len=16, steps=300),
+)
 
 
 class PlainModel(nn.Module):
@@ -204,13 +221,34 @@ def compare() -> None:
     print(f"  chance accuracy at vocabulary 16: {1 / 16:.3f}; ln 16 = {math.log(16):.2f}")
 
 
+def check_estimate() -> None:
+    """For each of :data:`ESTIMATE_SIZES`: the estimate from a measured cost per step beside
+    the time the run's loop took, measured one after the other."""
+    print(f"\n{'run':<58}{'estimate s':>11}{'took s':>9}{'ratio':>7}")
+    for sizes in ESTIMATE_SIZES:
+        config = TrainingConfig(**sizes)
+        cost = measure_step_cost(config, threads=TRAINING_THREADS)
+        estimate = estimate_training_seconds(config, cost)
+        stream = iter_training(config, threads=TRAINING_THREADS)
+        next(stream)  # the first snapshot, before the loop the estimate covers
+        start = time.perf_counter()
+        for _ in stream:
+            pass
+        took = time.perf_counter() - start
+        label = ", ".join(f"{k} {v}" for k, v in sizes.items())
+        print(f"{label:<58}{estimate:>11.2f}{took:>9.2f}{took / estimate:>7.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bench.training``. Returns 0 (a MISS is reported)."""
     parser = argparse.ArgumentParser(prog="python -m bench.training", description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--compare", action="store_true", help="also run the comparisons")
+    parser.add_argument("--estimate", action="store_true", help="check the time estimate")
     args = parser.parse_args(argv)
     report(measure(args.repeats))
+    if args.estimate:
+        check_estimate()
     if args.compare:
         compare()
     return 0

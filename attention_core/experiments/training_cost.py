@@ -34,7 +34,7 @@ from attention_core.experiments.training import (
 )
 from attention_core.validation import check_float, check_int
 
-COST_STEPS = 3  # training steps timed (after one untimed step); the median is the cost
+COST_STEPS = 5  # training steps timed (after one untimed step); their mean is the cost
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,8 @@ def estimate_training_seconds(config: TrainingConfig, cost: StepCost) -> float:
 
 def cost_config(config: TrainingConfig) -> TrainingConfig:
     """``config`` with what does not change the cost per step set to one value (the
-    learning rate, the seed, the step count), so runs of one shape share a measurement.
+    learning rate, the score scale, the seed, the step count), so runs of one shape share a
+    measurement.
 
     Args:
         config: the run.
@@ -83,7 +84,7 @@ def cost_config(config: TrainingConfig) -> TrainingConfig:
         TrainingConfig of ``COST_STEPS + 1`` steps, snapshots at the first and last.
     """
     steps = COST_STEPS + 1
-    return replace(config, steps=steps, snapshot_every=steps, lr=DEFAULT_LR, seed=0)
+    return replace(config, steps=steps, snapshot_every=steps, lr=DEFAULT_LR, scaled=None, seed=0)
 
 
 def measure_step_cost(
@@ -93,7 +94,8 @@ def measure_step_cost(
 
     One untimed snapshot and one untimed step come first (the first calls pay one-off
     costs: torch's first optimizer imports torch._dynamo); then one snapshot and ``steps``
-    steps are timed, and a step's cost is their median.
+    steps (each drawing its batch, as the run does) are timed, and a step's cost is their
+    mean (a busy machine's pauses hit the run too, so they count).
 
     Args:
         config: the run whose sizes, variant and task are measured.
@@ -125,8 +127,8 @@ def measure_step_cost(
         watch = LossWatch(start_loss=start, last_finite_loss=start)
         times = []
         for _ in range(steps + 1):
-            batch = make_batch(config.task, config.batch_size, config.seq_len, data)
             began = time.perf_counter()
+            batch = make_batch(config.task, config.batch_size, config.seq_len, data)
             train_step(model, optimizer, batch, mask, watch)
             times.append(time.perf_counter() - began)
-    return StepCost(train_step_s=statistics.median(times[1:]), snapshot_s=snapshot_s)
+    return StepCost(train_step_s=statistics.mean(times[1:]), snapshot_s=snapshot_s)

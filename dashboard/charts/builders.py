@@ -110,8 +110,35 @@ def bar_chart(
 
 # --- lab pages ---
 
+MIN_DECADES = 2  # a log axis spanning this many decades is labelled at powers of ten only
+DECADE_FORMAT = "~e"  # 1e-7, 1e-6, … 1e+1: one notation, never 0.000001 beside 1e-7
+
+
+def log_axis(values: pd.Series, **options) -> alt.Axis:
+    """A log axis for ``values``: labelled at each power of ten in one notation (d3's
+    ``~g`` would write 0.000001 beside 1e-7) when the positive values span at least
+    :data:`MIN_DECADES` decades, else Vega's own ticks.
+
+    Args:
+        values: the axis's data. **options: other ``alt.Axis`` properties.
+
+    Returns:
+        An ``alt.Axis``.
+    """
+    positive = values[values > 0]
+    if len(positive) == 0:
+        return alt.Axis(**options)
+    low = math.floor(math.log10(float(positive.min())))
+    high = math.ceil(math.log10(float(positive.max())))
+    if high - low < MIN_DECADES:
+        return alt.Axis(**options)
+    decades = [10.0**k for k in range(low, high + 1)]
+    return alt.Axis(values=decades, format=DECADE_FORMAT, **options)
+
+
 SHORT_AXIS = 4
 SHORT_LABEL = 3
+LEGEND_LABEL_PX = 220
 
 
 def _crowded(order: Sequence[str]) -> bool:
@@ -174,8 +201,19 @@ def grouped_bar_chart(
             axis=alt.Axis(labelAngle=-35 if _crowded(order) else 0, labelLimit=120),
         ),
         "xOffset": alt.XOffset(f"{color}:N", sort=groups),
-        "y": alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),
-        "color": alt.Color(f"{color}:N", sort=groups, title=color_title),
+        "y": alt.Y(
+            f"{y}:Q",
+            title=y_title,
+            scale=alt.Scale(type="log" if log_y else "linear"),
+            axis=log_axis(df[y]) if log_y else alt.Axis(),
+        ),
+        # the legend above the panels: beside them it needs width a page's column lacks
+        "color": alt.Color(
+            f"{color}:N",
+            sort=groups,
+            title=color_title,
+            legend=alt.Legend(orient="top", direction="horizontal", labelLimit=LEGEND_LABEL_PX),
+        ),
         "tooltip": tooltip,
     }
     if log_y:
@@ -209,9 +247,12 @@ def layered_line_chart(
     log_y: bool = False,
     value_format: str = ".4g",
     height: int = 320,
+    legend_columns: int = 2,
+    show_legend: bool = True,
 ) -> alt.Chart:
     """Lines of ``y`` against numeric ``x``, one per ``color`` series; series named in
-    ``dashed`` (e.g. a theory curve) are drawn dashed.
+    ``dashed`` (e.g. a theory curve, or a series that may lie on another) are drawn dashed,
+    above the others.
 
     Args:
         df: tidy table with numeric ``x``, ``y`` and a categorical ``color`` column.
@@ -221,6 +262,10 @@ def layered_line_chart(
         log_x, log_y: logarithmic axes.
         value_format: d3 format of the value in tooltips.
         height: pixels.
+        legend_columns: columns of the legend under the chart (more columns, fewer rows, for
+            many series).
+        show_legend: False draws no legend (too many series to tell apart by colour; the
+            tooltip still names each).
 
     Returns:
         An ``alt.Chart``.
@@ -248,14 +293,24 @@ def layered_line_chart(
                 scale=alt.Scale(type="log" if log_x else "linear", nice=not log_x),
                 axis=x_axis,
             ),
-            y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),
+            y=alt.Y(
+                f"{y}:Q",
+                title=y_title,
+                scale=alt.Scale(type="log" if log_y else "linear"),
+                axis=log_axis(df[y]) if log_y else alt.Axis(),
+            ),
             color=alt.Color(
                 f"{color}:N",
                 sort=groups,
                 title=color_title,
                 legend=alt.Legend(
-                    orient="bottom", direction="horizontal", columns=2, labelLimit=220
-                ),
+                    orient="bottom",
+                    direction="horizontal",
+                    columns=legend_columns,
+                    labelLimit=LEGEND_LABEL_PX,
+                )
+                if show_legend
+                else None,
             ),
             strokeDash=dash,
             tooltip=[
@@ -266,4 +321,9 @@ def layered_line_chart(
         )
         .properties(height=height)
     )
+    if dashed:
+        # the dashed series drawn again on top: one that lies on another (bfloat16's overflow
+        # curve is float32's) shows as dashes over it instead of vanishing under it
+        on_top = chart.transform_filter(alt.FieldOneOfPredicate(field=color, oneOf=list(dashed)))
+        chart = alt.layer(chart, on_top)
     return finish(chart, title, None)

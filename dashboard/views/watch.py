@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 
@@ -29,6 +30,11 @@ SNAPSHOTS_PER_RUN = 50
 HEAD_COLUMNS = 4
 PLAY_DELAY_S = 0.12
 LIVE_REDRAW_S = 0.25  # while training, the heads are redrawn at most this often
+# a line chart's height is its plot, plus its title, x axis and legend padding, plus a row
+# per legend row (Streamlit fits the whole chart into the height it is given)
+PLOT_PX, CHART_CHROME_PX, LEGEND_ROW_PX = 150, 95, 20
+LEGEND_COLUMNS_WIDE, LEGEND_COLUMNS_NARROW = 4, 2  # one run across the page; two side by side
+MAX_LEGEND_SERIES = 10  # Vega's palette has 10 colours: more lines share them; no legend then
 READY_ACCURACY = 0.99
 
 
@@ -285,46 +291,68 @@ def draw_target(config: data.TrainingConfig) -> None:
     canvas.heatmap_grid(grid, spec, key="watch.target")
 
 
-def curve_chart(table: pd.DataFrame, metric: str, key: str) -> None:
-    """Loss or accuracy against the step."""
-    part = table[table["metric"] == metric].assign(series=t(f"watch.metric_{metric}"))
-    st.altair_chart(
-        charts.layered_line_chart(
-            part,
-            x="step",
-            y="value",
-            color="series",
-            title=t(f"watch.chart_{metric}"),
-            x_title=t("watch.axis_step"),
-            y_title=t(f"watch.metric_{metric}"),
-            color_title="",
-            height=200,
-        ),
-        theme=None,
-        key=key,
-        width="stretch",
-    )
+def line_chart(
+    frame: pd.DataFrame, *, y: str, titles: tuple[str, str], log_y: bool, columns: int, key: str
+) -> None:
+    """One line per ``series`` against the step, tall enough for its legend: the plot keeps
+    :data:`PLOT_PX` however many series (heads, projections) the legend lists.
 
-
-def series_chart(frame: pd.DataFrame, *, y: str, title: str, log_y: bool, key: str) -> None:
-    """One line per ``series`` against the step (match per head, gradient norms)."""
+    Args:
+        frame: columns ``step``, ``y`` and ``series``. titles: the chart's and the y axis's.
+        log_y: a log y axis. columns: the legend's columns. key: the element key.
+    """
+    series = frame["series"].nunique()
+    legend = series <= MAX_LEGEND_SERIES
+    rows = math.ceil(series / columns) if legend else 0
     st.altair_chart(
         charts.layered_line_chart(
             frame,
             x="step",
             y=y,
             color="series",
-            title=title,
+            title=titles[0],
             x_title=t("watch.axis_step"),
-            y_title=title,
+            y_title=titles[1],
             color_title="",
             log_y=log_y,
-            height=220,
+            height=PLOT_PX + CHART_CHROME_PX + rows * LEGEND_ROW_PX,
+            legend_columns=columns,
+            show_legend=legend,
         ),
         theme=None,
         key=key,
         width="stretch",
     )
+    if not legend:
+        st.caption(t("watch.legend_hidden", n=series))
+
+
+def curve_series(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One metric's rows of :func:`data.curves_table`, its ``series`` the metric's name."""
+    return curves[curves["metric"] == metric].assign(series=t(f"watch.metric_{metric}"))
+
+
+def match_series(run) -> pd.DataFrame:
+    """Weight on the correct key per head and step, a ``series`` per head ("L1 H2")."""
+    match = data.match_table(run.snapshots)
+    names = [
+        t("watch.head_name", layer=a + 1, head=b + 1)
+        for a, b in zip(match["layer"], match["head"], strict=True)
+    ]
+    return match.assign(series=names)
+
+
+def grad_series(run) -> pd.DataFrame:
+    """Gradient norms per projection, layer and step, a ``series`` per projection and layer;
+    zero and non-finite norms left out (a log axis)."""
+    grads = data.grad_table(run.snapshots)
+    norms = grads["grad_norm"]
+    grads = grads[np.isfinite(norms) & (norms > 0)]
+    names = [
+        f"{n} · {t('watch.layer_name', layer=a + 1)}"
+        for n, a in zip(grads["tensor"], grads["layer"], strict=True)
+    ]
+    return grads.assign(series=names)
 
 
 def run_title(config: data.TrainingConfig) -> str:
@@ -335,48 +363,71 @@ def run_title(config: data.TrainingConfig) -> str:
     return f"{name} · {t(f'watch.scaling_{scaling}')}"
 
 
-def summary(run, where) -> None:
-    """Final accuracy, loss, best head match and the first step at 99 % accuracy."""
+def summary(run, where, narrow: bool = False) -> None:
+    """Final accuracy, loss, best head match and the first step at 99 % accuracy; for a run
+    that diverged, first the divergence, and the figures labelled as where it stopped."""
     final = run.final
     ready = next((s.step for s in run.snapshots if s.accuracy >= READY_ACCURACY), None)
-    cols = where.columns(4)
-    cols[0].metric(t("watch.metric_final_accuracy"), f"{final.accuracy:.1%}")
-    cols[1].metric(t("watch.metric_final_loss"), f"{final.loss:.3f}")
+    end = "final" if run.divergence is None else "stopped"
+    if run.divergence is not None:
+        where.warning(divergence_text(run.divergence, run.config))
+    cols = where.columns(2) + where.columns(2) if narrow else where.columns(4)  # labels whole
+    cols[0].metric(t(f"watch.metric_{end}_accuracy"), f"{final.accuracy:.1%}")
+    loss = f"{final.loss:.3f}" if run.divergence is None else f"{final.loss:.4g}"
+    cols[1].metric(t(f"watch.metric_{end}_loss"), loss)
     cols[2].metric(t("watch.metric_match"), f"{final.match.max():.2f}")
     cols[3].metric(t("watch.metric_ready"), "—" if ready is None else str(ready))
 
 
-def show_run(run, step: int, index: int) -> None:
-    """One finished run: summary, heads at ``step``, curves, match and gradient norms."""
+def divergence_text(divergence: data.Divergence, config: data.TrainingConfig) -> str:
+    """Where and why the run diverged, and what usually helps, in the page's language."""
+    reason = "exploded" if divergence.reason == data.LOSS_EXPLODED else "not_finite"
+    said = t(
+        f"watch.diverged_{reason}",
+        step=divergence.step,
+        loss=f"{divergence.loss:.4g}",
+        factor=f"{data.DIVERGENCE_FACTOR:g}",
+        start=f"{divergence.start_loss:.3f}",
+        last=f"{divergence.last_finite_loss:.4g}",
+    )
+    smaller = max((lr for lr in LEARNING_RATES if lr < config.lr), default=None)
+    lr = f"{config.lr:g}"
+    lr_advice = (
+        t("watch.diverged_lr", lr=lr)
+        if smaller is None
+        else t("watch.diverged_lr_try", lr=lr, smaller=f"{smaller:g}")
+    )
+    if data.unscaled_scores(config):
+        helps = t(
+            "watch.diverged_helps_unscaled",
+            lr_advice=lr_advice,
+            scaling=t("watch.diverged_scaling"),
+        )
+    else:
+        helps = t("watch.diverged_helps", lr_advice=lr_advice)
+    return f"{said}\n\n{helps}"
+
+
+def show_run(run, step: int, index: int, narrow: bool) -> None:
+    """One run: summary, heads at ``step``, curves, match and gradient norms; ``narrow``
+    (one of two side by side) lays the figures and the legends out in fewer columns."""
     config = run.config
     st.subheader(run_title(config))
-    summary(run, st)
+    summary(run, st, narrow)
     shown = max((s for s in run.snapshots if s.step <= step), key=lambda s: s.step)
     draw_heads(shown, run.target, key=f"watch.heads.{index}")
+    columns = LEGEND_COLUMNS_NARROW if narrow else LEGEND_COLUMNS_WIDE
     curves = data.curves_table(run.snapshots)
-    curve_chart(curves, "loss", key=f"watch.loss.{index}")
-    curve_chart(curves, "accuracy", key=f"watch.accuracy.{index}")
-    match = data.match_table(run.snapshots)
-    match = match.assign(
-        series=[
-            t("watch.head_name", layer=a + 1, head=b + 1)
-            for a, b in zip(match["layer"], match["head"], strict=True)
-        ]
-    )
-    series_chart(
-        match, y="match", title=t("watch.chart_match"), log_y=False, key=f"watch.match.{index}"
-    )
-    grads = data.grad_table(run.snapshots)
-    grads = grads[grads["grad_norm"] > 0]  # a log axis: zero norms are left out
-    grads = grads.assign(
-        series=[
-            f"{n} · {t('watch.layer_name', layer=a + 1)}"
-            for n, a in zip(grads["tensor"], grads["layer"], strict=True)
-        ]
-    )
-    series_chart(
-        grads, y="grad_norm", title=t("watch.chart_grads"), log_y=True, key=f"watch.grads.{index}"
-    )
+    figures = [  # (table, its y column, the chart's name, the y title's key, log y)
+        (curve_series(curves, "loss"), "value", "loss", "metric_loss", False),
+        (curve_series(curves, "accuracy"), "value", "accuracy", "metric_accuracy", False),
+        (match_series(run), "match", "match", "axis_match", False),
+        (grad_series(run), "grad_norm", "grads", "axis_grads", True),
+    ]
+    for frame, y, name, y_title, log_y in figures:
+        titles = (t(f"watch.chart_{name}"), t(f"watch.{y_title}"))
+        key = f"watch.{name}.{index}"
+        line_chart(frame, y=y, titles=titles, log_y=log_y, columns=columns, key=key)
 
 
 def train_live(config: data.TrainingConfig, index: int) -> bool:
@@ -404,6 +455,12 @@ def train_live(config: data.TrainingConfig, index: int) -> bool:
     except ValueError as err:
         controls.show_error(err)
         return False
+    run = data.finished_run(config)
+    if run is not None and run.divergence is not None:  # the bar says why it stopped
+        bar.progress(
+            run.final.step / config.steps,
+            text=t("watch.training_diverged", step=run.divergence.step, steps=config.steps),
+        )
     return True
 
 
@@ -441,11 +498,7 @@ def render(ctl: WatchConfig) -> None:
         return
     runs = [data.finished_run(c) for c in configs]
     if any(r is None for r in runs):
-        if not ctl.train:
-            st.info(t("watch.press_train"))
-            draw_target(configs[0])
-            return
-        runs = train_missing(configs, runs)
+        runs = train_when_allowed(ctl, configs, runs)
         if runs is None:
             return
     comparison_note(configs)
@@ -457,13 +510,69 @@ def render(ctl: WatchConfig) -> None:
             query_params={"lang": st.query_params.get("lang", "en")},
         )
     if ctl.play:
-        play(runs, [s.step for s in runs[0].snapshots])
+        play(runs, sorted({s.step for run in runs for s in run.snapshots}))
     cols = st.columns(len(runs))
     for i, (col, run) in enumerate(zip(cols, runs, strict=True)):
         with col:
-            show_run(run, ctl.step, i)
+            show_run(run, ctl.step, i, narrow=len(runs) > 1)
     with st.expander(t("common.how_it_works")):
         st.markdown(t("watch.how_it_works"))
+
+
+def train_when_allowed(ctl: WatchConfig, configs, runs: list) -> list | None:
+    """Estimate the time of the runs not yet kept; refuse over the limit, wait for Train, or
+    train them.
+
+    Returns:
+        Every finished run, or ``None`` when nothing was trained (refused or waiting).
+    """
+    missing = [c for c, r in zip(configs, runs, strict=True) if r is None]
+    notice = st.empty()  # filled after the measurement, above the target drawn meanwhile
+    if not ctl.train:
+        draw_target(configs[0])
+    try:
+        estimate = data.training_time(missing)
+    except ValueError as err:
+        with notice.container():
+            controls.show_error(err)
+        return None
+    if estimate.over:
+        notice.error(t("watch.too_long", **time_words(estimate)))
+        return None
+    if not ctl.train:
+        notice.info(t("watch.press_train", **time_words(estimate)))
+        return None
+    notice.caption(t("watch.estimate", **time_words(estimate)))
+    return train_missing(configs, runs)
+
+
+def time_words(estimate: data.TrainingTime) -> dict[str, str]:
+    """The estimate's figures in words: ``time`` (the whole), ``step`` (a training step's
+    cost, per run) and ``limit``."""
+    return {
+        "time": duration(estimate.seconds),
+        "step": " / ".join(step_duration(s) for s in estimate.train_step_s),
+        "limit": t("watch.duration_limit", s=round(estimate.limit_s)),
+    }
+
+
+def duration(seconds: float) -> str:
+    """ "under 1 s", "8 s", "2 min 30 s" in the page's language."""
+    if seconds < 1:
+        return t("watch.duration_under_second")
+    if seconds < 90:
+        return t("watch.duration_seconds", s=round(seconds))
+    minutes, rest = divmod(round(seconds), 60)
+    if rest == 0:
+        return t("watch.duration_whole_minutes", m=minutes)
+    return t("watch.duration_minutes", m=minutes, s=rest)
+
+
+def step_duration(seconds: float) -> str:
+    """A step's cost: "21 ms", or "0.30 s" from a third of a second."""
+    if seconds < 0.3:
+        return t("watch.duration_ms", ms=f"{seconds * 1000:.3g}")
+    return t("watch.duration_step_seconds", s=f"{seconds:.2f}")
 
 
 def train_missing(configs: tuple[data.TrainingConfig, ...], runs: list) -> list | None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pytest
 
 from attention_core.experiments import train_task as _train_task
 from dashboard.data.training import TRAINING_THREADS
@@ -134,3 +137,109 @@ def test_scaling_preset_trains_scaled_and_unscaled_side_by_side_chinese():
     second = train_task("shift", d_model=256, steps=50, snapshot_every=10, scaled=False)
     losses = [m.value for m in at.metric if m.label == "最终损失"]
     assert losses == [f"{first.final.loss:.3f}", f"{second.final.loss:.3f}"]
+
+
+# --- D1/D2: a run that diverges is named, in both languages ---------------------------------
+
+D1_LINK = {
+    "watch.task": "reverse",
+    "watch.lr": "0.1",
+    "watch.d_model": "64",
+    "watch.layers": "2",
+    "watch.seq_len": "16",
+    "watch.trained": "true",
+}
+
+
+@pytest.mark.parametrize(
+    ("lang", "diverged", "final_loss", "stopped_loss", "advice"),
+    [
+        ("en", "diverged at step {step}", "Final loss", "Loss when stopped", "try 0.03"),
+        ("zh", "在第 {step} 步发散", "最终损失", "停止时的损失", "可以试试 0.03"),
+    ],
+)
+def test_d1_link_trains_to_a_named_divergence(lang, diverged, final_loss, stopped_loss, advice):
+    at = open_app("watch", lang=lang, **D1_LINK)
+    assert_clean(at)  # no traceback, no "cannot be computed" blaming the settings
+    (warning,) = [w.value for w in at.warning]  # before: none, "Final loss 782.019"
+    reference = train_task("reverse", lr=0.1, d_model=64, layers=2, seq_len=16, steps=300)
+    assert reference.divergence is not None
+    assert diverged.format(step=reference.divergence.step) in warning
+    assert f"{reference.divergence.loss:.4g}" in warning and advice in warning
+    if lang == "zh":  # no English left in the Chinese notice
+        assert re.search(r"[A-Za-z]{2,}", warning) is None, warning
+    shown = metrics(at)
+    assert final_loss not in shown  # never shown as a plain result
+    assert shown[stopped_loss] == f"{reference.final.loss:.4g}"
+    (heads,) = canvas_heatmaps(at)  # the heads where it stopped, finite
+    np.testing.assert_allclose(heads["values"][0], reference.final.weights[0, 0], atol=1e-6)
+
+
+def test_unscaled_divergence_also_suggests_scaling():
+    params = {**D1_LINK, "watch.scaling": "unscaled", "watch.steps": "50"}
+    at = open_app("watch", **params)
+    assert_clean(at)
+    (warning,) = [w.value for w in at.warning]
+    assert "diverged at step" in warning and "1/√d_k" in warning
+
+
+# --- D9: the time of a run, estimated before Train from a measured cost per step -------------
+
+
+def _cost(monkeypatch, train_step_s: float, snapshot_s: float):
+    """Inject the cost per step the page would measure (the page's arithmetic is tested, not
+    this machine's speed)."""
+    from dashboard.data import training as training_data
+
+    cost = training_data.StepCost(train_step_s=train_step_s, snapshot_s=snapshot_s)
+    monkeypatch.setattr(training_data, "step_cost", lambda config: cost)
+
+
+def test_estimate_is_the_sum_of_each_runs_steps_and_snapshots():
+    from dashboard import data
+
+    a = data.TrainingConfig(task="shift", steps=300, snapshot_every=10)  # 31 snapshots
+    b = data.TrainingConfig(task="shift", steps=100, snapshot_every=10)  # 11 snapshots
+    costs = [data.StepCost(0.02, 0.1), data.StepCost(0.5, 1.0)]
+    estimate = data.estimate_time([a, b], costs)
+    assert estimate.seconds == pytest.approx(300 * 0.02 + 31 * 0.1 + 100 * 0.5 + 11 * 1.0)
+    assert estimate.train_step_s == (0.02, 0.5)
+    assert estimate.limit_s == data.MAX_TRAINING_SECONDS
+    assert not estimate.over  # 70.1 s
+    assert data.estimate_time([a], [data.StepCost(0.5, 1.0)]).over  # 150 + 31 = 181 s
+    with pytest.raises(ValueError, match="2 runs but 1 costs"):
+        data.estimate_time([a, b], costs[:1])
+
+
+def test_estimate_shown_before_train_from_the_measured_cost(monkeypatch):
+    _cost(monkeypatch, train_step_s=0.05, snapshot_s=0.2)  # 100 × 0.05 + 11 × 0.2 = 7.2 s
+    fresh = {**FAST, "watch.seed": "41"}  # a configuration no other test trains (kept runs
+    at = open_app("watch", **fresh)  # are shown without an estimate)
+    assert_clean(at)
+    (info,) = [i.value for i in at.info]
+    assert "Press **Train**" in info and "about 7 s" in info and "50 ms per training step" in info
+    zh = open_app("watch", lang="zh", **fresh)
+    (info,) = [i.value for i in zh.info]
+    assert "约 7 秒" in info and "每个训练步 50 毫秒" in info
+
+
+@pytest.mark.parametrize(
+    ("lang", "refusal", "limit"),
+    [
+        ("en", "Too long for this shared server", "120 s"),
+        ("zh", "对这台共享服务器来说太久了", "120 秒"),
+    ],
+)
+def test_a_run_over_the_time_limit_is_refused_even_from_a_link(monkeypatch, lang, refusal, limit):
+    # 300 steps × 0.35 s + 31 snapshots × 0.5 s = 120.5 s: just over the limit
+    _cost(monkeypatch, train_step_s=0.35, snapshot_s=0.5)
+    link = {"watch.seed": "42", "watch.trained": "true"}  # trained by no other test
+    at = open_app("watch", lang=lang, **link, **{"watch.steps": "300"})
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert refusal in error and limit in error and ("about 2 min" in error or "约 2 分钟" in error)
+    assert metrics(at) == {}  # nothing trained
+    # 250 steps: 87.5 + 26 × 0.5 = 100.5 s, under the limit: trains
+    at = open_app("watch", lang=lang, **link, **{"watch.steps": "250"})
+    assert_clean(at)
+    assert metrics(at)
