@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard import controls, state
+from dashboard import controls, room_controls, state
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t
 from dashboard.runtime import startup, threads
 from dashboard.views import APP_ICON, PAGES, default_page
@@ -122,16 +122,19 @@ def main() -> None:
         landing = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
         st.switch_page(pages[landing], query_params=link_query())
     language_switch()  # after the redirect, so that the landed page reads the link's lang
+    room = room_controls.room_link(page_name(pages, page))  # room=CODE stays across pages
     start = startup.page_start(page_name(pages, page))
     startup.before_page(start)  # torch imported in the background while the page draws
     if start.needs_torch:
         controls.reserve_device_line()  # drawn when the page first asks for the device
     notice_box = st.container()
+    room_box, room_sidebar = st.container(), st.sidebar.container()
     page.run()
     if start.needs_torch:
         controls.current_device()  # the device line, if the page did not ask for it
     state.render_notices(notice_box)
     state.finish_run()
+    room_controls.room_controls(room, pages, page_name(pages, page), room_sidebar, room_box)
     with st.sidebar:
         st.divider()
         st.caption(t("common.copy_link_label"))

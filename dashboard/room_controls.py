@@ -9,12 +9,14 @@ with the session across page changes and shows in the copy-link box) and
   password field: each of their runs publishes their page and query values (without the
   language and the room's own keys) to the room, and they can put a question to it.
 * **A follower** (everyone else) polls the room in a fragment every :data:`POLL_S` seconds;
-  while "Follow the presenter" is on and the presenter's view changed, the follower's values
-  of that page are forgotten and :func:`streamlit.switch_page` opens the presenter's page
-  with the presenter's values, the follower's own language and the room's keys. Their own
-  state.py readers then seed every control from that URL, with the usual checks. A run whose
-  view differs from the one the follower was sent to means the learner moved a control or
-  changed page: following turns off, and turning it on again jumps to the presenter.
+  while "Follow the presenter" is on and the presenter's view changed,
+  :func:`streamlit.switch_page` opens the presenter's page with the presenter's values, the
+  follower's own language and the room's keys (the same page: a rerun); at the start of that
+  run, before any widget is made, :func:`apply_pending` puts the presenter's values in the
+  URL and forgets the follower's, so state.py seeds every control from the URL, with the
+  usual checks. A run whose view differs from
+  the one the follower was sent to means the learner moved a control or changed page:
+  following turns off, and turning it on again jumps to the presenter.
 
 The key never goes into the URL (a password field with no URL state). ``room.server`` holds
 the id of the server whose room the link followed: after a restart, or on another replica,
@@ -53,7 +55,9 @@ KEY_WIDGET = "_room.presenter_key"
 POLL_S = 0.5
 TALLY_POLL_S = 1.0
 TYPED = "typed"
-_APPLIED = "_room.applied"  # (version, View) the follower was last sent to
+_APPLIED = "_room.applied"  # (version, View) of the presenter's view this follower shows
+_PENDING = "_room.pending"  # (version, View, tries): a switch to it asked, not yet seen
+MAX_TRIES = 3  # switches asked for one view before the follower stops trying
 _WAS_FOLLOWING = "_room.was_following"
 _LEFT = "_room.left"  # following was turned off because the learner moved
 _VOTER = "_room.voter"
@@ -87,9 +91,14 @@ def parse_marker(raw: str) -> str:
     return raw
 
 
-def room_link() -> RoomLink:
+def room_link(page: str) -> RoomLink:
     """Read the room's keys from the URL (or this session's memory of them), write them back
-    and seed the follow switch; a bad code gets the usual notice and no room.
+    and seed the follow switch; a bad code gets the usual notice and no room. A follower on
+    their way to the presenter's view of ``page`` gets its values here, before any widget of
+    the run is made (see :func:`apply_pending`).
+
+    Args:
+        page: the name of the page this run shows.
 
     Returns:
         The room code and the server id of the link.
@@ -100,6 +109,7 @@ def room_link() -> RoomLink:
             del st.query_params[ROOM_KEY]
         return RoomLink("", "")
     state.write(ROOM_KEY, code)
+    apply_pending(page)
     marker = state.read(SERVER_KEY, "", parse_marker)
     if marker:
         state.write(SERVER_KEY, marker)
@@ -107,6 +117,27 @@ def room_link() -> RoomLink:
         st.session_state[FOLLOW_KEY] = state.read(FOLLOW_KEY, True, state.parse_bool)
     state.write(FOLLOW_KEY, bool(st.session_state[FOLLOW_KEY]))
     return RoomLink(code, marker)
+
+
+def apply_pending(page: str) -> None:
+    """Put the presenter's view that this follower is being sent to into this run: the
+    URL's values of ``page`` become the presenter's and this session's widget values of it
+    are forgotten, so state.py seeds every control from the URL, with the usual checks.
+
+    Done at the start of the run, not by the switch alone: Streamlit merges a rerun asked
+    for before the last one started (the fragment's next poll) into it, with that request's
+    query and widget values, which would undo the switch's.
+    """
+    pending = st.session_state.get(_PENDING)
+    if pending is None or pending[1].page != page or not st.session_state.get(FOLLOW_KEY):
+        return
+    prefix = f"{page}."
+    for key in [k for k in st.session_state if str(k).startswith(prefix)]:
+        del st.session_state[key]
+    for key in [k for k in st.query_params if k.startswith(prefix)]:
+        del st.query_params[key]
+    for key, value in pending[1].params:
+        st.query_params[key] = value
 
 
 def view_now(page: str) -> View:
@@ -277,9 +308,10 @@ def follower_controls(
     """The follower's switch: turned off when the learner moved, and a jump to the
     presenter when it is on and the presenter is elsewhere; then the live fragment."""
     snap = presenter.shared_store().get(link.code, _voter())
-    applied = st.session_state.get(_APPLIED)
+    applied = _landed(page)
     was_following = st.session_state.get(_WAS_FOLLOWING, False)
-    if was_following and st.session_state.get(FOLLOW_KEY) and applied is not None:
+    settled = applied is not None and _PENDING not in st.session_state
+    if was_following and st.session_state.get(FOLLOW_KEY) and settled:
         if _safe_view(page) != applied[1]:
             st.session_state[FOLLOW_KEY] = False
             st.session_state[_LEFT] = True
@@ -307,24 +339,39 @@ def _safe_view(page: str) -> View | None:
         return None
 
 
+def _landed(page: str) -> tuple[int, View] | None:
+    """The presenter's view this follower shows: a switch asked for becomes it once a run
+    shows that view (a switch can be lost when another rerun overtakes it)."""
+    pending = st.session_state.get(_PENDING)
+    if pending is not None and _safe_view(page) == pending[1]:
+        st.session_state[_APPLIED] = pending[:2]
+        del st.session_state[_PENDING]
+    return st.session_state.get(_APPLIED)
+
+
 def _moved_on(snap: RoomSnapshot, applied: tuple[int, View] | None) -> bool:
     """Whether the presenter's view is newer than the one this follower was sent to."""
     return snap.view is not None and (applied is None or applied[0] != snap.version)
 
 
 def jump(link: RoomLink, pages: dict, page: str, snap: RoomSnapshot) -> None:
-    """Send this follower to the presenter's view: forget their values of that page and
-    switch to it with the presenter's values, their own language and the room's keys (ends
-    the run, unless they are there already)."""
+    """Send this follower to the presenter's view: switch to it with the presenter's values,
+    their own language and the room's keys, their values of that page forgotten (ends the
+    run, unless they are there already). A switch is asked again, up to :data:`MAX_TRIES`
+    times, until a run shows that view."""
     view = snap.view
     if view is None or view.page not in pages:
         return
-    st.session_state[_APPLIED] = (snap.version, view)
     st.session_state[_WAS_FOLLOWING] = True
-    if _safe_view(page) == view:
+    pending = st.session_state.get(_PENDING)
+    tries = pending[2] + 1 if pending is not None and pending[0] == snap.version else 1
+    if _safe_view(page) == view or tries > MAX_TRIES:
+        st.session_state[_APPLIED] = (snap.version, view)
+        st.session_state.pop(_PENDING, None)
         return
-    for key in [k for k in st.session_state if str(k).startswith(f"{view.page}.")]:
-        del st.session_state[key]
+    st.session_state[_PENDING] = (snap.version, view, tries)
+    if view.page == page:
+        st.rerun()  # apply_pending sets the values when the run starts
     query = dict(view.params)
     query.update(
         {
