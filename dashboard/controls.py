@@ -31,7 +31,7 @@ import streamlit as st
 
 from dashboard import data, state
 from dashboard.config import LayerConfig, ParamPairs
-from dashboard.i18n import t
+from dashboard.i18n import current_lang, t
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
@@ -138,15 +138,26 @@ def show_error(err: Exception) -> None:
     from attention_core.pretrained import ModelNotInstalledError
 
     if isinstance(err, MemoryBudgetError):
-        st.error(t("common.error_budget", detail=str(err)) + " " + t("common.error_budget_lower"))
+        _refusal("common.error_budget", str(err), t("common.error_budget_lower"))
     elif isinstance(err, ModelNotInstalledError):
         show_install_hint(t("common.error_model_missing"), err.install_line, detail=str(err))
     elif isinstance(err, ValueError):
-        st.error(t("common.error_invalid", detail=str(err)))
+        _refusal("common.error_invalid", str(err))
     elif isinstance(err, RuntimeError):  # torch's own refusals: the first line says why
-        st.error(t("common.error_invalid", detail=str(err).splitlines()[0]))
+        _refusal("common.error_invalid", str(err).splitlines()[0])
     else:
         raise err
+
+
+def _refusal(key: str, detail: str, advice: str = "") -> None:
+    """A refusal in the page's language: the library's English ``detail`` inline on an
+    English page; on any other, a translated summary with the detail in an expander."""
+    if current_lang() == "en":
+        st.error(" ".join(filter(None, (t(key, detail=detail), advice))))
+        return
+    st.error(" ".join(filter(None, (t(f"{key}_short"), advice))))
+    with st.expander(t("common.error_detail")):
+        st.code(detail, language=None, wrap_lines=True)
 
 
 def show_install_hint(message: str, pip_line: str, *, detail: str | None = None) -> None:

@@ -42,6 +42,9 @@ TITLE_LABEL_ALLOWANCE_PX = 40  # a single map's title may also span its row labe
 # matrices (44 px cells) show 28 px cells in a 1,440 px window. A single map's title and
 # subtitle wrap as if each cell had this width, so they are not clipped.
 FIT_CELL_PX = 24
+ANNOTATED_LEGEND_PX = 120  # the colour bar under an annotated matrix
+ANNOTATION_FONT_PX = FONT_SIZE - 3  # "−0.45" in 28 px: a gap in a 32 px cell
+WIDE_VALUE = 9.995  # from here on a ".2f" value prints as 10.00: five digits and a sign
 
 
 def _heatmap_columns(panel_title: str | None, score_title: str | None) -> list[str]:
@@ -348,6 +351,20 @@ def _annotation_test(value_name: str, lo: float, hi: float, diverging: bool) -> 
     return f"{value} > {(lo + hi) / 2}"
 
 
+def _annotation_text(value_field: str, value_format: str) -> dict:
+    """The text of an annotated cell, as a Vega expression: ``value_format``, with one
+    decimal fewer for values of magnitude 10 or more (``-10.43`` is as wide as two narrow
+    cells' ``-0.45``) when the format is ``.Nf`` with N >= 1."""
+    value = f"datum[{json.dumps(value_field, ensure_ascii=False)}]"
+    plain = f"format({value}, {json.dumps(value_format)})"
+    match = FORMAT_PRECISION.search(value_format)
+    if match is None or match.group(2) != "f" or int(match.group(1)) < 1:
+        return {"expr": plain}
+    shorter = value_format[: match.start()] + f".{int(match.group(1)) - 1}f"
+    wide = f"format({value}, {json.dumps(shorter)})"
+    return {"expr": f"abs({value}) >= {WIDE_VALUE} ? {wide} : {plain}"}
+
+
 def _heatmap_layer(
     shown: pd.DataFrame, cells: _CellStyle, x_title: str | None, y_title: str | None
 ) -> alt.Chart:
@@ -389,17 +406,32 @@ def _heatmap_layer(
     rect_mark = alt.MarkDef(
         type="rect", tooltip=alt.TooltipContent("data"), width=cell_w, height=cell_h
     )
-    color = alt.Color(
-        field=value_field, type="quantitative", scale=cells.scale, title=cells.value_title
-    )
     if cells.annotate is None:
+        color = alt.Color(
+            field=value_field, type="quantitative", scale=cells.scale, title=cells.value_title
+        )
         return alt.Chart(
             shown, mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color), **size
         )
-    text_mark = alt.MarkDef(type="text", fontSize=FONT_SIZE - 2, tooltip=alt.TooltipContent("data"))
+    # an annotated matrix sits in a narrow column: its colour bar goes underneath, so the
+    # cells get the width, and values of 10 or more lose a decimal to stay inside their cell
+    color = alt.Color(
+        field=value_field,
+        type="quantitative",
+        scale=cells.scale,
+        title=cells.value_title,
+        legend=alt.Legend(
+            orient="bottom", direction="horizontal", gradientLength=ANNOTATED_LEGEND_PX
+        ),
+    )
+    text_mark = alt.MarkDef(
+        type="text",
+        fontSize=ANNOTATION_FONT_PX,
+        tooltip=alt.TooltipContent("data"),
+        text=_annotation_text(value_field, cells.value_format),
+    )
     text = alt.FacetedEncoding(
         **position,
-        text=alt.Text(field=value_field, type="quantitative", format=cells.value_format),
         color=alt.condition(cells.annotate, alt.value("white"), alt.value("black")),
     )
     return alt.LayerChart(

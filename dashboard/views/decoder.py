@@ -183,7 +183,7 @@ def draw_generation(step: data.DecodeStep) -> None:
         spec = charts.head_grid_spec(
             grid, t("decoder.row_title", token=step.labels[-1]), KV_COLUMNS
         )
-        spec = replace(spec, y_title=t("decoder.chart_layer"))
+        spec = replace(spec, y_title=t("decoder.ctl_layer"))  # "层" alone reads as a speck
         canvas.heatmap_grid(grid, spec, key=f"{PAGE}.rows")
     st.caption(t("decoder.row_caption"))
 

@@ -58,10 +58,14 @@ def practice_controls(page: str) -> PracticeConfig:
     )
 
 
-def stability_section(ctl: PracticeConfig) -> None:
-    """Numerical stability: the max trick, scaling, clipping, and the other practices."""
-    st.header(t("practice.stability_header"))
+def naive_series(dtype: str) -> str:
+    """The translated legend name of the naive softmax's curve in ``dtype``."""
+    return t("practice.series_method", method=t("practice.method_naive"), dtype=dtype)
 
+
+def overflow_chart(ctl: PracticeConfig) -> None:
+    """The max trick: the share of non-finite weights of the naive softmax against the logit
+    scale, one curve per dtype (bfloat16 dashed, on top of float32's)."""
     st.subheader(t("practice.s_max_title"))
     st.markdown(t("practice.s_max_body"))
     try:
@@ -87,6 +91,7 @@ def stability_section(ctl: PracticeConfig) -> None:
                 x_title=t("practice.axis_logit"),
                 y_title=t("practice.axis_nonfinite"),
                 color_title=t("practice.axis_method"),
+                dashed=[naive_series("bfloat16")],
                 log_x=True,
                 height=300,
             ),
@@ -95,7 +100,16 @@ def stability_section(ctl: PracticeConfig) -> None:
         )
         st.caption(
             t("practice.overflow_caption_ok" if stable_ok else "practice.overflow_caption_bad")
+            + " "
+            + t("practice.overflow_bfloat16")
         )
+
+
+def stability_section(ctl: PracticeConfig) -> None:
+    """Numerical stability: the max trick, scaling, clipping, and the other practices."""
+    st.header(t("practice.stability_header"))
+
+    overflow_chart(ctl)
 
     st.subheader(t("practice.s_scale_title"))
     try:
@@ -176,6 +190,7 @@ def chunk_estimates(ctl: PracticeConfig) -> None:
                 x_title=t("practice.axis_l"),
                 y_title=t("practice.axis_mib"),
                 color_title=t("practice.axis_strategy"),
+                dashed=[t("practice.strategy_fused")],
                 log_x=True,
                 log_y=True,
                 height=320,

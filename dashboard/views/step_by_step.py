@@ -15,13 +15,20 @@ from dashboard.i18n import t
 PAGE = "step_by_step"
 SENTENCES = ("preset_en", "preset_zh")
 SIGNED = ("X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "scaled", "output")
+# one row of charts per stage, three columns a row: X (up to 8 × 8) has half the page, the
+# three projections a third each, so no matrix's cells are squeezed under its printed values
 MATRIX_ROWS = (
-    ("X", "W_Q", "W_K", "W_V"),
+    ("X", None),
+    ("W_Q", "W_K", "W_V"),
     ("Q", "K", "V"),
     ("scores", "scaled", "mask"),
-    ("weights", "output"),
+    ("weights", "output", None),
 )
-CHART_WIDTH = 240
+# the cells' width: 32 px cells at d_k = 8 in a third of the page, with the row labels; X
+# (up to 8 columns) has half the page
+CHART_WIDTH = 256
+WIDE_CHART_WIDTH = 352
+TWO_DECIMALS_CELL_PX = 36  # "−1.32" is 29 px at 10 px: narrower cells print one decimal
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,7 @@ def matrix_chart(result: Walkthrough, axes: dict, name: str):
     rows, cols = axes[name]
     heat = data.heatmap_grid(result.matrices[name], rows, cols)
     shape = "×".join(str(s) for s in result.matrices[name].shape)
+    width = WIDE_CHART_WIDTH if name == "X" else CHART_WIDTH
     spec = charts.HeatmapSpec(
         title=f"{t(f'step_by_step.m_{name}')} ({shape})",
         subtitle=t(f"step_by_step.f_{name}"),
@@ -110,8 +118,8 @@ def matrix_chart(result: Walkthrough, axes: dict, name: str):
         diverging=name in SIGNED,
         domain=(0.0, 1.0) if name in ("mask", "weights") else None,
         annotate=True,
-        value_format=".2f",
-        width=CHART_WIDTH,
+        value_format=".2f" if width // len(cols) >= TWO_DECIMALS_CELL_PX else ".1f",
+        width=width,
     )
     return charts.heatmap_chart(heat.frame, spec)
 
@@ -119,11 +127,12 @@ def matrix_chart(result: Walkthrough, axes: dict, name: str):
 def draw_matrices(result: Walkthrough, axes: dict) -> None:
     """Every intermediate matrix, one row of charts per stage of the computation."""
     for group in MATRIX_ROWS:
-        widths = [len(axes[name][1]) + 2 for name in group]  # wider matrices get wider columns
-        cols = st.columns(widths)
+        cols = st.columns(len(group))
         for col, name in zip(cols, group, strict=True):
-            with col:
-                st.altair_chart(matrix_chart(result, axes, name), theme=None)
+            if name is not None:
+                with col:
+                    # at its own size: stretched to the column, Vega would squeeze the rows
+                    st.altair_chart(matrix_chart(result, axes, name), theme=None, width="content")
 
 
 def cell_table(cell: CellBreakdown, i: int, j: int) -> pd.DataFrame:

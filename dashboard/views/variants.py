@@ -132,6 +132,13 @@ def compare_section(ctl: VariantsConfig) -> None:
     st.caption(t("variants.time_note"))
 
 
+def shown_value(value: object) -> str:
+    """A parameter's value as the page shows it: a flag as a translated yes or no."""
+    if isinstance(value, bool):
+        return t("variants.yes") if value else t("variants.no")
+    return str(value)
+
+
 def variant_column(
     base: LayerConfig, choice: controls.VariantChoice, result: data.AttentionRun, diff: float
 ) -> dict:
@@ -145,11 +152,10 @@ def variant_column(
     estimate = data.memory_estimate(name, params, base.heads, base.seq_len, base.d_k, False)
     st.subheader(controls.variant_label(name))
     st.caption(controls.variant_explanation(name))
-    st.markdown(
-        t("variants.complexity_line", time=info.time_complexity, memory=info.memory_complexity)
-    )
+    memory = controls.translated(f"variants.memory_{name}", info.memory_complexity)
+    st.markdown(t("variants.complexity_line", time=info.time_complexity, memory=memory))
     if params:
-        st.caption(", ".join(f"{controls.param_label(k)} = {v}" for k, v in params))
+        st.caption(", ".join(f"{controls.param_label(k)} = {shown_value(v)}" for k, v in params))
     draw_pattern(base, choice)
     sparsity_text = draw_weights(base, name, result)
     st.metric(t("variants.metric_diff"), f"{diff:.2e}", help=t("variants.metric_diff_help"))

@@ -177,3 +177,73 @@ def test_parameter_help_falls_back_to_the_registry_for_a_new_variant():
     param = Param("width", "int", 3, 1, 9, 1, "how wide, in tokens")
     assert controls.param_help("made_up_variant", param) == "how wide, in tokens"
     assert controls.param_help("made_up_variant", Param("flag", "bool", False)) is None
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+# code names a Chinese page may show only in brackets after the Chinese term (or as `code`)
+CODE_NAMES = ("shift", "reverse", "induction", "sort", "stable", "chunked", "fused")
+
+
+def _bare_code_names(text: str) -> list[str]:
+    """The :data:`CODE_NAMES` in ``text`` outside brackets （…）, backticks and
+    placeholders."""
+    outside = re.sub(r"（[^）]*）|`[^`]*`|\{[^}]*\}", "", text)
+    return [name for name in CODE_NAMES if re.search(rf"\b{name}\b", outside)]
+
+
+def test_chinese_strings_name_tasks_and_variants_in_chinese():
+    """D11-D13: no task or variant code name stands alone in a Chinese string; each follows
+    its Chinese term in brackets (failed before on watch.task_*, watch.look_for,
+    gradients.variants_note and variants.look_for: "shift：前一个词元", "stable、chunked")."""
+    bare = {
+        f"{namespace}.{key}": names
+        for namespace in i18n.namespaces("zh")
+        for key, text in i18n.load_namespace("zh", namespace).items()
+        if (names := _bare_code_names(text))
+    }
+    assert not bare, bare
+    for task in ("shift", "reverse", "induction", "sort"):
+        label = i18n.t_in("zh", f"watch.task_{task}")
+        assert CJK.match(label) and label.endswith(f"（{task}）"), label
+
+
+def test_variants_page_shows_flags_and_memory_in_chinese():
+    """The Variants page in Chinese: linear's causal flag reads 否 (not False), and scaled's
+    memory line has no English words (failed before: "因果 = False", "fused ... with
+    weights")."""
+    from tests.dashboard.conftest import assert_clean, open_app
+
+    at = open_app("variants", lang="zh", **{"variants.variants": "scaled,linear"})
+    assert_clean(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "因果 = 否" in captions and "False" not in captions, captions
+    lines = " ".join(m.value for m in at.markdown if "内存" in m.value)
+    assert "fused" not in lines and "weights" not in lines and "融合内核" in lines, lines
+
+
+def _refused_app(lang: str) -> None:
+    import streamlit as st
+
+    from dashboard import controls
+
+    st.query_params["lang"] = lang
+    controls.show_error(ValueError("seq_len must be at least 2, got 1"))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_refusal_speaks_the_page_language(lang):
+    """show_error: English inline on an English page; on a Chinese page a Chinese summary
+    with the library's English message kept in an expander (failed before: the ValueError's
+    text sat in the Chinese error box)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_refused_app, args=(lang,)).run()
+    assert not at.exception
+    box = at.error[0].value
+    if lang == "en":
+        assert "seq_len must be at least 2, got 1" in box
+        assert not at.expander
+    else:
+        assert box == i18n.t_in("zh", "common.error_invalid_short") and CJK.search(box)
+        assert at.expander[0].label == i18n.t_in("zh", "common.error_detail")
+        assert at.code[0].value == "seq_len must be at least 2, got 1"
