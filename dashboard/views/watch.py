@@ -30,8 +30,7 @@ SNAPSHOTS_PER_RUN = 50
 HEAD_COLUMNS = 4
 PLAY_DELAY_S = 0.12
 LIVE_REDRAW_S = 0.25  # while training, the heads are redrawn at most this often
-# a line chart's height is its plot, plus its title, x axis and legend padding, plus a row
-# per legend row (Streamlit fits the whole chart into the height it is given)
+# a line chart's height (Streamlit fits the whole chart into it): plot, title and axis, legend rows
 PLOT_PX, CHART_CHROME_PX, LEGEND_ROW_PX = 150, 95, 20
 LEGEND_COLUMNS_WIDE, LEGEND_COLUMNS_NARROW = 4, 2  # one run across the page; two side by side
 MAX_LEGEND_SERIES = 10  # Vega's palette has 10 colours: more lines share them; no legend then
@@ -397,14 +396,12 @@ def divergence_text(divergence: data.Divergence, config: data.TrainingConfig) ->
         if smaller is None
         else t("watch.diverged_lr_try", lr=lr, smaller=f"{smaller:g}")
     )
-    if data.unscaled_scores(config):
-        helps = t(
-            "watch.diverged_helps_unscaled",
-            lr_advice=lr_advice,
-            scaling=t("watch.diverged_scaling"),
-        )
-    else:
-        helps = t("watch.diverged_helps", lr_advice=lr_advice)
+    scaling = t("watch.diverged_scaling") if data.unscaled_scores(config) else None
+    helps = (
+        t("watch.diverged_helps", lr_advice=lr_advice)
+        if scaling is None
+        else t("watch.diverged_helps_unscaled", lr_advice=lr_advice, scaling=scaling)
+    )
     return f"{said}\n\n{helps}"
 
 
