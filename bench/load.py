@@ -1,7 +1,10 @@
 """Workshop load: N learners moving sliders on different pages against one server.
 
 Usage: ``python -m bench.load [--sessions 30] [--seconds 60] [--interval 5]
-[--client stream|browser]``
+[--client stream|browser] [--mode spread|room]``
+
+``--mode room`` (stream client only): one presenter and N followers of one room, the
+presenter moving a slider every ``--interval`` seconds; see :mod:`bench.load_room`.
 
 One Streamlit server on loopback. Session i opens page ``i mod pages`` (a room opening the
 same link and then spreading over the pages); its resident memory (with children) is sampled
@@ -293,13 +296,39 @@ def report_browser(stats: dict, sessions: int, elapsed: float, peak: int) -> Non
     print(f"server peak RSS: {peak / 2**20:.0f} MiB (goal < 1024 MiB) {verdict(peak < RSS_GOAL)}")
 
 
+def run_room(args: argparse.Namespace) -> None:
+    """``--mode room``: one presenter and N followers (:mod:`bench.load_room`)."""
+    from bench import load_room
+
+    followers = max(1, min(args.sessions or DEFAULT_SESSIONS["stream"], MAX_SESSIONS["stream"]))
+    seconds = max(5.0, min(args.seconds, MAX_SECONDS))
+    with streamlit_server(env={load_room.KEY_ENV: load_room.KEY}) as server:
+        sampler = RssSampler(server.pid)
+        sampler.start()
+        stats = asyncio.run(
+            load_room.drive_room(server.url, server.pid, followers, seconds, args.interval)
+        )
+        sampler.stop()
+    load_room.report_room(stats, followers, args.interval)
+    print(f"server peak RSS: {sampler.peak / 2**20:.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--client", choices=sorted(MAX_SESSIONS), default="stream")
     parser.add_argument("--sessions", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--interval", type=float, default=MOVE_INTERVAL_S)
+    parser.add_argument(
+        "--mode",
+        choices=("spread", "room"),
+        default="spread",
+        help="spread: learners on different pages; room: one presenter and N followers",
+    )
     args = parser.parse_args()
+    if args.mode == "room":
+        run_room(args)
+        return
     wanted = DEFAULT_SESSIONS[args.client] if args.sessions is None else args.sessions
     sessions = max(1, min(wanted, MAX_SESSIONS[args.client]))
     seconds = max(5.0, min(args.seconds, MAX_SECONDS))

@@ -1,0 +1,222 @@
+"""A room following its presenter: ``python -m bench.load --mode room``.
+
+One server with a presenter key; one presenter and N followers, each a websocket client
+(:mod:`bench.stream_client`). The presenter opens the Scaling page with ``room=bench``,
+types the key (the password field's widget state), and then moves the "Tokens per sequence
+L" slider by one step every ``interval`` seconds. Every follower opens ``/?room=bench`` and
+does what the browser's fragment timer does: every :data:`POLL_S` seconds it asks for a run
+of the room's fragment (``rerun_script`` with its ``fragment_id``, ``is_auto_rerun``), and
+reads everything the server sends, on its own task.
+
+Measured, for each presenter move and each follower: the time from the presenter sending the
+move to the end of the follower's first run whose URL holds the new value (its view then
+equals the presenter's). Also: errors (goal 0), the follow p50/p95 (goal p95 ≤ 1 s), the
+presenter's own run time, and the server's CPU time during an idle stretch (followers only
+polling) and during the moves, per presenter move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from urllib.parse import parse_qs
+
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+from bench.stream_client import FINISHED_OK, StreamSession
+
+ROOM = "bench"
+KEY = "bench-presenter-key"
+KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
+KEY_WIDGET = "_room.presenter_key"
+PAGE = "scaling"
+MOVED = "scaling.seq_len"
+POLL_S = 0.5  # as dashboard/room_controls.POLL_S
+FOLLOW_GOAL_S = 1.0
+IDLE_S = 5.0
+JOIN_TIMEOUT_S = 120.0
+EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
+
+
+class Presenter(StreamSession):
+    """A stream session that also sends the presenter key's widget state."""
+
+    key_id = ""
+
+    def _widget_states(self) -> list[WidgetState]:
+        states = super()._widget_states()
+        if self.key_id:
+            states.append(WidgetState(id=self.key_id, string_value=KEY))
+        return states
+
+    async def become_presenter(self):
+        """Find the key field in the last run and type the key (one rerun)."""
+        for element in self.elements:
+            if element.WhichOneof("type") == "text_input" and element.text_input.id.endswith(
+                KEY_WIDGET
+            ):
+                self.key_id = element.text_input.id
+        if not self.key_id:
+            raise RuntimeError("no presenter key field on the room's page")
+        return await self.rerun()
+
+
+class Follower:
+    """A follower: a reader task keeping the URL, and the fragment's poll timer.
+
+    Attributes:
+        finished: ``(monotonic time, query)`` of every run (full or fragment) that ended.
+    """
+
+    def __init__(self, base_url: str):
+        self.session = StreamSession(base_url, "", f"room={ROOM}")
+        self.fragment_id = ""
+        self.finished: list[tuple[float, dict[str, str]]] = []
+        self.errors: list[str] = []
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        """Open the link (first run) and start reading and polling."""
+        result = await self.session.open()
+        # the first run ends early when it sends the follower on to the presenter's page
+        if result.errors or result.status not in (*FINISHED_OK, EARLY_FOR_RERUN):
+            self.errors.append(f"open: status {result.status} {result.errors}")
+        self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._poll())]
+
+    def query(self) -> dict[str, str]:
+        return {k: v[-1] for k, v in parse_qs(self.session.query).items()}
+
+    async def _read(self) -> None:
+        socket = self.session._socket
+        while True:
+            forward = ForwardMsg()
+            forward.ParseFromString(await socket.recv(decode=False))
+            kind = forward.WhichOneof("type")
+            if kind == "delta" and forward.delta.fragment_id:
+                self.fragment_id = forward.delta.fragment_id
+            if kind == "script_finished":
+                self.finished.append((time.monotonic(), self.query()))
+            else:
+                errors: list[str] = []
+                self.session._read(forward, kind, errors)
+                self.errors += errors
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            if not self.fragment_id:
+                continue
+            msg = BackMsg()
+            state = msg.rerun_script
+            state.query_string = self.session.query
+            state.page_script_hash = self.session.page_script_hash
+            state.fragment_id = self.fragment_id
+            state.is_auto_rerun = True
+            await self.session._socket.send(msg.SerializeToString())
+
+    def seen_at(self, value: str, after: float) -> float | None:
+        """When the first run that ended after ``after`` held ``MOVED = value``."""
+        for moment, query in self.finished:
+            if moment >= after and query.get(MOVED) == value:
+                return moment
+        return None
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.session.close()
+
+
+async def drive_room(
+    base_url: str, server_pid: int, followers: int, seconds: float, interval: float
+) -> dict:
+    """Open the presenter and the followers, then move the presenter's slider every
+    ``interval`` seconds for ``seconds``; return the figures."""
+    from bench.load import cpu_seconds
+
+    stats: dict = {"errors": [], "follow_s": [], "presenter_s": [], "moves": 0, "missed": 0}
+    host = Presenter(base_url, PAGE, f"room={ROOM}")
+    await host.open()
+    joined = await host.become_presenter()
+    if not joined.ok:
+        stats["errors"].append(f"presenter: status {joined.status} {joined.errors}")
+    crowd = [Follower(base_url) for _ in range(followers)]
+    await asyncio.gather(*(f.start() for f in crowd))
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while time.monotonic() < deadline and not all(f.query().get(MOVED) for f in crowd):
+        await asyncio.sleep(0.2)
+    cpu_before, idle_start = cpu_seconds(server_pid), time.monotonic()
+    await asyncio.sleep(IDLE_S)
+    stats["idle_cpu_s"], stats["idle_s"] = (
+        cpu_seconds(server_pid) - cpu_before,
+        time.monotonic() - idle_start,
+    )
+    cpu_before, start = cpu_seconds(server_pid), time.monotonic()
+    moves: list[tuple[float, str]] = []
+    step = 1
+    while time.monotonic() - start < seconds:
+        slider = host.sliders[MOVED]
+        if slider.moved(step) == slider.value:
+            step = -step
+        sent = time.monotonic()
+        result = await host.move_slider(MOVED, step)
+        stats["presenter_s"].append(result.seconds)
+        if not result.ok:
+            stats["errors"].append(f"presenter move: {result.status} {result.errors}")
+        moves.append((sent, str(int(host.sliders[MOVED].value[0]))))
+        await asyncio.sleep(max(0.0, sent + interval - time.monotonic()))
+    await asyncio.sleep(2 * FOLLOW_GOAL_S)
+    stats["moves_cpu_s"], stats["elapsed_s"] = (
+        cpu_seconds(server_pid) - cpu_before,
+        time.monotonic() - start,
+    )
+    stats["moves"] = len(moves)
+    for sent, value in moves:
+        for follower in crowd:
+            seen = follower.seen_at(value, sent)
+            if seen is None:
+                stats["missed"] += 1
+            else:
+                stats["follow_s"].append(seen - sent)
+    for follower in crowd:
+        stats["errors"] += follower.errors
+        await follower.close()
+    await host.close()
+    return stats
+
+
+def report_room(stats: dict, followers: int, interval: float) -> None:
+    """Print the room's figures and verdicts."""
+    from bench.load import percentiles, verdict
+
+    print(
+        f"room: 1 presenter ({PAGE}, {MOVED} one step every {interval:g} s) and {followers} "
+        f"followers polling every {POLL_S:g} s (websocket clients)"
+    )
+    print(f"presenter moves {stats['moves']}, errors {len(stats['errors'])} (goal 0)")
+    for error in stats["errors"][:10]:
+        print(f"  - {error}")
+    p50, p95 = percentiles(stats["presenter_s"])
+    print(f"presenter's own run: p50 {p50:.3f} s, p95 {p95:.3f} s")
+    p50, p95 = percentiles(stats["follow_s"])
+    held = p95 <= FOLLOW_GOAL_S and not stats["errors"] and not stats["missed"]
+    print(
+        f"presenter's move sent -> follower's run with the same value finished: p50 {p50:.3f} s, "
+        f"p95 {p95:.3f} s over {len(stats['follow_s'])} (move, follower) pairs, "
+        f"{stats['missed']} never seen (goal p95 <= {FOLLOW_GOAL_S:g} s, 0 missed, 0 errors) "
+        f"{verdict(held)}"
+    )
+    idle = stats["idle_cpu_s"] / stats["idle_s"]
+    per_move = stats["moves_cpu_s"] / max(stats["moves"], 1)
+    polling = idle * interval
+    print(
+        f"server CPU: {idle:.2f} cores busy with {followers} followers only polling; "
+        f"{per_move:.2f} CPU-s per presenter move in all (polling included), "
+        f"{per_move - polling:.2f} CPU-s above the polling"
+    )
