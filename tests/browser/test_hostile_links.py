@@ -5,7 +5,9 @@ Each hostile value (bare http(s) URLs, markdown links and images, an ``<img>`` t
 in a link to the Playground's sequence length or the Scaling page's d_k list. In the page the
 browser draws, every ``<a>`` must point at the app itself (or be an in-page ``#`` anchor), the
 value must be shown in a ``<code>`` element, and the browser must request nothing from the
-hostile host (Streamlit itself fetches its icons from Google's font server).
+hostile host (Streamlit itself fetches its icons from Google's font server). A linked
+sentence is text, markup and all: its box holds it as written, and the page links, shows
+and fetches nothing from it.
 """
 
 from __future__ import annotations
