@@ -19,7 +19,8 @@ DEFAULT_SCORE = "induction"
 DEFAULT_LAYER, DEFAULT_HEAD = 18, 6
 DEFAULT_TOP_K, MAX_TOP_K, MAX_PICKED = 5, 15, 15
 DEFAULT_SEED = 0
-PICKS = ("top", "layers")
+PICKS = ("layers", "top")
+DEFAULT_PICK = "layers"
 DEFAULT_COUNT, MIN_COUNT = 12, 2
 LAYERS_PICKED = 3  # the "layers" pick: every head of 3 layers (27 heads)
 DEFAULT_FIRST_LAYER = 16
@@ -194,7 +195,12 @@ def attribution_controls(page: str) -> AttributionConfig:
         format_func=lambda s: t(f"heads.source_{s}"),
     )
     pick = state.radio(
-        page, "pick", t("heads.ctl_pick"), PICKS, "top", format_func=lambda p: t(f"heads.pick_{p}")
+        page,
+        "pick",
+        t("heads.ctl_pick"),
+        PICKS,
+        DEFAULT_PICK,
+        format_func=lambda p: t(f"heads.pick_{p}"),
     )
     count = state.slider_int(
         page, "count", t("heads.ctl_count"), MIN_COUNT, data.HEADS_MAX_OFF, DEFAULT_COUNT

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -55,12 +56,13 @@ def open_page(lang: str = "en", **params: str) -> AppTest:
 
 
 def grid_rows(at: AppTest) -> list[dict]:
-    """The rows (layer, head, score, label) of the page's first head grid chart."""
+    """The rows (layer, head, score, label) of the page's first head grid chart (Streamlit
+    sends a chart's data as Arrow tables beside its spec)."""
     for chart in at.get("vega_lite_chart"):
-        spec = json.loads(chart.proto.spec)
-        for rows in spec.get("datasets", {}).values():
-            if rows and {"layer", "head", "score", "label"} <= set(rows[0]):
-                return rows
+        for dataset in chart.proto.datasets:
+            frame = pa.ipc.open_stream(dataset.data.data).read_pandas()
+            if {"layer", "head", "score", "label"} <= set(frame.columns):
+                return frame.to_dict("records")
     raise AssertionError("no head grid on the page")
 
 
