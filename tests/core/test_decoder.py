@@ -80,9 +80,7 @@ def _check_against_reference(model, data, index, vocab_ids):
     logits = out.logits[0]  # (L, V)
     subset = torch.from_numpy(data[f"logits_subset_{index}"])
     last = torch.from_numpy(data[f"logits_last_{index}"])
-    torch.testing.assert_close(
-        logits[:, vocab_ids], subset, atol=REFERENCE_LOGIT_TOLERANCE, rtol=0
-    )
+    torch.testing.assert_close(logits[:, vocab_ids], subset, atol=REFERENCE_LOGIT_TOLERANCE, rtol=0)
     torch.testing.assert_close(logits[-1], last, atol=REFERENCE_LOGIT_TOLERANCE, rtol=0)
 
 
