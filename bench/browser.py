@@ -74,7 +74,13 @@ class Server:
         return self.process.pid
 
 
-def _wait_healthy(url: str, process: subprocess.Popen, log_path: Path, timeout: float) -> None:
+def wait_healthy(url: str, process: subprocess.Popen, log_path: Path, timeout: float) -> None:
+    """Wait until the server at ``url`` answers its health check.
+
+    Raises:
+        RuntimeError: when the process exits first or ``timeout`` seconds pass (with the
+            end of its log).
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -122,7 +128,7 @@ def streamlit_server(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, process, log_path, HEALTH_TIMEOUT_S)
+        wait_healthy(url, process, log_path, HEALTH_TIMEOUT_S)
         yield Server(url, process, log_path)
     finally:
         if process.poll() is None:

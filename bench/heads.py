@@ -17,37 +17,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
-from collections.abc import Callable
 
 import torch
 
 from attention_core.experiments import heads
 from attention_core.pretrained import load_smollm2
+from bench.decoder import Timing, round_robin
 
 TOKENS = 64
 ABLATED = ((18, 6), (17, 4), (17, 5), (17, 3), (18, 7))
 GOALS = {"census": 1.5, "ablated": 1.15, "attribution": 4.0}
 
 
-def round_robin(calls: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple]:
-    """Median (wall, cpu) seconds of each call, the calls run one after another in turn."""
-    for call in calls.values():
-        call()  # warm-up
-    walls: dict[str, list[float]] = {name: [] for name in calls}
-    cpus: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            call()
-            walls[name].append(time.perf_counter() - wall)
-            cpus[name].append(time.process_time() - cpu)
-    return {n: (statistics.median(walls[n]), statistics.median(cpus[n])) for n in calls}
-
-
-def _row(name: str, numerator: tuple, denominator: tuple, goal: float | None) -> str:
-    wall, cpu = numerator[0] / denominator[0], numerator[1] / denominator[1]
+def _row(name: str, numerator: Timing, denominator: Timing, goal: float | None) -> str:
+    wall, cpu = numerator.wall / denominator.wall, numerator.cpu / denominator.cpu
     verdict = "" if goal is None else ("PASS" if cpu <= goal else "MISS") + f" (goal ≤ {goal}×)"
     return f"{name:<44} wall {wall:5.2f}×  cpu {cpu:5.2f}×  {verdict}"
 

@@ -27,7 +27,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from bench.browser import (  # noqa: E402
     HEALTH_TIMEOUT_S,
     free_port,
     launch_chromium,
+    wait_healthy,
     wait_idle,
 )
 from tests.browser.test_pages import open_page, wait_painted  # noqa: E402
@@ -85,19 +85,6 @@ def page_url(base: str, name: str, *, landing: str, lang: str) -> str:
     """The URL of page ``name`` in language ``lang`` (the landing page is ``/``)."""
     path = "" if name == landing else name
     return f"{base}/{path}?lang={lang}"
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + HEALTH_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"streamlit exited early:\n{log_path.read_text()[-3000:]}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                if resp.read().decode().strip() == "ok":
-                    return
-        time.sleep(0.25)
-    raise RuntimeError(f"streamlit not healthy after {HEALTH_TIMEOUT_S} s: see {log_path}")
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -152,7 +139,7 @@ def dashboard_server(repo: Path, log_path: Path) -> Iterator[str]:
         process = subprocess.Popen(cmd, cwd=repo, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, process, log_path)
+        wait_healthy(url, process, log_path, HEALTH_TIMEOUT_S)
         yield url
     finally:
         _stop(process)
