@@ -47,96 +47,139 @@ def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
+@dataclass(frozen=True)
+class GoalRule:
+    """One goal as data: ``figure`` of the row (``numerator`` kind, at ``at``) divided by the
+    same figure of the ``denominator`` kind (at ``denominator_at``, default ``at``).
+
+    ``at`` and ``denominator_at`` name a length of the run: "small", "large" or "half" (half
+    of large); ``figure`` is "time" (median seconds) or "memory" (peak live allocations).
+    """
+
+    name: str
+    figure: str
+    numerator: str
+    denominator: str
+    at: str
+    target: float
+    higher_is_better: bool = False
+    denominator_at: str | None = None
+    unit: str = "x"
+
+
+GOAL_RULES = (
+    GoalRule("scaled / SDPA time, L={small}", "time", "scaled", "sdpa", "small", 1.02),
+    GoalRule("chunked / SDPA time, L={small}", "time", "chunked", "sdpa", "small", 1.3),
+    GoalRule(
+        "chunked / naive peak memory, L={small}",
+        "memory",
+        "chunked",
+        "naive",
+        "small",
+        0.1,
+        unit="",
+    ),
+    GoalRule(
+        f"local / FlexAttention time, w={WINDOW}, L={{large}}",
+        "time",
+        "local",
+        "flex",
+        "large",
+        0.5,
+    ),
+    GoalRule(
+        f"SDPA+band / local time, w={WINDOW}, L={{large}}",
+        "time",
+        "sdpa+band",
+        "local",
+        "large",
+        25.0,
+        higher_is_better=True,
+    ),
+    GoalRule(
+        "local peak memory L={large} / L={small}",
+        "memory",
+        "local",
+        "local",
+        "large",
+        2.2,
+        denominator_at="small",
+        unit="",
+    ),
+    GoalRule(
+        "linear / its two matmuls time, L={large}", "time", "linear", "linear-mm", "large", 2.0
+    ),
+    GoalRule(
+        "SDPA / linear time, L={large}",
+        "time",
+        "sdpa",
+        "linear",
+        "large",
+        40.0,
+        higher_is_better=True,
+    ),
+    GoalRule(
+        "linear time L={large} / L={half}, side by side",
+        "time",
+        "linear",
+        "linear/2",
+        "large",
+        2.2,
+        unit="",
+    ),
+    GoalRule(
+        f"block b={BLOCK} / SDPA+block peak memory, L={{large}}",
+        "memory",
+        "block",
+        "sdpa+block",
+        "large",
+        0.1,
+        unit="",
+    ),
+    GoalRule(
+        f"strided s={STRIDE} / SDPA+strided peak memory, L={{large}}",
+        "memory",
+        "strided",
+        "sdpa+strided",
+        "large",
+        0.1,
+        unit="",
+    ),
+)
+"""Every ratio goal of ``python -m bench`` (issue 13's table), in print order after the RSS
+goal. The dense path's cost is not a goal (issue 21): see :func:`dense_cost`."""
+CHUNKED_RSS_GOAL_MIB = 70.0
+
+
+def _figure(measurement: Measurement, figure: str) -> float:
+    return measurement.seconds if figure == "time" else measurement.alloc_bytes
+
+
 def goals(results: dict[tuple[str, int], Measurement], small: int, large: int) -> list[Goal]:
-    """The product's goals (issue 13's table), computed from the measurements keyed by
-    (kind, L); ``small`` and ``large`` are the two lengths of the run. The dense path's cost
-    is not a goal (issue 21): see :func:`dense_cost`."""
+    """The product's goals, computed from the measurements keyed by (kind, L); ``small`` and
+    ``large`` are the two lengths of the run: :data:`GOAL_RULES` plus the chunked variant's
+    RSS growth (a figure in MiB, not a ratio)."""
+    lengths = {"small": small, "large": large, "half": large // 2}
 
-    def t(kind, L):
-        return results[(kind, L)].seconds
+    def value(rule: GoalRule) -> float:
+        top = _figure(results[(rule.numerator, lengths[rule.at])], rule.figure)
+        at = lengths[rule.denominator_at or rule.at]
+        return ratio(top, _figure(results[(rule.denominator, at)], rule.figure))
 
-    def m(kind, L):
-        return results[(kind, L)].alloc_bytes
-
-    def rss(kind, L):
-        return results[(kind, L)].peak_bytes
-
-    return [
+    rows = [
         Goal(
-            f"scaled / SDPA time, L={small}",
-            ratio(t("scaled", small), t("sdpa", small)),
-            1.02,
-            False,
-        ),
-        Goal(
-            f"chunked / SDPA time, L={small}",
-            ratio(t("chunked", small), t("sdpa", small)),
-            1.3,
-            False,
-        ),
-        Goal(
-            f"chunked peak RSS growth, L={large}", rss("chunked", large) / MIB, 70.0, False, " MiB"
-        ),
-        Goal(
-            f"chunked / naive peak memory, L={small}",
-            ratio(m("chunked", small), m("naive", small)),
-            0.1,
-            False,
-            "",
-        ),
-        Goal(
-            f"local / FlexAttention time, w={WINDOW}, L={large}",
-            ratio(t("local", large), t("flex", large)),
-            0.5,
-            False,
-        ),
-        Goal(
-            f"SDPA+band / local time, w={WINDOW}, L={large}",
-            ratio(t("sdpa+band", large), t("local", large)),
-            25.0,
-            True,
-        ),
-        Goal(
-            f"local peak memory L={large} / L={small}",
-            ratio(m("local", large), m("local", small)),
-            2.2,
-            False,
-            "",
-        ),
-        Goal(
-            f"linear / its two matmuls time, L={large}",
-            ratio(t("linear", large), t("linear-mm", large)),
-            2.0,
-            False,
-        ),
-        Goal(
-            f"SDPA / linear time, L={large}",
-            ratio(t("sdpa", large), t("linear", large)),
-            40.0,
-            True,
-        ),
-        Goal(
-            f"linear time L={large} / L={large // 2}, side by side",
-            ratio(t("linear", large), t("linear/2", large)),
-            2.2,
-            False,
-            "",
-        ),
-        Goal(
-            f"block b={BLOCK} / SDPA+block peak memory, L={large}",
-            ratio(m("block", large), m("sdpa+block", large)),
-            0.1,
-            False,
-            "",
-        ),
-        Goal(
-            f"strided s={STRIDE} / SDPA+strided peak memory, L={large}",
-            ratio(m("strided", large), m("sdpa+strided", large)),
-            0.1,
-            False,
-            "",
-        ),
+            rule.name.format(**lengths), value(rule), rule.target, rule.higher_is_better, rule.unit
+        )
+        for rule in GOAL_RULES
     ]
+    rss = Goal(
+        f"chunked peak RSS growth, L={large}",
+        results[("chunked", large)].peak_bytes / MIB,
+        CHUNKED_RSS_GOAL_MIB,
+        False,
+        " MiB",
+    )
+    return [*rows[:2], rss, *rows[2:]]
 
 
 @dataclass(frozen=True)
