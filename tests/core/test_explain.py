@@ -12,7 +12,6 @@ import torch
 
 from attention_core.experiments import decoding, explain, heads, mask_effects
 from attention_core.experiments.mask_effects import MaskParts, compose_mask
-from attention_core.pretrained import load_smollm2
 from tests.core.references import needs_smollm2
 
 # ------------------------------------------------------------------ Spearman, rollout
@@ -96,16 +95,6 @@ def test_bad_parts_are_refused(bad):
 
 
 # ------------------------------------------------------------------ SmolLM2
-
-
-@pytest.fixture(scope="module")
-def decoder32():
-    return load_smollm2(weights_dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def decoder4():
-    return load_smollm2(weights_dtype="int4")
 
 
 PROMPT = "The keys to the cabinet are on the table, so the keys"

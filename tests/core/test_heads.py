@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from attention_core.experiments import heads
-from attention_core.pretrained import load_minilm, load_smollm2, model_available
+from attention_core.pretrained import load_minilm, model_available
 from tests.core.references import needs_smollm2
 
 COPY_LENGTH, COPY_SEED = 24, 0
@@ -105,16 +105,6 @@ def test_as_ids_refuses_bad_input(bad):
 
 
 # ------------------------------------------------------------------ SmolLM2
-
-
-@pytest.fixture(scope="module")
-def decoder32():
-    return load_smollm2(weights_dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def decoder4():
-    return load_smollm2(weights_dtype="int4")
 
 
 def _zeroed_twin(decoder, pairs):

