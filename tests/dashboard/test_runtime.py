@@ -168,6 +168,7 @@ def test_app_imports_only_light_modules_at_the_top():
     dashboard = {name for name in froms if name.startswith("dashboard.")}
     assert dashboard <= {
         "dashboard.controls",
+        "dashboard.room_controls",
         "dashboard.state",
         "dashboard.runtime.startup",
         "dashboard.runtime.threads",
