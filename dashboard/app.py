@@ -42,11 +42,12 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from dashboard import controls, room_controls, state
-from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, t
+from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, current_lang, t
 from dashboard.runtime import startup, threads
 from dashboard.views import APP_ICON, PAGES, default_page
 
 VIEWS_DIR = Path(__file__).parent / "views"
+_PAGES_KEY = "_nav.pages"  # (language, pages, root) of this session: see session_pages
 DEFAULT_BASE_URL = "http://localhost:8501/"
 
 
@@ -101,6 +102,20 @@ def root_page() -> st.Page:
     )
 
 
+def session_pages() -> tuple[dict[str, st.Page], st.Page]:
+    """The pages and the hidden root of this session in its language, made once per
+    session and language: ``st.Page`` resolves its file on the disk each time it is made
+    (an eighth of a follower's rerun, measured with py-spy in ``bench.load --mode room``).
+    Never shared between sessions: ``st.navigation`` marks the page it returns as
+    runnable on the object itself, and running it clears the mark."""
+    lang = current_lang()
+    kept = st.session_state.get(_PAGES_KEY)
+    if kept is None or kept[0] != lang:
+        kept = (lang, navigation_pages(), root_page())
+        st.session_state[_PAGES_KEY] = kept
+    return kept[1], kept[2]
+
+
 def link_query() -> dict[str, list[str]]:
     """The query of this run's link as given, every value of a repeated key kept."""
     return {key: st.query_params.get_all(key) for key in st.query_params}
@@ -115,8 +130,7 @@ def main() -> None:
     """Draw the shared sidebar and run the selected page."""
     st.set_page_config(page_title="Attention Lab", page_icon=APP_ICON, layout="wide")
     state.begin_run()
-    pages = navigation_pages()
-    root = root_page()
+    pages, root = session_pages()
     page = st.navigation([root, *pages.values()])
     if page is root:  # the landing page, or the page a root link from before names
         landing = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)

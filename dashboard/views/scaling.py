@@ -10,6 +10,7 @@ import streamlit as st
 from dashboard import charts, controls, data, state
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
+from dashboard.replay import replayed
 
 PAGE = "scaling"
 DEFAULT_D_KS = "32,64,128,256"
@@ -82,17 +83,7 @@ def render(ctl: ScalingConfig) -> None:
     except ValueError as err:
         controls.show_error(err)
         return
-    draw(ctl, table)
-
-
-def draw(ctl: ScalingConfig, table: pd.DataFrame) -> None:
-    """Metrics, the tutorial's table, and the std/mean and saturation charts."""
-    draw_metrics(table)
-    draw_table(ctl, table)
-    draw_spread(table)
-    draw_saturation(table)
-    with st.expander(t("common.how_it_works")):
-        st.markdown(t("scaling.how_it_works"))
+    draw(ctl)
     # a download button with on_click="ignore" is output: it never reruns the page
     st.download_button(
         t("scaling.download_csv"),
@@ -101,6 +92,19 @@ def draw(ctl: ScalingConfig, table: pd.DataFrame) -> None:
         mime="text/csv",
         on_click="ignore",
     )
+
+
+@replayed
+def draw(ctl: ScalingConfig) -> None:
+    """Metrics, the tutorial's table, and the std/mean and saturation charts (drawn once
+    per values and language, then replayed: :mod:`dashboard.replay`)."""
+    table = data.scaling_table(ctl.d_ks, ctl.seq_len, ctl.seed, ctl.trials)
+    draw_metrics(table)
+    draw_table(ctl, table)
+    draw_spread(table)
+    draw_saturation(table)
+    with st.expander(t("common.how_it_works")):
+        st.markdown(t("scaling.how_it_works"))
 
 
 def draw_metrics(table: pd.DataFrame) -> None:
