@@ -12,9 +12,9 @@ Measured, for each presenter move and each follower: the time from the presenter
 move to the end of the follower's first run whose URL holds the new value (its view then
 equals the presenter's), and the follower's lag behind the presenter: the same end less the
 end of the presenter's own run (the goal: the presenter's screen shows the new view at the
-end of that run, and a follower cannot show it before the presenter's run made it). Also: errors (goal 0), the follow p50/p95 (goal p95 ≤ 1 s), the
-presenter's own run time, and the server's CPU time during an idle stretch (followers only
-polling) and during the moves, per presenter move.
+end of that run, and a follower cannot show it before the presenter's run made it; goal
+p95 ≤ 1 s). Also: errors (goal 0), the presenter's own run time, and the server's CPU time
+during an idle stretch (followers only polling) and during the moves, per presenter move.
 """
 
 from __future__ import annotations
