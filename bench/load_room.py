@@ -36,8 +36,9 @@ KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
 KEY_WIDGET = "_room.presenter_key"
 PAGE = "scaling"
 MOVED = "scaling.seq_len"
-POLL_S = 0.5  # as dashboard/room_controls.POLL_S
+POLL_S = 1.0  # as dashboard/room_controls.POLL_S
 FOLLOW_GOAL_S = 1.0
+JOIN_GOAL_S = 2.5
 IDLE_S = 5.0
 JOIN_TIMEOUT_S = 120.0
 EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
@@ -70,19 +71,24 @@ class Follower:
     """A follower: a reader task keeping the URL, and the fragment's poll timer.
 
     Attributes:
-        finished: ``(monotonic time, query)`` of every run (full or fragment) that ended.
+        finished: ``(monotonic time, query)`` of every run (full or fragment) that ran to
+            its end (not one that ended early for a rerun, which showed nothing).
     """
 
     def __init__(self, base_url: str):
         self.session = StreamSession(base_url, "", f"room={ROOM}")
         self.fragment_id = ""
+        self.opened_at = 0.0
         self.finished: list[tuple[float, dict[str, str]]] = []
         self.errors: list[str] = []
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
         """Open the link (first run) and start reading and polling."""
+        self.opened_at = time.monotonic()
         result = await self.session.open()
+        if result.status in FINISHED_OK:
+            self.finished.append((time.monotonic(), self.query()))
         # the first run ends early when it sends the follower on to the presenter's page
         if result.errors or result.status not in (*FINISHED_OK, EARLY_FOR_RERUN):
             self.errors.append(f"open: status {result.status} {result.errors}")
@@ -100,7 +106,9 @@ class Follower:
             if kind == "delta" and forward.delta.fragment_id:
                 self.fragment_id = forward.delta.fragment_id
             if kind == "script_finished":
-                self.finished.append((time.monotonic(), self.query()))
+                # a run that ended early (sent on to the presenter's view) showed nothing
+                if forward.script_finished in FINISHED_OK:
+                    self.finished.append((time.monotonic(), self.query()))
             else:
                 errors: list[str] = []
                 self.session._read(forward, kind, errors)
@@ -118,6 +126,14 @@ class Follower:
             state.fragment_id = self.fragment_id
             state.is_auto_rerun = True
             await self.session._socket.send(msg.SerializeToString())
+
+    def joined_s(self) -> float | None:
+        """From opening the link to the end of the first run that showed the presenter's
+        view (``None`` when none did)."""
+        for moment, query in self.finished:
+            if query.get(MOVED):
+                return moment - self.opened_at
+        return None
 
     def seen_at(self, value: str, after: float) -> float | None:
         """When the first run that ended after ``after`` held ``MOVED = value``."""
@@ -158,8 +174,9 @@ async def drive_room(
     crowd = [Follower(base_url) for _ in range(followers)]
     await asyncio.gather(*(f.start() for f in crowd))
     deadline = time.monotonic() + JOIN_TIMEOUT_S
-    while time.monotonic() < deadline and not all(f.query().get(MOVED) for f in crowd):
-        await asyncio.sleep(0.2)
+    while time.monotonic() < deadline and not all(f.joined_s() is not None for f in crowd):
+        await asyncio.sleep(0.05)
+    stats["join_s"] = [f.joined_s() for f in crowd if f.joined_s() is not None]
     cpu_before, idle_start = cpu_seconds(server_pid), time.monotonic()
     await asyncio.sleep(IDLE_S)
     stats["idle_cpu_s"], stats["idle_s"] = (
@@ -187,6 +204,11 @@ async def drive_room(
     )
     stats["moves"] = len(moves)
     for sent, shown, value in moves:
+        seen_all = [f.seen_at(value, sent) for f in crowd]
+        if all(seen is not None for seen in seen_all):
+            stats.setdefault("last_s", []).append(max(seen_all) - sent)
+            stats.setdefault("first_s", []).append(min(seen_all) - sent)
+            stats.setdefault("shown_s", []).append(shown - sent)
         for follower in crowd:
             seen = follower.seen_at(value, sent)
             if seen is None:
@@ -212,6 +234,13 @@ def report_room(stats: dict, followers: int, interval: float) -> None:
     print(f"presenter moves {stats['moves']}, errors {len(stats['errors'])} (goal 0)")
     for error in stats["errors"][:10]:
         print(f"  - {error}")
+    p50, p95 = percentiles(stats["join_s"])
+    joined = len(stats["join_s"])
+    print(
+        f"{followers} followers opening the room link at once -> the presenter's page drawn: "
+        f"p50 {p50:.3f} s, p95 {p95:.3f} s, {joined} joined (goal p95 <= {JOIN_GOAL_S:g} s) "
+        f"{verdict(p95 <= JOIN_GOAL_S and joined == followers)}"
+    )
     p50, p95 = percentiles(stats["presenter_s"])
     print(f"presenter's own run: p50 {p50:.3f} s, p95 {p95:.3f} s")
     p50, p95 = percentiles(stats["follow_s"])

@@ -35,6 +35,7 @@ FINISHED_OK = (
     ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY,
     ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY,
 )
+EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
 ERROR_TEXT_LEN = 200
 
 
@@ -89,11 +90,18 @@ class StreamSession:
         self._socket: ClientConnection | None = None
 
     async def open(self) -> RunResult:
-        """Connect and run the page once (what opening the link does)."""
+        """Connect and run the page once (what opening the link does). A run that sends the
+        browser on (the root address forwards to the landing page; a room's follower goes
+        to the presenter's page) ends early and the app runs again by itself: the result is
+        the time until the page it landed on finished."""
         self._socket = await connect(
             self.url, subprotocols=[SUBPROTOCOL], max_size=None, proxy=None
         )
-        return await self.rerun()
+        started = time.perf_counter()
+        result = await self.rerun()
+        while result.status == EARLY_FOR_RERUN:
+            result = await self._finish_run()
+        return RunResult(time.perf_counter() - started, result.status, result.errors)
 
     async def close(self) -> None:
         """Close the websocket (the server ends the session)."""
@@ -135,8 +143,12 @@ class StreamSession:
         if not self.page_script_hash:
             state.page_name = self.page
         state.widget_states.widgets.extend(self._widget_states())
-        started = time.perf_counter()
         await self._socket.send(msg.SerializeToString())
+        return await self._finish_run()
+
+    async def _finish_run(self) -> RunResult:
+        """Read the messages of the run under way until its finished message."""
+        started = time.perf_counter()
         errors: list[str] = []
         self.shown, self.elements = [], []
         async with asyncio.timeout(RUN_TIMEOUT_S):

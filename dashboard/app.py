@@ -137,6 +137,7 @@ def main() -> None:
         st.switch_page(pages[landing], query_params=link_query())
     language_switch()  # after the redirect, so that the landed page reads the link's lang
     room = room_controls.room_link(page_name(pages, page))  # room=CODE stays across pages
+    room_controls.follow_now(room, pages, page_name(pages, page))  # before the page draws
     start = startup.page_start(page_name(pages, page))
     startup.before_page(start)  # torch imported in the background while the page draws
     if start.needs_torch:
@@ -155,6 +156,7 @@ def main() -> None:
         st.code(current_url(), language=None, wrap_lines=True)
         st.caption(t("common.copy_link_note"))
     startup.after_page(start)  # once the page is on its way: freeze, profiler, trim
+    room_controls.wake_followers()  # a presenter's new view: the room follows at once
 
 
 with threads.script_run():

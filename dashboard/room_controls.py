@@ -35,7 +35,7 @@ from streamlit.delta_generator import DeltaGenerator
 from dashboard import state
 from dashboard.i18n import LANG_KEY, current_lang, t
 from dashboard.literal import literal
-from dashboard.rooms import presenter
+from dashboard.rooms import presenter, push
 from dashboard.rooms.codes import parse_room_code
 from dashboard.rooms.questions import ready_questions, ready_to_ask, typed_question
 from dashboard.rooms.store import (
@@ -52,7 +52,7 @@ ROOM_KEY = "room"
 FOLLOW_KEY = "room.follow"
 SERVER_KEY = "room.server"
 KEY_WIDGET = "_room.presenter_key"
-POLL_S = 0.5
+POLL_S = 1.0  # the fallback: a presenter's move wakes followers at once (rooms/push.py)
 TALLY_POLL_S = 1.0
 TYPED = "typed"
 _APPLIED = "_room.applied"  # (version, View) of the presenter's view this follower shows
@@ -63,6 +63,8 @@ _LEFT = "_room.left"  # following was turned off because the learner moved
 _VOTER = "_room.voter"
 _MY_ANSWER = "_room.my_answer"  # (question number, choice)
 _SEEN = "_room.seen"  # this session saw the room open
+_PUBLISHED = "_room.published"  # the room's version this presenter last woke the room for
+_WAKE = "_room.wake"  # a room whose followers this presenter's run wakes when it ends
 _MARKER = re.compile(r"[0-9a-f]{1,16}")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
 
@@ -213,7 +215,10 @@ def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main:
     store = presenter.shared_store()
     try:
         store.open(link.code)
-        store.publish(link.code, view_now(page))
+        snap = store.publish(link.code, view_now(page))
+        if st.session_state.get(_PUBLISHED) != snap.version:
+            st.session_state[_PUBLISHED] = snap.version
+            st.session_state[_WAKE] = link.code
     except RoomLimitError:
         sidebar.error(t("room.too_many_rooms", code=literal(link.code)))
         return
@@ -224,6 +229,15 @@ def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main:
     with main:
         ask_controls(link.code, page)
         tally_controls(link.code)
+
+
+def wake_followers() -> None:
+    """At the very end of a presenter's run that published a new view: wake the room's
+    followers (:mod:`dashboard.rooms.push`). Last, so that their thirty reruns do not
+    hold back the presenter's own."""
+    code = st.session_state.pop(_WAKE, None)
+    if code:
+        push.wake(code)
 
 
 def ask_controls(code: str, page: str) -> None:
@@ -319,6 +333,10 @@ def follower_controls(
     state.write(FOLLOW_KEY, following)
     st.session_state[_WAS_FOLLOWING] = following
     if following:
+        push.registry().register(link.code, push.this_session())
+    else:
+        push.registry().forget(link.code, push.this_session())
+    if following:
         st.session_state[_LEFT] = False
         if snap is not None and (not was_following or _moved_on(snap, applied)):
             jump(link, pages, page, snap)
@@ -330,6 +348,31 @@ def follower_controls(
         state.write(SERVER_KEY, presenter.SERVER_ID)
     with main:
         follower_live_controls(link, pages, page)
+
+
+def follow_now(link: RoomLink, pages: dict, page: str) -> None:
+    """Before the page draws: a follower whose presenter moved on (or who just arrived, or
+    just turned following on) is sent there at once (a run that a wake-up from
+    :mod:`dashboard.rooms.push` or a poll asked for), so only the presenter's view is
+    drawn. Whether the learner moved a control is decided after the page ran
+    (:func:`follower_controls`).
+
+    Args:
+        link: from :func:`room_link`.
+        pages: the app's ``st.Page`` objects by page name.
+        page: the name of the page this run shows.
+    """
+    if not (link.code and st.session_state.get(FOLLOW_KEY)):
+        return
+    given = st.session_state.get(KEY_WIDGET)
+    if given and presenter.key_matches(given):
+        return
+    applied = _landed(page)
+    if _PENDING in st.session_state:
+        return
+    snap = presenter.shared_store().get(link.code)
+    if snap is not None and _moved_on(snap, applied):
+        jump(link, pages, page, snap)
 
 
 def _safe_view(page: str) -> View | None:

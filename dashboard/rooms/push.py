@@ -1,0 +1,120 @@
+"""Wake a room's followers the moment the presenter's view changes.
+
+A follower's page polls the room every :data:`dashboard.room_controls.POLL_S` seconds; on
+its own that puts up to one poll interval between the presenter's move and the follower's
+rerun. Each following session registers here (its Streamlit session id); when the
+presenter's run publishes a new view, :func:`wake` asks each registered session for a rerun
+at once, the way Streamlit's own "run on save" does (``AppSession.request_rerun`` with the
+session's last client state, scheduled on the server's event loop). The follower's run then
+sends it on to the presenter's view before it draws anything.
+
+This reaches into Streamlit's runtime (``Runtime._session_mgr``, ``AppSession._client_state``
+and ``AppSession._event_loop``, Streamlit 1.67): when any of it is missing, :func:`wake`
+wakes nobody and says so once in the server's log, and followers still follow by polling.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+MAX_FOLLOWERS = 500
+"""Sessions kept per room; a room past it wakes the newest and polls for the others."""
+
+_LOG = logging.getLogger(__name__)
+
+Waker = Callable[[str], bool]
+"""Asks the session with this id for a rerun; ``False`` when it has gone."""
+
+
+class FollowerRegistry:
+    """The following sessions of each room (thread-safe, bounded per room)."""
+
+    def __init__(self, max_followers: int = MAX_FOLLOWERS):
+        self.max_followers = max_followers
+        self._rooms: dict[str, dict[str, None]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, code: str, session_id: str) -> None:
+        """Note that ``session_id`` follows room ``code`` (the oldest drops out when full)."""
+        with self._lock:
+            followers = self._rooms.setdefault(code, {})
+            followers.pop(session_id, None)
+            followers[session_id] = None
+            while len(followers) > self.max_followers:
+                del followers[next(iter(followers))]
+
+    def forget(self, code: str, session_id: str) -> None:
+        """``session_id`` no longer follows room ``code``."""
+        with self._lock:
+            self._rooms.get(code, {}).pop(session_id, None)
+
+    def followers(self, code: str) -> list[str]:
+        """The session ids following room ``code``, oldest first."""
+        with self._lock:
+            return list(self._rooms.get(code, {}))
+
+    def wake(self, code: str, waker: Waker) -> int:
+        """Ask every follower of room ``code`` for a rerun; sessions that have gone are
+        forgotten.
+
+        Returns:
+            How many sessions were woken.
+        """
+        woken = 0
+        for session_id in self.followers(code):
+            if waker(session_id):
+                woken += 1
+            else:
+                self.forget(code, session_id)
+        return woken
+
+
+_REGISTRY = FollowerRegistry()
+_warned = threading.Event()
+
+
+def registry() -> FollowerRegistry:
+    """The server process's registry (rooms live in one process)."""
+    return _REGISTRY
+
+
+def this_session() -> str:
+    """The Streamlit session id of the running script (``""`` outside a script run)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
+
+
+def streamlit_waker(session_id: str) -> bool:
+    """Ask the Streamlit session ``session_id`` for a rerun with its last client state,
+    on the server's event loop; ``False`` when the session has gone or the runtime's
+    internals are not what this module expects (logged once)."""
+    from streamlit import runtime
+
+    try:
+        manager = runtime.get_instance()._session_mgr
+        info = manager.get_active_session_info(session_id)
+        if info is None:
+            return False
+        session = info.session
+        session._event_loop.call_soon_threadsafe(
+            lambda: session.request_rerun(session._client_state)
+        )
+        return True
+    except (AttributeError, RuntimeError) as err:
+        if not _warned.is_set():
+            _warned.set()
+            _LOG.warning("rooms: cannot wake followers (%s); they follow by polling", err)
+        return False
+
+
+def wake(code: str, waker: Waker = streamlit_waker) -> int:
+    """Wake every follower of room ``code`` (see the module's docstring).
+
+    Returns:
+        How many sessions were asked for a rerun.
+    """
+    return _REGISTRY.wake(code, waker)

@@ -1,0 +1,78 @@
+"""The room's wake-ups (dashboard/rooms/push.py): the registry, and on a live server a
+follower that never polls still follows the presenter within seconds, because the
+presenter's new view wakes it (a follower that polled would hide a broken wake-up)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from dashboard.rooms import push
+
+
+def test_the_registry_wakes_each_follower_once_and_forgets_the_gone():
+    registry = push.FollowerRegistry(max_followers=3)
+    for session in ("a", "b", "a", "c"):
+        registry.register("room-1", session)
+    registry.register("room-2", "z")
+    assert registry.followers("room-1") == ["b", "a", "c"]
+    woken: list[str] = []
+
+    def waker(session_id: str) -> bool:
+        woken.append(session_id)
+        return session_id != "b"  # b's tab was closed
+
+    assert registry.wake("room-1", waker) == 2
+    assert woken == ["b", "a", "c"]
+    assert registry.followers("room-1") == ["a", "c"]
+    assert registry.followers("room-2") == ["z"]
+    assert registry.wake("no-such-room", waker) == 0
+
+
+def test_a_full_room_keeps_its_newest_followers():
+    registry = push.FollowerRegistry(max_followers=2)
+    for session in ("a", "b", "c"):
+        registry.register("r", session)
+    assert registry.followers("r") == ["b", "c"]
+    registry.forget("r", "c")
+    registry.forget("r", "never-there")
+    assert registry.followers("r") == ["b"]
+
+
+def test_outside_a_streamlit_server_nobody_is_woken():
+    assert push.this_session() == ""
+    assert push.streamlit_waker("no-such-session") is False
+
+
+@pytest.mark.browser
+def test_a_follower_that_never_polls_follows_the_presenter():
+    from bench import load_room
+    from bench.browser import streamlit_server
+
+    async def follow() -> list[tuple[str, str | None]]:
+        host = load_room.Presenter(server.url, load_room.PAGE, f"room={load_room.ROOM}")
+        await host.open()
+        assert (await host.become_presenter()).ok
+        follower = load_room.Follower(server.url)
+        await follower.start()
+        follower._tasks[1].cancel()  # no poll timer: only a wake-up can bring a new view
+        seen = []
+        for step in (1, 1, -1):
+            result = await host.move_slider(load_room.MOVED, step)
+            assert result.ok, result
+            value = str(int(host.sliders[load_room.MOVED].value[0]))
+            sent = time.monotonic() - result.seconds
+            deadline = time.monotonic() + 20
+            while follower.seen_at(value, sent) is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            seen.append((value, follower.query().get(load_room.MOVED)))
+        await follower.close()
+        await host.close()
+        return seen
+
+    with streamlit_server(env={load_room.KEY_ENV: load_room.KEY}) as server:
+        seen = asyncio.run(follow())
+    assert [value for value, _ in seen] == [shown for _, shown in seen]
+    assert len({value for value, _ in seen}) == 2
