@@ -15,9 +15,11 @@ are timed once, apart, in a fresh interpreter (streamlit, pandas, altair, torch,
 library, the dashboard, in that order: each figure is what it adds to the ones before).
 Peak RSS: the server is then driven through every page at the largest settings the controls
 allow (given as URL values), sampling the server's resident memory (with children).
-Goals: cold start ≤ 2.5 s, peak RSS ≤ 900 MiB (set before the decoder page existed: the peak
-over every other page is printed against it, and the peak with the decoder page, all three
-models loaded, against the decoder issue's 1.2 GiB).
+The yardstick: each cold start of the app is followed by one of a bare Streamlit page with
+one Altair heatmap (:mod:`bench.bare_chart_app`), timed the same way; goal: the app's median
+within 1.3× the bare page's. Goals: cold start ≤ 2.5 s, peak RSS ≤ 900 MiB (set before the
+decoder page existed: the peak over every other page is printed against it, and the peak
+with the decoder page, all three models loaded, against the decoder issue's 1.2 GiB).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from bench.browser import (
 from bench.load import RssSampler
 
 COLD_GOAL_S = 2.5
+BARE_APP = "bench/bare_chart_app.py"
+BARE_RATIO_GOAL = 1.3
 MIN_PAINTED = 0.005
 RSS_GOAL_MIB = 900
 APP_GOAL_MIB = 1229  # 1.2 GiB: the app with every model loaded, the decoder's included
@@ -122,16 +126,17 @@ LARGEST = {
 }
 
 
-def cold_start(playwright) -> dict[str, float]:
-    """One cold start: the seconds from spawning the server to each milestone (``healthy``,
-    ``run``, ``title``, ``widget``, ``chart_element``, ``chart``, ``finished``)."""
+def cold_start(playwright, app: str = "dashboard/app.py") -> dict[str, float]:
+    """One cold start of ``app``: the seconds from spawning the server to each milestone
+    (``healthy``, ``run``, ``title``, ``widget``, ``chart_element``, ``chart``,
+    ``finished``)."""
     browser = launch_chromium(playwright)
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     timeline = TIMELINE_JS.replace("__DRAWN__", FIRST_CHART_DRAWN_JS)
     timeline = timeline.replace("__CHART_DRAWN__", CHART_DRAWN_JS)
     page.add_init_script(timeline.replace("__CHART__", json.dumps(CHART)))
     spawned = time.time()
-    with streamlit_server() as server:
+    with streamlit_server(app=app) as server:
         healthy = time.time()
         page.goto(server.url)
         page.wait_for_function(FIRST_CHART_DRAWN_JS, arg=CHART, timeout=120_000)
@@ -174,7 +179,8 @@ def print_breakdown(runs: list[dict[str, float]], imports: dict[str, float]) -> 
     if finished:
         print(f"  {'(script finishes, after the chart)':<44} {statistics.median(finished):5.2f} s")
     line = ", ".join(f"{name} {seconds:.2f}" for name, seconds in imports.items())
-    print(f"  imports in a fresh interpreter (s, in order): {line}")
+    if line:
+        print(f"  imports in a fresh interpreter (s, in order): {line}")
 
 
 def largest_settings_rss(playwright) -> tuple[dict[str, int], list[str]]:
@@ -211,7 +217,10 @@ def main() -> None:
     parser.add_argument("--no-rss", action="store_true", help="skip the peak-RSS tour")
     args = parser.parse_args()
     with sync_playwright() as playwright:
-        runs = [cold_start(playwright) for _ in range(max(1, args.runs))]
+        runs, bare = [], []
+        for _ in range(max(1, args.runs)):  # interleaved: the machine's load hits both alike
+            runs.append(cold_start(playwright))
+            bare.append(cold_start(playwright, BARE_APP))
         if not args.no_rss:
             peak, notes = largest_settings_rss(playwright)
     times = [run["chart"] for run in runs]
@@ -222,7 +231,23 @@ def main() -> None:
         f"cold start to first painted chart: median {median:.2f} s ({listed}) "
         f"goal <= {COLD_GOAL_S} s {verdict}"
     )
+    bare_median = statistics.median(run["chart"] for run in bare)
+    ratio = median / bare_median
+    listed = ", ".join(f"{run['chart']:.2f}" for run in bare)
+    print(
+        f"a bare Streamlit page with one Altair heatmap ({BARE_APP}), timed interleaved: "
+        f"median {bare_median:.2f} s ({listed}); the app / bare = {ratio:.2f}x "
+        f"(goal <= {BARE_RATIO_GOAL}x) {'PASS' if ratio <= BARE_RATIO_GOAL else 'MISS'}"
+    )
+    visible = statistics.median(run["visible_chart"] for run in runs)
+    bare_visible = statistics.median(run["visible_chart"] for run in bare)
+    print(
+        f"  first chart inside the first screen (1440x1000): the app {visible:.2f} s, the bare "
+        f"page {bare_visible:.2f} s, {visible / bare_visible:.2f}x"
+    )
     print_breakdown(runs, import_times())
+    print("  the bare page:")
+    print_breakdown(bare, {})
     if args.no_rss:
         return
     mib = max(peak.values()) / 2**20
