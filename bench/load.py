@@ -3,8 +3,10 @@
 Usage: ``python -m bench.load [--sessions 30] [--seconds 60] [--interval 5]
 [--client stream|browser] [--mode spread|room]``
 
-``--mode room`` (stream client only): one presenter and N followers of one room, the
-presenter moving a slider every ``--interval`` seconds; see :mod:`bench.load_room`.
+``--mode landing``: every learner opens the root link (the landing page) at once, as a room
+does when the link goes up on the projector. ``--mode room`` (stream client only): one
+presenter and N followers of one room, the presenter moving a slider every ``--interval``
+seconds; see :mod:`bench.load_room`.
 
 One Streamlit server on loopback. Session i opens page ``i mod pages`` (a room opening the
 same link and then spreading over the pages); its resident memory (with children) is sampled
@@ -53,6 +55,7 @@ DEFAULT_SESSIONS = {"stream": 30, "browser": 8}
 MAX_SECONDS = 300
 MOVE_INTERVAL_S = 5.0
 P95_GOAL_S = 1.0
+OPEN_GOAL_S = 2.5  # thirty learners opening the same link at once: first page, p95
 LEARNERS_PER_CORE_GOAL = 15
 SLIDERS_MOVED = 3  # a learner moves one of the first three sliders of its page
 
@@ -212,11 +215,19 @@ async def open_session(base_url: str, page: str, stats: dict) -> StreamSession |
 
 
 async def drive_stream(
-    base_url: str, server_pid: int, sessions: int, seconds: float, interval: float
+    base_url: str, server_pid: int, links: list[str], seconds: float, interval: float
 ) -> dict:
-    """Open every learner's page at once, then let them move sliders for ``seconds``."""
+    """Open every learner's page (``links``: URL paths) at once, then let them move sliders
+    for ``seconds``."""
     stats = {"errors": [], "move_s": [], "open_s": [], "moves": 0, "by_page": {}}
-    opened = await asyncio.gather(*(open_session(base_url, p, stats) for p in page_links(sessions)))
+    if len(set(links)) == 1:  # one link for all: the instructor opened it first
+        first = {"errors": [], "open_s": []}
+        instructor = await open_session(base_url, links[0], first)
+        stats["errors"] += first["errors"]
+        stats["instructor_s"] = first["open_s"]
+        if instructor is not None:
+            await instructor.close()
+    opened = await asyncio.gather(*(open_session(base_url, p, stats) for p in links))
     learners = [s for s in opened if s is not None]
     cpu_before, start = cpu_seconds(server_pid), time.monotonic()
     client_before = time.process_time()
@@ -241,16 +252,28 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def report_stream(stats: dict, sessions: int, seconds: float, interval: float, peak: int) -> None:
+def report_stream(
+    stats: dict, links: list[str], seconds: float, interval: float, peak: int
+) -> None:
     """Print the stream client's figures and verdicts."""
-    pages = Counter(p or page_names()[0] for p in page_links(sessions))
+    sessions = len(links)
+    pages = Counter(p or page_names()[0] for p in links)
     print(
         f"client: websocket (bench/stream_client.py), {sessions} learners, one slider move "
         f"each every {interval:g} s, {seconds:g} s of moves after every page opened"
     )
     print("pages: " + ", ".join(f"{name} ×{n}" for name, n in pages.items()))
+    if stats.get("instructor_s"):
+        print(
+            f"the instructor opens the link first, on the fresh server: "
+            f"{stats['instructor_s'][0]:.3f} s (torch and e5 loaded by this first run)"
+        )
     p50, p95 = percentiles(stats["open_s"])
-    print(f"page open (first run, all at once): p50 {p50:.3f} s, p95 {p95:.3f} s")
+    print(
+        f"page open (first run, all at once): p50 {p50:.3f} s, p95 {p95:.3f} s "
+        f"(goal for one link opened by all, --mode landing: p95 <= {OPEN_GOAL_S:g} s"
+        f"{', ' + verdict(p95 <= OPEN_GOAL_S) if len(pages) == 1 else ''})"
+    )
     print(f"moves {stats['moves']}, errors {len(stats['errors'])} (goal 0)")
     for error in stats["errors"][:10]:
         print(f"  - {error}")
@@ -321,9 +344,10 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=MOVE_INTERVAL_S)
     parser.add_argument(
         "--mode",
-        choices=("spread", "room"),
+        choices=("spread", "landing", "room"),
         default="spread",
-        help="spread: learners on different pages; room: one presenter and N followers",
+        help="spread: learners on different pages; landing: all open the root link at once, "
+        "then move sliders there; room: one presenter and N followers",
     )
     args = parser.parse_args()
     if args.mode == "room":
@@ -337,14 +361,15 @@ def main() -> None:
         sampler = RssSampler(server.pid)
         sampler.start()
         started = time.monotonic()
+        links = [""] * sessions if args.mode == "landing" else page_links(sessions)
         if args.client == "stream":
-            stats = asyncio.run(drive_stream(server.url, server.pid, sessions, seconds, interval))
+            stats = asyncio.run(drive_stream(server.url, server.pid, links, seconds, interval))
         else:
             stats = asyncio.run(drive(server.url, sessions, seconds))
         elapsed = time.monotonic() - started
         sampler.stop()
     if args.client == "stream":
-        report_stream(stats, sessions, seconds, interval, sampler.peak)
+        report_stream(stats, links, seconds, interval, sampler.peak)
     else:
         report_browser(stats, sessions, elapsed, sampler.peak)
 
