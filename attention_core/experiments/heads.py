@@ -327,6 +327,44 @@ def copy_test(model, length: int, seed: int, *, ablate=(), ablation: str = "zero
     return CopyTest(float(first), float(second), losses)
 
 
+def copy_tests(
+    model, length: int, seed: int, ablates: Sequence, *, ablation: str = "zero"
+) -> tuple[CopyTest, ...]:
+    """:func:`copy_test` for several sets of heads turned off, in one batched forward pass.
+
+    Item b of the batch scales the heads of ``ablates[b]`` by 0 (:meth:`Decoder.forward`'s
+    ``head_scale``, (B, N, H)); every item sees the same tokens, so each result equals
+    :func:`copy_test` with ``ablate=ablates[b]`` up to float rounding of the batched matrix
+    products.
+
+    Args:
+        model: a Decoder. length, seed: as :func:`repeated_tokens`.
+        ablates: one or more sequences of 0-based (layer, head) pairs (may be empty).
+        ablation: as :meth:`Decoder.forward`.
+
+    Returns:
+        One :class:`CopyTest` per entry of ``ablates``, in order.
+
+    Raises:
+        ValueError: for no entries, a bad pair (named), or as :func:`repeated_tokens`.
+    """
+    ids = as_ids(repeated_tokens(model, length, seed))  # (1, L)
+    if isinstance(ablates, str | bytes) or len(ablates) == 0:
+        raise ValueError(f"ablates must hold at least one set of heads, got {ablates!r}")
+    shape = (model.config.num_layers, model.config.num_heads)
+    rows = [head_multipliers(shape, pairs, ablation, None)[0] for pairs in ablates]
+    scale = torch.cat([torch.ones(1, *shape) if r is None else r for r in rows])  # (B, N, H)
+    with torch.inference_mode():
+        logits = model(ids.expand(len(rows), -1), head_scale=scale, ablation=ablation).logits
+    log_probs = F.log_softmax(logits[:, :-1].double(), dim=-1)  # (B, L-1, V)
+    targets = ids[0, 1:].expand(len(rows), -1)[..., None]  # (B, L-1, 1)
+    nll = -log_probs.gather(2, targets)[..., 0].numpy()  # (B, L-1)
+    return tuple(
+        CopyTest(float(row[:length].mean()), float(row[length:].mean()), _readonly(row.copy()))
+        for row in nll
+    )
+
+
 def ranked_heads(
     scores: np.ndarray, count: int, *, largest: bool = True, layers: Sequence[int] | None = None
 ) -> tuple[tuple[int, int], ...]:

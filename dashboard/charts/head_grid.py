@@ -13,6 +13,9 @@ import pandas as pd
 from dashboard.charts.base import SEQUENTIAL_SCHEME, check_rows, finish
 
 CELL_PX = 26
+PICK = "pick"
+"""The name of the grid's click selection (its fields: ``layer`` and ``head``)."""
+CHOSEN_STROKE = "#e4572e"
 SCATTER_SIZE = 360
 LABEL_FONT = 10
 
@@ -29,9 +32,17 @@ class HeadGridTitles:
 
 
 def head_score_chart(
-    df: pd.DataFrame, titles: HeadGridTitles, *, marks: dict[str, str], value_format: str
+    df: pd.DataFrame,
+    titles: HeadGridTitles,
+    *,
+    marks: dict[str, str],
+    value_format: str,
+    chosen: tuple[int, int] | None = None,
 ) -> alt.LayerChart:
     """A layers × heads heatmap of a score, each cell lettered with its head's label.
+
+    Clicking a cell selects it: the point selection :data:`PICK` on the fields ``layer``
+    and ``head`` (``st.altair_chart(..., on_select=...)`` returns it).
 
     Args:
         df: one row per head: ``layer``, ``head`` (0-based ints), ``score`` (finite),
@@ -39,9 +50,10 @@ def head_score_chart(
         titles: the translated titles.
         marks: label text -> the short mark drawn in its cell.
         value_format: d3 format of the score in tooltips.
+        chosen: the (layer, head) outlined as the one shown, or None.
 
     Returns:
-        An Altair layer chart (rects and text), layers as rows, heads as columns.
+        An Altair layer chart (rects, text and the outline), layers as rows, heads as columns.
 
     Raises:
         ValueError: for missing columns or too many rows.
@@ -58,10 +70,15 @@ def head_score_chart(
             alt.Tooltip("label:N", title=titles.label_title),
         ],
     )
-    rects = base.mark_rect().encode(
-        color=alt.Color(
-            "score:Q", title=titles.value_title, scale=alt.Scale(scheme=SEQUENTIAL_SCHEME)
+    pick = alt.selection_point(name=PICK, fields=["layer", "head"], on="click", clear=False)
+    rects = (
+        base.mark_rect(cursor="pointer")
+        .encode(
+            color=alt.Color(
+                "score:Q", title=titles.value_title, scale=alt.Scale(scheme=SEQUENTIAL_SCHEME)
+            )
         )
+        .add_params(pick)
     )
     lightness = alt.condition(
         alt.datum.score > (df["score"].min() + df["score"].max()) / 2,
@@ -69,11 +86,35 @@ def head_score_chart(
         alt.value("black"),
     )
     letters = base.mark_text(fontSize=LABEL_FONT).encode(text="mark:N", color=lightness)
+    layers = [rects, letters]
+    if chosen is not None:
+        shown_head = shown[(shown["layer"] == chosen[0]) & (shown["head"] == chosen[1])]
+        outline = alt.Chart(shown_head).mark_rect(fill=None, stroke=CHOSEN_STROKE, strokeWidth=2.5)
+        layers.append(outline.encode(x="head:O", y="layer:O"))
     count = int(df["head"].nunique())
-    chart = (rects + letters).properties(
+    chart = alt.layer(*layers).properties(
         width=CELL_PX * count, height=CELL_PX * int(df["layer"].nunique())
     )
     return finish(chart, titles.title, None)
+
+
+def picked_head(points, layers: int, heads: int) -> tuple[int, int] | None:
+    """The head a click on the grid chose, from the selection :data:`PICK` as Streamlit
+    returns it (a list of ``{"layer": …, "head": …}`` points; the last one counts).
+
+    Args:
+        points: the selection's points, or None. layers, heads: the model's N and H.
+
+    Returns:
+        (layer, head), 0-based, or None for no point or values that are not a head.
+    """
+    if not points:
+        return None
+    point = points[-1]
+    pair = (point.get("layer"), point.get("head"))
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in pair):
+        return None
+    return pair if 0 <= pair[0] < layers and 0 <= pair[1] < heads else None
 
 
 def effect_scatter_chart(

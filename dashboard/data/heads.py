@@ -13,6 +13,11 @@ the true effects they are compared with run on that same twin. Layer and head in
 
 from __future__ import annotations
 
+import atexit
+import logging
+import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +55,17 @@ HEADS_PRESETS = {
 }
 MASK_TEXT = SINK_PARAGRAPH
 """The paragraph whose perplexity the mask composer measures (the decoder page's)."""
+PREFETCH_NICE = 19
+"""The background filler's niceness (Linux: per thread): a learner's run goes first."""
+_LOG = logging.getLogger(__name__)
+_PREFETCH_LOCK = threading.Lock()
+_FILL_LOCK = threading.Lock()  # one filler computes at a time; later ones queue
+_PREFETCH_STARTED: set[tuple] = set()
+_PREFETCH_THREADS: list[threading.Thread] = []
+_PREFETCH_STOP = threading.Event()
+PREFETCH_STOP_WAIT_S = 30.0
+"""At exit, how long to wait for a filler's call in progress (a daemon thread killed inside
+torch aborts the process: ``terminate called without an active exception``)."""
 
 
 @st.cache_resource(show_spinner=False)
@@ -67,6 +83,11 @@ def smollm2_float_decoder() -> pretrained.Decoder:
 def head_name(pair: tuple[int, int]) -> str:
     """A head as the page writes it, ``"L.H"`` with 0-based indices (``"18.6"``)."""
     return f"{pair[0]}.{pair[1]}"
+
+
+def head_names(layers: int, count: int) -> list[str]:
+    """Every head as ``"L.H"``, layer by layer."""
+    return [head_name((layer, head)) for layer in range(layers) for head in range(count)]
 
 
 def parse_head(name: str) -> tuple[int, int]:
@@ -159,6 +180,28 @@ def copy_run(length: int, seed: int, ablate: tuple[tuple[int, int], ...] = ()) -
     return heads.copy_test(smollm2_decoder(), length, seed, ablate=ablate)
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
+def copy_pair(
+    length: int,
+    seed: int,
+    off: tuple[tuple[int, int], ...],
+    weakest: tuple[tuple[int, int], ...],
+) -> tuple[heads.CopyTest, heads.CopyTest]:
+    """The copy test with the heads of ``off`` turned off and with those of ``weakest``
+    turned off (the control), in one batched forward pass
+    (:func:`~attention_core.experiments.heads.copy_tests`).
+
+    Raises:
+        ValueError: for a length, seed or head out of range, or too many heads.
+    """
+    check_int("length", length, low=HEADS_COPY_MIN, high=HEADS_COPY_MAX)
+    check_int("seed", seed, low=0, high=HEADS_MAX_SEED)
+    if max(len(off), len(weakest)) > HEADS_MAX_OFF:
+        raise ValueError(f"at most {HEADS_MAX_OFF} heads can be off, got {len(off)}")
+    first, second = heads.copy_tests(smollm2_decoder(), length, seed, (off, weakest))
+    return first, second
+
+
 @st.cache_resource(max_entries=16, show_spinner=False)
 def copy_census(length: int, seed: int) -> heads.HeadCensus:
     """The census of the copy test's sequence (its induction scores rank the heads).
@@ -198,6 +241,137 @@ def weakest_heads(
     layers = sorted({layer for layer, _ in chosen})
     ranked = heads.ranked_heads(scores, scores.size, largest=False, layers=layers)
     return tuple(pair for pair in ranked if pair not in chosen)[: len(chosen)]
+
+
+def copy_heads(
+    length: int, seed: int, score: str, top_k: int, picked: tuple[tuple[int, int], ...]
+) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
+    """The heads the copy test turns off (the ``top_k`` by ``score``, then the ``picked``
+    ones) and its control (as many of the weakest in the same layers).
+
+    Raises:
+        ValueError: for an unknown score or a bad count.
+    """
+    off = tuple(dict.fromkeys((*top_heads(length, seed, score, top_k), *picked)))
+    return off, weakest_heads(length, seed, score, off)
+
+
+def _fill(calls: tuple[tuple[Callable, tuple], ...]) -> None:
+    """Run each cached call in turn, on one torch thread at the lowest priority."""
+    with _FILL_LOCK:
+        _fill_now(calls)
+
+
+def _fill_now(calls: tuple[tuple[Callable, tuple], ...]) -> None:
+    torch.set_num_threads(1)  # per thread (OpenMP): the page's runs keep their threads
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PREFETCH_NICE)
+    except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
+        pass
+    for function, args in calls:
+        if _PREFETCH_STOP.is_set():
+            return
+        try:
+            function(*args)
+        except Exception as err:  # noqa: BLE001 — a failed guess only means no head start
+            _LOG.warning("heads prefetch %s%r failed: %s", function.__name__, args, err)
+
+
+def prefetch(name: tuple, calls: tuple[tuple[Callable, tuple], ...]) -> bool:
+    """Fill the caches of likely next moves in a background thread, once per ``name``.
+
+    The page never waits for it: a value the thread has not reached is computed by the run
+    that asks for it (one still being computed is waited for, as any cache entry).
+
+    Args:
+        name: what is being prefetched (hashable); a second call with it does nothing.
+        calls: (cached function, arguments) pairs, most likely first.
+
+    Returns:
+        True when a thread was started.
+    """
+    with _PREFETCH_LOCK:
+        if name in _PREFETCH_STARTED:
+            return False
+        _PREFETCH_STARTED.add(name)
+        thread = threading.Thread(target=_fill, args=(calls,), name="heads-prefetch", daemon=True)
+        _PREFETCH_THREADS.append(thread)
+    thread.start()
+    return True
+
+
+@atexit.register
+def _stop_prefetch() -> None:
+    """At exit: no new call starts, and the one in progress finishes."""
+    _PREFETCH_STOP.set()
+    prefetch_wait(PREFETCH_STOP_WAIT_S)
+
+
+def prefetch_wait(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the prefetch threads; True when none is running
+    (the bench times moves after the page's head start)."""
+    with _PREFETCH_LOCK:
+        threads = list(_PREFETCH_THREADS)
+    for thread in threads:
+        thread.join(timeout)
+    return not any(thread.is_alive() for thread in threads)
+
+
+def nearest_first(values, current) -> list:
+    """``values`` ordered by distance from ``current`` (the smaller first on a tie)."""
+    return sorted(values, key=lambda v: (abs(v - current), v))
+
+
+def prefetch_copy(
+    length: int, seed: int, score: str, top_k: int, picked: tuple, top_ks: range
+) -> bool:
+    """Start filling the copy test for every top k of ``top_ks`` (nearest the current first).
+
+    Returns:
+        True when a thread was started.
+    """
+    calls = []
+    for k in nearest_first(top_ks, top_k):
+        off, weakest = copy_heads(length, seed, score, k, picked)
+        calls.append((copy_pair, (length, seed, off, weakest)))
+    return prefetch(("copy", length, seed, score, picked), tuple(calls))
+
+
+def window_neighbours(window: int, step: int, high: int, reach: int = 2) -> tuple[int, ...]:
+    """The window slider's values within ``reach`` steps of ``window`` (0 = off, or 2 to
+    ``high``), itself excluded."""
+    near = (window + k * step for k in range(-reach, reach + 1) if k)
+    return tuple(w for w in near if w == 0 or 2 <= w <= high)
+
+
+def measured_heads(
+    pick: str, estimates: np.ndarray, layers: range, count: int
+) -> tuple[tuple[int, int], ...]:
+    """The heads whose true effects are measured: every head of ``layers`` (pick
+    ``"layers"``), or the ``count`` largest |estimates| (pick ``"top"``)."""
+    heads_per_layer = estimates.shape[1]
+    if pick == "layers":
+        return tuple((layer, head) for layer in layers for head in range(heads_per_layer))
+    order = np.abs(estimates).ravel().argsort()[::-1][:count]
+    return tuple((int(i) // heads_per_layer, int(i) % heads_per_layer) for i in order)
+
+
+def prefetch_masks(parts: mask_effects.MaskParts, sinks: range, windows: tuple) -> bool:
+    """Start filling the mask composer's cost for every sink count of ``sinks``, then each
+    window of ``windows``, the other parts as in ``parts`` (all layers only).
+
+    Returns:
+        True when a thread was started.
+    """
+    calls = [
+        (mask_effect, (mask_parts(parts.window, s, parts.prefix, parts.stride), False))
+        for s in nearest_first(sinks, parts.sinks)
+    ]
+    calls += [
+        (mask_effect, (mask_parts(w, parts.sinks, parts.prefix, parts.stride), False))
+        for w in nearest_first(windows, parts.window)
+    ]
+    return prefetch(("mask", parts), tuple(calls))
 
 
 def attribution_ids(

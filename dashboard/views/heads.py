@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from dashboard import charts, controls, data, state
 from dashboard.charts import canvas
-from dashboard.charts.head_grid import HeadGridTitles, effect_scatter_chart, head_score_chart
+from dashboard.charts.head_grid import (
+    PICK,
+    HeadGridTitles,
+    effect_scatter_chart,
+    head_score_chart,
+    picked_head,
+)
 from dashboard.i18n import t
 
 PAGE = "heads"
@@ -25,6 +33,7 @@ DEFAULT_COUNT, MIN_COUNT = 12, 2
 LAYERS_PICKED = 3  # the "layers" pick: every head of 3 layers (27 heads)
 DEFAULT_FIRST_LAYER = 16
 MAX_WINDOW, MAX_SINKS, MAX_PREFIX = 64, 8, 32
+WINDOW_STEP = 2
 STRIDES = (0, 2, 3, 4, 6, 8, 12, 16)
 DEFAULT_WINDOW, DEFAULT_SINKS = 16, 4
 SCORE_FORMATS = {"entropy": ".2f", "mean_distance": ".1f"}
@@ -84,6 +93,7 @@ class HeadsConfig:
     copy: CopyConfig | None = None
     attribution: AttributionConfig | None = None
     mask: MaskConfig | None = None
+    census_view: CensusView | None = None
 
 
 def score_name(score: str) -> str:
@@ -140,15 +150,6 @@ def census_controls(page: str) -> CensusConfig:
     return CensusConfig(text, score, layer, head)
 
 
-def all_head_names() -> list[str]:
-    """Every head as "L.H", layer by layer."""
-    return [
-        data.head_name((layer, head))
-        for layer in range(data.DECODER_LAYERS)
-        for head in range(data.DECODER_HEADS)
-    ]
-
-
 def copy_controls(page: str) -> CopyConfig:
     """The copy test group: length and seed, the top k by a score, and heads picked by name."""
     st.sidebar.markdown(f"**{t('heads.copy_header')}**")
@@ -174,7 +175,7 @@ def copy_controls(page: str) -> CopyConfig:
         page,
         "off",
         t("heads.ctl_off", n=MAX_PICKED),
-        all_head_names(),
+        data.head_names(data.DECODER_LAYERS, data.DECODER_HEADS),
         [],
         MAX_PICKED,
         help=t("heads.ctl_off_help"),
@@ -219,7 +220,7 @@ def mask_controls(page: str) -> MaskConfig:
     """The mask composer group: window, sinks, prefix, stride, and the per-layer switch."""
     st.sidebar.markdown(f"**{t('heads.mask_header')}**")
     window = state.slider_int(
-        page, "window", t("heads.ctl_window"), 0, MAX_WINDOW, DEFAULT_WINDOW, step=2
+        page, "window", t("heads.ctl_window"), 0, MAX_WINDOW, DEFAULT_WINDOW, step=WINDOW_STEP
     )
     sinks = state.slider_int(page, "sinks", t("heads.ctl_sinks"), 0, MAX_SINKS, DEFAULT_SINKS)
     prefix = state.slider_int(page, "prefix", t("heads.ctl_prefix"), 0, MAX_PREFIX, 0)
@@ -234,12 +235,14 @@ def heads_controls(page: str) -> HeadsConfig:
     """The sidebar, one group per section of the page."""
     if not data.decoder_installed():
         return HeadsConfig(installed=False)
+    census = census_controls(page)
     return HeadsConfig(
         True,
-        census_controls(page),
+        census,
         copy_controls(page),
         attribution_controls(page),
         mask_controls(page),
+        census_grid_controls(census),
     )
 
 
@@ -259,8 +262,8 @@ def grid_titles(value_title: str, title: str) -> HeadGridTitles:
     )
 
 
-def head_grid(table: pd.DataFrame, titles: HeadGridTitles, key: str, fmt: str) -> None:
-    """Draw a layers × heads grid, each head lettered with its label."""
+def grid_chart(table: pd.DataFrame, titles: HeadGridTitles, fmt: str, chosen=None):
+    """A layers × heads grid, each head lettered with its label (``chosen`` outlined)."""
     labels = {name: label_name(name) for name in data.HEADS_LABELS}
     shown = table.assign(label=table["label"].map(labels))
     marks = {
@@ -268,14 +271,66 @@ def head_grid(table: pd.DataFrame, titles: HeadGridTitles, key: str, fmt: str) -
         for name in data.HEADS_LABELS
         if name != UNMARKED
     }
-    chart = head_score_chart(shown, titles, marks=marks, value_format=fmt)
-    st.altair_chart(chart, theme=None, key=f"{PAGE}.{key}")
+    return head_score_chart(shown, titles, marks=marks, value_format=fmt, chosen=chosen)
 
 
-def draw_census(census: data.PromptCensus, ctl: CensusConfig) -> None:
-    """Section 1: the grid of one score with every head's label, and one head's map."""
+def head_grid(table: pd.DataFrame, titles: HeadGridTitles, key: str, fmt: str) -> None:
+    """Draw a layers × heads grid, each head lettered with its label."""
+    st.altair_chart(grid_chart(table, titles, fmt), theme=None, key=f"{PAGE}.{key}")
+
+
+def pick_head(key: str) -> None:
+    """The grid's click callback (before the rerun): the clicked head becomes the layer and
+    head controls' value, so the sliders, the map and the URL follow."""
+    event = st.session_state.get(key)
+    points = event.selection.get(PICK) if event is not None else None
+    pair = picked_head(points, data.DECODER_LAYERS, data.DECODER_HEADS)
+    if pair is not None:
+        st.session_state[f"{PAGE}.layer"], st.session_state[f"{PAGE}.head"] = pair
+
+
+def grid_pick_controls(chart, chosen: tuple[int, int]) -> None:
+    """The census grid as a control: a click on a cell chooses that head. The key names the
+    chosen head, so the grid starts with no selection after every change of head (a click
+    on the same cell again still counts)."""
+    key = f"{PAGE}.grid.{chosen[0]}.{chosen[1]}"
+    st.altair_chart(
+        chart,
+        theme=None,
+        key=key,
+        on_select=functools.partial(pick_head, key),
+        selection_mode=PICK,
+    )
+
+
+@dataclass(frozen=True)
+class CensusView:
+    """Section 1 as drawn by :func:`census_grid_controls`: the census, and the column the
+    head's map goes in."""
+
+    census: data.PromptCensus
+    map_column: DeltaGenerator
+
+
+def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
+    """Section 1's title and its grid of one score with every head's label. The grid is a
+    control (a click chooses the head), so it is drawn here, before the rest of the page.
+
+    Returns:
+        The census and the map's column, or None when the prompt cannot run (the notice is
+        shown).
+    """
     st.header(t("heads.census_title"))
     st.markdown(t("heads.census_intro"))
+    try:
+        with st.spinner(t("heads.loading")):
+            census = data.prompt_census(ctl.text)
+    except FileNotFoundError:
+        show_install_hint()
+        return None
+    except ValueError as err:
+        controls.show_error(err)
+        return None
     if census.truncated:
         st.warning(t("heads.truncated", n=len(census.tokens)))
     table = data.census_table(census, ctl.score)
@@ -287,9 +342,17 @@ def draw_census(census: data.PromptCensus, ctl: CensusConfig) -> None:
             titles = grid_titles(
                 score_name(ctl.score), t("heads.grid_title", score=score_name(ctl.score))
             )
-            head_grid(table, titles, "grid", SCORE_FORMATS.get(ctl.score, ".2f"))
+            chosen = (ctl.layer, ctl.head)
+            fmt = SCORE_FORMATS.get(ctl.score, ".2f")
+            grid_pick_controls(grid_chart(table, titles, fmt, chosen), chosen)
         st.caption(t("heads.label_rule"))
-    with right:
+    return CensusView(census, right)
+
+
+def draw_head_map(view: CensusView, ctl: CensusConfig) -> None:
+    """Section 1, right: the chosen head's map on the prompt and its scores."""
+    census = view.census
+    with view.map_column:
         label = label_name(census.head_labels[ctl.layer, ctl.head])
         labels = list(census.labels)
         grid = data.heatmap_grid(census.maps[ctl.layer, ctl.head], labels, labels)
@@ -304,17 +367,8 @@ def draw_census(census: data.PromptCensus, ctl: CensusConfig) -> None:
         )
 
 
-def heads_off(ctl: CopyConfig) -> tuple[tuple[int, int], ...]:
-    """The heads the copy test turns off: the top k by the score, then the picked ones."""
-    top = data.top_heads(ctl.length, ctl.seed, ctl.rank_score, ctl.top_k)
-    return tuple(dict.fromkeys((*top, *ctl.picked)))
-
-
-def copy_metrics(ctl: CopyConfig, off: tuple, weakest: tuple) -> None:
+def copy_metrics(intact, ablated, control, off: tuple, weakest: tuple) -> None:
     """The copy test's four losses as metrics."""
-    intact = data.copy_run(ctl.length, ctl.seed)
-    ablated = data.copy_run(ctl.length, ctl.seed, off)
-    control = data.copy_run(ctl.length, ctl.seed, weakest)
     cols = st.columns(4)
     cols[0].metric(t("heads.metric_first"), f"{intact.first:.2f}")
     cols[1].metric(t("heads.metric_second"), f"{intact.second:.2f}")
@@ -332,11 +386,11 @@ def copy_metrics(ctl: CopyConfig, off: tuple, weakest: tuple) -> None:
     )
 
 
-def copy_chart(ctl: CopyConfig, off: tuple) -> None:
+def copy_chart(ctl: CopyConfig, intact, ablated) -> None:
     """The loss of every token, all heads on and the chosen heads off."""
     series = {
-        t("heads.series_intact"): data.copy_run(ctl.length, ctl.seed).losses,
-        t("heads.series_off"): data.copy_run(ctl.length, ctl.seed, off).losses,
+        t("heads.series_intact"): intact.losses,
+        t("heads.series_off"): ablated.losses,
     }
     frame = pd.concat(
         pd.DataFrame({"position": range(1, len(v) + 1), "loss": v, "series": name})
@@ -360,23 +414,14 @@ def draw_copy(ctl: CopyConfig) -> None:
     """Section 2: the copy test with heads turned off, and its control."""
     st.header(t("heads.copy_title"))
     st.markdown(t("heads.copy_intro"))
-    off = heads_off(ctl)
-    weakest = data.weakest_heads(ctl.length, ctl.seed, ctl.rank_score, off)
-    copy_metrics(ctl, off, weakest)
-    copy_chart(ctl, off)
+    off, weakest = data.copy_heads(ctl.length, ctl.seed, ctl.rank_score, ctl.top_k, ctl.picked)
+    intact = data.copy_run(ctl.length, ctl.seed)
+    ablated, control = data.copy_pair(ctl.length, ctl.seed, off, weakest)
+    copy_metrics(intact, ablated, control, off, weakest)
+    copy_chart(ctl, intact, ablated)
     names = ", ".join(data.head_name(p) for p in off) or "—"
     control = ", ".join(data.head_name(p) for p in weakest) or "—"
     st.caption(t("heads.copy_caption", off=names, weakest=control))
-
-
-def picked_heads(ctl: AttributionConfig, estimates) -> tuple[tuple[int, int], ...]:
-    """The heads whose true effects are measured: the largest |estimates|, or every head of
-    three layers."""
-    if ctl.pick == "layers":
-        layers = range(ctl.first_layer, ctl.first_layer + LAYERS_PICKED)
-        return tuple((layer, head) for layer in layers for head in range(data.DECODER_HEADS))
-    order = abs(estimates).ravel().argsort()[::-1][: ctl.count]
-    return tuple((int(i) // data.DECODER_HEADS, int(i) % data.DECODER_HEADS) for i in order)
 
 
 def draw_effects(ids, positions, estimates, pairs) -> None:
@@ -418,7 +463,8 @@ def draw_attribution(ctl: AttributionConfig, census_text: str, copy: CopyConfig)
         titles = grid_titles(t("heads.chart_estimate"), t("heads.attr_grid_title"))
         head_grid(table, titles, "attr_grid", ".3f")
     with right:
-        pairs = picked_heads(ctl, estimates)
+        layers = range(ctl.first_layer, ctl.first_layer + LAYERS_PICKED)
+        pairs = data.measured_heads(ctl.pick, estimates, layers, ctl.count)
         if ctl.measure:
             draw_effects(ids, positions, estimates, pairs)
         else:
@@ -522,21 +568,27 @@ def render(ctl: HeadsConfig) -> None:
     if not ctl.installed:
         show_install_hint()
         return
-    try:
-        with st.spinner(t("heads.loading")):
-            census = data.prompt_census(ctl.census.text)
-    except FileNotFoundError:
-        show_install_hint()
+    if ctl.census_view is None:  # the census section said why
         return
-    except ValueError as err:
-        controls.show_error(err)
-        return
-    draw_census(census, ctl.census)
+    draw_head_map(ctl.census_view, ctl.census)
     section(draw_copy, ctl.copy)
     section(draw_attribution, ctl.attribution, ctl.census.text, ctl.copy)
     section(draw_explanation, ctl.census.text)
     section(draw_mask, ctl.mask)
     draw_links()
+    section(prefetch_moves, ctl)
+
+
+def prefetch_moves(ctl: HeadsConfig) -> None:
+    """After the page is drawn: fill, in the background, what the next slider moves need."""
+    copy, mask = ctl.copy, ctl.mask
+    data.prefetch_copy(
+        copy.length, copy.seed, copy.rank_score, copy.top_k, copy.picked, range(MAX_TOP_K + 1)
+    )
+    if not mask.per_layer:  # 30 forward passes a value: not guessed ahead
+        parts = data.mask_parts(mask.window, mask.sinks, mask.prefix, mask.stride)
+        windows = data.window_neighbours(mask.window, WINDOW_STEP, MAX_WINDOW)
+        data.prefetch_masks(parts, range(MAX_SINKS + 1), windows)
 
 
 controls.page_intro(PAGE)

