@@ -3,6 +3,7 @@ and without the 1/√d_k scale, and against d_k."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import pandas as pd
@@ -11,6 +12,7 @@ import streamlit as st
 from dashboard import charts, controls, data, state
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
+from dashboard.replay import replayed
 
 PAGE = "gradients"
 EMBED_DIMS = (4, 8, 16, 32, 64, 128, 256)
@@ -107,21 +109,39 @@ def dk_controls(page: str) -> DkSweep:
     return DkSweep(variant=variant, d_ks=tuple(sorted(set(d_ks))), trials=trials, bad_d_ks=bad)
 
 
+def variant_tables(ctl: GradientsConfig) -> tuple[list[pd.DataFrame], list[tuple[str, str]]]:
+    """Every registered variant's gradient norms (cached), and ``(variant, why)`` for each
+    that failed."""
+    tables, failed = [], []
+    for name in data.variant_catalogue():
+        try:
+            tables.append(
+                data.gradient_by_variant((name,), ctl.embed_dim, ctl.seq_len, ctl.init, ctl.seed)
+            )
+        except (ValueError, RuntimeError) as err:
+            failed.append((name, str(err).splitlines()[0]))
+    return tables, failed
+
+
+def dk_table(ctl: GradientsConfig) -> pd.DataFrame:
+    """The d_k sweep's gradient norms (cached).
+
+    Raises:
+        ValueError, RuntimeError: when the variant refuses the settings.
+    """
+    sweep = ctl.dk
+    return data.gradient_by_dk(
+        sweep.d_ks, sweep.variant, ctl.seq_len, ctl.init, ctl.seed, sweep.trials
+    )
+
+
+@replayed
 def variant_section(ctl: GradientsConfig) -> None:
-    """Gradient norms of every registered variant, scaled and unscaled."""
+    """Gradient norms of every registered variant, scaled and unscaled (drawn once per values
+    and language, then replayed: :mod:`dashboard.replay`)."""
     st.header(t("gradients.variant_header"))
     st.caption(t("gradients.variant_caption", embed_dim=ctl.embed_dim, seq_len=ctl.seq_len))
-    tables, failed = [], []
-    with st.spinner(t("gradients.computing")):
-        for name in data.variant_catalogue():
-            try:
-                tables.append(
-                    data.gradient_by_variant(
-                        (name,), ctl.embed_dim, ctl.seq_len, ctl.init, ctl.seed
-                    )
-                )
-            except (ValueError, RuntimeError) as err:
-                failed.append((name, str(err).splitlines()[0]))
+    tables, failed = variant_tables(ctl)
     for name, detail in failed:
         st.warning(
             t("gradients.variant_failed", variant=controls.variant_label(name), detail=detail)
@@ -171,18 +191,17 @@ def variant_section(ctl: GradientsConfig) -> None:
     st.caption(t("gradients.variants_note"))
 
 
+@replayed
 def dk_section(ctl: GradientsConfig) -> None:
-    """Gradient norms of one variant against d_k, scaled and unscaled."""
+    """Gradient norms of one variant against d_k, scaled and unscaled (drawn once per values
+    and language, then replayed)."""
     st.header(t("gradients.dk_header"))
     st.markdown(t("gradients.dk_intro"))
     sweep = ctl.dk
     if sweep.bad_d_ks is not None:
         st.warning(sweep.bad_d_ks)
     try:
-        with st.spinner(t("gradients.computing")):
-            vs_dk = data.gradient_by_dk(
-                sweep.d_ks, sweep.variant, ctl.seq_len, ctl.init, ctl.seed, sweep.trials
-            )
+        vs_dk = dk_table(ctl)
     except (ValueError, RuntimeError) as err:
         st.warning(
             t(
@@ -241,7 +260,12 @@ def spread_table(vs_dk: pd.DataFrame) -> pd.DataFrame:
 
 
 def render(ctl: GradientsConfig) -> None:
-    """Gradient norms per variant, then against d_k for one variant."""
+    """Gradient norms per variant, then against d_k for one variant (computed first, under
+    one spinner; the sections then draw from the caches)."""
+    with st.spinner(t("gradients.computing")):
+        variant_tables(ctl)
+        with contextlib.suppress(ValueError, RuntimeError):  # dk_section says why
+            dk_table(ctl)
     variant_section(ctl)
     dk_section(ctl)
 

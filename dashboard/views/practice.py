@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard import charts, controls, data, state
 from dashboard.i18n import t
+from dashboard.replay import replayed
 
 PAGE = "practice"
 D_MODEL_OPTIONS = (32, 64, 128, 256)
@@ -105,6 +106,7 @@ def overflow_chart(ctl: PracticeConfig) -> None:
         )
 
 
+@replayed
 def stability_section(ctl: PracticeConfig) -> None:
     """Numerical stability: the max trick, scaling, clipping, and the other practices."""
     st.header(t("practice.stability_header"))
@@ -165,6 +167,7 @@ def memory_section(ctl: PracticeConfig) -> None:
         st.markdown(t(f"practice.{key}_body"))
 
 
+@replayed
 def chunk_estimates(ctl: PracticeConfig) -> None:
     """Chunking: the estimated memory of full weights against chunks, against L."""
     st.subheader(t("practice.m_chunk_title"))
@@ -242,6 +245,7 @@ def chunk_measured(ctl: PracticeConfig) -> None:
         )
 
 
+@replayed
 def precision_metrics(ctl: PracticeConfig) -> None:
     """Precision: each half type's largest difference from float32 on the page's layer."""
     st.subheader(t("practice.m_precision_title"))
@@ -273,6 +277,7 @@ def precision_metrics(ctl: PracticeConfig) -> None:
         )
 
 
+@replayed
 def checkpoint_metrics(ctl: PracticeConfig) -> None:
     """Checkpointing: the activations stored with and without it."""
     st.subheader(t("practice.m_ckpt_title"))

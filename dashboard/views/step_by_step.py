@@ -11,6 +11,7 @@ from attention_core.experiments import CellBreakdown, Walkthrough
 from dashboard import charts, controls, data, exports, state
 from dashboard.config import StepConfig
 from dashboard.i18n import t
+from dashboard.replay import replayed
 
 PAGE = "step_by_step"
 SENTENCES = ("preset_en", "preset_zh")
@@ -124,8 +125,12 @@ def matrix_chart(result: Walkthrough, axes: dict, name: str):
     return charts.heatmap_chart(heat.frame, spec)
 
 
-def draw_matrices(result: Walkthrough, axes: dict) -> None:
-    """Every intermediate matrix, one row of charts per stage of the computation."""
+@replayed
+def draw_matrices(walk: StepConfig) -> None:
+    """Every intermediate matrix, one row of charts per stage of the computation (drawn once
+    per values and language, then replayed: :mod:`dashboard.replay`)."""
+    result = data.step_by_step(walk)
+    axes = matrix_axes(result.tokens, walk.d_k)
     for group in MATRIX_ROWS:
         cols = st.columns(len(group))
         for col, name in zip(cols, group, strict=True):
@@ -185,7 +190,7 @@ def render(ctl: StepPageConfig) -> None:
         controls.show_error(err)
         return
     axes = matrix_axes(result.tokens, ctl.walk.d_k)
-    draw_matrices(result, axes)
+    draw_matrices(ctl.walk)
     st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
     draw_cell(result, ctl.query, ctl.key)
     labels = data.axis_labels(result.tokens)
