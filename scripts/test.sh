@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for pkg in chromium fonts-noto-cjk; do
+for pkg in chromium fonts-noto-cjk fonts-noto-color-emoji; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
   [ "$status" = "install ok installed" ] || need_apt+=("$pkg")
 done
