@@ -12,9 +12,10 @@ Measured, for each presenter move and each follower: the time from the presenter
 move to the end of the follower's first run whose URL holds the new value (its view then
 equals the presenter's), and the follower's lag behind the presenter: the same end less the
 end of the presenter's own run (the goal: the presenter's screen shows the new view at the
-end of that run, and a follower cannot show it before the presenter's run made it; goal
-p95 ≤ 1 s). Also: errors (goal 0), the presenter's own run time, and the server's CPU time
-during an idle stretch (followers only polling) and during the moves, per presenter move.
+end of that run, and a follower cannot show it before the presenter's run made it). The goal
+(p95 ≤ 1 s) is judged on the first, the presenter's own run included. Also: errors (goal 0),
+the presenter's own run time, and the server's CPU time during an idle stretch (followers
+only polling) and during the moves, per presenter move.
 """
 
 from __future__ import annotations
@@ -244,18 +245,21 @@ def report_room(stats: dict, followers: int, interval: float) -> None:
     p50, p95 = percentiles(stats["presenter_s"])
     print(f"presenter's own run: p50 {p50:.3f} s, p95 {p95:.3f} s")
     p50, p95 = percentiles(stats["follow_s"])
-    print(
-        f"presenter's move sent -> follower's run with the same value finished: p50 {p50:.3f} s, "
-        f"p95 {p95:.3f} s over {len(stats['follow_s'])} (move, follower) pairs, "
-        f"{stats['missed']} never seen"
-    )
-    p50, p95 = percentiles(stats["lag_s"])
     held = p95 <= FOLLOW_GOAL_S and not stats["errors"] and not stats["missed"]
     print(
-        f"follower behind the presenter (presenter's run finished -> follower's run with the "
-        f"same value finished): p50 {p50:.3f} s, p95 {p95:.3f} s "
-        f"(goal p95 <= {FOLLOW_GOAL_S:g} s, 0 missed, 0 errors) {verdict(held)}"
+        f"presenter's move sent -> follower's run with the same value finished (the presenter's "
+        f"own run included): p50 {p50:.3f} s, p95 {p95:.3f} s over {len(stats['follow_s'])} "
+        f"(move, follower) pairs, {stats['missed']} never seen (goal p95 <= "
+        f"{FOLLOW_GOAL_S:g} s, 0 missed, 0 errors) {verdict(held)}"
     )
+    p50, p95 = percentiles(stats["lag_s"])
+    print(
+        f"  behind the presenter (presenter's run finished -> follower's run finished): "
+        f"p50 {p50:.3f} s, p95 {p95:.3f} s"
+    )
+    if stats.get("last_s"):
+        p50, p95 = percentiles(stats["last_s"])
+        print(f"  the last of {followers} followers, per move: p50 {p50:.3f} s, p95 {p95:.3f} s")
     idle = stats["idle_cpu_s"] / stats["idle_s"]
     per_move = stats["moves_cpu_s"] / max(stats["moves"], 1)
     polling = idle * interval
