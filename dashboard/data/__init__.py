@@ -17,6 +17,7 @@ Modules, by concern:
 * :mod:`~dashboard.data.probe` — which heads send one word to another, on a real model.
 * :mod:`~dashboard.data.decoder` — the real decoder (SmolLM2-135M): generation, maps, sinks.
 * :mod:`~dashboard.data.heads` — Heads at work: census, copy test, attribution, masks.
+* :mod:`~dashboard.data.heads_e5` — Heads at work in e5: census, pronoun link, heads off.
 * :mod:`~dashboard.data.memo` — the byte-bounded cache of the layer runs.
 * :mod:`~dashboard.data.training` — Watch it learn: training runs streamed, kept by config.
 
@@ -122,6 +123,28 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "top_heads",
         "weakest_heads",
         "window_neighbours",
+    ),
+    "heads_e5": (
+        "E5Census",
+        "E5Link",
+        "E5_HEADS",
+        "E5_INSTALL_HINT",
+        "E5_LABELS",
+        "E5_LAYERS",
+        "E5_LINK",
+        "E5_PROMPT",
+        "E5_SCORES",
+        "E5_SOURCES",
+        "check_head",
+        "e5_ablation",
+        "e5_census",
+        "e5_census_table",
+        "e5_installed",
+        "e5_off_heads",
+        "e5_text",
+        "find_link",
+        "find_word",
+        "link_words",
     ),
     "inputs": (
         "INPUT_KINDS",

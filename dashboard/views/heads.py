@@ -18,6 +18,7 @@ from dashboard.charts.head_grid import (
     head_score_chart,
     picked_head,
 )
+from dashboard.heads_e5 import E5Config, draw_e5, e5_controls
 from dashboard.i18n import t
 
 PAGE = "heads"
@@ -94,6 +95,7 @@ class HeadsConfig:
     attribution: AttributionConfig | None = None
     mask: MaskConfig | None = None
     census_view: CensusView | None = None
+    e5: E5Config | None = None
 
 
 def score_name(score: str) -> str:
@@ -243,6 +245,7 @@ def heads_controls(page: str) -> HeadsConfig:
         attribution_controls(page),
         mask_controls(page),
         census_grid_controls(census),
+        e5_controls(page),
     )
 
 
@@ -575,6 +578,7 @@ def render(ctl: HeadsConfig) -> None:
     section(draw_attribution, ctl.attribution, ctl.census.text, ctl.copy)
     section(draw_explanation, ctl.census.text)
     section(draw_mask, ctl.mask)
+    draw_e5(ctl.e5, ctl.census.text)
     draw_links()
     section(prefetch_moves, ctl)
 
