@@ -117,12 +117,10 @@ def e5_metrics(effect, census: data.E5Census, off: tuple) -> None:
         cols[1].metric(t("heads.e5_metric_link_before"), "—")
         cols[2].metric(t("heads.e5_metric_link_after"), "—")
         return
-    cols[1].metric(t("heads.e5_metric_link_before"), f"{effect.link_before:.3f}")
-    cols[2].metric(
-        t("heads.e5_metric_link_after"),
-        f"{effect.link_after:.3f}",
-        delta=f"{effect.link_after - effect.link_before:+.3f}",
-    )
+    before, after = f"{effect.link_before:.3f}", f"{effect.link_after:.3f}"
+    change = None if before == after else f"{effect.link_after - effect.link_before:+.3f}"
+    cols[1].metric(t("heads.e5_metric_link_before"), before)
+    cols[2].metric(t("heads.e5_metric_link_after"), after, delta=change, delta_color="off")
 
 
 def e5_run(ctl: E5Config, prompt: str):
