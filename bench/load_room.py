@@ -37,9 +37,10 @@ KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
 KEY_WIDGET = "_room.presenter_key"
 PAGE = "scaling"
 MOVED = "scaling.seq_len"
-POLL_S = 1.0  # as dashboard/room_controls.POLL_S
+POLL_S = 2.0  # as dashboard/room_controls.POLL_S
 FOLLOW_GOAL_S = 1.0
 JOIN_GOAL_S = 2.5
+SETTLE_S = 10.0  # after the last move: how long the followers may take to show it
 IDLE_S = 5.0
 JOIN_TIMEOUT_S = 120.0
 EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
@@ -159,14 +160,7 @@ async def drive_room(
     ``interval`` seconds for ``seconds``; return the figures."""
     from bench.load import cpu_seconds
 
-    stats: dict = {
-        "errors": [],
-        "follow_s": [],
-        "lag_s": [],
-        "presenter_s": [],
-        "moves": 0,
-        "missed": 0,
-    }
+    stats: dict = {"errors": []}
     host = Presenter(base_url, PAGE, f"room={ROOM}")
     await host.open()
     joined = await host.become_presenter()
@@ -184,12 +178,43 @@ async def drive_room(
         cpu_seconds(server_pid) - cpu_before,
         time.monotonic() - idle_start,
     )
+    half = seconds / 2
+    stats["phases"] = {
+        "repeat": await move_phase(host, crowd, server_pid, half, interval, fresh=False),
+        "fresh": await move_phase(host, crowd, server_pid, half, interval, fresh=True),
+    }
+    for phase in stats["phases"].values():
+        stats["errors"] += phase.pop("errors")
+    for follower in crowd:
+        stats["errors"] += follower.errors
+        await follower.close()
+    await host.close()
+    return stats
+
+
+async def move_phase(
+    host: Presenter,
+    crowd: list[Follower],
+    server_pid: int,
+    seconds: float,
+    interval: float,
+    *,
+    fresh: bool,
+) -> dict:
+    """The presenter moves the slider every ``interval`` seconds for ``seconds``: to a new
+    value each time (``fresh``: the page computes each), or back and forth between two
+    values (the page's caches answer after the first two moves, so the figures are the
+    room's own). Returns the phase's figures."""
+    from bench.load import cpu_seconds
+
+    stats: dict = {"errors": [], "follow_s": [], "lag_s": [], "presenter_s": [], "missed": 0}
     cpu_before, start = cpu_seconds(server_pid), time.monotonic()
+    client_before = time.process_time()
     moves: list[tuple[float, float, str]] = []
     step = 1
     while time.monotonic() - start < seconds:
         slider = host.sliders[MOVED]
-        if slider.moved(step) == slider.value:
+        if slider.moved(step) == slider.value or (moves and not fresh):
             step = -step
         sent = time.monotonic()
         result = await host.move_slider(MOVED, step)
@@ -198,29 +223,20 @@ async def drive_room(
             stats["errors"].append(f"presenter move: {result.status} {result.errors}")
         moves.append((sent, sent + result.seconds, str(int(host.sliders[MOVED].value[0]))))
         await asyncio.sleep(max(0.0, sent + interval - time.monotonic()))
-    await asyncio.sleep(2 * FOLLOW_GOAL_S)
-    stats["moves_cpu_s"], stats["elapsed_s"] = (
-        cpu_seconds(server_pid) - cpu_before,
-        time.monotonic() - start,
-    )
-    stats["moves"] = len(moves)
+    sent, _, value = moves[-1]
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline and any(f.seen_at(value, sent) is None for f in crowd):
+        await asyncio.sleep(0.1)
+    stats["cpu_s"], stats["moves"] = cpu_seconds(server_pid) - cpu_before, len(moves)
+    stats["client_cpu_s"] = time.process_time() - client_before
     for sent, shown, value in moves:
         seen_all = [f.seen_at(value, sent) for f in crowd]
-        if all(seen is not None for seen in seen_all):
+        stats["missed"] += sum(seen is None for seen in seen_all)
+        seen_all = [seen for seen in seen_all if seen is not None]
+        if seen_all:
             stats.setdefault("last_s", []).append(max(seen_all) - sent)
-            stats.setdefault("first_s", []).append(min(seen_all) - sent)
-            stats.setdefault("shown_s", []).append(shown - sent)
-        for follower in crowd:
-            seen = follower.seen_at(value, sent)
-            if seen is None:
-                stats["missed"] += 1
-            else:
-                stats["follow_s"].append(seen - sent)
-                stats["lag_s"].append(max(0.0, seen - shown))
-    for follower in crowd:
-        stats["errors"] += follower.errors
-        await follower.close()
-    await host.close()
+        stats["follow_s"] += [seen - sent for seen in seen_all]
+        stats["lag_s"] += [max(0.0, seen - shown) for seen in seen_all]
     return stats
 
 
@@ -232,7 +248,7 @@ def report_room(stats: dict, followers: int, interval: float) -> None:
         f"room: 1 presenter ({PAGE}, {MOVED} one step every {interval:g} s) and {followers} "
         f"followers polling every {POLL_S:g} s (websocket clients)"
     )
-    print(f"presenter moves {stats['moves']}, errors {len(stats['errors'])} (goal 0)")
+    print(f"errors {len(stats['errors'])} (goal 0)")
     for error in stats["errors"][:10]:
         print(f"  - {error}")
     p50, p95 = percentiles(stats["join_s"])
@@ -242,29 +258,40 @@ def report_room(stats: dict, followers: int, interval: float) -> None:
         f"p50 {p50:.3f} s, p95 {p95:.3f} s, {joined} joined (goal p95 <= {JOIN_GOAL_S:g} s) "
         f"{verdict(p95 <= JOIN_GOAL_S and joined == followers)}"
     )
-    p50, p95 = percentiles(stats["presenter_s"])
-    print(f"presenter's own run: p50 {p50:.3f} s, p95 {p95:.3f} s")
-    p50, p95 = percentiles(stats["follow_s"])
-    held = p95 <= FOLLOW_GOAL_S and not stats["errors"] and not stats["missed"]
+    idle = stats["idle_cpu_s"] / stats["idle_s"]
+    print(f"server CPU: {idle:.2f} cores busy with {followers} followers only polling")
+    for name, phase in stats["phases"].items():
+        report_phase(name, phase, followers, idle * interval)
+
+
+def report_phase(name: str, phase: dict, followers: int, polling_cpu_s: float) -> None:
+    """Print one phase's figures: the presenter's runs, the followers' and the CPU
+    (``polling_cpu_s``: what the followers' polls alone cost per move interval)."""
+    from bench.load import percentiles, verdict
+
+    what = {"repeat": "back and forth between two values", "fresh": "to a new value each time"}
+    print(f"presenter moving {what[name]} ({phase['moves']} moves):")
+    p50, p95 = percentiles(phase["presenter_s"])
+    print(f"  presenter's own run: p50 {p50:.3f} s, p95 {p95:.3f} s")
+    p50, p95 = percentiles(phase["follow_s"])
+    held = p95 <= FOLLOW_GOAL_S and not phase["missed"]
     print(
-        f"presenter's move sent -> follower's run with the same value finished (the presenter's "
-        f"own run included): p50 {p50:.3f} s, p95 {p95:.3f} s over {len(stats['follow_s'])} "
-        f"(move, follower) pairs, {stats['missed']} never seen (goal p95 <= "
-        f"{FOLLOW_GOAL_S:g} s, 0 missed, 0 errors) {verdict(held)}"
+        f"  move sent -> follower's run with the same value finished (the presenter's own run "
+        f"included): p50 {p50:.3f} s, p95 {p95:.3f} s over {len(phase['follow_s'])} "
+        f"(move, follower) pairs, {phase['missed']} never seen (goal p95 <= "
+        f"{FOLLOW_GOAL_S:g} s, 0 missed) {verdict(held)}"
     )
-    p50, p95 = percentiles(stats["lag_s"])
+    p50, p95 = percentiles(phase.get("last_s", []))
+    print(f"  the last of {followers} followers, per move: p50 {p50:.3f} s, p95 {p95:.3f} s")
+    p50, p95 = percentiles(phase["lag_s"])
     print(
         f"  behind the presenter (presenter's run finished -> follower's run finished): "
         f"p50 {p50:.3f} s, p95 {p95:.3f} s"
     )
-    if stats.get("last_s"):
-        p50, p95 = percentiles(stats["last_s"])
-        print(f"  the last of {followers} followers, per move: p50 {p50:.3f} s, p95 {p95:.3f} s")
-    idle = stats["idle_cpu_s"] / stats["idle_s"]
-    per_move = stats["moves_cpu_s"] / max(stats["moves"], 1)
-    polling = idle * interval
+    per_move = phase["cpu_s"] / max(phase["moves"], 1)
+    client = phase["client_cpu_s"] / max(phase["moves"], 1)
     print(
-        f"server CPU: {idle:.2f} cores busy with {followers} followers only polling; "
-        f"{per_move:.2f} CPU-s per presenter move in all (polling included), "
-        f"{per_move - polling:.2f} CPU-s above the polling"
+        f"  server CPU: {per_move:.2f} CPU-s per presenter move, polling included; "
+        f"{per_move - polling_cpu_s:.2f} CPU-s above the polling; the load client (one "
+        f"process reading all {followers} followers): {client:.2f} CPU-s per move"
     )

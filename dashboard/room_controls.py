@@ -52,7 +52,8 @@ ROOM_KEY = "room"
 FOLLOW_KEY = "room.follow"
 SERVER_KEY = "room.server"
 KEY_WIDGET = "_room.presenter_key"
-POLL_S = 1.0  # the fallback: a presenter's move wakes followers at once (rooms/push.py)
+POLL_S = 2.0  # the fallback: the presenter's moves and questions wake followers at once
+# (rooms/push.py); a poll of thirty followers every second held the presenter's own run back
 TALLY_POLL_S = 1.0
 TYPED = "typed"
 _APPLIED = "_room.applied"  # (version, View) of the presenter's view this follower shows
@@ -213,6 +214,7 @@ def room_controls(
 def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main: DeltaGenerator):
     """Publish this run's view to the room; offer questions and show the live tally."""
     store = presenter.shared_store()
+    push.registry().forget(link.code, push.this_session())  # followed before typing the key
     try:
         store.open(link.code)
         snap = store.publish(link.code, view_now(page))
@@ -266,6 +268,7 @@ def ask_controls(code: str, page: str) -> None:
             try:
                 asked = asked or typed_question(text, answers, correct)
                 presenter.shared_store().ask(code, asked)
+                st.session_state[_WAKE] = code  # the room sees the question at once
             except (ValueError, RoomEndedError) as err:
                 st.warning(t("room.bad_question", detail=literal(err)))
 
@@ -286,9 +289,11 @@ def tally_controls(code: str) -> None:
     left, right = st.columns(2)
     if not poll.revealed and left.button(t("room.reveal"), key="_room.reveal"):
         store.reveal(code)
+        push.wake(code)
         st.rerun(scope="fragment")
     if right.button(t("room.clear"), key="_room.clear"):
         store.clear_question(code)
+        push.wake(code)
         st.rerun(scope="fragment")
 
 
@@ -392,6 +397,17 @@ def _landed(page: str) -> tuple[int, View] | None:
     return st.session_state.get(_APPLIED)
 
 
+def _lost(page: str, applied: tuple[int, View] | None) -> bool:
+    """In a poll: whether the browser shows a view other than the one this follower was
+    sent to. The run that sent it there can be cut short by the browser's next request,
+    and Streamlit then drops the run's unsent messages, the new query among them; the poll
+    carries the browser's query, so it sees the difference and sends the follower again.
+    (A learner's own move never shows here: the run it starts turns following off.)"""
+    if applied is None or _PENDING in st.session_state or applied[1].page != page:
+        return False
+    return _safe_view(page) != applied[1]
+
+
 def _moved_on(snap: RoomSnapshot, applied: tuple[int, View] | None) -> bool:
     """Whether the presenter's view is newer than the one this follower was sent to."""
     return snap.view is not None and (applied is None or applied[0] != snap.version)
@@ -437,7 +453,8 @@ def follower_live_controls(link: RoomLink, pages: dict, page: str) -> None:
         st.warning(t(f"room.{'ended' if ended else 'waiting'}", code=literal(link.code)))
         return
     st.session_state[_SEEN] = True
-    if st.session_state.get(FOLLOW_KEY) and _moved_on(snap, st.session_state.get(_APPLIED)):
+    applied = st.session_state.get(_APPLIED)
+    if st.session_state.get(FOLLOW_KEY) and (_moved_on(snap, applied) or _lost(page, applied)):
         jump(link, pages, page, snap)
     if st.session_state.get(FOLLOW_KEY):
         st.caption(t("room.following", code=literal(link.code)))

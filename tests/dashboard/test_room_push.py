@@ -18,14 +18,16 @@ def test_the_registry_wakes_each_follower_once_and_forgets_the_gone():
         registry.register("room-1", session)
     registry.register("room-2", "z")
     assert registry.followers("room-1") == ["b", "a", "c"]
-    woken: list[str] = []
+    woken: list[tuple[str, float]] = []
 
-    def waker(session_id: str) -> bool:
-        woken.append(session_id)
+    def waker(session_id: str, delay_s: float) -> bool:
+        woken.append((session_id, delay_s))
         return session_id != "b"  # b's tab was closed
 
     assert registry.wake("room-1", waker) == 2
-    assert woken == ["b", "a", "c"]
+    assert [session for session, _ in woken] == ["b", "a", "c"]
+    delays = [delay for _, delay in woken]
+    assert delays == sorted(delays) and delays[0] >= push.WAKE_DELAY_S
     assert registry.followers("room-1") == ["a", "c"]
     assert registry.followers("room-2") == ["z"]
     assert registry.wake("no-such-room", waker) == 0
@@ -46,6 +48,22 @@ def test_outside_a_streamlit_server_nobody_is_woken():
     assert push.streamlit_waker("no-such-session") is False
 
 
+async def runs_started(session, within_s: float) -> int:
+    """How many script runs the server starts for ``session`` within ``within_s`` seconds."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    started, end = 0, time.monotonic() + within_s
+    while (left := end - time.monotonic()) > 0:
+        try:
+            raw = await asyncio.wait_for(session._socket.recv(), timeout=left)
+        except TimeoutError:
+            break
+        message = ForwardMsg()
+        message.ParseFromString(raw)
+        started += message.WhichOneof("type") == "new_session"
+    return started
+
+
 @pytest.mark.browser
 def test_a_follower_that_never_polls_follows_the_presenter():
     from bench import load_room
@@ -62,6 +80,8 @@ def test_a_follower_that_never_polls_follows_the_presenter():
         for step in (1, 1, -1):
             result = await host.move_slider(load_room.MOVED, step)
             assert result.ok, result
+            # the presenter followed the room before typing the key: never woken by its moves
+            assert await runs_started(host, within_s=1.0) == 0
             value = str(int(host.sliders[load_room.MOVED].value[0]))
             sent = time.monotonic() - result.seconds
             deadline = time.monotonic() + 20
