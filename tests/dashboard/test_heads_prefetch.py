@@ -32,6 +32,22 @@ def test_prefetch_runs_each_call_once_per_name_in_order_off_thread():
     assert threading.get_ident() not in threads
 
 
+def test_prefetch_waits_while_a_learner_run_is_going():
+    from dashboard.runtime import threads as runtime_threads
+
+    seen: list[tuple[int, int]] = []
+
+    def record(value):
+        seen.append((value, runtime_threads.active_runs()))
+
+    with runtime_threads.script_run():  # a learner's page is running
+        assert heads_data.prefetch(("test", "idle"), ((record, (1,)), (record, (2,))))
+        assert not heads_data.prefetch_wait(0.5)  # still waiting for the run to end
+        assert seen == []
+    assert heads_data.prefetch_wait(60)
+    assert seen == [(1, 0), (2, 0)]
+
+
 def test_nearest_first_orders_by_distance_smaller_first():
     assert heads_data.nearest_first(range(6), 3) == [3, 2, 4, 1, 5, 0]
     assert heads_data.nearest_first((0, 12, 14, 18, 20), 16) == [14, 18, 12, 20, 0]
