@@ -60,13 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, {TOKENS} tokens, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
-    for name, (wall, cpu) in times.items():
-        print(f"  {name:<14} wall {wall * 1e3:8.1f} ms  cpu {cpu * 1e3:8.1f} ms")
-    print(_row("census / forward with maps (int4)", times["census"], times["forward_maps"], 1.5))
-    print(_row("ablated forward / plain forward (int4)", times["ablated"], times["forward"], 1.15))
-    print(
-        _row("attribution / plain forward (bf16)", times["attribution"], times["bf16_forward"], 4)
-    )
+    for name, timing in times.items():
+        print(f"  {name:<14} wall {timing.wall * 1e3:8.1f} ms  cpu {timing.cpu * 1e3:8.1f} ms")
+    census, maps = times["census"], times["forward_maps"]
+    print(_row("census / forward with maps (int4)", census, maps, GOALS["census"]))
+    ablated, plain = times["ablated"], times["forward"]
+    print(_row("ablated forward / plain forward (int4)", ablated, plain, GOALS["ablated"]))
+    attribution, bf16_plain = times["attribution"], times["bf16_forward"]
+    print(_row("attribution / plain forward (bf16)", attribution, bf16_plain, GOALS["attribution"]))
     print(
         _row(
             "attribution (bf16) / plain forward (int4)",
