@@ -5,6 +5,7 @@ presenter's new view wakes it (a follower that polled would hide a broken wake-u
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 
 import pytest
@@ -93,6 +94,8 @@ def test_a_follower_that_never_polls_follows_the_presenter():
         return seen
 
     with streamlit_server(env={load_room.KEY_ENV: load_room.KEY}) as server:
-        seen = asyncio.run(follow())
+        # a thread of its own: an earlier test may leave an event loop running in this one
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            seen = pool.submit(asyncio.run, follow()).result()
     assert [value for value, _ in seen] == [shown for _, shown in seen]
     assert len({value for value, _ in seen}) == 2

@@ -175,6 +175,7 @@ def test_app_imports_only_light_modules_at_the_top():
         "dashboard.i18n.LANG_KEY",
         "dashboard.i18n.LANG_NAMES",
         "dashboard.i18n.LANGS",
+        "dashboard.i18n.current_lang",
         "dashboard.i18n.t",
         "dashboard.views.APP_ICON",
         "dashboard.views.PAGES",
