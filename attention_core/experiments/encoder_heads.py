@@ -33,7 +33,9 @@ from attention_core.experiments.heads import (
     SINK_THRESHOLD,
     HeadCensus,
     as_ids,
+    label_by_rules,
     pattern_scores,
+    readonly,
     uniform_entropy,
 )
 from attention_core.pretrained.probe import link_weights
@@ -77,11 +79,6 @@ class AblationEffect:
     link_after: float
 
 
-def _readonly(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array
-
-
 def next_token_score(weights: torch.Tensor) -> np.ndarray:
     """(N, H) mean over queries i <= L − 2 of w[i, i+1] (NaN for L = 1).
 
@@ -117,10 +114,7 @@ def encoder_labels(scores: Mapping[str, np.ndarray], length: int) -> np.ndarray:
         ("local", scores["local"] >= LOCAL_THRESHOLD),
         ("broad", scores["entropy"] >= BROAD_THRESHOLD * uniform_entropy(length, False)),
     )
-    labels = np.full(scores["entropy"].shape, ENCODER_LABELS[-1], dtype=object)  # (N, H)
-    for name, holds in reversed(rules):  # earlier rules overwrite later ones
-        labels[holds] = name
-    return labels
+    return label_by_rules(rules, ENCODER_LABELS[-1])
 
 
 def encoder_maps(model, input_ids) -> torch.Tensor:
@@ -162,8 +156,8 @@ def encoder_census(
     if link is not None:
         scores["link"] = link_weights(weights, *link).double().numpy()  # (N, H)
     labels = encoder_labels(scores, len(id_list))
-    frozen = {name: _readonly(scores[name]) for name in (*ENCODER_SCORES, "link") if name in scores}
-    return HeadCensus(MappingProxyType(frozen), _readonly(labels), tuple(id_list))
+    frozen = {name: readonly(scores[name]) for name in (*ENCODER_SCORES, "link") if name in scores}
+    return HeadCensus(MappingProxyType(frozen), readonly(labels), tuple(id_list))
 
 
 def ablation_effect(

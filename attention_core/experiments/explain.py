@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attention_core.experiments.heads import as_ids
+from attention_core.experiments.heads import as_ids, readonly
 from attention_core.pretrained.llama import Decoder
 
 ROLLOUT_RESIDUAL = 0.5
@@ -49,11 +49,6 @@ class Explanation:
     attention_vs_saliency: float
     rollout_vs_saliency: float
     attention_vs_rollout: float
-
-
-def _readonly(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array
 
 
 def ranks(values) -> np.ndarray:
@@ -177,5 +172,5 @@ def explain_next_token(model, input_ids, *, target: int | None = None) -> Explan
         else (float("nan"),) * 3
     )
     return Explanation(
-        target, _readonly(saliency), _readonly(attention), _readonly(rollout.copy()), *agree
+        target, readonly(saliency), readonly(attention), readonly(rollout.copy()), *agree
     )

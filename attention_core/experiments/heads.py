@@ -91,9 +91,33 @@ class CopyTest:
     losses: np.ndarray
 
 
-def _readonly(array: np.ndarray) -> np.ndarray:
+def readonly(array: np.ndarray) -> np.ndarray:
+    """``array`` itself, made read-only (results handed to cached callers must not change).
+
+    Args:
+        array: any NumPy array.
+
+    Returns:
+        The same array, no longer writeable.
+    """
     array.setflags(write=False)
     return array
+
+
+def label_by_rules(rules: Sequence[tuple[str, np.ndarray]], default: str) -> np.ndarray:
+    """A label per head: the first rule whose (N, H) mask holds, else ``default``.
+
+    Args:
+        rules: ``(label, mask)`` pairs in order of precedence, every mask (N, H) of bools.
+        default: the label where no rule holds.
+
+    Returns:
+        (N, H) array of strings.
+    """
+    labels = np.full(rules[0][1].shape, default, dtype=object)  # (N, H)
+    for name, holds in reversed(rules):  # earlier rules overwrite later ones
+        labels[holds] = name
+    return labels
 
 
 def as_ids(input_ids) -> torch.Tensor:
@@ -210,10 +234,7 @@ def head_labels(scores: Mapping[str, np.ndarray], length: int, causal: bool) -> 
         ("local", scores["local"] >= LOCAL_THRESHOLD),
         ("broad", scores["entropy"] >= BROAD_THRESHOLD * uniform_entropy(length, causal)),
     )
-    labels = np.full(scores["entropy"].shape, LABELS[-1], dtype=object)  # (N, H)
-    for name, holds in reversed(rules):  # earlier rules overwrite later ones
-        labels[holds] = name
-    return labels
+    return label_by_rules(rules, LABELS[-1])
 
 
 def census(
@@ -248,8 +269,8 @@ def census(
     if link is not None:
         scores["link"] = link_weights(weights, *link).double().numpy()  # (N, H)
     labels = head_labels(scores, len(id_list), isinstance(model, Decoder))
-    frozen = {name: _readonly(value) for name, value in scores.items()}
-    return HeadCensus(MappingProxyType(frozen), _readonly(labels), tuple(id_list))
+    frozen = {name: readonly(value) for name, value in scores.items()}
+    return HeadCensus(MappingProxyType(frozen), readonly(labels), tuple(id_list))
 
 
 def _check_decoder(model, what: str) -> Decoder:
@@ -281,7 +302,7 @@ def repeated_tokens(model, length: int, seed: int) -> np.ndarray:
     allowed = np.setdiff1d(np.arange(model.config.vocab_size), sorted(special))  # (V',)
     draw = rng.choice(allowed, size=length, replace=False)  # (length,)
     bos = model.tokenizer.token_to_id(BOS_TOKEN)
-    return _readonly(np.concatenate([[bos], draw, draw]).astype(np.int64))
+    return readonly(np.concatenate([[bos], draw, draw]).astype(np.int64))
 
 
 def token_losses(model, input_ids, *, ablate=(), ablation: str = "zero") -> np.ndarray:
@@ -304,7 +325,7 @@ def token_losses(model, input_ids, *, ablate=(), ablation: str = "zero") -> np.n
     logits = model(ids, ablate=ablate, ablation=ablation).logits[0, :-1]  # (L-1, V)
     log_probs = F.log_softmax(logits.double(), dim=-1)  # (L-1, V)
     nll = -log_probs.gather(1, ids[0, 1:, None])[:, 0]  # (L-1,)
-    return _readonly(nll.numpy().copy())
+    return readonly(nll.numpy().copy())
 
 
 def copy_test(model, length: int, seed: int, *, ablate=(), ablation: str = "zero") -> CopyTest:
@@ -360,7 +381,7 @@ def copy_tests(
     targets = ids[0, 1:].expand(len(rows), -1)[..., None]  # (B, L-1, 1)
     nll = -log_probs.gather(2, targets)[..., 0].numpy()  # (B, L-1)
     return tuple(
-        CopyTest(float(row[:length].mean()), float(row[length:].mean()), _readonly(row.copy()))
+        CopyTest(float(row[:length].mean()), float(row[length:].mean()), readonly(row.copy()))
         for row in nll
     )
 
@@ -451,7 +472,7 @@ def attribution(model, input_ids, *, positions=None) -> np.ndarray:
     scale = torch.ones(model.config.num_layers, model.config.num_heads, requires_grad=True)
     logits = model(ids, head_scale=scale, grad=True).logits  # (1, L, V)
     mean_loss(logits, ids, chosen).sum().backward()
-    return _readonly(-scale.grad.double().numpy())
+    return readonly(-scale.grad.double().numpy())
 
 
 def ablation_effects(model, input_ids, heads, *, positions=None) -> np.ndarray:
@@ -484,4 +505,4 @@ def ablation_effects(model, input_ids, heads, *, positions=None) -> np.ndarray:
                 scale[item, layer, head] = 0.0
             logits = model(ids.expand(len(batch), -1), head_scale=scale).logits  # (B, L, V)
             effects += (mean_loss(logits, ids, chosen) - base).tolist()
-    return _readonly(np.asarray(effects, dtype=np.float64))
+    return readonly(np.asarray(effects, dtype=np.float64))
