@@ -75,12 +75,13 @@ class Follower:
     Attributes:
         finished: ``(monotonic time, query)`` of every run (full or fragment) that ran to
             its end (not one that ended early for a rerun, which showed nothing).
+        ended_early: how many runs after the first ended early.
     """
 
     def __init__(self, base_url: str):
         self.session = StreamSession(base_url, "", f"room={ROOM}")
-        self.fragment_id = ""
         self.opened_at = 0.0
+        self.ended_early = 0  # runs after the first that ended early (cut short or sent on)
         self.finished: list[tuple[float, dict[str, str]]] = []
         self.errors: list[str] = []
         self._tasks: list[asyncio.Task] = []
@@ -105,12 +106,12 @@ class Follower:
             forward = ForwardMsg()
             forward.ParseFromString(await socket.recv(decode=False))
             kind = forward.WhichOneof("type")
-            if kind == "delta" and forward.delta.fragment_id:
-                self.fragment_id = forward.delta.fragment_id
             if kind == "script_finished":
                 # a run that ended early (sent on to the presenter's view) showed nothing
                 if forward.script_finished in FINISHED_OK:
                     self.finished.append((time.monotonic(), self.query()))
+                else:
+                    self.ended_early += 1
             else:
                 errors: list[str] = []
                 self.session._read(forward, kind, errors)
@@ -119,13 +120,13 @@ class Follower:
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(POLL_S)
-            if not self.fragment_id:
+            if not self.session.fragment_id:
                 continue
             msg = BackMsg()
             state = msg.rerun_script
             state.query_string = self.session.query
             state.page_script_hash = self.session.page_script_hash
-            state.fragment_id = self.fragment_id
+            state.fragment_id = self.session.fragment_id
             state.is_auto_rerun = True
             await self.session._socket.send(msg.SerializeToString())
 

@@ -87,6 +87,7 @@ class StreamSession:
         self.sliders: dict[str, Slider] = {}  # every slider seen, by widget key
         self.shown: list[str] = []  # keys of the sliders the last run drew, in page order
         self.elements: list[Element] = []  # every element the last run drew, in order sent
+        self.fragment_id = ""  # the last fragment a run drew (its timer's reruns name it)
         self._socket: ClientConnection | None = None
 
     async def open(self) -> RunResult:
@@ -168,7 +169,9 @@ class StreamSession:
             self.page_script_hash = forward.navigation.page_script_hash
         elif kind == "page_info_changed":
             self.query = forward.page_info_changed.query_string
-        elif kind == "delta" and forward.delta.WhichOneof("type") == "new_element":
+        if kind == "delta" and forward.delta.fragment_id:
+            self.fragment_id = forward.delta.fragment_id
+        if kind == "delta" and forward.delta.WhichOneof("type") == "new_element":
             element = forward.delta.new_element
             self.elements.append(element)
             which = element.WhichOneof("type")

@@ -377,7 +377,7 @@ def follow_now(link: RoomLink, pages: dict, page: str) -> None:
         return
     snap = presenter.shared_store().get(link.code)
     if snap is not None and _moved_on(snap, applied):
-        jump(link, pages, page, snap)
+        jump(link, pages, page, snap, before_page=True)
 
 
 def _safe_view(page: str) -> View | None:
@@ -413,11 +413,17 @@ def _moved_on(snap: RoomSnapshot, applied: tuple[int, View] | None) -> bool:
     return snap.view is not None and (applied is None or applied[0] != snap.version)
 
 
-def jump(link: RoomLink, pages: dict, page: str, snap: RoomSnapshot) -> None:
+def jump(
+    link: RoomLink, pages: dict, page: str, snap: RoomSnapshot, *, before_page: bool = False
+) -> None:
     """Send this follower to the presenter's view: switch to it with the presenter's values,
     their own language and the room's keys, their values of that page forgotten (ends the
     run, unless they are there already). A switch is asked again, up to :data:`MAX_TRIES`
-    times, until a run shows that view."""
+    times, until a run shows that view.
+
+    ``before_page``: called before the page made any widget (:func:`follow_now`). A view of
+    this same page is then put into this run (:func:`apply_pending`) instead of a rerun, so
+    a woken follower draws the presenter's view in one run, not two."""
     view = snap.view
     if view is None or view.page not in pages:
         return
@@ -429,6 +435,9 @@ def jump(link: RoomLink, pages: dict, page: str, snap: RoomSnapshot) -> None:
         st.session_state.pop(_PENDING, None)
         return
     st.session_state[_PENDING] = (snap.version, view, tries)
+    if view.page == page and before_page:
+        apply_pending(page)  # no widget of the page made yet: this run draws the view
+        return
     if view.page == page:
         st.rerun()  # apply_pending sets the values when the run starts
     query = dict(view.params)

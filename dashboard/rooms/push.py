@@ -24,7 +24,7 @@ WAKE_DELAY_S = 0.1
 hold the event loop back, and the presenter's own page (its last messages, still queued)
 would reach the presenter after theirs (measured: the presenter's run 0.26-0.30 s with
 thirty followers not woken, 0.8-1.0 s when woken at once)."""
-STAGGER_S = 0.02
+STAGGER_S = 0.0
 """One follower's rerun starts this long after the one before: thirty at once each wait for
 the GIL at every message they send (Streamlit hands each to the event loop), and all end
 together, late; one after another, most are done early and the last no later."""

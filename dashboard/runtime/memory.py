@@ -43,11 +43,14 @@ PIN_ABOVE_BYTES = 768 * 1024 * 1024
 """Resident size past which :func:`pin_when_large` pins the threshold: about the app with
 torch, e5 and one largest Playground run; the real models and the other pages' caches come
 on top of it."""
+PIN_CHECK_INTERVAL_S = 1.0
+"""Seconds between two reads of the resident size by :func:`pin_when_large`."""
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (glibc's malloc.h)
 
 _TRIM_LOCK = threading.Lock()
 _last_trim = -float("inf")
 _pinned = False
+_last_pin_check = float("-inf")
 
 
 def _load_libc() -> ctypes.CDLL | None:
@@ -144,22 +147,33 @@ def pin_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
     return bool(_MALLOPT and _MALLOPT(_M_MMAP_THRESHOLD, int(nbytes)))
 
 
-def pin_when_large(limit: int = PIN_ABOVE_BYTES, *, resident: int | None = None) -> bool:
+def pin_when_large(
+    limit: int = PIN_ABOVE_BYTES, *, resident: int | None = None, now: float | None = None
+) -> bool:
     """At the start of a run: once the process holds more than ``limit`` bytes, pin the
-    allocator's threshold (:func:`pin_mmap_threshold`) for the rest of its life.
+    allocator's threshold (:func:`pin_mmap_threshold`) for the rest of its life. The size is
+    read at most once per :data:`PIN_CHECK_INTERVAL_S`: reading ``/proc`` lets go of the
+    GIL, and with thirty followers' runs going at once each read waited to take it back
+    (4 % of a room's server time, py-spy in ``bench.load --mode room``).
 
     Args:
         limit: resident bytes past which to pin.
         resident: the resident size to judge (default: measured now), for tests.
+        now: the time (``time.monotonic``), for tests.
 
     Returns:
         True when the threshold is pinned (now or before).
     """
-    global _pinned
-    if not _pinned:
-        size = resident_bytes() if resident is None else resident
-        if size > limit:
-            _pinned = pin_mmap_threshold()
+    global _pinned, _last_pin_check
+    if _pinned:
+        return True
+    now = time.monotonic() if now is None else now
+    if resident is None and now - _last_pin_check < PIN_CHECK_INTERVAL_S:
+        return False
+    _last_pin_check = now
+    size = resident_bytes() if resident is None else resident
+    if size > limit:
+        _pinned = pin_mmap_threshold()
     return _pinned
 
 

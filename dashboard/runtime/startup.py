@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dashboard.runtime import memory, threads
+from dashboard.runtime import delivery, memory, threads
 
 # Pages (file stems in :data:`dashboard.views.PAGES`) that compute nothing with torch: no
 # device line, no torch import, no profiler warm-up for them. A page listed here must reach
@@ -62,13 +62,15 @@ def page_start(page: str) -> PageStart:
 
 
 def before_page(start: PageStart) -> None:
-    """At the start of every run: pin the allocator's threshold once the process is large
-    (:func:`dashboard.runtime.memory.pin_when_large`), keep torch's profiler quiet, and start
-    the torch thread when ``start`` says so.
+    """At the start of every run: hand messages to the event loop once per burst (installed
+    once per process, :func:`dashboard.runtime.delivery.install`), pin the allocator's
+    threshold once the process is large (:func:`dashboard.runtime.memory.pin_when_large`),
+    keep torch's profiler quiet, and start the torch thread when ``start`` says so.
 
     Args:
         start: the page's plan (:func:`page_start`).
     """
+    delivery.install()
     memory.pin_when_large()
     threads.quiet_profiler()
     if start.preload:

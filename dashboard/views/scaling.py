@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pandas as pd
@@ -84,10 +85,11 @@ def render(ctl: ScalingConfig) -> None:
         controls.show_error(err)
         return
     draw(ctl)
-    # a download button with on_click="ignore" is output: it never reruns the page
+    # a download button with on_click="ignore" is output: it never reruns the page; the
+    # CSV is written when it is clicked, not on every run (a follower's run is short)
     st.download_button(
         t("scaling.download_csv"),
-        table.to_csv(index=False),
+        functools.partial(table.to_csv, index=False),
         file_name="scaling_table.csv",
         mime="text/csv",
         on_click="ignore",

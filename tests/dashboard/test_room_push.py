@@ -89,6 +89,8 @@ def test_a_follower_that_never_polls_follows_the_presenter():
             while follower.seen_at(value, sent) is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             seen.append((value, follower.query().get(load_room.MOVED)))
+        # each wake-up drew the presenter's view in the run it started, not in a second one
+        assert follower.ended_early == 0
         await follower.close()
         await host.close()
         return seen

@@ -268,20 +268,41 @@ def test_the_threshold_is_pinned_only_once_the_process_is_large(monkeypatch):
     assert calls == [1]
 
 
+def test_the_resident_size_is_read_at_most_once_per_interval(monkeypatch):
+    reads = []
+    monkeypatch.setattr(memory, "_pinned", False)
+    monkeypatch.setattr(memory, "_last_pin_check", float("-inf"))
+    monkeypatch.setattr(memory, "resident_bytes", lambda: reads.append(1) or 10)
+    step = memory.PIN_CHECK_INTERVAL_S
+    assert not memory.pin_when_large(1000, now=100.0)
+    assert not memory.pin_when_large(1000, now=100.0 + step / 2)  # too soon: not read
+    assert reads == [1]
+    assert not memory.pin_when_large(1000, now=100.0 + step)
+    assert reads == [1, 1]
+
+
 def test_resident_bytes_reads_this_process():
     with open("/proc/self/status", encoding="ascii") as status:
         kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
     assert abs(memory.resident_bytes() - kib * 1024) < 64 * 2**20
 
 
-TRIM_PROBE = """import numpy as np
+TRIM_PROBE = """import ctypes, ctypes.util
 from dashboard.runtime import memory
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
 def rss_mib():
     with open('/proc/self/status') as f:
         return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) / 1024
-blocks = [np.ones(64 * 1024 // 8) for _ in range(512)]  # 32 MiB in 64 KiB heap blocks
-keep = np.ones(1000)  # allocated after them: the heap's top stays in use
-del blocks
+blocks, keep = [], []
+for _ in range(512):  # 32 MiB in 64 KiB heap blocks, each followed by a small live one,
+    block = libc.malloc(64 * 1024)  # so no free() can shrink the heap's top
+    ctypes.memset(block, 1, 64 * 1024)  # touched: resident
+    blocks.append(block)
+    keep.append(libc.malloc(64 * 1024))  # never served from a small free chunk elsewhere
+for block in blocks:
+    libc.free(block)
 before = rss_mib()
 print(memory.trim_heap(), before - rss_mib())"""
 
