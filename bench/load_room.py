@@ -30,14 +30,13 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from bench.stream_client import FINISHED_OK, StreamSession
+from dashboard.room_controls import KEY_WIDGET, POLL_S
 
 ROOM = "bench"
 KEY = "bench-presenter-key"
 KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
-KEY_WIDGET = "_room.presenter_key"
 PAGE = "scaling"
 MOVED = "scaling.seq_len"
-POLL_S = 2.0  # as dashboard/room_controls.POLL_S
 FOLLOW_GOAL_S = 1.0
 JOIN_GOAL_S = 2.5
 SETTLE_S = 10.0  # after the last move: how long the followers may take to show it

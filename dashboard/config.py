@@ -7,6 +7,11 @@ Streamlit's caches hash it field by field, so the same config is computed once p
 A page that needs a variation (another variant on the same input) uses
 ``dataclasses.replace(cfg, variant=...)`` instead of a new list of arguments.
 
+A page script runs again on every rerun, and a dataclass it defines is built again each time
+(about 1 ms: its methods are compiled anew). The Scaling page, the one a room follows in
+``bench.load --mode room``, keeps its config here for that reason (4 % of a room's server
+time in py-spy); the other pages still define theirs in their scripts.
+
 This module imports neither streamlit nor torch.
 """
 
@@ -77,3 +82,20 @@ class StepConfig:
     d_k: int = 4
     causal: bool = False
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """The Scaling page's experiment.
+
+    Attributes:
+        d_ks: the key widths d_k compared, sorted.
+        seq_len: tokens per sequence L.
+        trials: random draws per d_k.
+        seed: seeds the draws.
+    """
+
+    d_ks: tuple[int, ...]
+    seq_len: int
+    trials: int
+    seed: int

@@ -52,8 +52,8 @@ ROOM_KEY = "room"
 FOLLOW_KEY = "room.follow"
 SERVER_KEY = "room.server"
 KEY_WIDGET = "_room.presenter_key"
-POLL_S = 2.0  # the fallback: the presenter's moves and questions wake followers at once
-# (rooms/push.py); a poll of thirty followers every second held the presenter's own run back
+POLL_S = 5.0  # the fallback: the presenter's moves and questions wake followers at once
+# (rooms/push.py); thirty followers polling every 2 s kept 0.1-0.2 of a core busy
 TALLY_POLL_S = 1.0
 TYPED = "typed"
 _APPLIED = "_room.applied"  # (version, View) of the presenter's view this follower shows

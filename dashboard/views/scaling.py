@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
 from dashboard import charts, controls, data, state
+from dashboard.config import ScalingConfig
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.replay import replayed
@@ -38,16 +38,6 @@ def series_frame(table: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
         for column, name in columns.items()
     ]
     return pd.concat(parts, ignore_index=True)
-
-
-@dataclass(frozen=True)
-class ScalingConfig:
-    """The experiment: d_k values, tokens per sequence, trials and seed."""
-
-    d_ks: tuple[int, ...]
-    seq_len: int
-    trials: int
-    seed: int
 
 
 def scaling_controls(page: str) -> ScalingConfig:
