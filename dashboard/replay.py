@@ -2,18 +2,19 @@
 
 A page section that only draws (charts, tables, metrics, text; no widget) from hashable
 arguments is the same for every session that shows the same values in the same language.
-:func:`replayed` runs it once per (arguments, language) under :func:`streamlit.cache_data`;
-every later call, from any session, replays the recorded element messages instead of
-building the Altair charts, validating their specs and converting their data to Arrow
-again. That is what lets a room of thirty followers repaint the presenter's view for the
-price of one (measured with ``python -m bench.load --mode room``; figures in docs).
+:func:`replayed` runs it once per (arguments, language) under
+:func:`streamlit.cache_resource`; every later call, from any session, replays the recorded
+element messages instead of building the Altair charts, validating their specs and
+converting their data to Arrow again. That is what lets a room of thirty followers
+repaint the presenter's view for the price of one (measured with
+``python -m bench.load --mode room``; figures in docs).
 
 Rules for a replayed function (Streamlit's own, see "Caching" in its docs):
 
 * no widgets (a house test already keeps widgets in ``*_controls`` functions);
 * it draws with ``st.*`` calls on the current container (``with column: f(...)``), never on
   a container passed in as an argument, which cannot be replayed;
-* its arguments are small values that :func:`streamlit.cache_data` hashes quickly: the
+* its arguments are small values that Streamlit's caches hash quickly: the
   page's frozen config, tuples, numbers, strings. Not a data frame: hashing one costs as
   much as drawing (Arrow-backed columns). Fetch the data inside from :mod:`dashboard.data`,
   whose cache answers the second call;
@@ -77,7 +78,7 @@ def replayed(draw: Callable[P, None]) -> Callable[P, None]:
 
 
 def _cached_recorder(draw: Callable[P, None]) -> tuple[Callable[..., None], list[Callable]]:
-    """``st.cache_data`` over a recorder that calls the newest ``draw`` of its name.
+    """``st.cache_resource`` over a recorder that calls the newest ``draw`` of its name.
 
     Made once per name: a page's module is executed again on every run, and making a cached
     function reads its source from the disk (a few milliseconds a run otherwise).
@@ -88,7 +89,10 @@ def _cached_recorder(draw: Callable[P, None]) -> tuple[Callable[..., None], list
         del lang  # part of the cache key: the drawing's text is in this language
         current[0](*args, **kwargs)
 
-    # st.cache_data keys a function by its module, qualified name and source; every
+    # Streamlit's caches key a function by its module, qualified name and source; every
     # ``record`` has the same source, so each takes the name of the function it draws
     record.__module__, record.__qualname__ = draw.__module__, f"{draw.__qualname__}.replay"
-    return st.cache_data(record, show_spinner=False, max_entries=MAX_ENTRIES), current
+    # st.cache_resource, not st.cache_data: a replay then reads the recorded messages as they
+    # are kept, where st.cache_data unpickles its stored copy on every read (a follower's run
+    # replays several sections, so that was 5 % of a room's server time in py-spy)
+    return st.cache_resource(record, show_spinner=False, max_entries=MAX_ENTRIES), current
