@@ -8,27 +8,22 @@ each write lets go of the GIL and waits to take it back. With thirty followers r
 once after a presenter's move, py-spy put 43 % of their wall time in those writes
 (``bench.load --mode room``).
 
-:func:`install` replaces the two hand-offs with ones that keep their order and their
-meaning but wake the loop once per burst:
+:func:`install` replaces the first hand-off (``AppSession._call_soon_on_event_loop``) with
+:func:`coalesced_call_soon`: the callback joins the session's own FIFO queue, and only a
+queue that was empty schedules its drain, so callbacks run in the order they were given,
+each exactly once, on the event loop, and the run's thread writes to the self-pipe once per
+burst. The second hand-off is left as it is: setting the flush event directly on the loop
+made thirty learners opening the landing page at once 0.3-0.8 s slower, measured side by
+side with ``bench.load --mode landing`` (why was not pinned down).
 
-* :func:`coalesced_call_soon` (``AppSession._call_soon_on_event_loop``): the callback joins
-  the session's own FIFO queue, and only a queue that was empty schedules its drain, so
-  callbacks run in the order they were given, each exactly once, on the event loop;
-* :func:`flush_soon` (the session manager's and each session's
-  ``message_enqueued_callback``, Streamlit's ``Runtime._enqueued_some_message``): on the
-  event loop's own thread the flush event is set directly (asyncio's ``Event.set`` is safe
-  there); from any other thread it is scheduled as before.
-
-This reaches into Streamlit 1.67's runtime (``AppSession._call_soon_on_event_loop``,
-``Runtime._session_mgr`` and ``_message_enqueued_callback``). When they are not there,
-nothing is replaced and the server's log says so once. ``ATTENTION_LAB_NO_COALESCE=1`` leaves
-Streamlit's own hand-offs in place; :func:`uninstall` puts them back.
+This reaches into Streamlit 1.67's runtime. When the method is not there, nothing is
+replaced and the server's log says so once. ``ATTENTION_LAB_NO_COALESCE=1`` leaves
+Streamlit's own hand-off in place; :func:`uninstall` puts it back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import threading
@@ -72,12 +67,13 @@ class SessionOutbox:
             raise
 
     def drain(self) -> None:
-        """On the event loop: run every queued callback, oldest first, including any queued
-        while they run."""
-        while True:
+        """On the event loop: run the callbacks queued when it starts, oldest first; those
+        queued meanwhile get a drain of their own after the loop's other ready work (the
+        flushes to the browsers among it), so a busy run cannot hold the loop."""
+        with self._lock:
+            count = len(self._queue)
+        for _ in range(count):
             with self._lock:
-                if not self._queue:
-                    return
                 callback = self._queue[0]
             try:
                 callback()
@@ -88,6 +84,10 @@ class SessionOutbox:
             finally:
                 with self._lock:
                     self._queue.popleft()
+        with self._lock:
+            more = bool(self._queue)
+        if more:
+            self.loop.call_soon(self.drain)
 
 
 def _outbox(session) -> SessionOutbox:
@@ -109,45 +109,17 @@ def coalesced_call_soon(session, callback: Callable[[], None]) -> None:
         _LOG.debug("Dropped event-loop callback", exc_info=True)
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
-
-
-def flush_soon(runtime) -> None:
-    """``Runtime._enqueued_some_message``: ask the server's loop to flush the browser
-    queues, directly when already on that loop."""
-    objs = runtime._get_async_objs()
-    if _on_loop(objs.eventloop):
-        objs.need_send_data.set()
-    else:
-        objs.eventloop.call_soon_threadsafe(objs.need_send_data.set)
-
-
 def enabled() -> bool:
-    """Whether :func:`install` replaces Streamlit's hand-offs (``ATTENTION_LAB_NO_COALESCE``
+    """Whether :func:`install` replaces Streamlit's hand-off (``ATTENTION_LAB_NO_COALESCE``
     unset or ``0``)."""
     return os.environ.get(OFF_ENV, "0") in ("", "0")
 
 
-def _set_flush_callback(manager, new: Callable | None, old: Callable | None) -> None:
-    """Give the session manager and each of its sessions ``new`` where they hold ``old``
-    (Streamlit binds ``Runtime._enqueued_some_message`` into both when it starts)."""
-    if manager._message_enqueued_callback == old:
-        manager._message_enqueued_callback = new
-    for info in manager.list_sessions():
-        if info.session._message_enqueued_callback == old:
-            info.session._message_enqueued_callback = new
-
-
 def install() -> bool:
-    """Replace Streamlit's two hand-offs, once per process (see the module's docstring).
-    Call it inside a running server (a script run).
+    """Replace Streamlit's hand-off, once per process (see the module's docstring).
 
     Returns:
-        Whether the coalescing hand-offs are in place.
+        Whether the coalescing hand-off is in place.
     """
     if _originals:
         return True
@@ -157,30 +129,20 @@ def install() -> bool:
         if _originals:
             return True
         try:
-            from streamlit import runtime
             from streamlit.runtime.app_session import AppSession
 
-            server = runtime.get_instance()
-            manager = server._session_mgr
-            call_soon = AppSession._call_soon_on_event_loop
-            flush = server._enqueued_some_message
-            fast = functools.partial(flush_soon, server)
-            _set_flush_callback(manager, fast, flush)
-        except (RuntimeError, AttributeError) as err:
-            _LOG.warning("delivery: Streamlit's hand-offs not found (%s); left as they are", err)
+            _originals["call_soon"] = AppSession._call_soon_on_event_loop
+        except (ImportError, AttributeError) as err:
+            _LOG.warning("delivery: Streamlit's hand-off not found (%s); left as it is", err)
             return False
-        _originals.update(call_soon=call_soon, flush=flush, fast=fast, manager=manager)
         AppSession._call_soon_on_event_loop = coalesced_call_soon
         return True
 
 
 def uninstall() -> None:
-    """Put Streamlit's own hand-offs back (tests)."""
+    """Put Streamlit's own hand-off back (tests)."""
     from streamlit.runtime.app_session import AppSession
 
     with _install_lock:
-        if not _originals:
-            return
-        AppSession._call_soon_on_event_loop = _originals.pop("call_soon")
-        manager, flush = _originals.pop("manager"), _originals.pop("flush")
-        _set_flush_callback(manager, flush, _originals.pop("fast"))
+        if _originals:
+            AppSession._call_soon_on_event_loop = _originals.pop("call_soon")

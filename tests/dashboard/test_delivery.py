@@ -24,6 +24,9 @@ class CountingLoop:
             raise RuntimeError("Event loop is closed")
         self.scheduled.append(callback)
 
+    def call_soon(self, callback):  # from the loop's own thread
+        self.scheduled.append(callback)
+
     def call_exception_handler(self, context):
         self.errors.append(context)
 
@@ -49,10 +52,13 @@ def test_a_burst_wakes_the_loop_once_and_runs_in_order():
     assert ran == [0, 1, 2, 3, 4, 5]
 
 
-def test_a_callback_queued_while_draining_runs_in_the_same_drain():
+def test_a_callback_queued_while_draining_runs_in_a_drain_of_its_own():
     loop, ran = CountingLoop(), []
     outbox = delivery.SessionOutbox(loop)
     outbox.put(lambda: (ran.append("first"), outbox.put(lambda: ran.append("second"))))
+    loop.scheduled.pop(0)()  # the first drain: only what was queued when it started
+    assert ran == ["first"]
+    assert len(loop.scheduled) == 1  # the next drain, after the loop's other ready work
     loop.run_scheduled()
     assert ran == ["first", "second"]
     assert loop.scheduled == []
@@ -106,60 +112,26 @@ def test_many_threads_on_a_real_loop_each_callback_once_in_each_threads_order():
             assert [i for n, i in ran if n == name] == list(range(300))
 
 
-class FakeObjs:
-    def __init__(self, loop):
-        self.eventloop = loop
-        self.need_send_data = asyncio.Event()
-
-
-class FakeRuntime:
-    def __init__(self, loop):
-        self.objs = FakeObjs(loop)
-
-    def _get_async_objs(self):
-        return self.objs
-
-
-def test_on_the_loop_the_flush_is_asked_for_without_a_wake_up():
-    async def on_loop():
-        loop = asyncio.get_running_loop()
-        server = FakeRuntime(loop)
-        writes = []
-        original = loop.call_soon_threadsafe
-        loop.call_soon_threadsafe = lambda *a: writes.append(a) or original(*a)
-        try:
-            delivery.flush_soon(server)
-        finally:
-            del loop.call_soon_threadsafe
-        return server.objs.need_send_data.is_set(), writes
-
-    is_set, writes = asyncio.run(on_loop())
-    assert is_set and writes == []
-
-
-def test_off_the_loop_the_flush_is_scheduled_on_it():
-    loop = CountingLoop()
-    server = FakeRuntime(loop)
-    delivery.flush_soon(server)
-    assert loop.scheduled == [server.objs.need_send_data.set]
-
-
-def test_the_switch_leaves_streamlits_hand_offs(monkeypatch):
+def test_the_switch_leaves_streamlits_hand_off(monkeypatch):
     monkeypatch.setenv(delivery.OFF_ENV, "1")
     monkeypatch.setattr(delivery, "_originals", {})
     assert not delivery.enabled()
     assert delivery.install() is False
 
 
-def test_outside_a_server_nothing_is_replaced(monkeypatch, caplog):
+def test_install_replaces_the_hand_off_once_and_uninstall_puts_it_back(monkeypatch):
     from streamlit.runtime.app_session import AppSession
 
     monkeypatch.delenv(delivery.OFF_ENV, raising=False)
     monkeypatch.setattr(delivery, "_originals", {})
     before = AppSession._call_soon_on_event_loop
-    assert delivery.install() is False
+    try:
+        assert delivery.install() and delivery.install()
+        assert AppSession._call_soon_on_event_loop is delivery.coalesced_call_soon
+        assert list(delivery._originals.values()) == [before]
+    finally:
+        delivery.uninstall()
     assert AppSession._call_soon_on_event_loop is before
-    assert "left as they are" in caplog.text
 
 
 @pytest.mark.parametrize("raw, on", [("", True), ("0", True), ("1", False), ("yes", False)])
