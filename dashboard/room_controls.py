@@ -435,10 +435,10 @@ def jump(
         st.session_state.pop(_PENDING, None)
         return
     st.session_state[_PENDING] = (snap.version, view, tries)
-    if view.page == page and before_page:
-        apply_pending(page)  # no widget of the page made yet: this run draws the view
-        return
     if view.page == page:
+        if before_page:
+            apply_pending(page)  # no widget of the page made yet: this run draws the view
+            return
         st.rerun()  # apply_pending sets the values when the run starts
     query = dict(view.params)
     query.update(

@@ -23,11 +23,9 @@ WAKE_DELAY_S = 0.05
 """Followers rerun this long after the presenter's run woke them: thirty reruns at once
 hold the event loop back, and the presenter's own page (its last messages, still queued)
 would reach the presenter after theirs (measured: the presenter's run 0.26-0.30 s with
-thirty followers not woken, 0.8-1.0 s when woken at once)."""
-STAGGER_S = 0.0
-"""One follower's rerun starts this long after the one before. Thirty reruns share the GIL
-and end together, about as late as the last of them would one after another; a stagger only
-delays the last (20 ms each held the 30th back 0.6 s), so all start at once."""
+thirty followers not woken, 0.8-1.0 s when woken at once). All followers are woken
+together: thirty reruns share the GIL and end together anyway, and a stagger only delayed
+the last (20 ms apart held the 30th back 0.6 s)."""
 MAX_FOLLOWERS = 500
 """Sessions kept per room; a room past it wakes the newest and polls for the others."""
 
@@ -66,16 +64,15 @@ class FollowerRegistry:
             return list(self._rooms.get(code, {}))
 
     def wake(self, code: str, waker: Waker) -> int:
-        """Ask every follower of room ``code`` for a rerun, one after another
-        (:data:`STAGGER_S` apart, after :data:`WAKE_DELAY_S`); sessions that have gone are
-        forgotten.
+        """Ask every follower of room ``code`` for a rerun in :data:`WAKE_DELAY_S`; sessions
+        that have gone are forgotten.
 
         Returns:
             How many sessions were woken.
         """
         woken = 0
-        for index, session_id in enumerate(self.followers(code)):
-            if waker(session_id, WAKE_DELAY_S + index * STAGGER_S):
+        for session_id in self.followers(code):
+            if waker(session_id, WAKE_DELAY_S):
                 woken += 1
             else:
                 self.forget(code, session_id)
