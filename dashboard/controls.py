@@ -32,6 +32,7 @@ import streamlit as st
 from dashboard import data, state
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.i18n import current_lang, t
+from dashboard.runtime import threads
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
@@ -134,6 +135,7 @@ def show_error(err: Exception) -> None:
     Raises:
         Exception: ``err`` itself when it is none of these (a bug, not bad input).
     """
+    threads.import_torch()  # the library only after the torch thread's imports
     from attention_core.device import MemoryBudgetError
     from attention_core.pretrained import ModelNotInstalledError
 
@@ -177,6 +179,7 @@ def memory_method_text(method: str) -> str:
     """Translated description of how a peak memory was obtained, from the method label of
     :func:`attention_core.experiments.measure_peak_bytes` (an unknown label reads as "not
     measurable")."""
+    threads.import_torch()  # the library only after the torch thread's imports
     from attention_core import experiments
 
     code = experiments.PEAK_METHODS.get(method, "none")

@@ -35,6 +35,9 @@ from __future__ import annotations
 
 import importlib
 
+TORCH_FREE_MODULES = frozenset({"analogies", "memo"})
+"""Modules of this package that import no torch (the landing page's first charts use them)."""
+
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "analogies": (
         "LIBRARY_SHELVES",
@@ -261,6 +264,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "MAX_TRAINING_SECONDS",
         "Snapshot",
         "StepCost",
+        "TASKS",
         "TrainingConfig",
         "TrainingRun",
         "TrainingTime",
@@ -284,7 +288,10 @@ __all__ = sorted(_OWNER)
 
 
 def __getattr__(name: str):
-    """Import a public name from its module on first use (then it is a plain attribute).
+    """Import a public name from its module on first use (then it is a plain attribute). A
+    module that needs torch is imported only once the runtime's torch thread has imported
+    torch and everything torch imports lazily (:func:`dashboard.runtime.threads.import_torch`):
+    a script run never imports torch beside it.
 
     Raises:
         AttributeError: for a name the package does not export.
@@ -292,6 +299,10 @@ def __getattr__(name: str):
     module = _OWNER.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module not in TORCH_FREE_MODULES:
+        from dashboard.runtime import threads
+
+        threads.import_torch()
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

@@ -27,8 +27,9 @@ import pandas as pd
 import streamlit as st
 
 from attention_core import get_variant
-from attention_core.experiments import (
+from attention_core.experiments import (  # noqa: F401 (TASKS re-exported)
     PROJECTIONS,
+    TASKS,
     Snapshot,
     TrainingConfig,
     TrainingRun,

@@ -17,9 +17,15 @@ learners shares two things that are process-wide:
   (:func:`profiler_slot`); otherwise it shows the library's estimate and says why.
 
 And the start-up of torch itself, in one thread of its own, the *torch thread*
-(:func:`preload_torch`): it imports torch while the first page draws its title, and later
-starts torch's profiler (about 2 s of imports, the first time), when the app asks after the
-first page (:func:`warm_up_profiler`) or the first measurement needs it, whichever comes
+(:func:`preload_torch`): it imports torch while the first page draws its title, then the
+modules torch imports lazily on a first profiler use or a first optimizer
+(:data:`LAZY_TORCH_MODULES`: ``torch._dynamo``, ``torch._inductor``, about 1.5 s), and only
+then lets script runs at torch (:func:`import_torch`, which the data layer calls before its
+first torch module): Python's import lock hands a second thread a half-imported module when
+two threads import that circular package at once (``cannot import name 'IndentedBuffer' from
+partially initialized module 'torch._inductor.utils'``), and a module broken that way stays
+broken for the life of the server. Later it starts torch's profiler, when the app asks after
+the first page (:func:`warm_up_profiler`) or the first measurement needs it, whichever comes
 first. The profiler must start in the thread that imported torch: its C++ side (kineto)
 prints ``ERROR: External init callback must run in same thread as registerClient`` to the
 server's terminal otherwise. :func:`quiet_profiler` also stops the ``USDT … profiler_start``
@@ -46,6 +52,10 @@ _active_runs = 0
 _single_holds = 0  # blocks inside single_threaded(): torch stays at one thread meanwhile
 PRELOADED = ("dashboard.data.runs", "dashboard.data.lab")
 """Modules :func:`preload_torch` imports (torch, the library and pandas come with them)."""
+LAZY_TORCH_MODULES = ("torch._dynamo", "torch._inductor.utils", "torch.profiler", "torch.optim")
+"""What torch imports on first use from a script run (the profiler's ``hasattr(torch,
+"_inductor")``, an optimizer's ``torch._dynamo``): imported by the torch thread before any
+script run may touch torch."""
 KINETO_QUIET_LEVEL = "6"
 """``KINETO_LOG_LEVEL`` above every level kineto logs at (its ``USDT`` lines are level 5)."""
 
@@ -81,10 +91,20 @@ def active_runs() -> int:
     return _active_runs
 
 
+def _ready_torch():
+    """torch, once it may be touched: imported and, when the torch thread imports it, only
+    after that thread's imports are complete (a module still being imported is in
+    ``sys.modules`` half made). None otherwise; nothing is imported here."""
+    if _preload is not None and not _TORCH_IMPORTED.is_set():
+        return None
+    return sys.modules.get("torch")
+
+
 def _apply_torch_threads() -> None:
     """Set torch's intra-op threads for the runs going now; nothing when torch is not
-    imported (it is not imported here). Called with ``_COUNT_LOCK`` held."""
-    torch = sys.modules.get("torch")
+    imported or is still being imported (:func:`_ready_torch`). Called with ``_COUNT_LOCK``
+    held."""
+    torch = _ready_torch()
     if torch is None:
         return
     threads = 1 if _single_holds else torch_threads_for(max(1, _active_runs), usable_cores())
@@ -176,7 +196,7 @@ def _start_profiler() -> None:
 
 def _torch_thread() -> None:
     try:
-        for name in PRELOADED:
+        for name in (*PRELOADED, *LAZY_TORCH_MODULES):
             importlib.import_module(name)
         share_cores()
         _TORCH_IMPORTED.set()
@@ -205,8 +225,11 @@ def preload_torch() -> threading.Thread:
 
 
 def import_torch() -> None:
-    """Import torch in the torch thread (:func:`preload_torch`) and wait for it: for a page
-    that imports torch late (``TORCH_LATE_PAGES``), once its torch-free part is drawn."""
+    """Import torch in the torch thread (:func:`preload_torch`) and wait until its imports are
+    complete (:data:`LAZY_TORCH_MODULES` included): the one way a script run reaches torch.
+    :mod:`dashboard.data` calls it before it imports a module that needs torch, and a page
+    that imports torch late (``TORCH_LATE_PAGES``) once its torch-free part is drawn. Returns
+    at once after the first time."""
     preload_torch()
     _TORCH_IMPORTED.wait()
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
 
-from attention_core.experiments import CellBreakdown, Walkthrough
 from dashboard import charts, controls, data, exports, state
 from dashboard.config import StepConfig
 from dashboard.i18n import t
 from dashboard.replay import replayed
+
+if TYPE_CHECKING:  # the library is imported by the data layer, after the torch thread's imports
+    from attention_core.experiments import CellBreakdown, Walkthrough
 
 PAGE = "step_by_step"
 SENTENCES = ("preset_en", "preset_zh")

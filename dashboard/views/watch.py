@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attention_core.experiments import TASKS
 from dashboard import charts, controls, data, state
 from dashboard.charts import canvas
 from dashboard.config import ParamPairs
@@ -128,7 +127,7 @@ def watch_controls(page: str) -> WatchConfig:
         page,
         "task",
         t("watch.ctl_task"),
-        TASKS,
+        data.TASKS,
         "shift",
         format_func=lambda k: t(f"watch.task_{k}"),
     )
