@@ -1,8 +1,10 @@
 """End-to-end: every page in headless Chromium, in both languages.
 
-For each page: it loads with no exception or error box, every chart is painted (canvas
-pixels, not only the element), a screenshot is written; moving a slider with the keyboard
-changes a chart; the 中文 switch shows Chinese; a copied link reproduces the controls.
+For each page, in one visit per (page, language): it loads with no exception or error box,
+every chart is painted (canvas pixels, not only the element), a screenshot is written, the
+heading speaks the language, and no chart's text is cut off (``test_chart_fit.chart_problems``);
+moving a slider with the keyboard changes a chart; the 中文 switch shows Chinese; a copied
+link reproduces the controls.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def assert_no_errors(page) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", PAGES)
-def test_page_loads_paints_and_speaks(server, page, screenshot_dir, name, lang):
+def test_page_loads_paints_speaks_and_fits(server, page, screenshot_dir, name, lang):
     open_page(page, page_url(server.url, name, f"lang={lang}"))
     page.wait_for_selector(CHART_SELECTOR, timeout=PAINT_TIMEOUT_MS)
     wait_idle(page)
@@ -79,6 +81,10 @@ def test_page_loads_paints_and_speaks(server, page, screenshot_dir, name, lang):
         assert CJK.search(heading), f"no Chinese in the {name} heading: {heading!r}"
     else:
         assert not CJK.search(heading), f"Chinese in the English {name} heading: {heading!r}"
+    from tests.browser.test_chart_fit import chart_problems
+
+    problems = chart_problems(page)
+    assert not problems, "\n".join(problems)
 
 
 def _move_slider_changes_chart(page) -> bool:

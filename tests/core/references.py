@@ -64,3 +64,8 @@ def torch_twin(ours: MultiHeadSelfAttention) -> nn.MultiheadAttention:
         twin.out_proj.weight.copy_(ours.out_linear.weight)
         twin.out_proj.bias.copy_(ours.out_linear.bias)
     return twin.eval()
+
+
+def fixture_ids(data, index) -> torch.Tensor:
+    """Prompt ``index`` of a stored decoder fixture as a batch of one: int64 (1, L)."""
+    return torch.from_numpy(data[f"input_ids_{index}"])[None]  # (1, L)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from attention_core.experiments import decoding
-from tests.core.test_decoder import _ids
+from tests.core.references import fixture_ids
 
 MATRICES = ("qkv", "out", "gate_up", "down")
 PROMPTS = 4
@@ -17,7 +17,7 @@ MIN_MOVE = 1e-3  # a narrower model does differ from the float32 one (the option
 
 def deviations(model, data, index) -> tuple[float, float]:
     """Largest |attention - fixture| and |logits - fixture| of one prompt."""
-    out = model(_ids(data, index), need_weights=True)
+    out = model(fixture_ids(data, index), need_weights=True)
     attentions = torch.stack(out.attentions)[:, 0]  # (30, 9, L, L)
     attention = (attentions - torch.from_numpy(data[f"attentions_{index}"])).abs().max()
     vocab_ids = torch.from_numpy(data["vocab_ids"])
@@ -37,7 +37,7 @@ def check_within_tolerances(model, data, index, attention_tol: float, logit_tol:
 def check_next_token(model, data, index) -> None:
     """The fixture's most likely next token has the model's highest logit (or ties it: a
     bfloat16 product can round two close logits to the same value)."""
-    logits = model(_ids(data, index)).logits[0, -1]  # (V,)
+    logits = model(fixture_ids(data, index)).logits[0, -1]  # (V,)
     expected = int(np.argmax(data[f"logits_last_{index}"]))
     assert float(logits[expected]) == float(logits.max())
 

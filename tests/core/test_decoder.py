@@ -33,7 +33,12 @@ from attention_core.pretrained import (
     rope_angles,
 )
 from attention_core.pretrained.rope import half_split_order
-from tests.core.references import SMOLLM2_FIXTURE, needs_smollm2, smollm2_reference
+from tests.core.references import (
+    SMOLLM2_FIXTURE,
+    fixture_ids,
+    needs_smollm2,
+    smollm2_reference,
+)
 
 FIXTURE_MAX_BYTES = 4 << 20
 ATTENTION_TOLERANCE = 1e-5
@@ -64,12 +69,8 @@ def reference():
     return smollm2_reference()
 
 
-def _ids(data, index) -> torch.Tensor:
-    return torch.from_numpy(data[f"input_ids_{index}"])[None]  # (1, L)
-
-
 def _check_against_reference(model, data, index, vocab_ids):
-    ids = _ids(data, index)
+    ids = fixture_ids(data, index)
     out = model(ids, need_weights=True)
     length = ids.shape[1]
     assert len(out.attentions) == LAYERS
@@ -160,7 +161,7 @@ def test_wrong_rope_convention_fails_the_reference(decoder, reference):
     """Half-split rotation on rows stored for the interleaved one: plausible but wrong."""
     meta, data = reference
     wrong = decoder.with_rope_style("half", reorder_rows=False)
-    out = wrong(_ids(data, 0), need_weights=True)
+    out = wrong(fixture_ids(data, 0), need_weights=True)
     difference = (torch.stack(out.attentions)[:, 0] - torch.from_numpy(data["attentions_0"])).abs()
     assert float(difference.max()) > WRONG_ROPE_MIN_DIFFERENCE
     with pytest.raises(AssertionError):
@@ -172,7 +173,7 @@ def test_wrong_rope_convention_fails_the_reference(decoder, reference):
 
 def test_position_offset_matches_reference(decoder, reference):
     meta, data = reference
-    out = decoder(_ids(data, 0), position_offset=meta["position_shift"])
+    out = decoder(fixture_ids(data, 0), position_offset=meta["position_shift"])
     expected = torch.from_numpy(data["shifted_logits_subset_0"])
     vocab_ids = torch.from_numpy(data["vocab_ids"])
     torch.testing.assert_close(
@@ -203,7 +204,7 @@ def test_rope_angles_are_position_times_inverse_frequency():
 
 def test_causal_maps_are_lower_triangular_rows_of_one(decoder, reference):
     _, data = reference
-    out = decoder(_ids(data, 2), need_weights=True)
+    out = decoder(fixture_ids(data, 2), need_weights=True)
     maps = torch.stack(out.attentions)[:, 0].double()  # (30, 9, L, L)
     length = maps.shape[-1]
     future = ~masks.causal(length)

@@ -12,117 +12,30 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
 from attention_core import VARIANTS, MemoryBudgetError, attend, estimate_memory, masks
-
-B, H, L, E, EV = 2, 3, 10, 6, 5
-ATOL = {torch.float64: 1e-10, torch.float32: 1e-5}
-# Small, non-default parameters so that every sparse pattern is non-trivial at L = 10.
-SMALL_PARAMS: dict[str, dict[str, object]] = {
-    "local": {"window_size": 3},
-    "block": {"block_size": 3},
-    "strided": {"stride": 3},
-    "random": {"density": 0.4, "seed": 1},
-    "combined": {"window_size": 3, "stride": 4},
-    "chunked": {"chunk_size": 3, "key_chunk_size": 4},
-}
-# ``basic`` is the tutorial's unscaled attention: exact against SDPA at scale 1.
-COMPARABLE = sorted(name for name, spec in VARIANTS.items() if spec.exact or name == "basic")
-DROPOUT_VARIANTS = sorted(name for name, spec in VARIANTS.items() if spec.supports_dropout)
-MASK_KINDS = ("none", "causal", "padding", "float", "bool4d")
-
-
-def _qkv(dtype=torch.float64, lead=(B, H), L=L, S=None, seed=0):
-    S = L if S is None else S
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(*lead, L, E, generator=g, dtype=torch.float64).to(dtype)
-    k = torch.randn(*lead, S, E, generator=g, dtype=torch.float64).to(dtype)
-    v = torch.randn(*lead, S, EV, generator=g, dtype=torch.float64).to(dtype)
-    return q, k, v
-
-
-def _user_mask(kind: str, L: int, S: int, seed: int = 0) -> torch.Tensor | None:
-    """A user mask broadcastable to (B, H, L, S)."""
-    g = torch.Generator().manual_seed(seed + 100)
-    if kind == "none":
-        return None
-    if kind == "causal":
-        return masks.causal(L, S)  # (L, S)
-    if kind == "padding":
-        # batch item 1 has length 0: every one of its query rows has no key
-        return masks.padding([S - 3, 0], S).unsqueeze(1)  # (B, 1, 1, S)
-    if kind == "float":
-        add = torch.randn(L, S, generator=g, dtype=torch.float64)  # (L, S)
-        blocked = torch.rand(L, S, generator=g) < 0.25
-        blocked[2] = True  # one query row with no key at all
-        return add.masked_fill(blocked, -math.inf)
-    if kind == "bool4d":
-        return torch.rand(B, H, L, S, generator=g) < 0.6
-    raise AssertionError(kind)
-
-
-def _reference_mask(name: str, mask: torch.Tensor | None, L: int, S: int, params: dict):
-    """The user mask intersected with the variant's pattern, as a float64 additive mask
-    (0 = attend, -inf = blocked), or None."""
-    spec = VARIANTS[name]
-    additive = None
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            additive = torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, -math.inf)
-        else:
-            additive = mask.to(torch.float64)
-    if spec.pattern is not None:
-        pattern = spec.pattern(L, S, **spec.resolve_params(params))
-        assert pattern.shape == (L, S) and pattern.dtype == torch.bool
-        blocked = torch.zeros(L, S, dtype=torch.float64).masked_fill(~pattern, -math.inf)
-        additive = blocked if additive is None else additive + blocked
-    return additive
-
-
-def _reference(q, k, v, additive, scale):
-    """(output, weights, has_key) in float64: output from SDPA, weights from an explicit
-    softmax; has_key (..., L) is False for query rows with no allowed key."""
-    q64, k64, v64 = q.double(), k.double(), v.double()
-    if additive is not None and additive.dim() < 2:
-        additive = additive.view(1, -1)  # SDPA itself needs (…, L|1, S); (S,) -> (1, S)
-    out = F.scaled_dot_product_attention(q64, k64, v64, attn_mask=additive, scale=scale)
-    scores = (q64 @ k64.transpose(-2, -1)) * scale  # (..., L, S)
-    if additive is not None:
-        scores = scores + additive
-    has_key = torch.isfinite(scores).any(dim=-1)  # (..., L)
-    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # empty rows -> 0
-    return out, weights, has_key
-
-
-def _ref_scale(name: str, scale: float | None) -> float:
-    if scale is not None:
-        return scale
-    return 1.0 if name == "basic" else 1.0 / math.sqrt(E)
-
-
-def _check_against_reference(name, q, k, v, mask, params, *, need_weights, scale=None):
-    L, S = q.shape[-2], k.shape[-2]
-    result = attend(q, k, v, name, mask=mask, scale=scale, need_weights=need_weights, **params)
-    additive = _reference_mask(name, mask, L, S, params)
-    ref_out, ref_w, has_key = _reference(q, k, v, additive, _ref_scale(name, scale))
-    atol = ATOL[q.dtype]
-    out = result.output
-    assert out.dtype == q.dtype
-    assert out.shape == ref_out.shape
-    has_key = has_key.expand(out.shape[:-1])
-    assert torch.isfinite(out).all()
-    torch.testing.assert_close(out[has_key].double(), ref_out[has_key], atol=atol, rtol=0)
-    assert (out[~has_key] == 0).all(), "a query row with no key must give exactly 0"
-    if not need_weights:
-        assert result.weights is None
-        return
-    weights = result.weights
-    assert weights is not None and weights.shape == ref_w.shape and weights.dtype == q.dtype
-    torch.testing.assert_close(weights.double(), ref_w, atol=atol, rtol=0)
-    row_sums = weights.double().sum(dim=-1)
-    torch.testing.assert_close(row_sums, has_key.double(), atol=atol, rtol=0)
-
+from tests.core.variant_reference import (
+    ATOL,
+    BIG_L,
+    COMPARABLE,
+    DENSE,
+    DROPOUT_VARIANTS,
+    EFFICIENT,
+    MASK_KINDS,
+    SMALL_BUDGET,
+    SMALL_PARAMS,
+    B,
+    E,
+    H,
+    L,
+    check_against_reference,
+    largest_allocation,
+    qkv,
+    ref_scale,
+    reference,
+    reference_mask,
+    user_mask,
+)
 
 # --- the registry ------------------------------------------------------------------------
 
@@ -157,50 +70,50 @@ def test_spec_is_plain_data(name):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("name", COMPARABLE)
 def test_exact_variant_equals_sdpa(name, dtype, mask_kind, need_weights):
-    q, k, v = _qkv(dtype)
-    mask = _user_mask(mask_kind, L, L)
+    q, k, v = qkv(dtype)
+    mask = user_mask(mask_kind, L, L)
     if mask is not None and mask.is_floating_point():
         mask = mask.to(dtype)
     params = SMALL_PARAMS.get(name, {})
-    _check_against_reference(name, q, k, v, mask, params, need_weights=need_weights)
+    check_against_reference(name, q, k, v, mask, params, need_weights=need_weights)
 
 
 @pytest.mark.parametrize("name", COMPARABLE)
 def test_exact_variant_default_params_and_explicit_scale(name):
-    q, k, v = _qkv(torch.float64, L=12)
-    _check_against_reference(name, q, k, v, None, {}, need_weights=True)
-    _check_against_reference(name, q, k, v, masks.causal(12), {}, need_weights=True, scale=0.3)
+    q, k, v = qkv(torch.float64, L=12)
+    check_against_reference(name, q, k, v, None, {}, need_weights=True)
+    check_against_reference(name, q, k, v, masks.causal(12), {}, need_weights=True, scale=0.3)
 
 
 @pytest.mark.parametrize("name", COMPARABLE)
 def test_exact_variant_without_leading_dims_and_with_broadcast_kv(name):
     params = SMALL_PARAMS.get(name, {})
-    q, k, v = _qkv(torch.float64, lead=())  # (L, E): no batch, no heads
-    _check_against_reference(name, q, k, v, masks.causal(L), params, need_weights=True)
-    q, _, _ = _qkv(torch.float64, lead=(B, H))
-    _, k, v = _qkv(torch.float64, lead=(1, H), seed=1)  # keys shared across the batch
-    _check_against_reference(name, q, k, v, None, params, need_weights=False)
+    q, k, v = qkv(torch.float64, lead=())  # (L, E): no batch, no heads
+    check_against_reference(name, q, k, v, masks.causal(L), params, need_weights=True)
+    q, _, _ = qkv(torch.float64, lead=(B, H))
+    _, k, v = qkv(torch.float64, lead=(1, H), seed=1)  # keys shared across the batch
+    check_against_reference(name, q, k, v, None, params, need_weights=False)
 
 
 @pytest.mark.parametrize("name", COMPARABLE)
 def test_exact_variant_cross_attention(name):
     """L != S (queries against a longer key sequence)."""
-    q, _, _ = _qkv(torch.float64, L=5)
-    _, k, v = _qkv(torch.float64, L=9, seed=2)
+    q, _, _ = qkv(torch.float64, L=5)
+    _, k, v = qkv(torch.float64, L=9, seed=2)
     params = SMALL_PARAMS.get(name, {})
-    _check_against_reference(name, q, k, v, None, params, need_weights=True)
-    _check_against_reference(name, q, k, v, masks.causal(5, 9), params, need_weights=False)
+    check_against_reference(name, q, k, v, None, params, need_weights=True)
+    check_against_reference(name, q, k, v, masks.causal(5, 9), params, need_weights=False)
 
 
 @pytest.mark.parametrize("key_chunk_size", [1, 3, 16])
 @pytest.mark.parametrize("chunk_size", [1, 3, 4, 11, 16])
 def test_chunked_chunk_sizes_that_do_not_divide_L(chunk_size, key_chunk_size):
-    q, k, v = _qkv(torch.float64, L=11)
+    q, k, v = qkv(torch.float64, L=11)
     params = {"chunk_size": chunk_size, "key_chunk_size": key_chunk_size}
     for mask_kind in ("none", "causal", "padding", "float"):
-        mask = _user_mask(mask_kind, 11, 11)
-        _check_against_reference("chunked", q, k, v, mask, params, need_weights=False)
-    _check_against_reference("chunked", q, k, v, masks.causal(11), params, need_weights=True)
+        mask = user_mask(mask_kind, 11, 11)
+        check_against_reference("chunked", q, k, v, mask, params, need_weights=False)
+    check_against_reference("chunked", q, k, v, masks.causal(11), params, need_weights=True)
 
 
 @pytest.mark.parametrize("window_size", [1, 2, 3, 8, 9, 64, 200])
@@ -208,14 +121,14 @@ def test_chunked_chunk_sizes_that_do_not_divide_L(chunk_size, key_chunk_size):
 def test_local_window_sizes_over_several_blocks(window_size, mask_kind):
     """L = 70 spans several query blocks; windows 1, even, odd and larger than L."""
     Lw = 70
-    q, k, v = _qkv(torch.float64, L=Lw)
-    mask = _user_mask(mask_kind, Lw, Lw)
+    q, k, v = qkv(torch.float64, L=Lw)
+    mask = user_mask(mask_kind, Lw, Lw)
     params = {"window_size": window_size}
-    _check_against_reference("local", q, k, v, mask, params, need_weights=mask_kind == "none")
+    check_against_reference("local", q, k, v, mask, params, need_weights=mask_kind == "none")
 
 
 def test_local_window_larger_than_L_equals_full_attention():
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     local = attend(q, k, v, "local", window_size=4 * L, need_weights=True)
     full = attend(q, k, v, "scaled", need_weights=True)
     torch.testing.assert_close(local.output, full.output, atol=1e-10, rtol=0)
@@ -223,7 +136,7 @@ def test_local_window_larger_than_L_equals_full_attention():
 
 
 def test_local_window_1_attends_to_itself_only():
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     result = attend(q, k, v, "local", window_size=1, need_weights=True)
     torch.testing.assert_close(result.output, v, atol=1e-12, rtol=0)
     eye = torch.eye(L, dtype=torch.float64).expand(B, H, L, L)
@@ -232,16 +145,16 @@ def test_local_window_1_attends_to_itself_only():
 
 @pytest.mark.parametrize("block_size", [1, 3, 4, 10, 33])
 def test_block_sizes(block_size):
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     for mask_kind in ("none", "causal", "padding"):
-        mask = _user_mask(mask_kind, L, L)
+        mask = user_mask(mask_kind, L, L)
         params = {"block_size": block_size}
-        _check_against_reference("block", q, k, v, mask, params, need_weights=True)
+        check_against_reference("block", q, k, v, mask, params, need_weights=True)
 
 
 def test_sparse_patterns_are_applied():
     """Weights are zero exactly outside the pattern (and positive inside, no mask)."""
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     for name in ("local", "strided", "block", "random", "combined"):
         params = SMALL_PARAMS[name]
         pattern = VARIANTS[name].pattern(L, L, **VARIANTS[name].resolve_params(params))
@@ -263,8 +176,8 @@ def _mask_cases(names):
 @pytest.mark.parametrize(("name", "need_weights"), _mask_cases(COMPARABLE))
 def test_float_mask_of_another_dtype_is_accepted(name, need_weights):
     """A float64 additive mask on float32 inputs acts like the same mask in float32."""
-    q, k, v = _qkv(torch.float32)
-    mask64 = _user_mask("float", L, L)
+    q, k, v = qkv(torch.float32)
+    mask64 = user_mask("float", L, L)
     params = SMALL_PARAMS.get(name, {})
     expected = attend(q, k, v, name, mask=mask64.float(), need_weights=need_weights, **params)
     got = attend(q, k, v, name, mask=mask64, need_weights=need_weights, **params)
@@ -274,10 +187,10 @@ def test_float_mask_of_another_dtype_is_accepted(name, need_weights):
 @pytest.mark.parametrize(("name", "need_weights"), _mask_cases(COMPARABLE))
 def test_one_dimensional_key_mask_broadcasts(name, need_weights):
     """A (S,) bool mask broadcasts to (B, H, L, S) like the same mask shaped (1, S)."""
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     keys = torch.tensor([True, False, True, True, False, True, True, False, True, True])
     params = SMALL_PARAMS.get(name, {})
-    _check_against_reference(name, q, k, v, keys, params, need_weights=need_weights)
+    check_against_reference(name, q, k, v, keys, params, need_weights=need_weights)
 
 
 # --- gradients ---------------------------------------------------------------------------
@@ -287,13 +200,13 @@ def test_one_dimensional_key_mask_broadcasts(name, need_weights):
 def test_gradients_equal_sdpa_gradients(name):
     """d(sum(out²))/d(q, k, v) equals SDPA's under the same mask (float64)."""
     params = SMALL_PARAMS.get(name, {})
-    mask = _user_mask("padding", L, L) & masks.causal(L)
-    leaves = [t.requires_grad_() for t in _qkv(torch.float64)]
+    mask = user_mask("padding", L, L) & masks.causal(L)
+    leaves = [t.requires_grad_() for t in qkv(torch.float64)]
     attend(*leaves, name, mask=mask, **params).output.square().sum().backward()
     ref_leaves = [t.detach().clone().requires_grad_() for t in leaves]
-    additive = _reference_mask(name, mask, L, L, params)
+    additive = reference_mask(name, mask, L, L, params)
     ref_out = F.scaled_dot_product_attention(
-        *ref_leaves, attn_mask=additive, scale=_ref_scale(name, None)
+        *ref_leaves, attn_mask=additive, scale=ref_scale(name, None)
     )
     ref_out.nan_to_num(0.0).square().sum().backward()
     for ours, ref in zip(leaves, ref_leaves, strict=True):
@@ -324,7 +237,7 @@ def _linear_reference(q, k, v, *, causal: bool, key_allowed: torch.Tensor | None
 @pytest.mark.parametrize("chunk_size", [None, 1, 3, 64])
 @pytest.mark.parametrize("causal", [False, True])
 def test_linear_equals_kernel_formula(causal, chunk_size):
-    q, k, v = _qkv(torch.float64, L=11)
+    q, k, v = qkv(torch.float64, L=11)
     params = {"causal": causal}
     if chunk_size is not None:
         params["chunk_size"] = chunk_size
@@ -341,7 +254,7 @@ def test_linear_equals_kernel_formula(causal, chunk_size):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 def test_linear_with_key_padding(dtype, causal):
-    q, k, v = _qkv(dtype)
+    q, k, v = qkv(dtype)
     padding = masks.padding([4, 0], L).unsqueeze(1)  # (B, 1, 1, S); item 1 has no key
     ref_out, ref_w = _linear_reference(q, k, v, causal=causal, key_allowed=padding)
     result = attend(q, k, v, "linear", mask=padding, need_weights=True, causal=causal)
@@ -358,7 +271,7 @@ def test_linear_with_key_padding(dtype, causal):
 def test_linear_query_whose_features_all_vanish(dtype, scale):
     """A query of -1000 in every feature has φ(q) = elu(q) + 1 = 0 exactly: its denominator
     is exactly 0 and the formula's row is 0 (no NaN); every other row is unchanged."""
-    q, k, v = _qkv(dtype)
+    q, k, v = qkv(dtype)
     q[0, 1, 4] = -1000.0
     s = 1.0 if scale is None else scale
     ref_out, _ = _linear_reference(q * s, k, v, causal=False, key_allowed=None)
@@ -371,7 +284,7 @@ def test_linear_query_whose_features_all_vanish(dtype, scale):
 @pytest.mark.parametrize("scale", [0.1, 0.3, 3.0])
 def test_linear_scale_is_applied_inside_the_feature_map(scale):
     """scale multiplies q before φ: φ(q·scale), as the formula with q·scale."""
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     ref_out, _ = _linear_reference(q * scale, k, v, causal=False, key_allowed=None)
     out = attend(q, k, v, "linear", scale=scale).output
     torch.testing.assert_close(out, ref_out, atol=1e-10, rtol=0)
@@ -379,7 +292,7 @@ def test_linear_scale_is_applied_inside_the_feature_map(scale):
 
 def test_linear_causal_mask_equals_causal_param():
     """A causal bool mask (alone or with key padding) is the prefix-sum form."""
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     padding = masks.padding([7, 10], L).unsqueeze(1)  # (B, 1, 1, S)
     both = masks.combine(masks.causal(L), padding, how="and")  # (B, 1, L, S)
     ref_out, _ = _linear_reference(q, k, v, causal=True, key_allowed=padding)
@@ -414,7 +327,7 @@ def test_linear_in_chunks_equals_the_formula(monkeypatch, dtype):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_linear_gradients_equal_the_formula_gradients(causal):
-    leaves = [t.requires_grad_() for t in _qkv(torch.float64)]
+    leaves = [t.requires_grad_() for t in qkv(torch.float64)]
     attend(*leaves, "linear", causal=causal, chunk_size=3).output.square().sum().backward()
     ref_leaves = [t.detach().clone().requires_grad_() for t in leaves]
     ref_out, _ = _linear_reference(*ref_leaves, causal=causal, key_allowed=None)
@@ -425,7 +338,7 @@ def test_linear_gradients_equal_the_formula_gradients(causal):
 
 def test_linear_is_an_approximation_of_softmax_attention():
     """Sanity: linear attention is not softmax attention (it is marked inexact)."""
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     linear = attend(q, k, v, "linear").output
     scaled = attend(q, k, v, "scaled", scale=1.0).output
     assert (linear - scaled).abs().max() > 1e-3
@@ -442,13 +355,13 @@ def test_linear_is_an_approximation_of_softmax_attention():
     ids=["local", "random", "float", "float_band"],
 )
 def test_linear_rejects_general_masks(mask):
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     with pytest.raises(ValueError, match="mask"):
         attend(q, k, v, "linear", mask=mask)
 
 
 def test_linear_rejects_dropout():
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     with pytest.raises(ValueError, match="dropout"):
         attend(q, k, v, "linear", dropout_p=0.1)
 
@@ -502,12 +415,12 @@ def test_stable_fp16_fully_masked_row_is_zero():
 @pytest.mark.parametrize("name", COMPARABLE)
 def test_half_precision_matches_float64(name, dtype, need_weights):
     """Every exact variant in half precision stays finite and within half tolerance."""
-    q, k, v = _qkv(dtype)
-    mask = _user_mask("padding", L, L)
+    q, k, v = qkv(dtype)
+    mask = user_mask("padding", L, L)
     params = SMALL_PARAMS.get(name, {})
     result = attend(q, k, v, name, mask=mask, need_weights=need_weights, **params)
-    additive = _reference_mask(name, mask, L, L, params)
-    ref_out, ref_w, has_key = _reference(q, k, v, additive, _ref_scale(name, None))
+    additive = reference_mask(name, mask, L, L, params)
+    ref_out, ref_w, has_key = reference(q, k, v, additive, ref_scale(name, None))
     assert result.output.dtype == dtype
     assert torch.isfinite(result.output).all()
     tol = 2e-2 if dtype == torch.float16 else 6e-2
@@ -522,7 +435,7 @@ def test_half_precision_matches_float64(name, dtype, need_weights):
 
 @pytest.mark.parametrize("name", DROPOUT_VARIANTS)
 def test_dropout_reproducible_with_seed(name):
-    q, k, v = _qkv(torch.float64)
+    q, k, v = qkv(torch.float64)
     params = SMALL_PARAMS.get(name, {})
 
     def run(seed, need_weights=True):
@@ -542,7 +455,7 @@ def test_dropout_reproducible_with_seed(name):
 @pytest.mark.parametrize("name", DROPOUT_VARIANTS)
 def test_dropout_zeroes_a_fraction_p_and_rescales_survivors(name):
     p = 0.3
-    q, k, v = _qkv(torch.float64, lead=(4, 4), L=16)
+    q, k, v = qkv(torch.float64, lead=(4, 4), L=16)
     params = {"window_size": 9} if name == "local" else SMALL_PARAMS.get(name, {})
     if name == "block":
         params = {"block_size": 8}
@@ -561,7 +474,7 @@ def test_dropout_zeroes_a_fraction_p_and_rescales_survivors(name):
 
 @pytest.mark.parametrize("name", DROPOUT_VARIANTS)
 def test_dropout_expectation_equals_undropped_weights(name):
-    q, k, v = _qkv(torch.float64, lead=(1,), L=6)
+    q, k, v = qkv(torch.float64, lead=(1,), L=6)
     params = SMALL_PARAMS.get(name, {})
     plain = attend(q, k, v, name, need_weights=True, **params)
     gen = torch.Generator().manual_seed(1)
@@ -578,33 +491,14 @@ def test_dropout_expectation_equals_undropped_weights(name):
 
 # --- efficiency: memory budget and allocations -------------------------------------------
 
-BIG_L = 4096
-SMALL_BUDGET = 64 * 2**20  # far below 2 · L × L · 4 bytes = 128 MiB at L = 4096
-EFFICIENT = {
-    "local": {"window_size": 8},
-    "linear": {},
-    # E != Ev here, so chunked runs its explicit online softmax: tiles of 256 × 1024
-    "chunked": {"chunk_size": 256, "key_chunk_size": 1024},
-    "block": {"block_size": 64},
-    "strided": {"stride": 16},  # E != Ev here: SDPA's math path forms L·S/stride scores
-}
-DENSE = ["stable", "random", "combined"]
-
-
-def _largest_allocation(fn) -> int:
-    """Largest memory a single profiled op holds (bytes), on CPU."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    return max(max(e.cpu_memory_usage, 0) for e in prof.events())
-
 
 @pytest.mark.parametrize("name", sorted(EFFICIENT))
 def test_efficient_variants_fit_a_small_budget_at_L_4096(name):
-    q, k, v = _qkv(torch.float32, lead=(1, 1), L=BIG_L)
+    q, k, v = qkv(torch.float32, lead=(1, 1), L=BIG_L)
     params = EFFICIENT[name]
     estimate = estimate_memory(name, batch=1, heads=1, L=BIG_L, E=E, **params)
     assert estimate < SMALL_BUDGET
-    largest = _largest_allocation(
+    largest = largest_allocation(
         lambda: attend(q, k, v, name, memory_budget=SMALL_BUDGET, **params)
     )
     full_matrix = BIG_L * BIG_L * 4
@@ -627,7 +521,7 @@ def test_efficient_variants_fit_a_small_budget_at_L_4096(name):
 
 @pytest.mark.parametrize("name", DENSE)
 def test_dense_variants_refuse_a_small_budget_at_L_4096(name):
-    q, k, v = _qkv(torch.float32, lead=(1, 1), L=BIG_L)
+    q, k, v = qkv(torch.float32, lead=(1, 1), L=BIG_L)
     assert estimate_memory(name, batch=1, heads=1, L=BIG_L, E=E) > SMALL_BUDGET
     with pytest.raises(MemoryBudgetError):
         attend(q, k, v, name, memory_budget=SMALL_BUDGET)
@@ -637,20 +531,20 @@ def test_dense_variants_refuse_a_small_budget_at_L_4096(name):
 def test_refused_call_allocates_nothing_over_the_budget(name):
     """The budget guards the allocation itself: a refused call must not first allocate
     more than the budget it is refusing to exceed."""
-    q, k, v = _qkv(torch.float32, lead=(1, 1), L=BIG_L)
+    q, k, v = qkv(torch.float32, lead=(1, 1), L=BIG_L)
     budget = 16 * 2**20
 
     def refused():
         with pytest.raises(MemoryBudgetError):
             attend(q, k, v, name, memory_budget=budget)
 
-    largest = _largest_allocation(refused)
+    largest = largest_allocation(refused)
     assert largest <= budget, f"{name} allocated {largest / 2**20:.0f} MiB before refusing"
 
 
 @pytest.mark.parametrize("name", ["scaled", "basic"])
 def test_weights_over_budget_raise_with_sizes(name):
-    q, k, v = _qkv(torch.float32, lead=(1, 1), L=BIG_L)
+    q, k, v = qkv(torch.float32, lead=(1, 1), L=BIG_L)
     with pytest.raises(MemoryBudgetError, match=r"4096.*MiB"):
         attend(q, k, v, name, need_weights=True, memory_budget=SMALL_BUDGET)
     assert issubclass(MemoryBudgetError, ValueError)

@@ -19,6 +19,20 @@ TIMEOUT_S = 30
 CANVAS_COMPONENT = "attention_lab.heatmap"
 
 
+QUOTE_SLACK = 0.6
+"""A figure a text quotes to k decimals holds when the measurement is within 0.6 units of its
+last digit: half a unit for the rounding, a tenth more for the CPU's arithmetic (bfloat16,
+int4 and float32 sums differ in their last bits between instruction sets and thread counts)."""
+
+
+def quoted_near(measured: float, quoted: str) -> bool:
+    """Whether the text's figure ``quoted`` (``"0.7"``, ``"-0.4"``, ``"4.22"``, ``"1,500"``)
+    holds for ``measured`` on this machine, within :data:`QUOTE_SLACK` of its last digit."""
+    digits = quoted.replace(",", "")
+    decimals = len(digits.split(".", 1)[1]) if "." in digits else 0
+    return abs(measured - float(digits)) <= QUOTE_SLACK * 10.0**-decimals
+
+
 def fresh_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``code`` (with ``args`` in ``sys.argv[1:]``) in a fresh interpreter from the
     repository root, so that nothing this test process imported counts.

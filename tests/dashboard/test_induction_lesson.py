@@ -3,7 +3,12 @@
 figure the lesson quotes (dashboard/locales/*/watch.json, "look_for") comes from one of
 these runs.
 
-Measured here: one layer reaches 100 % at L = 4 (step 20) and L = 5 (step 40), and at
+The lesson quotes only what holds on every CPU: training is chaotic enough that float32 sums
+in another order (another instruction set, another thread count) move these curves by a few
+points. One CPU measured 97 % and a fall back to 88 %, another 98 % and 91 %: the text says
+"pass 95 %" and "fall back below 95 %", and the tests check those bounds.
+
+Measured on the first: one layer reaches 100 % at L = 4 (step 20) and L = 5 (step 40), and at
 L = 6–7 by step 190 (the first part's length h takes one or two values there, so positions
 give the key away); at L = 8 one layer ends at 69 % (peak 78 %) and two layers at 97 %
 (99.6 % at step 180); at L = 16 one layer ends at 36 %, two at 99.8 %. Two layers trained
@@ -25,6 +30,8 @@ from tests.dashboard.conftest import APP_PATH
 PAGE_THREADS = 1  # the page trains on one thread (dashboard/data/training.py)
 LESSON_MIN_LEN = 8
 LONG_STEPS = 1500
+TWO_LAYERS_PASS = 0.95  # "two pass 95 %" at L = 8; trained long they "fall back below 95 %"
+ONE_LAYER_L16_BELOW = 0.40  # "at L = 16, under 40 %"
 
 
 def _accuracies(seq_len: int, layers: int, steps: int = 300, lr: float = 0.01) -> list:
@@ -63,13 +70,13 @@ def test_at_l_8_one_layer_ends_near_70_and_two_near_97_percent():
     two = _accuracies(LESSON_MIN_LEN, layers=2)
     assert round(one[-1][1], 1) == 0.7  # "near 70 %"
     assert max(a for _, a in one) < 0.8
-    assert round(two[-1][1], 2) == 0.97  # "about 97 %"
+    assert two[-1][1] > TWO_LAYERS_PASS  # "two pass 95 %"
 
 
 def test_at_l_16_the_gap_grows():
     one = _accuracies(16, layers=1)[-1][1]
     two = _accuracies(16, layers=2)[-1][1]
-    assert round(one, 2) == 0.36 and two >= 0.99  # "about 36 % against nearly 100 %"
+    assert one < ONE_LAYER_L16_BELOW and two >= 0.99  # "under 40 % against nearly 100 %"
 
 
 def test_two_layers_trained_long_at_0_01_do_not_stay_at_their_peak():
@@ -77,8 +84,9 @@ def test_two_layers_trained_long_at_0_01_do_not_stay_at_their_peak():
     peak = max(range(len(history)), key=lambda i: history[i][1])
     assert history[peak][1] >= 0.99
     low = min(a for _, a in history[peak:])
-    assert round(low, 2) == 0.88  # "fall back to about 88 %"
-    assert history[-1][1] > low + 0.05  # "and climb again"
+    assert low < TWO_LAYERS_PASS  # "fall back below 95 %"
+    dip = next(i for i in range(peak, len(history)) if history[i][1] < TWO_LAYERS_PASS)
+    assert max(a for _, a in history[dip:]) >= TWO_LAYERS_PASS  # "and climb again"
 
 
 def test_two_layers_at_0_003_stay_near_100_percent():
@@ -92,15 +100,14 @@ QUOTED = (
     "L = 8",
     "300",
     "70%",
-    "97%",
+    "95%",
     "L = 16",
-    "36%",
+    "40%",
     "L = 4–5",
     "L = 6–7",
     "100%",
     "20",
     "1,500",
-    "88%",
     "0.01",
     "0.003",
 )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.runtime import threads
 from tests.dashboard.conftest import fresh_python
 
 RACE_PROBE = """import threading, traceback
