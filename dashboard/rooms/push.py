@@ -113,7 +113,7 @@ def streamlit_waker(session_id: str, delay_s: float = 0.0) -> bool:
             loop.call_later, delay_s, lambda: session.request_rerun(session._client_state)
         )
         return True
-    except (AttributeError, RuntimeError) as err:
+    except Exception as err:  # noqa: BLE001 - any change of Streamlit's internals: poll instead
         if not _warned.is_set():
             _warned.set()
             _LOG.warning("rooms: cannot wake followers (%s); they follow by polling", err)

@@ -16,9 +16,13 @@ burst. The second hand-off is left as it is: setting the flush event directly on
 made thirty learners opening the landing page at once 0.3-0.8 s slower, measured side by
 side with ``bench.load --mode landing`` (why was not pinned down).
 
-This reaches into Streamlit 1.67's runtime. When the method is not there, nothing is
-replaced and the server's log says so once. ``ATTENTION_LAB_NO_COALESCE=1`` leaves
-Streamlit's own hand-off in place; :func:`uninstall` puts it back.
+This replaces a private method of Streamlit 1.67's runtime for every message of every
+session, so it is **off unless switched on**: ``ATTENTION_LAB_COALESCE=1`` installs it (a
+room of thirty followers in one process reached the 1 s follow goal with it, 1.69 s at p95
+without); by default Streamlit's own hand-off runs. When the method is not there, nothing
+is replaced and the server's log says so once; :func:`uninstall` puts it back. CONTRIBUTING's
+table of private calls names the test that fails when the method changes
+(``tests/dashboard/test_streamlit_internals.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-OFF_ENV = "ATTENTION_LAB_NO_COALESCE"
+ON_ENV = "ATTENTION_LAB_COALESCE"
 _LOG = logging.getLogger(__name__)
 _install_lock = threading.Lock()
 _originals: dict[str, Callable] = {}
@@ -110,9 +114,9 @@ def coalesced_call_soon(session, callback: Callable[[], None]) -> None:
 
 
 def enabled() -> bool:
-    """Whether :func:`install` replaces Streamlit's hand-off (``ATTENTION_LAB_NO_COALESCE``
-    unset or ``0``)."""
-    return os.environ.get(OFF_ENV, "0") in ("", "0")
+    """Whether :func:`install` replaces Streamlit's hand-off: only with
+    ``ATTENTION_LAB_COALESCE=1``."""
+    return os.environ.get(ON_ENV, "0") == "1"
 
 
 def install() -> bool:

@@ -62,8 +62,9 @@ def page_start(page: str) -> PageStart:
 
 
 def before_page(start: PageStart) -> None:
-    """At the start of every run: hand messages to the event loop once per burst (installed
-    once per process, :func:`dashboard.runtime.delivery.install`), pin the allocator's
+    """At the start of every run: hand messages to the event loop once per burst when
+    ``ATTENTION_LAB_COALESCE=1`` says so (installed once per process,
+    :func:`dashboard.runtime.delivery.install`; off by default), pin the allocator's
     threshold once the process is large (:func:`dashboard.runtime.memory.pin_when_large`),
     keep torch's profiler quiet, and start the torch thread when ``start`` says so.
 

@@ -17,132 +17,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.browser import CHART_SELECTOR, streamlit_server, wait_idle
-from tests.browser.test_pages import open_page, page_url, wait_painted
+from bench.browser import streamlit_server, wait_idle
+from tests.browser.helpers import chart_problems, open_charted, page_url
 
 pytestmark = pytest.mark.browser
 
-SLACK_PX = 1.5  # Vega's text bounds are estimates; a pixel of anti-aliasing is not a cut
-MIN_GAP_PX = 3.0  # between two values printed side by side in a matrix: about a space
-CHART_WAIT_MS = 60_000  # a page at its extremes computes for a while before its first chart
-SLOW_PAGE_MS = 240_000
-
-# Every Vega chart on the page: its text items (absolute bounds in the chart's own pixels)
-# checked against the drawn box (the canvas or SVG, cut by the chart's slot), the title
-# against the legend, and each text mark's items against each other.
-FIT_JS = """([slack, minGap]) => {
-  const isView = (o) => o && typeof o === 'object' && typeof o.scenegraph === 'function'
-    && typeof o.runAsync === 'function';
-  function findView(el) {
-    const seen = new Set();
-    function scan(obj, depth) {
-      if (!obj || typeof obj !== 'object' || depth > 3 || seen.has(obj)) return null;
-      seen.add(obj);
-      if (isView(obj)) return obj;
-      for (const key of Object.keys(obj)) {
-        let found = null;
-        try { found = scan(obj[key], depth + 1); } catch (e) { found = null; }
-        if (found) return found;
-      }
-      return null;
-    }
-    for (const node of [el, ...el.querySelectorAll('*')]) {
-      const fiberKey = Object.keys(node).find((k) => k.startsWith('__reactFiber'));
-      let fiber = fiberKey ? node[fiberKey] : null;
-      for (let up = 0; fiber && up < 30; up++, fiber = fiber.return) {
-        for (let hook = fiber.memoizedState, i = 0; hook && i < 60; hook = hook.next, i++) {
-          const view = scan(hook.memoizedState, 0);
-          if (view) return view;
-        }
-      }
-    }
-    return null;
-  }
-  function texts(view) {
-    const out = [];
-    const origin = view._origin || [0, 0];
-    function visit(mark, ox, oy, inLegend) {
-      const legend = inLegend || mark.role === 'legend';
-      for (const item of mark.items || []) {
-        if (mark.marktype === 'text') {
-          const text = Array.isArray(item.text) ? item.text.join(' ') : String(item.text ?? '');
-          const b = item.bounds;
-          if (text.trim() && b && b.x2 > b.x1 && item.opacity !== 0) {
-            out.push({text, role: mark.role, legend, mark: mark,
-                      x1: b.x1 + ox, x2: b.x2 + ox, y1: b.y1 + oy, y2: b.y2 + oy});
-          }
-        }
-        for (const child of item.items || []) {
-          if (child && child.marktype !== undefined) {
-            visit(child, ox + (item.x || 0), oy + (item.y || 0), legend);
-          }
-        }
-      }
-    }
-    visit(view.scenegraph().root, origin[0], origin[1], false);
-    return out;
-  }
-  const meet = (a, b, px) => Math.min(a.x2, b.x2) - Math.max(a.x1, b.x1) > px
-    && Math.min(a.y2, b.y2) - Math.max(a.y1, b.y1) > px;
-  const charts = Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'));
-  return charts.map((el, index) => {
-    const surface = el.querySelector('canvas, svg');
-    const shown = surface ? surface.getBoundingClientRect() : null;
-    if (!shown || shown.width === 0 || !el.offsetParent) return {index, hidden: true};
-    const view = findView(el);
-    if (!view) return {index, noView: true};
-    // the slot Streamlit lays the chart out in: a wider drawing spills over its neighbours
-    // and is cut at the window's edge
-    const slot = el.closest('[data-testid="stElementContainer"]') || el;
-    const cut = slot.getBoundingClientRect();
-    // the size Vega laid the chart out at; the page may show it squeezed into its column
-    const natural = surface.tagName === 'svg' ? parseFloat(surface.getAttribute('width'))
-      : (parseFloat(surface.style.width) || surface.width / devicePixelRatio);
-    const sx = shown.width / natural;
-    const box = {x1: (Math.max(shown.left, cut.left) - shown.left) / sx,
-                 x2: (Math.min(shown.right, cut.right) - shown.left) / sx,
-                 y1: Math.max(shown.top, cut.top) - shown.top,
-                 y2: Math.min(shown.bottom, cut.bottom) - shown.top};
-    const all = texts(view);
-    const title = all.filter((t) => t.role === 'title-text').map((t) => t.text).join(' ');
-    const problems = [];
-    if (Math.abs(shown.width - natural) > slack) {
-      problems.push(`drawn ${shown.width.toFixed(0)} px wide but laid out at `
-        + `${natural.toFixed(0)} px: squeezed, its text and cells narrowed`);
-    }
-    for (const t of all) {
-      if (t.x1 < box.x1 - slack || t.x2 > box.x2 + slack
-          || t.y1 < box.y1 - slack || t.y2 > box.y2 + slack) {
-        problems.push(`clipped ${t.role} ${JSON.stringify(t.text)}: x ${t.x1.toFixed(0)}..`
-          + `${t.x2.toFixed(0)}, y ${t.y1.toFixed(0)}..${t.y2.toFixed(0)} outside the box `
-          + `${box.x1.toFixed(0)}..${box.x2.toFixed(0)} x ${box.y1.toFixed(0)}..`
-          + `${box.y2.toFixed(0)}`);
-      }
-    }
-    const titles = all.filter((t) => t.role === 'title-text' || t.role === 'title-subtitle');
-    for (const t of titles) {
-      for (const l of all.filter((x) => x.legend)) {
-        if (meet(t, l, 0)) problems.push(`title ${JSON.stringify(t.text)} runs into the legend `
-          + `text ${JSON.stringify(l.text)}`);
-      }
-    }
-    const cellText = all.filter((t) => t.role === 'mark');
-    for (let i = 0; i < cellText.length; i++) {
-      for (let j = i + 1; j < cellText.length; j++) {
-        const a = cellText[i], b = cellText[j];
-        const gap = Math.max(a.x1, b.x1) - Math.min(a.x2, b.x2);
-        const sameRow = Math.min(a.y2, b.y2) - Math.max(a.y1, b.y1) > 0;
-        if (a.mark === b.mark && sameRow && gap < minGap) {
-          problems.push(`values ${JSON.stringify(a.text)} and ${JSON.stringify(b.text)} `
-            + `${gap < 0 ? 'overlap' : 'touch'} (${gap.toFixed(1)} px apart)`);
-          i = cellText.length;
-          break;
-        }
-      }
-    }
-    return {index, title, problems};
-  });
-}"""
 
 # Each page at settings that stretch its charts: many heads, long sequences, the widest
 # head dimension, many variants and layers.
@@ -165,35 +44,6 @@ EXTREMES = {
     ),
     "practice": "practice.seq_len=512&practice.d_model=256&practice.heads=16",
 }
-
-
-def chart_problems(page) -> list[str]:
-    """Every fit problem of every visible Vega chart on ``page``, as readable lines.
-
-    Raises:
-        AssertionError: when a visible chart's Vega view cannot be found.
-    """
-    page.wait_for_timeout(500)  # Vega lays out after the element appears
-    reports = page.evaluate(FIT_JS, [SLACK_PX, MIN_GAP_PX])
-    missing = [r["index"] for r in reports if r.get("noView")]
-    assert not missing, f"no Vega view found for charts {missing}: the check cannot measure them"
-    return [
-        f"chart {r['index']} ({r['title']!r}): {problem}"
-        for r in reports
-        if not r.get("hidden")
-        for problem in r["problems"]
-    ]
-
-
-def open_charted(page, url: str) -> None:
-    """Open ``url`` and wait for what the page really draws, a Vega chart or a canvas heatmap
-    (:data:`CHART_SELECTOR`), painted; a page that never draws one fails here (Playwright's
-    timeout)."""
-    open_page(page, url)
-    wait_idle(page, timeout_ms=SLOW_PAGE_MS)  # the decoder loads its model on a first visit
-    page.wait_for_selector(CHART_SELECTOR, timeout=CHART_WAIT_MS)
-    wait_idle(page)
-    wait_painted(page)
 
 
 def test_check_flags_deliberately_clipped_charts(browser, tmp_path_factory):

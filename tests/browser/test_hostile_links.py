@@ -18,13 +18,12 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser import wait_idle
-from tests.dashboard.test_dashboard_bad_input import HOSTILE, HOSTILE_HOST
+from tests.browser.helpers import CODE_JS, HREFS_JS, foreign_hrefs
+from tests.hostile import HOSTILE, HOSTILE_HOST
 
 pytestmark = pytest.mark.browser
 
 PAINT_TIMEOUT_MS = 30_000
-HREFS_JS = "() => Array.from(document.querySelectorAll('a')).map(a => a.getAttribute('href'))"
-CODE_JS = "() => Array.from(document.querySelectorAll('code')).map(c => c.textContent)"
 SHOWN_PREFIX = 12  # a long value is cut in the notice: its start must be shown
 
 
@@ -36,20 +35,6 @@ def hostile_links() -> list[tuple[str, str]]:
         d_ks = f"32,{HOSTILE[name]}"
         links.append((f"scaling?scaling.d_ks={quote(d_ks)}", d_ks))
     return links
-
-
-def foreign_hrefs(hrefs: list[str | None], base: str) -> list[str]:
-    """The hrefs that leave the app: anything but an in-page ``#`` anchor or a URL on the
-    app's own scheme, host and port."""
-    own = urlsplit(base)
-    foreign = []
-    for href in hrefs:
-        if href is None or href.startswith("#"):
-            continue
-        parts = urlsplit(href)
-        if (parts.scheme, parts.netloc) != (own.scheme, own.netloc):
-            foreign.append(href)
-    return foreign
 
 
 def test_hostile_links_show_no_foreign_link_and_fetch_nothing_from_it(server, page):

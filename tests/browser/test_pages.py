@@ -2,7 +2,7 @@
 
 For each page, in one visit per (page, language): it loads with no exception or error box,
 every chart is painted (canvas pixels, not only the element), a screenshot is written, the
-heading speaks the language, and no chart's text is cut off (``test_chart_fit.chart_problems``);
+heading speaks the language, and no chart's text is cut off (``helpers.chart_problems``);
 moving a slider with the keyboard changes a chart; the 中文 switch shows Chinese; a copied
 link reproduces the controls.
 """
@@ -14,52 +14,24 @@ import re
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from bench.browser import CHART_SELECTOR, chart_signatures, page_names, painted_fraction, wait_idle
+from bench.browser import CHART_SELECTOR, chart_signatures, wait_idle
+from tests.browser.helpers import (
+    PAGES,
+    PAINT_TIMEOUT_MS,
+    assert_no_errors,
+    chart_problems,
+    open_page,
+    page_url,
+    wait_painted,
+)
 
 pytestmark = pytest.mark.browser
 
-PAGES = page_names()
 CJK = re.compile(r"[\u4e00-\u9fff]")
 MIN_PAINTED = 0.005
-PAINT_TIMEOUT_MS = 30_000
 SLIDER = '[data-testid="stSlider"] input[type="range"]'
 SLIDER_WAIT_MS = 20_000
 MAX_SLIDERS_TRIED = 4
-
-
-def page_url(base: str, name: str, query: str = "") -> str:
-    path = "" if name == PAGES[0] else name
-    return f"{base}/{path}" + (f"?{query}" if query else "")
-
-
-def open_page(page, url: str) -> None:
-    """Go to ``url`` and wait until the page's first run has drawn its title and finished
-    (right after ``goto`` the app reads as "not running" before that run has started)."""
-    page.goto(url)
-    page.wait_for_selector("h1", timeout=PAINT_TIMEOUT_MS)
-    wait_idle(page)
-
-
-def wait_painted(page) -> list[float]:
-    """Wait until Vega has drawn every chart; return each chart's painted pixel fraction."""
-    page.wait_for_function(
-        """(sel) => Array.from(document.querySelectorAll(sel)).every(el => {
-            const c = el.querySelector('canvas'); const s = el.querySelector('svg');
-            return (c && c.width > 0) || (s && s.querySelectorAll('path, rect').length > 3);
-        })""",
-        arg=CHART_SELECTOR,
-        timeout=PAINT_TIMEOUT_MS,
-    )
-    page.wait_for_timeout(300)
-    return painted_fraction(page)
-
-
-def assert_no_errors(page) -> None:
-    exceptions = page.locator('[data-testid="stException"]')
-    assert exceptions.count() == 0, exceptions.first.inner_text()
-    errors = page.locator('[data-testid="stAlertContentError"]')
-    assert errors.count() == 0, errors.first.inner_text()
-    assert not page.errors, page.errors
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -81,8 +53,6 @@ def test_page_loads_paints_speaks_and_fits(server, page, screenshot_dir, name, l
         assert CJK.search(heading), f"no Chinese in the {name} heading: {heading!r}"
     else:
         assert not CJK.search(heading), f"Chinese in the English {name} heading: {heading!r}"
-    from tests.browser.test_chart_fit import chart_problems
-
     problems = chart_problems(page)
     assert not problems, "\n".join(problems)
 

@@ -23,8 +23,8 @@ import pytest
 
 from bench.browser import REPO_ROOT, free_port, streamlit_server, wait_idle
 from bench.repaint import SLIDER
-from tests.browser.test_hostile_links import CODE_JS, HREFS_JS, foreign_hrefs
-from tests.dashboard.test_dashboard_bad_input import HOSTILE
+from tests.browser.helpers import CODE_JS, HREFS_JS, foreign_hrefs
+from tests.hostile import HOSTILE
 
 pytestmark = pytest.mark.browser
 

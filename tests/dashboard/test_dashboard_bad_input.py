@@ -20,6 +20,7 @@ import pytest
 from dashboard.literal import VALUE_MAX_LEN, literal
 from dashboard.views import PAGES
 from tests.dashboard.conftest import drew_chart, open_app
+from tests.hostile import HOSTILE, HOSTILE_HOST
 
 LONG = "9" * 5000
 SCRIPT = "<script>alert(1)</script>"
@@ -257,18 +258,6 @@ def test_every_control_of_a_page_tampered_at_once(page, garbage):
 # in a link, is shown back as literal text only. Streamlit's markdown turns http(s)://, www. and
 # name@host forms into live links wherever they sit in a text node (even backslash-escaped), so
 # outside inline code spans no such form may remain; the value itself must still be shown.
-HOSTILE = {
-    "http-url": "http://evil.example/x",
-    "https-url": "https://evil.example/x",
-    "markdown-link": "[click](http://evil.example/x)",
-    "markdown-image": "![logo](https://evil.example/x.png)",
-    "img-tag": '<img src="http://evil.example/x.png">',
-    "www-name": "www.evil.example",
-    "javascript-url": "[x](javascript:alert(1))",
-    "email": "mail@evil.example",
-    "angle-autolink": "<https://evil.example/x>",
-}
-HOSTILE_HOST = "evil.example"
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 BACKSLASH_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 LINKABLE = {

@@ -112,8 +112,8 @@ def test_many_threads_on_a_real_loop_each_callback_once_in_each_threads_order():
             assert [i for n, i in ran if n == name] == list(range(300))
 
 
-def test_the_switch_leaves_streamlits_hand_off(monkeypatch):
-    monkeypatch.setenv(delivery.OFF_ENV, "1")
+def test_by_default_streamlits_hand_off_stays(monkeypatch):
+    monkeypatch.delenv(delivery.ON_ENV, raising=False)
     monkeypatch.setattr(delivery, "_originals", {})
     assert not delivery.enabled()
     assert delivery.install() is False
@@ -122,7 +122,7 @@ def test_the_switch_leaves_streamlits_hand_off(monkeypatch):
 def test_install_replaces_the_hand_off_once_and_uninstall_puts_it_back(monkeypatch):
     from streamlit.runtime.app_session import AppSession
 
-    monkeypatch.delenv(delivery.OFF_ENV, raising=False)
+    monkeypatch.setenv(delivery.ON_ENV, "1")
     monkeypatch.setattr(delivery, "_originals", {})
     before = AppSession._call_soon_on_event_loop
     try:
@@ -134,7 +134,7 @@ def test_install_replaces_the_hand_off_once_and_uninstall_puts_it_back(monkeypat
     assert AppSession._call_soon_on_event_loop is before
 
 
-@pytest.mark.parametrize("raw, on", [("", True), ("0", True), ("1", False), ("yes", False)])
+@pytest.mark.parametrize("raw, on", [("", False), ("0", False), ("1", True), ("yes", False)])
 def test_the_switch_reads_the_environment(monkeypatch, raw, on):
-    monkeypatch.setenv(delivery.OFF_ENV, raw)
+    monkeypatch.setenv(delivery.ON_ENV, raw)
     assert delivery.enabled() is on

@@ -28,7 +28,7 @@ from dashboard.rooms.store import (
     View,
 )
 from tests.dashboard.conftest import open_app
-from tests.dashboard.test_dashboard_bad_input import HOSTILE
+from tests.hostile import HOSTILE
 
 # ---------------------------------------------------------------- codes
 

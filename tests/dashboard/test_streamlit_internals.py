@@ -1,0 +1,105 @@
+"""Every private part of Streamlit the house leans on, as the pinned Streamlit 1.67 has it.
+
+Each test here is a row of CONTRIBUTING's table of private calls: after a Streamlit upgrade,
+the one that fails names the module that must change with it. They read Streamlit's classes
+and config (no server): the fast tier runs them.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from streamlit import config as st_config
+from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.runtime import Runtime
+from streamlit.runtime.session_manager import ActiveSessionInfo, SessionManager
+
+from dashboard.rooms import push
+from dashboard.runtime import delivery
+
+
+def _parameters(function) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def test_the_hand_off_delivery_replaces_takes_one_callback_for_the_event_loop():
+    """``runtime/delivery.py`` (with ``ATTENTION_LAB_COALESCE=1``) swaps
+    ``AppSession._call_soon_on_event_loop(self, callback)`` for its coalescing copy, which
+    must take the same arguments and end in the session's ``_event_loop``."""
+    assert _parameters(AppSession._call_soon_on_event_loop) == ["self", "callback"]
+    assert len(_parameters(delivery.coalesced_call_soon)) == 2  # (session, callback)
+    source = inspect.getsource(AppSession._call_soon_on_event_loop)
+    assert "self._event_loop.call_soon_threadsafe(callback)" in source
+
+
+def test_the_wake_up_reaches_a_session_as_push_expects():
+    """``rooms/push.py``: ``Runtime._session_mgr`` (a ``SessionManager``), its
+    ``get_active_session_info(session_id)`` giving an ``ActiveSessionInfo`` with ``.session``,
+    and the session's ``_event_loop``, ``_client_state`` and ``request_rerun(client_state)``."""
+    assert "self._session_mgr" in inspect.getsource(Runtime.__init__)
+    assert _parameters(SessionManager.get_active_session_info) == ["self", "session_id"]
+    assert "session" in {field.name for field in ActiveSessionInfo.__dataclass_fields__.values()}
+    init = inspect.getsource(AppSession.__init__)
+    assert "self._event_loop" in init and "self._client_state" in init
+    assert _parameters(AppSession.request_rerun) == ["self", "client_state"]
+
+
+def test_a_wake_up_that_meets_other_internals_falls_back_to_polling(monkeypatch, caplog):
+    """Any failure inside Streamlit's internals (a ``TypeError`` from a changed signature
+    too) wakes nobody, is logged once, and leaves followers to their poll."""
+    from streamlit import runtime
+
+    class ChangedManager:
+        def get_active_session_info(self, session_id, extra):  # a new required argument
+            raise AssertionError("not reached")
+
+    class ChangedRuntime:
+        _session_mgr = ChangedManager()
+
+    monkeypatch.setattr(runtime, "get_instance", lambda: ChangedRuntime())
+    monkeypatch.setattr(push, "_warned", type(push._warned)())
+    with caplog.at_level("WARNING", logger=push.__name__):
+        assert push.streamlit_waker("a-session") is False
+        assert push.streamlit_waker("another") is False
+    warnings = [r for r in caplog.records if "follow by polling" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_the_hidden_post_script_gc_option_exists():
+    """``.streamlit/config.toml`` sets ``runner.postScriptGC = false``, an option Streamlit
+    does not list in its docs (a full collection after every run of every session)."""
+    assert "runner.postScriptGC" in st_config._config_options_template
+
+
+def test_cache_resource_keys_a_function_by_module_qualname_and_source():
+    """``dashboard/replay.py`` gives every recorder the module and qualified name of the
+    section it draws, since all recorders share one source: Streamlit's cache key must still
+    be made of those three (``_make_function_key``)."""
+    from streamlit.runtime.caching import cache_utils
+
+    source = inspect.getsource(cache_utils._make_function_key)
+    for part in ("__module__", "__qualname__", "getsource"):
+        assert part in source, part
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "BackMsg_pb2.BackMsg.rerun_script",
+        "ClientState_pb2.ClientState.page_name",
+        "ClientState_pb2.ClientState.query_string",
+        "ClientState_pb2.ClientState.widget_states",
+        "ForwardMsg_pb2.ForwardMsg.script_finished",
+        "ForwardMsg_pb2.ForwardMsg.new_session",
+        "ForwardMsg_pb2.ForwardMsg.delta",
+    ],
+)
+def test_the_websocket_messages_the_stream_client_speaks(name):
+    """``bench/stream_client.py`` speaks Streamlit's frontend protocol with the protobufs
+    shipped in ``streamlit.proto``: these messages and fields must be there."""
+    import importlib
+
+    module_name, message_name, field = name.split(".")
+    message = getattr(importlib.import_module(f"streamlit.proto.{module_name}"), message_name)
+    assert field in message.DESCRIPTOR.fields_by_name
