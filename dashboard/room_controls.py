@@ -106,6 +106,7 @@ def room_link(page: str) -> RoomLink:
     Returns:
         The room code and the server id of the link.
     """
+    presenter.presenter_key()  # made, and printed when generated, as the first page opens
     code = state.read(ROOM_KEY, "", parse_room_code)
     if not code:
         if ROOM_KEY in st.query_params:  # a refused code: its notice shows it, the URL drops it

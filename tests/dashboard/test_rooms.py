@@ -373,3 +373,18 @@ def test_a_link_from_a_server_that_ended_says_the_room_has_ended():
     assert not at.exception
     assert "The room has ended" in all_text(at)
     assert at.slider(key="playground.seq_len").value == 16  # their own view
+
+
+def test_a_generated_key_is_printed_when_the_first_page_opens(monkeypatch, capfd):
+    """The README: without a key set, the server makes one when the first page opens and
+    prints it once in its terminal, before anyone types into the key box."""
+    monkeypatch.delenv(presenter.KEY_ENV, raising=False)
+    monkeypatch.setattr(presenter, "_PROCESS", {})
+    monkeypatch.setattr(presenter, "_streamlit_secret", lambda: None)
+    open_app("intuition")
+    printed = capfd.readouterr().err  # before anything here asks for the key
+    key, source = presenter.presenter_key()
+    assert source == "generated"
+    assert f"presenter key for this server run: {key}" in printed
+    open_app("intuition")
+    assert "presenter key" not in capfd.readouterr().err  # once
