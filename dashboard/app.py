@@ -44,7 +44,7 @@ import streamlit as st
 from dashboard import controls, room_controls, state
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, current_lang, t
 from dashboard.runtime import startup, threads
-from dashboard.views import APP_ICON, PAGES, default_page
+from dashboard.views import APP_ICON, PAGES, SECTIONS, default_page
 
 VIEWS_DIR = Path(__file__).parent / "views"
 _PAGES_KEY = "_nav.pages"  # (language, pages, root) of this session: see session_pages
@@ -116,6 +116,17 @@ def session_pages() -> tuple[dict[str, st.Page], st.Page]:
     return kept[1], kept[2]
 
 
+def navigation_sections(pages: dict[str, st.Page], root: st.Page) -> dict[str, list[st.Page]]:
+    """The sidebar's sections (:data:`dashboard.views.SECTIONS`) with their translated labels;
+    the hidden root goes first in the first section."""
+    sections = {
+        t(f"common.nav_{name}"): [pages[page] for page in names] for name, names in SECTIONS
+    }
+    first = next(iter(sections))
+    sections[first].insert(0, root)
+    return sections
+
+
 def link_query() -> dict[str, list[str]]:
     """The query of this run's link as given, every value of a repeated key kept."""
     return {key: st.query_params.get_all(key) for key in st.query_params}
@@ -131,7 +142,7 @@ def main() -> None:
     st.set_page_config(page_title="Attention Lab", page_icon=APP_ICON, layout="wide")
     state.begin_run()
     pages, root = session_pages()
-    page = st.navigation([root, *pages.values()])
+    page = st.navigation(navigation_sections(pages, root), expanded=True)
     if page is root:  # the landing page, or the page a root link from before names
         landing = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
         st.switch_page(pages[landing], query_params=link_query())

@@ -20,6 +20,14 @@ PAGES = (
 )
 """``(file stem, icon)`` of every page, in navigation order; the first is the default. The
 icons are emoji, drawn from the browser's own fonts: nothing is fetched for them."""
+SECTIONS = (
+    ("basics", ("intuition", "playground", "step_by_step", "scaling", "multihead")),
+    ("lab", ("variants", "properties", "gradients", "watch", "practice")),
+    ("real", ("real_model", "decoder", "heads")),
+)
+"""The sidebar's sections (``common.nav_<section>``) and their pages, in :data:`PAGES`' order:
+every page is listed in the open sidebar, the real-model pages among them (a flat list of 13
+hid the last three under "View 3 more")."""
 
 
 def default_page(query_keys: list[str]) -> str:

@@ -84,6 +84,25 @@ def test_keyboard_slider_changes_a_chart(server, page, name):
     assert_no_errors(page)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_page_is_listed_in_the_open_sidebar(server, page, lang):
+    """The sidebar's sections show every page's link at once, the real-model pages too (a flat
+    list of 13 hid the last three under "View 3 more")."""
+    import json
+
+    from bench.browser import REPO_ROOT
+
+    common = json.loads(
+        (REPO_ROOT / "dashboard" / "locales" / lang / "common.json").read_text("utf-8")
+    )
+    open_page(page, page_url(server.url, PAGES[0], f"lang={lang}"))
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    for name in PAGES:
+        link = nav.get_by_text(common[f"page_{name}"], exact=True)
+        assert link.count() == 1 and link.first.is_visible(), name
+    assert nav.get_by_text("View", exact=False).filter(has_text="more").count() == 0
+
+
 def test_language_switch_shows_chinese(server, page):
     open_page(page, page_url(server.url, PAGES[0]))
     assert not CJK.search(page.locator("h1").first.inner_text())
