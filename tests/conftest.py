@@ -1,19 +1,159 @@
-"""Shared test configuration: GPU tests are skipped without CUDA; the SmolLM2 decoder is
-loaded once per session, as the pages load it (4-bit weights) and in float32."""
+"""Shared test configuration: the tiers, GPU tests skipped without CUDA, and the SmolLM2
+decoder loaded once per session, as the pages load it (4-bit weights) and in float32.
+
+**Tiers.** Marks are set here, by folder and by fixture, so a new test lands in its tier
+without anyone remembering to mark it:
+
+* ``browser`` — every test under ``tests/browser/`` (headless Chromium, live servers);
+* ``model`` — a test that reads a real model: it uses one of :data:`MODEL_FIXTURES`, is
+  parametrised with one of :data:`MODEL_PAGES` (a ``page`` argument, or a case whose
+  ``.page`` is one), or sits in a module of :data:`MODEL_MODULES` (the real-model pages'
+  AppTests and the real-model library tests). ``tests/dashboard/conftest.open_app`` fails a
+  test that opens a model page without the mark, so a misfiled test cannot hide in the fast
+  tier;
+* ``slow`` — marked by hand, or in :data:`SLOW_MODULES`;
+* ``gpu`` — marked by hand; skipped without CUDA.
+
+``python -m pytest`` with no arguments is the **fast tier**: it deselects ``browser``,
+``model`` and ``slow`` (and says how many it left out). Name a ``-m`` expression, a path, or
+``--all-tiers`` for more: ``bash scripts/test.sh`` runs every tier with ``--all-tiers``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
 
 from attention_core.pretrained import load_smollm2, smollm2_available
 
+TESTS = Path(__file__).resolve().parent
+LEFT_OUT_OF_FAST = ("browser", "model", "slow")
+MODEL_PAGES = frozenset({"real_model", "decoder", "heads"})
+"""The pages that load a real model (e5-small, MiniLM, SmolLM2)."""
+MODEL_FIXTURES = frozenset(
+    {
+        "decoder32",
+        "decoder4",
+        "page_model",
+        "float_model",
+        "measured",
+        "encoder",
+        "e5",
+        "bf16",
+        "int4_load",
+        "decoder",
+        "model",
+    }
+)
+"""Fixtures that load a real model (here and in the test modules)."""
+MODEL_MODULES = frozenset(
+    {
+        "core/test_decoder.py",
+        "core/test_decoder_bf16.py",
+        "core/test_decoder_int4.py",
+        "core/test_e5.py",
+        "core/test_encoder_heads.py",
+        "core/test_explain.py",
+        "core/test_heads.py",
+        "core/test_pretrained.py",
+        "core/test_probe.py",
+        "core/test_gguf_file.py",
+        "dashboard/test_decoder_page.py",
+        "dashboard/test_decoder_bytes.py",
+        "dashboard/test_decoder_claims.py",
+        "dashboard/test_heads_page.py",
+        "dashboard/test_heads_claims.py",
+        "dashboard/test_heads_click.py",
+        "dashboard/test_heads_e5_page.py",
+        "dashboard/test_heads_e5_claims.py",
+        "dashboard/test_heads_prefetch.py",
+        "dashboard/test_real_model_page.py",
+        "dashboard/test_real_model_e5.py",
+        "dashboard/test_model_view_caption.py",
+        "dashboard/test_shown_scores.py",
+    }
+)
+"""Modules about real models as a whole, relative to ``tests/``."""
+SLOW_MODULES = frozenset({"dashboard/test_induction_lesson.py"})
+"""Modules whose every test trains or measures for seconds."""
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--all-tiers",
+        action="store_true",
+        help="run every tier (browser, model, slow too); without it and without -m or paths, "
+        "`python -m pytest` runs the fast tier",
+    )
+
+
+def _page_params(item) -> set[str]:
+    """The page names a parametrised test is run with (a ``page`` argument, or a case
+    object's ``.page``)."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return set()
+    pages = set()
+    for name, value in callspec.params.items():
+        if name == "page" and isinstance(value, str):
+            pages.add(value)
+        elif isinstance(getattr(value, "page", None), str):
+            pages.add(value.page)
+    return pages
+
+
+def tier_marks(item) -> set[str]:
+    """The tier marks ``item`` gets from its folder, fixtures, parameters and module."""
+    relative = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
+    marks = set()
+    if relative.startswith("browser/"):
+        marks.add("browser")
+    if (
+        MODEL_FIXTURES & set(getattr(item, "fixturenames", ()))
+        or MODEL_PAGES & _page_params(item)
+        or relative in MODEL_MODULES
+    ):
+        marks.add("model")
+    if relative in SLOW_MODULES:
+        marks.add("slow")
+    return marks
+
+
+def _fast_tier(config) -> bool:
+    """No ``-m``, no paths, no ``--all-tiers``: the plain ``python -m pytest``."""
+    if config.getoption("--all-tiers") or config.getoption("markexpr"):
+        return False
+    return config.args_source == pytest.Config.ArgsSource.TESTPATHS
+
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for mark in tier_marks(item):
+            item.add_marker(getattr(pytest.mark, mark))
+    if _fast_tier(config):
+        kept, left = [], []
+        for item in items:
+            (left if any(m in item.keywords for m in LEFT_OUT_OF_FAST) else kept).append(item)
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = kept
     if torch.cuda.is_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs CUDA")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+def pytest_report_header(config):
+    if _fast_tier(config):
+        return (
+            "fast tier: browser, model and slow tests left out "
+            "(bash scripts/test.sh or --all-tiers runs them)"
+        )
+    return None
 
 
 def _smollm2(weights_dtype: str):

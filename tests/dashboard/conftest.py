@@ -53,11 +53,34 @@ def fresh_python(code: str, *args: str, timeout: float = 120) -> subprocess.Comp
     )
 
 
+_RUNNING: dict[str, pytest.Item] = {}
+
+
+@pytest.fixture(autouse=True)
+def _running_test(request):
+    """The test running now, for :func:`open_app`'s tier check."""
+    _RUNNING["item"] = request.node
+    yield
+    _RUNNING.pop("item", None)
+
+
 def open_app(page: str | None = None, **params: str | list[str]) -> AppTest:
     """Run the app once with the given query parameters, on ``views/<page>.py`` if given.
 
     Dots are not valid in keyword names, so pass ``**{"playground.seq_len": "8"}``.
+
+    Raises:
+        pytest.fail: when a test not in the ``model`` tier opens a page that loads a real
+            model (``tests/conftest.py`` says how a test gets the mark).
     """
+    from tests.conftest import MODEL_PAGES
+
+    item = _RUNNING.get("item")
+    if page in MODEL_PAGES and item is not None and "model" not in item.keywords:
+        pytest.fail(
+            f"{item.nodeid} opens the {page} page, which loads a real model: give it a model "
+            "fixture, a page parameter or a place in MODEL_MODULES (tests/conftest.py)"
+        )
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
     for key, value in params.items():
         at.query_params[key] = value
