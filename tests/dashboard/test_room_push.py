@@ -12,6 +12,8 @@ import pytest
 
 from dashboard.rooms import push
 
+FOLLOW_DEADLINE_S = 20  # a woken follower shows a move within a second; polling never runs
+
 
 def test_the_registry_wakes_each_follower_once_and_forgets_the_gone():
     registry = push.FollowerRegistry(max_followers=3)
@@ -80,14 +82,18 @@ def test_a_follower_that_never_polls_follows_the_presenter():
         seen = []
         for step in (1, 1, -1):
             result = await host.move_slider(load_room.MOVED, step)
+            sent = time.monotonic() - result.seconds  # when the move left the presenter
             assert result.ok, result
             # the presenter followed the room before typing the key: never woken by its moves
             assert await runs_started(host, within_s=1.0) == 0
             value = str(int(host.sliders[load_room.MOVED].value[0]))
-            sent = time.monotonic() - result.seconds
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + FOLLOW_DEADLINE_S
             while follower.seen_at(value, sent) is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
+            assert follower.seen_at(value, sent) is not None, (
+                f"move {len(seen) + 1} to {value}: the follower never showed it within "
+                f"{FOLLOW_DEADLINE_S} s; its runs: {follower.finished[-4:]}"
+            )
             seen.append((value, follower.query().get(load_room.MOVED)))
         # each wake-up drew the presenter's view in the run it started, not in a second one
         assert follower.ended_early == 0
