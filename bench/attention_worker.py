@@ -10,6 +10,7 @@ import resource
 import statistics
 import time
 
+from bench import process
 from bench.attention_cases import build_call, inputs
 
 PROBE_NUMEL = 2**22  # the thread-wait probe: a sum of 4M floats (16 MiB), ~0.2 ms on 1 thread
@@ -65,11 +66,10 @@ def _thread_wait_probe() -> tuple[float, float]:
     times: dict[int, list[float]] = {threads: [], 1: []}
     for _ in range(PROBE_ROUNDS):
         for n in times:
-            torch.set_num_threads(n)
-            start = time.perf_counter()
-            x.sum()
-            times[n].append(time.perf_counter() - start)
-    torch.set_num_threads(threads)
+            with process.torch_threads(n):
+                start = time.perf_counter()
+                x.sum()
+                times[n].append(time.perf_counter() - start)
     return statistics.median(times[threads]), statistics.median(times[1])
 
 
@@ -92,8 +92,7 @@ def worker(kinds: list[str], L: int, *, device: str, repeats: int, threads: int 
 
     from attention_core.experiments import measure_peak_bytes
 
-    if threads > 0:
-        torch.set_num_threads(threads)
+    process.set_torch_threads(threads)
     answer: dict[str, dict] = {}
     with torch.inference_mode():
         q, k, v = inputs(L, device)

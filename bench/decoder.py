@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from bench import process
+
 LOAD_GOAL_S = 2.0
 STEP_GOAL_S = 0.050
 FORWARD_GOAL_S = 0.300
@@ -64,8 +66,7 @@ def _child_load(dtype: str, threads: int | None) -> None:
 
     import psutil
 
-    if threads:
-        torch.set_num_threads(threads)
+    process.set_torch_threads(threads)
     from attention_core.pretrained import load_smollm2
 
     wall, cpu = time.perf_counter(), time.process_time()
@@ -177,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child_load:
         _child_load(args.dtype, args.threads)
         return 0
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    process.set_torch_threads(args.threads)
     from attention_core.pretrained import load_smollm2
 
     load_average = os.getloadavg()[0]

@@ -29,6 +29,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from bench import process
+
 KIB = 1024
 MIB = 1 << 20
 LOAD_GOAL_S = 1.0
@@ -229,12 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         "--app", action="store_true", help="also start the dashboard and measure its memory"
     )
     args = parser.parse_args(argv)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    process.set_threads_from_start(args.threads)  # before torch (and OpenMP) start
     import torch
 
     from attention_core import pretrained
 
-    torch.set_num_threads(args.threads)
     rss = {"imports": current_rss_mib()}
     minilm = pretrained.load_minilm() if pretrained.model_available() else None
     with torch.no_grad():

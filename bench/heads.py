@@ -22,6 +22,7 @@ import torch
 
 from attention_core.experiments import heads
 from attention_core.pretrained import load_smollm2
+from bench import process
 from bench.decoder import Timing, round_robin
 
 TOKENS = 64
@@ -41,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    process.set_torch_threads(args.threads)
     int4 = load_smollm2(weights_dtype="int4")
     bf16 = load_smollm2(weights_dtype="bfloat16")
     ids = heads.repeated_tokens(int4, TOKENS // 2, 0)[:TOKENS]

@@ -30,7 +30,8 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from bench.stream_client import FINISHED_OK, StreamSession
-from dashboard.room_controls import KEY_WIDGET, POLL_S
+from dashboard.room_controls import KEY_WIDGET
+from dashboard.room_follow import POLL_S
 
 ROOM = "bench"
 KEY = "bench-presenter-key"

@@ -43,14 +43,16 @@ from attention_core.experiments import (
     train_task,
 )
 from attention_core.experiments.tasks import IGNORE
+from bench import process
 
 STEPS_GOAL_S = 2.0
 FIRST_SNAPSHOT_GOAL_S = 0.5
 SIZES = dict(task="shift", seq_len=16, d_model=32, heads=2, layers=1, steps=300)
 COMPARE_SEEDS = (0, 1, 2)
 READY_ACCURACY = 0.99
-# the page's thread count (dashboard.data.training.TRAINING_THREADS; not imported here, as
-# that module starts streamlit's caches)
+# the page's thread count (dashboard/data/training.py trains and measures under
+# dashboard.runtime.threads.single_threaded; not imported here, as the data layer starts
+# streamlit's caches)
 TRAINING_THREADS = 1
 SMALL_LR = 1e-3
 # sizes whose estimate --estimate checks: the defaults, the scaling preset, a deeper model
@@ -86,10 +88,7 @@ class PlainModel(nn.Module):
 def plain_loop(threads: int | None) -> float:
     """Seconds for 300 steps of :class:`PlainModel` on the trainer's batches."""
     config = TrainingConfig(**SIZES)
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with process.torch_threads(threads):
         start = time.perf_counter()
         torch.manual_seed(0)
         model = PlainModel(config.vocab, config.seq_len, config.d_model, config.heads, 1)
@@ -105,25 +104,25 @@ def plain_loop(threads: int | None) -> float:
             loss.backward()
             optimizer.step()
         return time.perf_counter() - start
-    finally:
-        torch.set_num_threads(before)
 
 
 def trainer(snapshot_every: int) -> float:
     """Seconds for ``train_task`` with the bench sizes."""
-    start = time.perf_counter()
-    train_task(**SIZES, snapshot_every=snapshot_every, threads=TRAINING_THREADS)
-    return time.perf_counter() - start
+    with process.torch_threads(TRAINING_THREADS):
+        start = time.perf_counter()
+        train_task(**SIZES, snapshot_every=snapshot_every)
+        return time.perf_counter() - start
 
 
 def first_snapshot() -> float:
     """Seconds from building the config to the first snapshot of the stream."""
-    start = time.perf_counter()
-    stream = iter_training(TrainingConfig(**SIZES), threads=TRAINING_THREADS)
-    next(stream)
-    elapsed = time.perf_counter() - start
-    stream.close()
-    return elapsed
+    with process.torch_threads(TRAINING_THREADS):
+        start = time.perf_counter()
+        stream = iter_training(TrainingConfig(**SIZES))
+        next(stream)
+        elapsed = time.perf_counter() - start
+        stream.close()
+        return elapsed
 
 
 def measure(repeats: int) -> dict[str, float]:
@@ -227,14 +226,15 @@ def check_estimate() -> None:
     print(f"\n{'run':<58}{'estimate s':>11}{'took s':>9}{'ratio':>7}")
     for sizes in ESTIMATE_SIZES:
         config = TrainingConfig(**sizes)
-        cost = measure_step_cost(config, threads=TRAINING_THREADS)
-        estimate = estimate_training_seconds(config, cost)
-        stream = iter_training(config, threads=TRAINING_THREADS)
-        next(stream)  # the first snapshot, before the loop the estimate covers
-        start = time.perf_counter()
-        for _ in stream:
-            pass
-        took = time.perf_counter() - start
+        with process.torch_threads(TRAINING_THREADS):  # as the page trains and measures
+            cost = measure_step_cost(config)
+            estimate = estimate_training_seconds(config, cost)
+            stream = iter_training(config)
+            next(stream)  # the first snapshot, before the loop the estimate covers
+            start = time.perf_counter()
+            for _ in stream:
+                pass
+            took = time.perf_counter() - start
         label = ", ".join(f"{k} {v}" for k, v in sizes.items())
         print(f"{label:<58}{estimate:>11.2f}{took:>9.2f}{took / estimate:>7.2f}")
 

@@ -28,10 +28,10 @@ How the framework fits together (follow this when adding a page):
   owner, :mod:`dashboard.runtime`: each run is counted by
   :func:`dashboard.runtime.threads.script_run`, which shares the cores between concurrent
   runs, and :mod:`dashboard.runtime.startup` says what happens before and after each page
-  (which pages import torch early, late or never; see its docstring). For a page that needs
-  torch, the sidebar's device line keeps its place under the language switch and is drawn
-  by the page's first :func:`dashboard.controls.current_device` call (listing the devices
-  needs torch, imported meanwhile).
+  (which pages import torch early and which late; see its docstring). The sidebar's device
+  line keeps its place under the language switch and is drawn by the page's first
+  :func:`dashboard.controls.current_device` call (listing the devices needs torch, imported
+  meanwhile).
 """
 
 from __future__ import annotations
@@ -149,15 +149,12 @@ def main() -> None:
     language_switch()  # after the redirect, so that the landed page reads the link's lang
     room = room_controls.room_link(page_name(pages, page))  # room=CODE stays across pages
     room_controls.follow_now(room, pages, page_name(pages, page))  # before the page draws
-    start = startup.page_start(page_name(pages, page))
-    startup.before_page(start)  # torch imported in the background while the page draws
-    if start.needs_torch:
-        controls.reserve_device_line()  # drawn when the page first asks for the device
+    startup.before_page(page_name(pages, page))  # torch imported while the page draws
+    controls.reserve_device_line()  # drawn when the page first asks for the device
     notice_box = st.container()
     room_box, room_sidebar = st.container(), st.sidebar.container()
     page.run()
-    if start.needs_torch:
-        controls.current_device()  # the device line, if the page did not ask for it
+    controls.current_device()  # the device line, if the page did not ask for it
     state.render_notices(notice_box)
     state.finish_run()
     room_controls.room_controls(room, pages, page_name(pages, page), room_sidebar, room_box)
@@ -166,7 +163,7 @@ def main() -> None:
         st.caption(t("common.copy_link_label"))
         st.code(current_url(), language=None, wrap_lines=True)
         st.caption(t("common.copy_link_note"))
-    startup.after_page(start)  # once the page is on its way: freeze, profiler, trim
+    startup.after_page()  # once the page is on its way: freeze, profiler, trim
     room_controls.wake_followers()  # a presenter's new view: the room follows at once
 
 

@@ -1,9 +1,9 @@
-"""Train a tiny attention-only transformer on a synthetic task and watch its heads form.
+"""Train the tiny attention-only transformer on a synthetic task and watch its heads form.
 
-The model: token embeddings, optional learned position embeddings, ``layers`` residual
-blocks ``x = x + MultiHeadSelfAttention(x)`` with any registered variant, and a linear
-readout to the vocabulary, trained with Adam on fresh batches of one of the tasks of
-:mod:`~attention_core.experiments.tasks`. Every ``snapshot_every`` steps (and at step 0 and
+The model and the run's configuration are :mod:`~attention_core.experiments.training_model`;
+this module is the loop: the run is set up (:func:`set_up`: budget, model, probe batch, mask),
+trained with Adam on fresh batches of one of the tasks of
+:mod:`~attention_core.experiments.tasks`, and every ``snapshot_every`` steps (and at step 0 and
 at the end) a :class:`Snapshot` records, on one fixed probe batch, the loss, the accuracy,
 every head's weights averaged over the batch, how much weight each head puts on the correct
 key, and the gradient norms of W_Q, W_K, W_V per layer.
@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from attention_core import masks
-from attention_core.device import check_budget, tensor_bytes
-from attention_core.estimates import estimate_memory
+from attention_core.device import check_budget
 from attention_core.experiments.divergence import (  # noqa: F401 (re-exported)
     DIVERGENCE_FACTOR,
     LOSS_EXPLODED,
@@ -43,140 +40,25 @@ from attention_core.experiments.divergence import (  # noqa: F401 (re-exported)
 )
 from attention_core.experiments.scaling import derived_seed
 from attention_core.experiments.tasks import (
-    CAUSAL_TASKS,
     IGNORE,
-    MAX_SEQ_LEN,
-    MIN_SEQ_LEN,
     TaskBatch,
-    check_task,
     make_batch,
     pattern_match,
     target_pattern,
-    vocab_size,
 )
-from attention_core.modules import MultiHeadSelfAttention
-from attention_core.registry import get_variant
-from attention_core.validation import check_bool, check_float, check_int
+from attention_core.experiments.training_model import (
+    DATA_STREAM,
+    DEFAULT_BATCH,
+    DEFAULT_LR,
+    DEFAULT_SNAPSHOT_EVERY,
+    PROBE_BATCH,
+    PROBE_STREAM,
+    TinyAttentionModel,
+    TrainingConfig,
+    estimate_training_bytes,
+)
 
-MAX_LAYERS = 4
-MAX_HEADS = 16
-MAX_D_MODEL = 512
-MAX_STEPS = 5000
-MAX_BATCH = 1024
-MAX_LR = 1.0
-MAX_SEED = 2**32 - 1
-PROBE_BATCH = 128
-DEFAULT_LR = 1e-2
-DEFAULT_BATCH = 64
-DEFAULT_SNAPSHOT_EVERY = 10
 PROJECTIONS = ("W_Q", "W_K", "W_V")
-# copies per token and model dimension kept for backward in one block (x, q, k, v, attention
-# output, out projection, residual sum: an analytic upper bound); per token and vocabulary
-# entry (logits, softmax, its gradient); per parameter (itself, gradient, Adam's 2 moments)
-ACTIVATIONS_PER_BLOCK, LOGIT_COPIES, PARAMETER_COPIES = 8, 3, 4
-# offsets that derive the data and probe seeds from the run's seed
-DATA_STREAM, PROBE_STREAM, INIT_STREAM = 1, 2, 3
-
-
-@dataclass(frozen=True)
-class TrainingConfig:
-    """Everything that determines a training run; frozen, hashable, validated on creation.
-
-    Attributes:
-        task: one of ``"shift"``, ``"reverse"``, ``"sort"``, ``"induction"``.
-        variant: a registered attention variant.
-        variant_params: the variant's parameters, all of them (defaults filled in), as
-            sorted ``(name, value)`` pairs.
-        scaled: ``None`` for the variant's own score scale (1/sqrt(d_k) for ``scaled``, 1
-            for ``basic``), ``True`` for 1/sqrt(d_k), ``False`` for 1 (unscaled scores).
-        layers: attention blocks, in [1, 4].
-        heads: heads per block, in [1, 16]; must divide ``d_model``.
-        d_model: model width D, in [heads, 512]; d_k = D / heads.
-        seq_len: L, in [4, 64].
-        steps: Adam steps, in [1, 5000].
-        lr: Adam's learning rate, in (0, 1].
-        batch_size: sequences per step, in [1, 1024].
-        positions: add learned position embeddings (without them attention cannot tell
-            positions apart, so ``shift`` and ``reverse`` are out of reach).
-        seed: in [0, 2**32 - 1]; seeds the weights, the training batches and the probe batch.
-        snapshot_every: steps between snapshots, in [1, steps].
-    """
-
-    task: str
-    variant: str = "scaled"
-    variant_params: tuple[tuple[str, int | float | bool], ...] = ()
-    scaled: bool | None = None
-    layers: int = 1
-    heads: int = 1
-    d_model: int = 32
-    seq_len: int = 8
-    steps: int = 300
-    lr: float = DEFAULT_LR
-    batch_size: int = DEFAULT_BATCH
-    positions: bool = True
-    seed: int = 0
-    snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
-
-    def __post_init__(self) -> None:
-        """Validate every field and fill in the variant's default parameters.
-
-        Raises:
-            ValueError: naming the first bad value.
-        """
-        check_task(self.task)
-        spec = get_variant(self.variant)
-        try:
-            given = dict(self.variant_params)
-        except (TypeError, ValueError) as err:
-            raise ValueError(
-                f"variant_params must be (name, value) pairs, got {self.variant_params!r}"
-            ) from err
-        resolved = spec.resolve_params(given)
-        object.__setattr__(self, "variant_params", tuple(sorted(resolved.items())))
-        if self.scaled is not None:
-            check_bool("scaled", self.scaled)
-        check_int("layers", self.layers, low=1, high=MAX_LAYERS)
-        heads = check_int("heads", self.heads, low=1, high=MAX_HEADS)
-        d_model = check_int("d_model", self.d_model, low=heads, high=MAX_D_MODEL)
-        if d_model % heads != 0:
-            raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
-        check_int("seq_len", self.seq_len, low=MIN_SEQ_LEN, high=MAX_SEQ_LEN)
-        steps = check_int("steps", self.steps, low=1, high=MAX_STEPS)
-        check_float("lr", self.lr, low=0.0, high=MAX_LR, low_open=True)
-        check_int("batch_size", self.batch_size, low=1, high=MAX_BATCH)
-        check_bool("positions", self.positions)
-        check_int("seed", self.seed, low=0, high=MAX_SEED)
-        check_int("snapshot_every", self.snapshot_every, low=1, high=steps)
-
-    @property
-    def head_dim(self) -> int:
-        """d_k = d_model / heads."""
-        return self.d_model // self.heads
-
-    @property
-    def vocab(self) -> int:
-        """Vocabulary size: max(16, L)."""
-        return vocab_size(self.seq_len)
-
-    @property
-    def causal(self) -> bool:
-        """Whether the task needs a causal mask (``induction``)."""
-        return self.task in CAUSAL_TASKS
-
-    @property
-    def scale(self) -> float | None:
-        """The score scale handed to attention: None (variant default), 1/sqrt(d_k) or 1."""
-        if self.scaled is None:
-            return None
-        return 1.0 / math.sqrt(self.head_dim) if self.scaled else 1.0
-
-    @property
-    def snapshot_steps(self) -> tuple[int, ...]:
-        """Steps at which a snapshot is taken: 0, every ``snapshot_every``, and the last."""
-        steps = list(range(0, self.steps + 1, self.snapshot_every))
-        if steps[-1] != self.steps:
-            steps.append(self.steps)
-        return tuple(steps)
 
 
 @dataclass(frozen=True, eq=False)
@@ -227,99 +109,6 @@ class TrainingRun:
     def diverged_at(self) -> int | None:
         """The step at which the run diverged, or ``None``."""
         return None if self.divergence is None else self.divergence.step
-
-
-class TinyAttentionModel(nn.Module):
-    """Embeddings, ``layers`` residual attention blocks, a linear readout.
-
-    Args:
-        config: the run's configuration (sizes, variant, scale).
-        generator: draws the embeddings (N(0, 1)) and the readout (as ``nn.Linear`` does);
-            each attention block draws from its own seed derived from ``config.seed``.
-    """
-
-    def __init__(self, config: TrainingConfig, generator: torch.Generator):
-        super().__init__()
-        D, V, L = config.d_model, config.vocab, config.seq_len
-        # torch.empty draws nothing; ``generator`` fills them (the meta device would import
-        # torch._dynamo at its first ``normal_``: 3 s)
-        self.embed = nn.Parameter(torch.empty(V, D))
-        self.pos = nn.Parameter(torch.empty(L, D)) if config.positions else None
-        self.readout_weight = nn.Parameter(torch.empty(V, D))
-        self.readout_bias = nn.Parameter(torch.empty(V))
-        self._init_weights(generator)
-        params = dict(config.variant_params)
-        self.blocks = nn.ModuleList(
-            MultiHeadSelfAttention(
-                D,
-                config.heads,
-                config.variant,
-                scale=config.scale,
-                init_seed=derived_seed(config.seed, INIT_STREAM, layer),
-                **params,
-            )
-            for layer in range(config.layers)
-        )
-
-    def _init_weights(self, generator: torch.Generator) -> None:
-        """Embeddings N(0, 1); readout as ``nn.Linear`` initialises itself."""
-        nn.init.normal_(self.embed, generator=generator)
-        if self.pos is not None:
-            nn.init.normal_(self.pos, generator=generator)
-        nn.init.kaiming_uniform_(self.readout_weight, a=math.sqrt(5), generator=generator)
-        bound = 1.0 / math.sqrt(self.readout_weight.shape[1])
-        nn.init.uniform_(self.readout_bias, -bound, bound, generator=generator)
-
-    def forward(self, tokens: torch.Tensor, mask: torch.Tensor | None, need_weights: bool):
-        """Logits for every position.
-
-        Args:
-            tokens: (B, L) int64. mask: (L, L) bool or None. need_weights: return weights.
-
-        Returns:
-            (logits (B, L, V), list of per-layer weights (B, H, L, L), empty without weights).
-        """
-        x = self.embed[tokens]  # (B, L) -> (B, L, D)
-        if self.pos is not None:
-            x = x + self.pos  # (B, L, D) + (L, D)
-        weights = []
-        for block in self.blocks:
-            out, w = block(x, mask=mask, need_weights=need_weights)  # (B, L, D), (B, H, L, L)
-            x = x + out  # residual (B, L, D)
-            if need_weights:
-                weights.append(w)
-        logits = F.linear(x, self.readout_weight, self.readout_bias)  # (B, L, D) -> (B, L, V)
-        return logits, weights
-
-
-def estimate_training_bytes(config: TrainingConfig) -> int:
-    """Estimated peak bytes of a run (an analytic model, not a measurement).
-
-    Per block: the attention call with weights (from the variant's memory model) and
-    :data:`ACTIVATIONS_PER_BLOCK` (B, L, D) activations; the logits; the parameters with
-    their gradients and Adam's moments. B is the larger of the batch and the probe batch.
-
-    Args:
-        config: the run.
-
-    Returns:
-        bytes (int).
-    """
-    B, L, D, V = max(config.batch_size, PROBE_BATCH), config.seq_len, config.d_model, config.vocab
-    attention = estimate_memory(
-        config.variant,
-        batch=B,
-        heads=config.heads,
-        L=L,
-        E=config.head_dim,
-        need_weights=True,
-        **dict(config.variant_params),
-    )
-    activations = tensor_bytes((ACTIVATIONS_PER_BLOCK, B, L, D), torch.float32)
-    logits = tensor_bytes((LOGIT_COPIES, B, L, V), torch.float32)
-    n_params = V * D + L * D + config.layers * 4 * (D * D + D) + D * V + V
-    parameters = tensor_bytes((PARAMETER_COPIES, n_params), torch.float32)
-    return config.layers * (attention + activations) + logits + parameters
 
 
 def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -386,9 +175,7 @@ def probe_batch(config: TrainingConfig) -> TaskBatch:
     return make_batch(config.task, PROBE_BATCH, config.seq_len, generator)
 
 
-def iter_training(
-    config: TrainingConfig, *, threads: int | None = None
-) -> Generator[Snapshot, None, Divergence | None]:
+def iter_training(config: TrainingConfig) -> Generator[Snapshot, None, Divergence | None]:
     """Train as ``config`` says, yielding each snapshot as soon as it is made.
 
     The first snapshot (step 0, the initial weights) comes before any training step. Every
@@ -396,11 +183,12 @@ def iter_training(
     divergence training stops, a snapshot of the model there is yielded when finite, and
     the generator returns the :class:`Divergence` (``drain`` or :func:`run_training`).
 
+    The run computes on torch's intra-op threads as the caller has set them: the library
+    never sets a thread count (the caller owns the process; the dashboard's is
+    ``dashboard/runtime/``).
+
     Args:
         config: the run (validated on creation).
-        threads: torch's intra-op thread count while this run computes (restored before
-            each yield and at the end); ``None`` leaves torch's setting alone. The caller
-            owns the process: the library never picks a thread count itself.
 
     Yields:
         Snapshot at the steps of ``config.snapshot_steps`` reached, in order.
@@ -409,39 +197,59 @@ def iter_training(
         The :class:`Divergence` that stopped the run, or ``None`` when it ran every step.
 
     Raises:
-        ValueError: for ``threads`` not a whole number ≥ 1 (checked at the first snapshot);
-            MemoryBudgetError (a ValueError) before training, when the estimated peak bytes
-            exceed the memory budget.
+        MemoryBudgetError: (a ValueError) before training, when the estimated peak bytes
+            exceed the memory budget (raised at the first ``next``).
     """
-    if threads is not None:
-        threads = check_int("threads", threads, low=1)
-    check_training_budget(config)
-    with intra_op_threads(threads):
-        model = TinyAttentionModel(config, torch.Generator().manual_seed(config.seed))
-        probe = probe_batch(config)
-        mask = masks.causal(config.seq_len) if config.causal else None  # (L, L) or None
-        first = take_snapshot(model, probe, mask, 0)
+    model, probe, mask = set_up(config)
+    first = take_snapshot(model, probe, mask, 0)
     yield first
     # made after the first snapshot: building torch's first optimizer in a process imports
     # torch._dynamo (seconds), which the initial snapshot need not wait for
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    data = torch.Generator().manual_seed(derived_seed(config.seed, DATA_STREAM))
+    optimizer, data = optimizing(config, model)
     watch = LossWatch(start_loss=first.loss, last_finite_loss=first.loss)
     done = 0
     for step in config.snapshot_steps[1:]:
         shown = done
-        with intra_op_threads(threads):  # restored before each yield
-            while done < step and watch.divergence is None:
-                batch = make_batch(config.task, config.batch_size, config.seq_len, data)
-                if train_step(model, optimizer, batch, mask, watch.at(done)):
-                    done += 1
-            fresh = done > shown  # a step that diverged at once leaves the model as shown
-            snapshot = checked_snapshot(model, probe, mask, watch.at(done)) if fresh else None
+        while done < step and watch.divergence is None:
+            batch = make_batch(config.task, config.batch_size, config.seq_len, data)
+            if train_step(model, optimizer, batch, mask, watch.at(done)):
+                done += 1
+        fresh = done > shown  # a step that diverged at once leaves the model as shown
+        snapshot = checked_snapshot(model, probe, mask, watch.at(done)) if fresh else None
         if snapshot is not None:
             yield snapshot
         if watch.divergence is not None:
             return watch.divergence
     return None
+
+
+def set_up(config: TrainingConfig) -> tuple[TinyAttentionModel, TaskBatch, torch.Tensor | None]:
+    """What a run of ``config`` starts from: its budget checked, then its model at the
+    initial weights, its probe batch and its mask.
+
+    Returns:
+        (model, probe batch of (128, L) tensors, mask (L, L) bool for a causal task or None).
+
+    Raises:
+        MemoryBudgetError: (a ValueError) when the run is over the memory budget.
+    """
+    check_training_budget(config)
+    model = TinyAttentionModel(config, torch.Generator().manual_seed(config.seed))
+    mask = masks.causal(config.seq_len) if config.causal else None  # (L, L) or None
+    return model, probe_batch(config), mask
+
+
+def optimizing(
+    config: TrainingConfig, model: TinyAttentionModel
+) -> tuple[torch.optim.Optimizer, torch.Generator]:
+    """The run's Adam over ``model``'s parameters and the generator its training batches
+    are drawn from (a seed derived from ``config.seed``).
+
+    Returns:
+        (optimizer, generator for :func:`~attention_core.experiments.tasks.make_batch`).
+    """
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    return optimizer, torch.Generator().manual_seed(derived_seed(config.seed, DATA_STREAM))
 
 
 def check_training_budget(config: TrainingConfig) -> None:
@@ -475,24 +283,6 @@ def checked_snapshot(
     return snapshot if finite else None
 
 
-@contextmanager
-def intra_op_threads(count: int | None):
-    """Run the block with ``count`` intra-op threads, then restore the previous number.
-
-    Args:
-        count: threads (checked by the caller), or ``None`` to leave torch's setting alone.
-    """
-    if count is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def train_step(
     model: TinyAttentionModel,
     optimizer: torch.optim.Optimizer,
@@ -523,24 +313,22 @@ def train_step(
     return finite or watch.ok(watch.last_finite_loss, gradient_finite=False)
 
 
-def run_training(config: TrainingConfig, *, threads: int | None = None) -> TrainingRun:
-    """Train as ``config`` says and return every snapshot, and the divergence if any.
+def run_training(config: TrainingConfig) -> TrainingRun:
+    """Train as ``config`` says and return every snapshot, and the divergence if any (on
+    torch's thread count as the caller set it, as :func:`iter_training`).
 
     Args:
         config: the run.
-        threads: torch's intra-op thread count while training, as in :func:`iter_training`;
-            ``None`` leaves torch's setting alone.
 
     Returns:
         TrainingRun with the snapshots, the target pattern (L, L) and ``divergence`` (None
         for a run that ran every step).
 
     Raises:
-        ValueError: for a bad ``threads``; MemoryBudgetError (a ValueError) when the run is
-            over the memory budget.
+        MemoryBudgetError: (a ValueError) when the run is over the memory budget.
     """
     snapshots: list[Snapshot] = []
-    divergence = drain(iter_training(config, threads=threads), snapshots)
+    divergence = drain(iter_training(config), snapshots)
     target = target_pattern(probe_batch(config).target_keys)
     return TrainingRun(
         config=config, snapshots=tuple(snapshots), target=target, divergence=divergence
@@ -562,7 +350,6 @@ def train_task(
     positions: bool = True,
     seed: int = 0,
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
-    threads: int | None = None,
     **variant_params,
 ) -> TrainingRun:
     """Train a tiny attention-only model on ``task`` and return its snapshots.
@@ -571,15 +358,14 @@ def train_task(
         task, variant, scaled, layers, heads, d_model, seq_len, steps, lr, batch_size,
         positions, seed, snapshot_every: as in :class:`TrainingConfig` (meaning, range).
         **variant_params: the variant's parameters.
-        threads: torch's intra-op thread count while training (:func:`iter_training`).
 
     Returns:
         TrainingRun: snapshots (weights (layers, heads, L, L) each), the target (L, L) and
         the divergence (``None`` when every step ran).
 
     Raises:
-        ValueError: naming an unknown task, variant or parameter, a value out of range or a
-            bad ``threads``; MemoryBudgetError (a ValueError) for a run over the memory budget.
+        ValueError: naming an unknown task, variant or parameter, or a value out of range;
+            MemoryBudgetError (a ValueError) for a run over the memory budget.
     """
     config = TrainingConfig(
         task=task,
@@ -597,4 +383,4 @@ def train_task(
         seed=seed,
         snapshot_every=snapshot_every,
     )
-    return run_training(config, threads=threads)
+    return run_training(config)

@@ -15,23 +15,15 @@ import statistics
 import time
 from dataclasses import dataclass, replace
 
-import torch
-
-from attention_core import masks
-from attention_core.experiments.scaling import derived_seed
 from attention_core.experiments.tasks import make_batch
 from attention_core.experiments.training import (
-    DATA_STREAM,
-    DEFAULT_LR,
     LossWatch,
-    TinyAttentionModel,
-    TrainingConfig,
-    check_training_budget,
-    intra_op_threads,
-    probe_batch,
+    optimizing,
+    set_up,
     take_snapshot,
     train_step,
 )
+from attention_core.experiments.training_model import DEFAULT_LR, TrainingConfig
 from attention_core.validation import check_float, check_int
 
 COST_STEPS = 5  # training steps timed (after one untimed step); their mean is the cost
@@ -87,48 +79,39 @@ def cost_config(config: TrainingConfig) -> TrainingConfig:
     return replace(config, steps=steps, snapshot_every=steps, lr=DEFAULT_LR, scaled=None, seed=0)
 
 
-def measure_step_cost(
-    config: TrainingConfig, *, steps: int = COST_STEPS, threads: int | None = None
-) -> StepCost:
+def measure_step_cost(config: TrainingConfig, *, steps: int = COST_STEPS) -> StepCost:
     """Time a few training steps and a snapshot of ``config``'s model on this machine.
 
     One untimed snapshot and one untimed step come first (the first calls pay one-off
     costs: torch's first optimizer imports torch._dynamo); then one snapshot and ``steps``
     steps (each drawing its batch, as the run does) are timed, and a step's cost is their
-    mean (a busy machine's pauses hit the run too, so they count).
+    mean (a busy machine's pauses hit the run too, so they count). It measures on torch's
+    intra-op threads as the caller has set them (to measure what a run will cost, call it
+    as the run will train): the library never sets a thread count.
 
     Args:
         config: the run whose sizes, variant and task are measured.
         steps: training steps timed, ≥ 1.
-        threads: torch's intra-op threads while measuring (as the run will train);
-            ``None`` leaves torch's setting alone.
 
     Returns:
         StepCost in seconds.
 
     Raises:
-        ValueError: for a bad ``steps`` or ``threads``; MemoryBudgetError (a ValueError)
-            when the run is over the memory budget.
+        ValueError: for a bad ``steps``; MemoryBudgetError (a ValueError) when the run is
+            over the memory budget.
     """
     steps = check_int("steps", steps, low=1)
-    if threads is not None:
-        threads = check_int("threads", threads, low=1)
-    check_training_budget(config)
-    with intra_op_threads(threads):
-        model = TinyAttentionModel(config, torch.Generator().manual_seed(config.seed))
-        probe = probe_batch(config)
-        mask = masks.causal(config.seq_len) if config.causal else None  # (L, L) or None
-        start = take_snapshot(model, probe, mask, 0).loss  # untimed: first calls
+    model, probe, mask = set_up(config)
+    start = take_snapshot(model, probe, mask, 0).loss  # untimed: first calls
+    began = time.perf_counter()
+    take_snapshot(model, probe, mask, 0)
+    snapshot_s = time.perf_counter() - began
+    optimizer, data = optimizing(config, model)
+    watch = LossWatch(start_loss=start, last_finite_loss=start)
+    times = []
+    for _ in range(steps + 1):
         began = time.perf_counter()
-        take_snapshot(model, probe, mask, 0)
-        snapshot_s = time.perf_counter() - began
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-        data = torch.Generator().manual_seed(derived_seed(config.seed, DATA_STREAM))
-        watch = LossWatch(start_loss=start, last_finite_loss=start)
-        times = []
-        for _ in range(steps + 1):
-            began = time.perf_counter()
-            batch = make_batch(config.task, config.batch_size, config.seq_len, data)
-            train_step(model, optimizer, batch, mask, watch)
-            times.append(time.perf_counter() - began)
+        batch = make_batch(config.task, config.batch_size, config.seq_len, data)
+        train_step(model, optimizer, batch, mask, watch)
+        times.append(time.perf_counter() - began)
     return StepCost(train_step_s=statistics.mean(times[1:]), snapshot_s=snapshot_s)

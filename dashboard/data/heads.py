@@ -13,10 +13,6 @@ the true effects they are compared with run on that same twin. Layer and head in
 
 from __future__ import annotations
 
-import atexit
-import logging
-import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,7 +32,8 @@ from dashboard.data.decoder import (
     token_labels,
 )
 from dashboard.data.tables import readonly
-from dashboard.runtime import memory, threads
+from dashboard.runtime import memory
+from dashboard.runtime import prefetch as fillers
 
 HEADS_SCORES = heads.SCORE_NAMES
 HEADS_LABELS = heads.LABELS
@@ -55,19 +52,6 @@ HEADS_PRESETS = {
 }
 MASK_TEXT = SINK_PARAGRAPH
 """The paragraph whose perplexity the mask composer measures (the decoder page's)."""
-PREFETCH_NICE = 19
-"""The background filler's niceness (Linux: per thread): a learner's run goes first."""
-_LOG = logging.getLogger(__name__)
-_PREFETCH_LOCK = threading.Lock()
-_FILL_LOCK = threading.Lock()  # one filler computes at a time; later ones queue
-_PREFETCH_STARTED: set[tuple] = set()
-_PREFETCH_THREADS: list[threading.Thread] = []
-_PREFETCH_STOP = threading.Event()
-PREFETCH_IDLE_POLL_S = 0.05
-"""How often a waiting filler looks whether the learners' runs are done."""
-PREFETCH_STOP_WAIT_S = 30.0
-"""At exit, how long to wait for a filler's call in progress (a daemon thread killed inside
-torch aborts the process: ``terminate called without an active exception``)."""
 
 
 @st.cache_resource(show_spinner=False)
@@ -258,43 +242,10 @@ def copy_heads(
     return off, weakest_heads(length, seed, score, off)
 
 
-def _fill(calls: tuple[tuple[Callable, tuple], ...]) -> None:
-    """Run each cached call in turn, at the lowest priority, only while no script run is
-    going (:func:`_server_idle`), each on one torch thread."""
-    with _FILL_LOCK:
-        _fill_now(calls)
-
-
-def _server_idle() -> bool:
-    """Wait until no learner's script run is going; False when the process is stopping.
-
-    The filler shares the GIL with every session's run: on a busy server (a room of thirty)
-    it would slow every page, so it only works in the gaps (measured with ``bench.load``:
-    every page's moves p50 2.0 s, p95 6.4 s while a filler ran without this; 0.66 s and
-    2.0 s without a filler)."""
-    while threads.active_runs() > 0:
-        if _PREFETCH_STOP.wait(PREFETCH_IDLE_POLL_S):
-            return False
-    return not _PREFETCH_STOP.is_set()
-
-
-def _fill_now(calls: tuple[tuple[Callable, tuple], ...]) -> None:
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PREFETCH_NICE)
-    except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
-        pass
-    for function, args in calls:
-        if not _server_idle():
-            return
-        try:
-            with threads.single_threaded():  # runtime/threads owns torch's thread count
-                function(*args)
-        except Exception as err:  # noqa: BLE001 — a failed guess only means no head start
-            _LOG.warning("heads prefetch %s%r failed: %s", function.__name__, args, err)
-
-
 def prefetch(name: tuple, calls: tuple[tuple[Callable, tuple], ...]) -> bool:
-    """Fill the caches of likely next moves in a background thread, once per ``name``.
+    """Fill the caches of likely next moves in the background, once per ``name``
+    (:func:`dashboard.runtime.prefetch.start_filling`: a thread at the lowest priority, only
+    while no script run is going, each call on one torch thread).
 
     The page never waits for it: a value the thread has not reached is computed by the run
     that asks for it (one still being computed is waited for, as any cache entry).
@@ -306,31 +257,13 @@ def prefetch(name: tuple, calls: tuple[tuple[Callable, tuple], ...]) -> bool:
     Returns:
         True when a thread was started.
     """
-    with _PREFETCH_LOCK:
-        if name in _PREFETCH_STARTED:
-            return False
-        _PREFETCH_STARTED.add(name)
-        thread = threading.Thread(target=_fill, args=(calls,), name="heads-prefetch", daemon=True)
-        _PREFETCH_THREADS.append(thread)
-    thread.start()
-    return True
-
-
-@atexit.register
-def _stop_prefetch() -> None:
-    """At exit: no new call starts, and the one in progress finishes."""
-    _PREFETCH_STOP.set()
-    prefetch_wait(PREFETCH_STOP_WAIT_S)
+    return fillers.start_filling(("heads", *name), calls, thread_name="heads-prefetch")
 
 
 def prefetch_wait(timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for the prefetch threads; True when none is running
     (the bench times moves after the page's head start)."""
-    with _PREFETCH_LOCK:
-        threads = list(_PREFETCH_THREADS)
-    for thread in threads:
-        thread.join(timeout)
-    return not any(thread.is_alive() for thread in threads)
+    return fillers.wait_for_fillers(timeout)
 
 
 def nearest_first(values, current) -> list:

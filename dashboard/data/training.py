@@ -50,12 +50,9 @@ from attention_core.experiments.training_cost import (  # noqa: F401 (StepCost r
     measure_step_cost,
 )
 from dashboard.data.tables import readonly
+from dashboard.runtime import threads
 
 MAX_STORED_RUNS = 32
-# intra-op threads while a run trains: the model's ops are too small to split, and on a shared
-# machine a second thread mostly waits (300 steps took 60 s with 2 threads, 0.7 s with 1,
-# when other processes kept both cores busy)
-TRAINING_THREADS = 1
 # the most one Train press may train for (all its runs together), estimated before it
 # starts: the largest settings (L 32, 4 layers, d_model 256, 16 heads, 2,000 steps) measured
 # about 640 s a run on this 2-core server under load; the defaults about 1 s
@@ -113,12 +110,41 @@ def stream_run(config: TrainingConfig) -> Generator[Snapshot, None, Divergence |
         ValueError: (MemoryBudgetError) before training, when the run is over the budget.
     """
     snapshots: list[Snapshot] = []
-    divergence = yield from _read_only(iter_training(config, threads=TRAINING_THREADS), snapshots)
+    divergence = yield from _read_only(single_threaded_steps(iter_training(config)), snapshots)
     target = readonly(training_target(config))
     _keep(
         TrainingRun(config=config, snapshots=tuple(snapshots), target=target, divergence=divergence)
     )
     return divergence
+
+
+def single_threaded_steps(
+    stream: Generator[Snapshot, None, Divergence | None],
+) -> Generator[Snapshot, None, Divergence | None]:
+    """Pass on ``stream``'s snapshots, each computed on one torch thread
+    (:func:`dashboard.runtime.threads.single_threaded`, the process's one owner of the thread
+    count), holding nothing while the page draws it: the hold is taken for each ``next`` and
+    given back before the yield, so other runs get the usual count back meanwhile.
+
+    Args:
+        stream: a training run's snapshots (:func:`attention_core.experiments.iter_training`).
+
+    Yields:
+        Its snapshots, unchanged, in order.
+
+    Returns:
+        What ``stream`` returns (the run's divergence, or ``None``).
+    """
+    while True:
+        # one intra-op thread while a run trains: the model's ops are too small to split, and
+        # on a shared machine a second thread mostly waits (300 steps took 60 s with 2
+        # threads, 0.7 s with 1, when other processes kept both cores busy)
+        with threads.single_threaded():
+            try:
+                snapshot = next(stream)
+            except StopIteration as stop:
+                return stop.value
+        yield snapshot
 
 
 def _read_only(stream: Generator, into: list) -> Generator[Snapshot, None, Divergence | None]:
@@ -163,7 +189,8 @@ def step_cost(config: TrainingConfig) -> StepCost:
 
 @st.cache_data(max_entries=64, ttl=STEP_COST_TTL_S, show_spinner=False)
 def _measured_cost(shape: TrainingConfig) -> StepCost:
-    return measure_step_cost(shape, threads=TRAINING_THREADS)
+    with threads.single_threaded():  # as the run will train (single_threaded_steps)
+        return measure_step_cost(shape)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Wake a room's followers the moment the presenter's view changes.
 
-A follower's page polls the room every :data:`dashboard.room_controls.POLL_S` seconds; on
+A follower's page polls the room every :data:`dashboard.room_follow.POLL_S` seconds; on
 its own that puts up to one poll interval between the presenter's move and the follower's
 rerun. Each following session registers here (its Streamlit session id); when the
 presenter's run publishes a new view, :func:`wake` asks each registered session for a rerun

@@ -8,8 +8,8 @@ learners shares two things that are process-wide:
   the process may use; as soon as two or more runs go at once, each computes on one thread,
   so that N runs on C cores never start N × C busy-waiting OpenMP threads. :func:`script_run`
   counts the runs going and re-applies the setting when a run starts or ends (only once
-  torch is imported: a page that needs no tensor never imports it); :func:`single_threaded`
-  holds one thread for timings a page shows as figures.
+  torch is imported: a page that imports it late may not have yet); :func:`single_threaded`
+  holds one thread for timings a page shows as figures and training runs.
 * **the profiler** (``torch.profiler``, and ``attention_core`` serialises measurements
   behind one process-wide lock). Measuring a layer's peak memory is a second pass under that
   lock; with a room on the server it would queue every session behind one another. So a

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.browser
 EXTREMES = {
     "playground": "playground.d_model=256&playground.heads=16&playground.seq_len=128",
     "step_by_step": "step_by_step.tokens=8&step_by_step.d_k=8&step_by_step.causal=true",
-    "scaling": "scaling.d_ks=1%2C4%2C16%2C64%2C256%2C1024&scaling.seq_len=64",
+    # 2 x trials x L x d_k at the library's bound (measure_scaling refuses more)
+    "scaling": "scaling.d_ks=1%2C4%2C16%2C64%2C256%2C1024&scaling.seq_len=64&scaling.trials=128",
     "multihead": "multihead.d_model=128&multihead.heads=16&multihead.seq_len=64",
     "variants": "variants.seq_len=128&variants.d_model=128&variants.heads=16",
     "properties": (

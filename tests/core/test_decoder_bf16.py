@@ -21,7 +21,7 @@ from attention_core.pretrained import (
     BF16_LOGIT_TOLERANCE,
     load_smollm2,
 )
-from attention_core.pretrained.llama import linear
+from attention_core.pretrained.llama_block import linear
 from tests.core.mapping import mapped_file, mapped_files
 from tests.core.references import needs_smollm2, smollm2_reference
 from tests.core.stored_decoder import (

@@ -32,8 +32,6 @@ from attention_core.experiments.divergence import (
 )
 from attention_core.experiments.scaling import derived_seed
 from attention_core.experiments.training import (
-    DATA_STREAM,
-    TinyAttentionModel,
     probe_batch,
     run_training,
     take_snapshot,
@@ -45,6 +43,7 @@ from attention_core.experiments.training_cost import (
     estimate_training_seconds,
     measure_step_cost,
 )
+from attention_core.experiments.training_model import DATA_STREAM, TinyAttentionModel
 
 # --- task generators against literal examples ---------------------------------------------
 
@@ -151,40 +150,42 @@ def test_streaming_yields_the_same_snapshots():
     assert [s.loss for s in streamed] == [s.loss for s in run.snapshots]
 
 
-def _thread_counts_seen(monkeypatch, threads):
-    """Train a short run with ``threads``, recording every torch.set_num_threads call and the
+THREAD_SETTERS = ("set_num_threads", "set_num_interop_threads")
+
+
+def _thread_settings_seen(monkeypatch):
+    """Train a short run, recording every call that would set torch's thread counts and the
     thread count the training step itself runs with."""
     set_calls, in_step = [], []
     real_step = training_module.train_step
-    monkeypatch.setattr(torch, "set_num_threads", set_calls.append)
+    for name in THREAD_SETTERS:
+        monkeypatch.setattr(torch, name, lambda n, name=name: set_calls.append((name, n)))
     monkeypatch.setattr(
         training_module,
         "train_step",
-        lambda *args: (in_step.append(set_calls[-1] if set_calls else None), real_step(*args)),
+        lambda *args: (in_step.append(torch.get_num_threads()), real_step(*args))[1],
     )
     config = TrainingConfig(task="shift", steps=2, snapshot_every=1, d_model=16)
-    snapshots = list(iter_training(config, threads=threads))
+    snapshots = list(iter_training(config))
     return set_calls, in_step, snapshots
 
 
-def test_threads_none_leaves_torch_alone(monkeypatch):
-    set_calls, in_step, snapshots = _thread_counts_seen(monkeypatch, None)
-    assert set_calls == [] and in_step == [None, None]
+def test_training_leaves_torch_s_thread_count_alone(monkeypatch):
+    before = torch.get_num_threads()
+    set_calls, in_step, snapshots = _thread_settings_seen(monkeypatch)
+    assert set_calls == []  # the caller owns the process (the dashboard: runtime/threads.py)
+    assert in_step == [before, before]  # both steps ran on the caller's count
     assert [s.step for s in snapshots] == [0, 1, 2]
 
 
-def test_threads_are_set_while_training_and_restored_before_each_yield(monkeypatch):
-    before = torch.get_num_threads()
-    set_calls, in_step, _ = _thread_counts_seen(monkeypatch, 3)
-    assert in_step == [3, 3]  # both steps ran with the asked count
-    # set then restored around the first snapshot and around each of the two steps
-    assert set_calls == [3, before] * 3
-
-
-@pytest.mark.parametrize("threads", [0, -1, 1.5, "2"])
-def test_bad_threads_named(threads):
-    with pytest.raises(ValueError, match="threads"):
-        next(iter_training(TrainingConfig(task="shift"), threads=threads))
+def test_training_takes_no_thread_count():
+    config = TrainingConfig(task="shift")
+    for call in (iter_training, run_training, measure_step_cost):
+        with pytest.raises(TypeError, match="threads"):
+            call(config, threads=1)
+    with pytest.raises(ValueError, match="threads"):  # to train_task, an unknown parameter
+        train_task("shift", threads=1)
+    assert not hasattr(training_module, "intra_op_threads")
 
 
 def test_snapshot_shapes_and_meaning():
@@ -279,15 +280,24 @@ def _reference_training_losses(config: TrainingConfig, steps: int) -> list[float
     return losses
 
 
-def test_d1_settings_diverge_and_stop_with_the_snapshots_so_far():
-    run = run_training(TrainingConfig(**D1), threads=1)
+@pytest.fixture
+def one_thread():
+    """torch at one intra-op thread for the test (the summation order its figures were
+    measured with), restored after it: the library never sets the count itself."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_d1_settings_diverge_and_stop_with_the_snapshots_so_far(one_thread):
+    run = run_training(TrainingConfig(**D1))
     divergence = run.divergence
     assert divergence is not None and run.diverged_at == divergence.step
     start = run.snapshots[0].loss
     assert divergence.start_loss == start
     # the first training loss above 10 × the start, found by a loop without the check
-    with training_module.intra_op_threads(1):  # the run's summation order
-        losses = _reference_training_losses(run.config, divergence.step + 1)
+    losses = _reference_training_losses(run.config, divergence.step + 1)  # on one thread too
     first_over = next(i for i, loss in enumerate(losses) if loss > DIVERGENCE_FACTOR * start)
     assert divergence.step == first_over
     assert divergence.reason == LOSS_EXPLODED
@@ -301,18 +311,18 @@ def test_d1_settings_diverge_and_stop_with_the_snapshots_so_far():
         assert np.isfinite(snapshot.grad_norms).all()
 
 
-def test_a_run_that_learns_does_not_diverge():
-    run = run_training(TrainingConfig(**{**D1, "lr": 0.003, "steps": 60}), threads=1)
+def test_a_run_that_learns_does_not_diverge(one_thread):
+    run = run_training(TrainingConfig(**{**D1, "lr": 0.003, "steps": 60}))
     assert run.divergence is None and run.diverged_at is None
     assert run.snapshots[-1].step == 60
     assert max(s.loss for s in run.snapshots) <= DIVERGENCE_FACTOR * run.snapshots[0].loss
 
 
-def test_the_stream_returns_the_divergence_it_stopped_at():
+def test_the_stream_returns_the_divergence_it_stopped_at(one_thread):
     config = TrainingConfig(**{**D1, "steps": 20})
     snapshots = []
-    divergence = drain(iter_training(config, threads=1), snapshots)
-    run = run_training(config, threads=1)
+    divergence = drain(iter_training(config), snapshots)
+    run = run_training(config)
     assert divergence == run.divergence and divergence is not None
     assert [s.loss for s in snapshots] == [s.loss for s in run.snapshots]
 
@@ -363,9 +373,12 @@ def test_runs_of_one_shape_share_a_cost_measurement():
 
 def test_measured_cost_is_a_cost_and_leaves_torch_alone(monkeypatch):
     before = torch.get_num_threads()
-    cost = measure_step_cost(cost_config(TrainingConfig(task="shift", d_model=16)), threads=1)
+    set_calls = []
+    for name in THREAD_SETTERS:
+        monkeypatch.setattr(torch, name, lambda n, name=name: set_calls.append((name, n)))
+    cost = measure_step_cost(cost_config(TrainingConfig(task="shift", d_model=16)))
     assert cost.train_step_s > 0 and cost.snapshot_s > 0  # StepCost checks finite too
-    assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == before and set_calls == []
     monkeypatch.setenv("ATTENTION_LAB_MEMORY_BUDGET_MIB", "1")
     with pytest.raises(MemoryBudgetError):
         measure_step_cost(TrainingConfig(task="shift", seq_len=64, heads=16, d_model=64))

@@ -26,6 +26,7 @@ export nothing through the table."""
 HELPERS = {
     "decoder": {"prompt_ids"},
     "runs": {"shown_scores", "zero_fraction"},
+    "training": {"single_threaded_steps"},
 }
 """Public functions and classes a module keeps for its own cached calls (and its tests,
 which import them from the module): private by intent, not in the table."""

@@ -1,9 +1,12 @@
-"""The Heads page's background prefetch (dashboard.data.heads): calls run once per name, in
-the order given, off the calling thread; a failing call is skipped; the copy test's batched
-pair equals the library's one-set-at-a-time copy_test on the page's model."""
+"""The Heads page's background prefetch: what dashboard.data.heads asks for, run by the
+filler threads of dashboard.runtime.prefetch: calls run once per name, in the order given,
+off the calling thread, at the lowest priority, only while no learner's run is going; a
+failing call is skipped; at exit the call in progress finishes. The copy test's batched pair
+equals the library's one-set-at-a-time copy_test on the page's model."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -11,6 +14,8 @@ import pytest
 from attention_core.experiments import heads
 from attention_core.pretrained import smollm2_available
 from dashboard.data import heads as heads_data
+from dashboard.runtime import prefetch as fillers
+from tests.dashboard.conftest import fresh_python
 
 
 def test_prefetch_runs_each_call_once_per_name_in_order_off_thread():
@@ -46,6 +51,40 @@ def test_prefetch_waits_while_a_learner_run_is_going():
         assert seen == []
     assert heads_data.prefetch_wait(60)
     assert seen == [(1, 0), (2, 0)]
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no thread priorities here")
+def test_a_filler_runs_at_the_lowest_priority():
+    seen: list[int] = []
+
+    def niceness():
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert heads_data.prefetch(("test", "nice"), ((niceness, ()),))
+    assert heads_data.prefetch_wait(60)
+    assert seen == [fillers.FILLER_NICE]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == caller  # per thread
+
+
+EXIT_PROBE = """
+import time
+from dashboard.runtime import prefetch
+
+def slow():
+    time.sleep(0.5)
+    print("finished", flush=True)
+
+prefetch.start_filling("exit", ((slow, ()), (print, ("never started",))))
+time.sleep(0.1)  # the first call is in progress when the interpreter exits
+"""
+
+
+def test_at_exit_the_call_in_progress_finishes_and_no_other_starts():
+    result = fresh_python(EXIT_PROBE, timeout=60)
+    assert result.stdout.split("\n")[0] == "finished"
+    assert "never started" not in result.stdout
+    assert "terminate called" not in result.stderr, result.stderr
 
 
 def test_nearest_first_orders_by_distance_smaller_first():

@@ -127,7 +127,11 @@ WIDGET_METHODS = frozenset(
 )
 WIDGET_MODULES = ("state", "exports", "controls")  # modules whose helpers draw widgets, in order
 MAX_DRAW_LINES = 80
-VIEWS = sorted((DASHBOARD / "views").glob("[a-z]*.py"))
+VIEWS = sorted(
+    [*(DASHBOARD / "views").glob("[a-z]*.py"), *(DASHBOARD / "views").glob("[a-z]*/[a-z]*.py")]
+)
+"""Every page and every section module of a page (``views/<package>/``): the page rules reach
+both."""
 
 
 def _is_output_download(call: ast.Call) -> bool:

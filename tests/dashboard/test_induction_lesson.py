@@ -20,8 +20,10 @@ near step 1,600); at 0.003 they stay at 97 % or more once they reach 99 %, and e
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import pytest
+import torch
 
 from attention_core.experiments.tasks import induction_lengths
 from attention_core.experiments.training import TrainingConfig, run_training
@@ -34,6 +36,18 @@ TWO_LAYERS_PASS = 0.95  # "two pass 95 %" at L = 8; trained long they "fall back
 ONE_LAYER_L16_BELOW = 0.40  # "at L = 16, under 40 %"
 
 
+@contextmanager
+def page_threads():
+    """torch at the page's thread count while the block runs, the count before restored
+    after it (the library never sets it: the test does, as the page's runtime does)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(PAGE_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _accuracies(seq_len: int, layers: int, steps: int = 300, lr: float = 0.01) -> list:
     """(step, accuracy) of every snapshot of the page's default run (about 50 snapshots)."""
     config = TrainingConfig(
@@ -44,7 +58,8 @@ def _accuracies(seq_len: int, layers: int, steps: int = 300, lr: float = 0.01) -
         lr=lr,
         snapshot_every=max(10, steps // 50),
     )
-    run = run_training(config, threads=PAGE_THREADS)
+    with page_threads():
+        run = run_training(config)
     return [(s.step, s.accuracy) for s in run.snapshots]
 
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from dashboard.runtime import memory, startup, threads
+from dashboard.views import PAGES
 from tests.dashboard.conftest import REPO_ROOT, assert_clean, fresh_python, metrics, open_app
 
 LOCALES = REPO_ROOT / "dashboard" / "locales"
@@ -179,6 +180,7 @@ def test_app_imports_only_light_modules_at_the_top():
         "dashboard.i18n.t",
         "dashboard.views.APP_ICON",
         "dashboard.views.PAGES",
+        "dashboard.views.SECTIONS",
         "dashboard.views.default_page",
     }, dashboard
 
@@ -351,26 +353,24 @@ def test_quiet_profiler_keeps_a_log_level_set_by_hand(monkeypatch):
 
 
 def test_each_page_gets_its_start_up_plan(monkeypatch):
-    monkeypatch.setattr(startup, "TORCH_FREE_PAGES", frozenset({"about"}))
     monkeypatch.setattr(startup, "TORCH_LATE_PAGES", frozenset({"intuition"}))
-    assert startup.page_start("playground") == startup.PageStart(needs_torch=True, preload=True)
-    assert startup.page_start("intuition") == startup.PageStart(needs_torch=True, preload=False)
-    assert startup.page_start("about") == startup.PageStart(needs_torch=False, preload=False)
+    assert startup.preloads_torch("playground")
+    assert not startup.preloads_torch("intuition")
+    monkeypatch.setattr(startup, "TORCH_LATE_PAGES", frozenset({"intuition", "scaling"}))
+    assert not startup.preloads_torch("scaling")
+    assert startup.TORCH_LATE_PAGES <= {stem for stem, _ in PAGES}
 
 
-PROCESS_SETTINGS = {
+C_HEAP_SETTINGS = {
     "ctypes": "runtime/memory.py",  # the one C library lookup
     "find_library": "runtime/memory.py",
     "malloc_trim": "runtime/memory.py",
     "mallopt": "runtime/memory.py",
-    "gc.freeze": "runtime/memory.py",
-    "set_num_threads": "runtime/threads.py",
-    "KINETO_LOG_LEVEL": "runtime/threads.py",
 }
 
 
-@pytest.mark.parametrize("needle", sorted(PROCESS_SETTINGS))
-def test_each_process_setting_has_one_owner_in_the_dashboard(needle):
+@pytest.mark.parametrize("needle", sorted(C_HEAP_SETTINGS))
+def test_each_c_heap_setting_has_one_owner_in_the_dashboard(needle):
     dashboard = REPO_ROOT / "dashboard"
     users = sorted(
         name
@@ -378,7 +378,47 @@ def test_each_process_setting_has_one_owner_in_the_dashboard(needle):
         if (name := path.relative_to(dashboard).as_posix()) != "runtime/__init__.py"  # its map
         and needle in path.read_text("utf-8")
     )
-    assert users == [PROCESS_SETTINGS[needle]], users
+    assert users == [C_HEAP_SETTINGS[needle]], users
+
+
+PROCESS_TREES = ("attention_core", "bench", "dashboard")
+# What sets process-wide state, and the modules allowed to: in the dashboard only
+# dashboard/runtime/ (Streamlit's script runs share the process), in the bench only
+# bench/process.py (each bench is its own process), in the library nowhere. Every module
+# listed here uses its needle; one that is not listed may not.
+PROCESS_SETTINGS = {
+    "set_num_threads": ("bench/process.py", "dashboard/runtime/threads.py"),
+    "set_num_interop_threads": (),
+    "OMP_NUM_THREADS": ("bench/process.py",),
+    "os.nice": (),
+    "setpriority": ("dashboard/runtime/prefetch.py",),
+    "atexit": ("dashboard/runtime/prefetch.py",),
+    "setswitchinterval": (),
+    "gc.freeze": ("dashboard/runtime/memory.py",),
+    "gc.disable": (),
+    "gc.set_threshold": (),
+    "KINETO_LOG_LEVEL": ("dashboard/runtime/threads.py",),
+}
+PROCESS_OWNERS = ("bench/process.py", "dashboard/runtime/")
+MAPS = ("dashboard/runtime/__init__.py",)  # says which module owns what, sets nothing
+
+
+def test_process_settings_are_owned_only_where_the_house_allows():
+    owners = {path for users in PROCESS_SETTINGS.values() for path in users}
+    assert all(path.startswith(PROCESS_OWNERS) for path in owners), owners
+    assert not any(path.startswith("attention_core/") for path in owners)
+
+
+@pytest.mark.parametrize("needle", sorted(PROCESS_SETTINGS))
+def test_each_process_setting_has_one_owner(needle):
+    users = sorted(
+        name
+        for tree in PROCESS_TREES
+        for path in (REPO_ROOT / tree).rglob("*.py")
+        if (name := path.relative_to(REPO_ROOT).as_posix()) not in MAPS
+        and needle in path.read_text("utf-8")
+    )
+    assert users == sorted(PROCESS_SETTINGS[needle]), users
 
 
 def test_the_library_does_not_touch_the_c_heap():

@@ -6,18 +6,21 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from attention_core.experiments import train_task as _train_task
-from dashboard.data.training import TRAINING_THREADS
+from dashboard.runtime import threads
 from tests.dashboard.conftest import assert_clean, canvas_heatmaps, metrics, open_app
 
 FAST = {"watch.steps": "100", "watch.d_model": "16"}
 
 
 def train_task(task: str, **options):
-    """The reference run, on the page's thread count: on more threads torch sums in another
+    """The reference run, on the page's thread count (one: the page trains under
+    ``runtime.threads.single_threaded``, as this does): on more threads torch sums in another
     order, and a chaotic run (unscaled scores at d_k 64) ends elsewhere."""
-    return _train_task(task, threads=TRAINING_THREADS, **options)
+    with threads.single_threaded():
+        return _train_task(task, **options)
 
 
 def _train(at):
@@ -114,6 +117,51 @@ def test_stream_yields_before_training_ends_and_keeps_the_finished_run():
     assert not kept.final.weights.flags.writeable
     reference = train_task("sort", steps=30, snapshot_every=10, seed=11, d_model=16)
     assert [s.loss for s in kept.snapshots] == [s.loss for s in reference.snapshots]
+
+
+def test_each_step_holds_one_thread_and_each_draw_none():
+    from dashboard.data import training as training_data
+
+    computed_on = []
+
+    def run():
+        computed_on.append(torch.get_num_threads())
+        yield "step 0"
+        computed_on.append(torch.get_num_threads())
+        yield "step 10"
+        computed_on.append(torch.get_num_threads())
+        return "divergence"
+
+    drawn_on = []
+    with threads.script_run():  # a page's run, alone on the server: every core
+        cores = torch.get_num_threads()
+        steps = training_data.single_threaded_steps(run())
+        while True:
+            try:
+                snapshot = next(steps)
+            except StopIteration as stop:
+                returned = stop.value
+                break
+            drawn_on.append((snapshot, torch.get_num_threads()))  # the page draws it
+    assert cores == threads.usable_cores()
+    assert computed_on == [1, 1, 1]
+    assert drawn_on == [("step 0", cores), ("step 10", cores)]
+    assert returned == "divergence"  # what the run returns is passed on
+
+
+def test_the_cost_is_measured_on_one_thread(monkeypatch):
+    from dashboard.data import training as training_data
+
+    measured_on = []
+
+    def measure(shape):
+        measured_on.append(torch.get_num_threads())
+        return training_data.StepCost(0.01, 0.02)
+
+    monkeypatch.setattr(training_data, "measure_step_cost", measure)
+    shape = training_data.TrainingConfig(task="sort", d_model=36, heads=3, seq_len=7)
+    assert training_data.step_cost(shape) == training_data.StepCost(0.01, 0.02)
+    assert measured_on == [1]
 
 
 def test_play_steps_through_the_snapshots():

@@ -1,9 +1,7 @@
-"""The e5 section of the Heads at work page: the 12 × 12 census grid of multilingual e5-small
-on the page's prompt or a pronoun preset, and what the sentence loses with heads turned off
+"""Section 6 of Heads at work: the 12 × 12 census grid of multilingual e5-small on the page's
+prompt or a pronoun preset, and what the sentence loses with heads turned off
 (zero-ablation): the embedding's cosine and the pronoun → noun link before and after.
-
-The page (``dashboard/views/heads.py``) calls :func:`e5_controls` in its sidebar and
-:func:`draw_e5` after its SmolLM2 sections. Indices are 0-based, as on the rest of the page.
+Indices are 0-based, as on the rest of the page.
 """
 
 from __future__ import annotations
@@ -14,15 +12,19 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import controls, data, state
-from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
 from dashboard.i18n import t
+from dashboard.views.heads_at_work.common import (
+    SCORE_FORMATS,
+    draw_grid,
+    grid_chart,
+    grid_titles,
+    heads_off_controls,
+    score_name,
+)
 
-PAGE = "heads"
 DEFAULT_SOURCE = "cat_comfortable"
 DEFAULT_SCORE = "link"
-DEFAULT_TOP_K, MAX_TOP_K, MAX_PICKED = 5, 24, 15
-SCORE_FORMATS = {"entropy": ".2f", "mean_distance": ".1f"}
-UNMARKED = "mixed"  # the label drawn without a letter
+DEFAULT_TOP_K, MAX_TOP_K = 5, 24
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,6 @@ class E5Config:
     score: str
     top_k: int
     picked: tuple[tuple[int, int], ...]
-
-
-def score_name(score: str) -> str:
-    """The translated name of an e5 census score."""
-    return t(f"heads.score_{score}")
 
 
 def source_name(source: str) -> str:
@@ -68,45 +65,15 @@ def e5_controls(page: str) -> E5Config:
         format_func=score_name,
     )
     top_k = state.slider_int(page, "e5_top_k", t("heads.ctl_e5_top_k"), 0, MAX_TOP_K, DEFAULT_TOP_K)
-    picked = state.multiselect(
-        page,
-        "e5_off",
-        t("heads.ctl_e5_off", n=MAX_PICKED),
-        data.head_names(data.E5_LAYERS, data.E5_HEADS),
-        [],
-        MAX_PICKED,
-        help=t("heads.ctl_e5_off_help"),
-    )
-    return E5Config(source, score, top_k, tuple(data.parse_head(name) for name in picked))
-
-
-def label_name(label: str) -> str:
-    """The translated name of an encoder label (``next-token`` -> key ``label_next``)."""
-    return t(f"heads.label_{label.split('-')[0]}")
+    picked = heads_off_controls(page, "e5_off", "ctl_e5_off", data.E5_LAYERS, data.E5_HEADS)
+    return E5Config(source, score, top_k, picked)
 
 
 def e5_grid(table: pd.DataFrame, score: str) -> None:
     """The 12 × 12 grid of one score, each head lettered with its label."""
-    labels = {name: label_name(name) for name in data.E5_LABELS}
-    marks = {
-        labels[name]: t(f"heads.mark_{name.split('-')[0]}")
-        for name in data.E5_LABELS
-        if name != UNMARKED
-    }
-    titles = HeadGridTitles(
-        title=t("heads.e5_grid_title", score=score_name(score)),
-        x_title=t("common.chart_head"),
-        y_title=t("heads.chart_layer"),
-        value_title=score_name(score),
-        label_title=t("heads.chart_label"),
-    )
-    chart = head_score_chart(
-        table.assign(label=table["label"].map(labels)),
-        titles,
-        marks=marks,
-        value_format=SCORE_FORMATS.get(score, ".3f"),
-    )
-    st.altair_chart(chart, theme=None, key=f"{PAGE}.e5_grid")
+    titles = grid_titles(score_name(score), t("heads.e5_grid_title", score=score_name(score)))
+    fmt = SCORE_FORMATS.get(score, ".3f")
+    draw_grid(grid_chart(table, titles, fmt, label_set=data.E5_LABELS), "e5_grid")
 
 
 def e5_metrics(effect, census: data.E5Census, off: tuple) -> None:

@@ -1,0 +1,213 @@
+"""Following the presenter: a follower's view is sent to the presenter's, and stops
+following when the learner moves.
+
+The state machine lives in this session's state (its keys start with ``_room.``): a switch
+asked for (:data:`_PENDING`: version, view, tries) becomes the view this follower shows
+(:data:`_APPLIED`) once a run shows it; a later run whose view differs from it means the
+learner moved a control or changed page, and following turns off (:data:`_LEFT`). Before the
+page draws, :func:`send_before_page` sends a follower whose presenter moved on; after it,
+:func:`follower_controls` draws the switch and the polling fragment
+(:func:`follower_live_controls`, every :data:`POLL_S` seconds, the fallback for
+:mod:`dashboard.rooms.push`'s wake-ups). :func:`apply_pending`, at the start of a run, puts
+the presenter's values in the URL and forgets the follower's, so state.py seeds every control
+from the URL, with the usual checks.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from dashboard import state
+from dashboard.i18n import LANG_KEY, current_lang, t
+from dashboard.literal import literal
+from dashboard.room_questions import answer_controls, voter
+from dashboard.rooms import presenter, push
+from dashboard.rooms.link import FOLLOW_KEY, ROOM_KEY, SERVER_KEY, RoomLink, shared_params
+from dashboard.rooms.store import RoomSnapshot, View
+
+POLL_S = 5.0  # the fallback: the presenter's moves and questions wake followers at once
+# (rooms/push.py); thirty followers polling every 2 s kept 0.1-0.2 of a core busy
+_APPLIED = "_room.applied"  # (version, View) of the presenter's view this follower shows
+_PENDING = "_room.pending"  # (version, View, tries): a switch to it asked, not yet seen
+MAX_TRIES = 3  # switches asked for one view before the follower stops trying
+_WAS_FOLLOWING = "_room.was_following"
+_LEFT = "_room.left"  # following was turned off because the learner moved
+_SEEN = "_room.seen"  # this session saw the room open
+
+
+def apply_pending(page: str) -> None:
+    """Put the presenter's view that this follower is being sent to into this run: the
+    URL's values of ``page`` become the presenter's and this session's widget values of it
+    are forgotten, so state.py seeds every control from the URL, with the usual checks.
+
+    Done at the start of the run, not by the switch alone: Streamlit merges a rerun asked
+    for before the last one started (the fragment's next poll) into it, with that request's
+    query and widget values, which would undo the switch's.
+    """
+    pending = st.session_state.get(_PENDING)
+    if pending is None or pending[1].page != page or not st.session_state.get(FOLLOW_KEY):
+        return
+    prefix = f"{page}."
+    for key in [k for k in st.session_state if str(k).startswith(prefix)]:
+        del st.session_state[key]
+    for key in [k for k in st.query_params if k.startswith(prefix)]:
+        del st.query_params[key]
+    for key, value in pending[1].params:
+        st.query_params[key] = value
+
+
+def view_now(page: str) -> View:
+    """This run's view: ``page`` and the URL's values without the language and room keys.
+
+    Raises:
+        ValueError: when the view is too large to share (see :meth:`View.of`).
+    """
+    return View.of(page, shared_params(st.query_params.to_dict(), lang_key=LANG_KEY))
+
+
+def follower_controls(
+    link: RoomLink, pages: dict, page: str, sidebar: DeltaGenerator, main: DeltaGenerator
+) -> None:
+    """The follower's switch: turned off when the learner moved, and a jump to the
+    presenter when it is on and the presenter is elsewhere; then the live fragment."""
+    snap = presenter.shared_store().get(link.code, voter())
+    applied = _landed(page)
+    was_following = st.session_state.get(_WAS_FOLLOWING, False)
+    settled = applied is not None and _PENDING not in st.session_state
+    if was_following and st.session_state.get(FOLLOW_KEY) and settled:
+        if _safe_view(page) != applied[1]:
+            st.session_state[FOLLOW_KEY] = False
+            st.session_state[_LEFT] = True
+    following = sidebar.toggle(t("room.follow"), key=FOLLOW_KEY, help=t("room.follow_help"))
+    state.write(FOLLOW_KEY, following)
+    st.session_state[_WAS_FOLLOWING] = following
+    if following:
+        push.registry().register(link.code, push.this_session())
+    else:
+        push.registry().forget(link.code, push.this_session())
+    if following:
+        st.session_state[_LEFT] = False
+        if snap is not None and (not was_following or _moved_on(snap, applied)):
+            jump(link, pages, page, snap)
+    elif st.session_state.get(_LEFT):
+        sidebar.info(t("room.left_notice"))
+    else:
+        sidebar.caption(t("room.not_following"))
+    if snap is not None:
+        state.write(SERVER_KEY, presenter.SERVER_ID)
+    with main:
+        follower_live_controls(link, pages, page)
+
+
+def send_before_page(link: RoomLink, pages: dict, page: str) -> None:
+    """Before the page draws: a follower whose presenter moved on (or who just arrived, or
+    just turned following on) is sent there at once (a run that a wake-up from
+    :mod:`dashboard.rooms.push` or a poll asked for), so only the presenter's view is
+    drawn. Whether the learner moved a control is decided after the page ran
+    (:func:`follower_controls`). The presenter is never sent (the caller checks).
+
+    Args:
+        link: from :func:`room_link`.
+        pages: the app's ``st.Page`` objects by page name.
+        page: the name of the page this run shows.
+    """
+    if not (link.code and st.session_state.get(FOLLOW_KEY)):
+        return
+    applied = _landed(page)
+    if _PENDING in st.session_state:
+        return
+    snap = presenter.shared_store().get(link.code)
+    if snap is not None and _moved_on(snap, applied):
+        jump(link, pages, page, snap, before_page=True)
+
+
+def _safe_view(page: str) -> View | None:
+    try:
+        return view_now(page)
+    except ValueError:
+        return None
+
+
+def _landed(page: str) -> tuple[int, View] | None:
+    """The presenter's view this follower shows: a switch asked for becomes it once a run
+    shows that view (a switch can be lost when another rerun overtakes it)."""
+    pending = st.session_state.get(_PENDING)
+    if pending is not None and _safe_view(page) == pending[1]:
+        st.session_state[_APPLIED] = pending[:2]
+        del st.session_state[_PENDING]
+    return st.session_state.get(_APPLIED)
+
+
+def _lost(page: str, applied: tuple[int, View] | None) -> bool:
+    """In a poll: whether the browser shows a view other than the one this follower was
+    sent to. The run that sent it there can be cut short by the browser's next request,
+    and Streamlit then drops the run's unsent messages, the new query among them; the poll
+    carries the browser's query, so it sees the difference and sends the follower again.
+    (A learner's own move never shows here: the run it starts turns following off.)"""
+    if applied is None or _PENDING in st.session_state or applied[1].page != page:
+        return False
+    return _safe_view(page) != applied[1]
+
+
+def _moved_on(snap: RoomSnapshot, applied: tuple[int, View] | None) -> bool:
+    """Whether the presenter's view is newer than the one this follower was sent to."""
+    return snap.view is not None and (applied is None or applied[0] != snap.version)
+
+
+def jump(
+    link: RoomLink, pages: dict, page: str, snap: RoomSnapshot, *, before_page: bool = False
+) -> None:
+    """Send this follower to the presenter's view: switch to it with the presenter's values,
+    their own language and the room's keys, their values of that page forgotten (ends the
+    run, unless they are there already). A switch is asked again, up to :data:`MAX_TRIES`
+    times, until a run shows that view.
+
+    ``before_page``: called before the page made any widget (:func:`follow_now`). A view of
+    this same page is then put into this run (:func:`apply_pending`) instead of a rerun, so
+    a woken follower draws the presenter's view in one run, not two."""
+    view = snap.view
+    if view is None or view.page not in pages:
+        return
+    st.session_state[_WAS_FOLLOWING] = True
+    pending = st.session_state.get(_PENDING)
+    tries = pending[2] + 1 if pending is not None and pending[0] == snap.version else 1
+    if _safe_view(page) == view or tries > MAX_TRIES:
+        st.session_state[_APPLIED] = (snap.version, view)
+        st.session_state.pop(_PENDING, None)
+        return
+    st.session_state[_PENDING] = (snap.version, view, tries)
+    if view.page == page:
+        if before_page:
+            apply_pending(page)  # no widget of the page made yet: this run draws the view
+            return
+        st.rerun()  # apply_pending sets the values when the run starts
+    query = dict(view.params)
+    query.update(
+        {
+            LANG_KEY: current_lang(),
+            ROOM_KEY: link.code,
+            FOLLOW_KEY: "true",
+            SERVER_KEY: presenter.SERVER_ID,
+        }
+    )
+    st.switch_page(pages[view.page], query_params=query)
+
+
+@st.fragment(run_every=POLL_S)
+def follower_live_controls(link: RoomLink, pages: dict, page: str) -> None:
+    """Every :data:`POLL_S` seconds: follow the presenter, say where the room stands, and
+    offer the current question's answers."""
+    snap = presenter.shared_store().get(link.code, voter())
+    if snap is None:
+        ended = st.session_state.get(_SEEN) or link.marker
+        st.warning(t(f"room.{'ended' if ended else 'waiting'}", code=literal(link.code)))
+        return
+    st.session_state[_SEEN] = True
+    applied = st.session_state.get(_APPLIED)
+    if st.session_state.get(FOLLOW_KEY) and (_moved_on(snap, applied) or _lost(page, applied)):
+        jump(link, pages, page, snap)
+    if st.session_state.get(FOLLOW_KEY):
+        st.caption(t("room.following", code=literal(link.code)))
+    if snap.poll is not None:
+        answer_controls(link.code, snap.poll)

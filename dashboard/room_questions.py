@@ -1,0 +1,163 @@
+"""Questions to a room: the presenter asks one (ready for the page, or typed) and watches
+the live tally; each follower answers once, and sees the answer and the tally once revealed.
+
+The questions themselves and their checks are :mod:`dashboard.rooms.questions`; the tally is
+kept by the room's store (:mod:`dashboard.rooms.store`). :mod:`dashboard.room_controls` puts
+these parts on the presenter's page, :mod:`dashboard.room_follow` on a follower's.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+import streamlit as st
+
+from dashboard.i18n import t
+from dashboard.literal import literal
+from dashboard.rooms import presenter, push
+from dashboard.rooms.questions import ready_questions, ready_to_ask, typed_question
+from dashboard.rooms.store import MAX_OPTIONS, Poll, Question, RoomEndedError, RoomLimitError
+
+TALLY_POLL_S = 1.0
+TYPED = "typed"
+_VOTER = "_room.voter"
+_MY_ANSWER = "_room.my_answer"  # (question number, choice)
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
+
+
+def _plain(text: str) -> str:
+    """Typed text shown as itself in markdown (its markup characters escaped)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def question_text(question: Question) -> str:
+    """The question in this session's language (a typed one as typed)."""
+    return t(f"room.q_{question.ready}") if question.ready else _plain(question.text)
+
+
+def option_text(question: Question, index: int) -> str:
+    """Answer ``index`` of ``question`` in this session's language."""
+    if question.ready:
+        return t(f"room.q_{question.ready}_a{index}")
+    return _plain(question.options[index])
+
+
+def voter() -> str:
+    """This session's anonymous id in the room (one answer per learner)."""
+    if _VOTER not in st.session_state:
+        st.session_state[_VOTER] = secrets.token_hex(8)
+    return st.session_state[_VOTER]
+
+
+def ask_controls(code: str, page: str) -> bool:
+    """The presenter's "Ask the room": a ready question of this page or a typed one.
+
+    Returns:
+        Whether a question was put to the room in this run (its followers are to be woken).
+    """
+    with st.expander(t("room.ask_header")):
+        choices = [q.id for q in ready_questions(page)] + [TYPED]
+        choice = st.radio(
+            t("room.ask_pick"),
+            choices,
+            key=f"_room.pick.{page}",
+            format_func=lambda c: t("room.ask_typed") if c == TYPED else t(f"room.q_{c}"),
+        )
+        text, answers, correct = "", "", None
+        asked = ready_to_ask(choice) if choice != TYPED else None
+        if choice == TYPED:
+            text = st.text_input(t("room.typed_text"), key="_room.typed_text", max_chars=200)
+            answers = st.text_area(t("room.typed_answers"), key="_room.typed_answers")
+            count = min(len([a for a in answers.splitlines() if a.strip()]), MAX_OPTIONS)
+            correct = st.selectbox(
+                t("room.typed_correct"),
+                [None, *range(count)],
+                key="_room.typed_correct",
+                format_func=lambda i: t("room.typed_no_correct") if i is None else str(i + 1),
+            )
+        if st.button(t("room.ask_button"), key="_room.ask", type="primary"):
+            try:
+                asked = asked or typed_question(text, answers, correct)
+                presenter.shared_store().ask(code, asked)
+            except (ValueError, RoomEndedError) as err:
+                st.warning(t("room.bad_question", detail=literal(err)))
+                return False
+            return True
+    return False
+
+
+@st.fragment(run_every=TALLY_POLL_S)
+def tally_controls(code: str) -> None:
+    """The presenter's live view of the room: learners, the question, its tally, the reveal."""
+    store = presenter.shared_store()
+    snap = store.get(code)
+    if snap is None:
+        st.warning(t("room.ended", code=literal(code)))
+        return
+    st.caption(t("room.viewers", n=snap.viewers))
+    poll = snap.poll
+    if poll is None:
+        return
+    show_poll(poll)
+    left, right = st.columns(2)
+    if not poll.revealed and left.button(t("room.reveal"), key="_room.reveal"):
+        store.reveal(code)
+        push.wake(code)
+        st.rerun(scope="fragment")
+    if right.button(t("room.clear"), key="_room.clear"):
+        store.clear_question(code)
+        push.wake(code)
+        st.rerun(scope="fragment")
+
+
+def show_poll(poll: Poll) -> None:
+    """The question, its tally as bars and, once revealed, the answer and where the page
+    measures it."""
+    question = poll.question
+    st.markdown(f"**{t('room.question_title')}:** {question_text(question)}")
+    st.caption(t("room.answers_count", n=poll.answers))
+    for index, count in enumerate(poll.tally):
+        right = poll.revealed and index == question.correct
+        label = f"{'✅ ' if right else ''}{option_text(question, index)}: {count}"
+        st.progress(count / poll.answers if poll.answers else 0.0, text=label)
+    if poll.revealed:
+        show_answer(question)
+
+
+def show_answer(question: Question) -> None:
+    """The right answer and the figure the page measures (nothing to reveal in a poll)."""
+    if question.correct is None:
+        st.info(t("room.poll_no_answer"))
+        return
+    answer = option_text(question, question.correct)
+    why = t(f"room.q_{question.ready}_why") if question.ready else ""
+    st.success(f"**{t('room.answer_is', answer=answer)}**" + (f"\n\n{why}" if why else ""))
+
+
+def answer_controls(code: str, poll: Poll) -> None:
+    """The question with one button per answer; after the reveal, the answer and tally."""
+    if poll.revealed:
+        show_poll(poll)
+        return
+    question = poll.question
+    st.markdown(f"**{t('room.question_title')}:** {question_text(question)}")
+    mine = st.session_state.get(_MY_ANSWER)
+    columns = st.columns(len(question.options))
+    for index, column in enumerate(columns):
+        chosen = mine == (poll.number, index)
+        if column.button(
+            option_text(question, index),
+            key=f"_room.answer.{poll.number}.{index}",
+            type="primary" if chosen else "secondary",
+            use_container_width=True,
+        ):
+            try:
+                presenter.shared_store().answer(code, voter(), index, poll.number)
+                st.session_state[_MY_ANSWER] = mine = (poll.number, index)
+            except RoomLimitError:
+                st.warning(t("room.answer_full"))
+            except (ValueError, RoomEndedError) as err:
+                st.warning(t("room.answer_refused", detail=literal(err)))
+    if mine is not None and mine[0] == poll.number:
+        st.caption(t("room.your_answer", answer=option_text(question, mine[1])))

@@ -1,0 +1,61 @@
+"""A room link: the query keys a room adds to the usual link, and their checks.
+
+A learner opens the usual link plus ``room=CODE`` (checked by
+:func:`dashboard.rooms.codes.parse_room_code`). A follower's link also carries
+``room.follow`` (whether "Follow the presenter" is on) and ``room.server``, the id of the
+server whose room it followed (:func:`parse_marker`): after a restart, or on another replica,
+the page says the room has ended instead of waiting for it. A presenter's view leaves these
+keys out (:func:`shared_params`): they belong to each learner's own link.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+ROOM_KEY = "room"
+FOLLOW_KEY = "room.follow"
+SERVER_KEY = "room.server"
+_MARKER = re.compile(r"[0-9a-f]{1,16}")
+
+
+@dataclass(frozen=True)
+class RoomLink:
+    """The room this run belongs to.
+
+    Attributes:
+        code: the room's code, ``""`` when the link names none (or a bad one).
+        marker: the server id a follower's link carries (``""`` before it followed).
+    """
+
+    code: str
+    marker: str
+
+
+def parse_marker(raw: str) -> str:
+    """A server id from the URL (hex, at most 16 characters).
+
+    Raises:
+        ValueError: naming the value, for anything else.
+    """
+    if not _MARKER.fullmatch(raw):
+        raise ValueError(f"server id {raw!r}")
+    return raw
+
+
+def shared_params(query: Mapping[str, str], *, lang_key: str) -> dict[str, str]:
+    """The query values a presenter shares: all but the language and the room's own keys.
+
+    Args:
+        query: a run's query values by key.
+        lang_key: the language's query key (each learner keeps their own language).
+
+    Returns:
+        The values of ``query`` under every other key.
+    """
+    return {
+        key: value
+        for key, value in query.items()
+        if key != lang_key and key != ROOM_KEY and not key.startswith(f"{ROOM_KEY}.")
+    }

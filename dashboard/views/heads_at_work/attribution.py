@@ -1,0 +1,112 @@
+"""Section 3 of Heads at work: every head's effect on the loss estimated from one backward
+pass, on the copy test or the prompt, and checked against true effects (each head turned off
+in turn) for a few heads, with Spearman's rank correlation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, state
+from dashboard.charts.head_grid import effect_scatter_chart
+from dashboard.i18n import t
+from dashboard.views.heads_at_work.common import PAGE, draw_grid, grid_chart, grid_titles
+from dashboard.views.heads_at_work.copying import CopyConfig
+
+PICKS = ("layers", "top")
+DEFAULT_PICK = "layers"
+DEFAULT_COUNT, MIN_COUNT = 12, 2
+LAYERS_PICKED = 3  # the "layers" pick: every head of 3 layers (27 heads)
+DEFAULT_FIRST_LAYER = 16
+
+
+@dataclass(frozen=True)
+class AttributionConfig:
+    """Attribution: its text, the heads whose true effects are measured, and whether to."""
+
+    source: str
+    pick: str
+    count: int
+    first_layer: int
+    measure: bool
+
+
+def attribution_controls(page: str) -> AttributionConfig:
+    """The attribution group: which text, which heads' true effects, and whether to measure."""
+    st.sidebar.markdown(f"**{t('heads.attr_header')}**")
+    source = state.radio(
+        page,
+        "source",
+        t("heads.ctl_source"),
+        data.HEADS_SOURCES,
+        "copy",
+        format_func=lambda s: t(f"heads.source_{s}"),
+    )
+    pick = state.radio(
+        page,
+        "pick",
+        t("heads.ctl_pick"),
+        PICKS,
+        DEFAULT_PICK,
+        format_func=lambda p: t(f"heads.pick_{p}"),
+    )
+    count = state.slider_int(
+        page, "count", t("heads.ctl_count"), MIN_COUNT, data.HEADS_MAX_OFF, DEFAULT_COUNT
+    )
+    last = data.DECODER_LAYERS - LAYERS_PICKED
+    first = state.slider_int(
+        page, "first_layer", t("heads.ctl_first_layer"), 0, last, DEFAULT_FIRST_LAYER
+    )
+    measure = state.checkbox(
+        page, "measure", t("heads.ctl_measure"), False, help=t("heads.ctl_measure_help")
+    )
+    return AttributionConfig(source, pick, count, first, measure)
+
+
+def draw_effects(ids, positions, estimates, pairs) -> None:
+    """The scatter of estimated against true effects, with Spearman's number."""
+    effects = data.head_effects(ids, positions, pairs)
+    table, rho = data.effect_table(estimates, pairs, effects)
+    st.metric(t("heads.metric_spearman", n=len(pairs)), "—" if rho != rho else f"{rho:.2f}")
+    chart = effect_scatter_chart(
+        table,
+        title=t("heads.scatter_title"),
+        x_title=t("heads.chart_estimate"),
+        y_title=t("heads.chart_effect"),
+        head_title=t("common.chart_head"),
+    )
+    st.altair_chart(chart, theme=None, key=f"{PAGE}.scatter")
+    st.caption(t("heads.scatter_caption"))
+
+
+def draw_attribution(ctl: AttributionConfig, census_text: str, copy: CopyConfig) -> None:
+    """Section 3: the one-backward estimate of every head's effect, and its check."""
+    st.header(t("heads.attr_title"))
+    st.markdown(t("heads.attr_intro", most=data.HEADS_MAX_OFF))
+    ids, positions = data.attribution_ids(ctl.source, census_text, copy.length, copy.seed)
+    estimates = data.head_attribution(ids, positions)
+    if ctl.source == "copy":
+        labels = data.copy_census(copy.length, copy.seed).labels
+    else:
+        labels = data.prompt_census(census_text).head_labels
+    table = pd.DataFrame(
+        {
+            "layer": [i // data.DECODER_HEADS for i in range(estimates.size)],
+            "head": [i % data.DECODER_HEADS for i in range(estimates.size)],
+            "score": estimates.ravel(),
+            "label": labels.ravel(),
+        }
+    )
+    left, right = st.columns([2, 3])
+    with left:
+        titles = grid_titles(t("heads.chart_estimate"), t("heads.attr_grid_title"))
+        draw_grid(grid_chart(table, titles, ".3f", label_set=data.HEADS_LABELS), "attr_grid")
+    with right:
+        layers = range(ctl.first_layer, ctl.first_layer + LAYERS_PICKED)
+        pairs = data.measured_heads(ctl.pick, estimates, layers, ctl.count)
+        if ctl.measure:
+            draw_effects(ids, positions, estimates, pairs)
+        else:
+            st.info(t("heads.measure_off", n=len(pairs)))

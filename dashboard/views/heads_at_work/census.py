@@ -1,0 +1,178 @@
+"""Section 1 of Heads at work: every SmolLM2 head's census score and label on the prompt, as a
+grid that is also a control (a click chooses the head), and the chosen head's map."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from dashboard import charts, controls, data, state
+from dashboard.charts import canvas
+from dashboard.charts.head_grid import PICK, picked_head
+from dashboard.i18n import t
+from dashboard.views.heads_at_work.common import (
+    PAGE,
+    SCORE_FORMATS,
+    grid_chart,
+    grid_titles,
+    label_name,
+    score_name,
+    show_install_hint,
+)
+
+CUSTOM = "custom"
+DEFAULT_PRESET = "repeat"
+DEFAULT_SCORE = "induction"
+DEFAULT_LAYER, DEFAULT_HEAD = 18, 6
+
+
+@dataclass(frozen=True)
+class CensusConfig:
+    """The census: the prompt, the score drawn and the head whose map is shown (0-based)."""
+
+    text: str
+    score: str
+    layer: int
+    head: int
+
+
+@dataclass(frozen=True)
+class CensusView:
+    """Section 1 as drawn by :func:`census_grid_controls`: the census, and the column the
+    head's map goes in."""
+
+    census: data.PromptCensus
+    map_column: DeltaGenerator
+
+
+def prompt_controls(page: str) -> str:
+    """A preset prompt or typed text (an empty one: a warning and the default preset)."""
+    presets = data.HEADS_PRESETS
+    preset = state.select(
+        page,
+        "preset",
+        t("heads.ctl_preset"),
+        [*presets, CUSTOM],
+        DEFAULT_PRESET,
+        format_func=lambda k: t(f"heads.preset_{k}"),
+    )
+    if preset != CUSTOM:
+        return presets[preset]
+    text = state.text(
+        page,
+        "text",
+        t("heads.ctl_text"),
+        presets[DEFAULT_PRESET],
+        data.DECODER_TEXT_MAX_CHARS,
+        help=t("heads.ctl_text_help", n=data.DECODER_MAX_TOKENS),
+    )
+    if not text.strip():
+        st.warning(t("heads.text_blank"))
+        return presets[DEFAULT_PRESET]
+    return text
+
+
+def census_controls(page: str) -> CensusConfig:
+    """The census group: prompt, score, and the head whose map is shown."""
+    st.sidebar.markdown(f"**{t('heads.census_header')}**")
+    text = prompt_controls(page)
+    score = state.select(
+        page,
+        "score",
+        t("heads.ctl_score"),
+        data.HEADS_SCORES,
+        DEFAULT_SCORE,
+        format_func=score_name,
+    )
+    last_layer, last_head = data.DECODER_LAYERS - 1, data.DECODER_HEADS - 1
+    layer = state.slider_int(
+        page, "layer", t("heads.ctl_layer", last=last_layer), 0, last_layer, DEFAULT_LAYER
+    )
+    head = state.slider_int(
+        page, "head", t("heads.ctl_head", last=last_head), 0, last_head, DEFAULT_HEAD
+    )
+    return CensusConfig(text, score, layer, head)
+
+
+def pick_head(key: str) -> None:
+    """The grid's click callback (before the rerun): the clicked head becomes the layer and
+    head controls' value, so the sliders, the map and the URL follow."""
+    event = st.session_state.get(key)
+    points = event.selection.get(PICK) if event is not None else None
+    pair = picked_head(points, data.DECODER_LAYERS, data.DECODER_HEADS)
+    if pair is not None:
+        st.session_state[f"{PAGE}.layer"], st.session_state[f"{PAGE}.head"] = pair
+
+
+def grid_pick_controls(chart, chosen: tuple[int, int]) -> None:
+    """The census grid as a control: a click on a cell chooses that head. The key names the
+    chosen head, so the grid starts with no selection after every change of head (a click
+    on the same cell again still counts)."""
+    key = f"{PAGE}.grid.{chosen[0]}.{chosen[1]}"
+    st.altair_chart(
+        chart,
+        theme=None,
+        key=key,
+        on_select=functools.partial(pick_head, key),
+        selection_mode=PICK,
+    )
+
+
+def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
+    """Section 1's title and its grid of one score with every head's label. The grid is a
+    control (a click chooses the head), so it is drawn here, before the rest of the page.
+
+    Returns:
+        The census and the map's column, or None when the prompt cannot run (the notice is
+        shown).
+    """
+    st.header(t("heads.census_title"))
+    st.markdown(t("heads.census_intro"))
+    try:
+        with st.spinner(t("heads.loading")):
+            census = data.prompt_census(ctl.text)
+    except FileNotFoundError:
+        show_install_hint()
+        return None
+    except ValueError as err:
+        controls.show_error(err)
+        return None
+    if census.truncated:
+        st.warning(t("heads.truncated", n=len(census.tokens)))
+    table = data.census_table(census, ctl.score)
+    left, right = st.columns([2, 3])
+    with left:
+        if table["score"].isna().all():
+            st.info(t("heads.no_repeat"))
+        else:
+            titles = grid_titles(
+                score_name(ctl.score), t("heads.grid_title", score=score_name(ctl.score))
+            )
+            chosen = (ctl.layer, ctl.head)
+            fmt = SCORE_FORMATS.get(ctl.score, ".2f")
+            grid_pick_controls(
+                grid_chart(table, titles, fmt, label_set=data.HEADS_LABELS, chosen=chosen), chosen
+            )
+        st.caption(t("heads.label_rule"))
+    return CensusView(census, right)
+
+
+def draw_head_map(view: CensusView, ctl: CensusConfig) -> None:
+    """Section 1, right: the chosen head's map on the prompt and its scores."""
+    census = view.census
+    with view.map_column:
+        label = label_name(census.head_labels[ctl.layer, ctl.head])
+        labels = list(census.labels)
+        grid = data.heatmap_grid(census.maps[ctl.layer, ctl.head], labels, labels)
+        title = t("heads.map_title", layer=ctl.layer, head=ctl.head, label=label)
+        canvas.heatmap_grid(grid, charts.weights_spec(grid, title), key=f"{PAGE}.map")
+        values = {name: census.scores[name][ctl.layer, ctl.head] for name in data.HEADS_SCORES}
+        st.caption(
+            " · ".join(
+                f"{score_name(name)} {value:{SCORE_FORMATS.get(name, '.2f')}}"
+                for name, value in values.items()
+            )
+        )

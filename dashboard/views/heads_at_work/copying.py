@@ -1,0 +1,118 @@
+"""Section 2 of Heads at work: the copy test (a random sequence said twice; the loss of its
+second half) with heads turned off, by the top k of a score or by name, against as many of
+the weakest heads turned off."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, data, state
+from dashboard.i18n import t
+from dashboard.views.heads_at_work.common import PAGE, heads_off_controls, score_name
+
+DEFAULT_SCORE = "induction"
+DEFAULT_TOP_K, MAX_TOP_K = 5, 15
+DEFAULT_SEED = 0
+
+
+@dataclass(frozen=True)
+class CopyConfig:
+    """The copy test: sequence length and seed, and which heads are off."""
+
+    length: int
+    seed: int
+    rank_score: str
+    top_k: int
+    picked: tuple[tuple[int, int], ...]
+
+
+def copy_controls(page: str) -> CopyConfig:
+    """The copy test group: length and seed, the top k by a score, and heads picked by name."""
+    st.sidebar.markdown(f"**{t('heads.copy_header')}**")
+    length = state.slider_int(
+        page,
+        "length",
+        t("heads.ctl_length"),
+        data.HEADS_COPY_MIN,
+        data.HEADS_COPY_MAX,
+        data.HEADS_COPY_DEFAULT,
+    )
+    seed = state.slider_int(page, "seed", t("heads.ctl_seed"), 0, data.HEADS_MAX_SEED, DEFAULT_SEED)
+    rank_score = state.select(
+        page,
+        "rank_score",
+        t("heads.ctl_rank_score"),
+        data.HEADS_SCORES,
+        DEFAULT_SCORE,
+        format_func=score_name,
+    )
+    top_k = state.slider_int(page, "top_k", t("heads.ctl_top_k"), 0, MAX_TOP_K, DEFAULT_TOP_K)
+    picked = heads_off_controls(page, "off", "ctl_off", data.DECODER_LAYERS, data.DECODER_HEADS)
+    return CopyConfig(length, seed, rank_score, top_k, picked)
+
+
+def copy_metrics(intact, ablated, control, off: tuple, weakest: tuple) -> None:
+    """The copy test's four losses as metrics."""
+    cols = st.columns(4)
+    cols[0].metric(t("heads.metric_first"), f"{intact.first:.2f}")
+    cols[1].metric(t("heads.metric_second"), f"{intact.second:.2f}")
+    cols[2].metric(
+        t("heads.metric_second_off", n=len(off)),
+        f"{ablated.second:.2f}",
+        delta=f"{ablated.second - intact.second:+.2f}",
+        delta_color="inverse",
+    )
+    cols[3].metric(
+        t("heads.metric_second_weakest", n=len(weakest)),
+        f"{control.second:.2f}",
+        delta=f"{control.second - intact.second:+.2f}",
+        delta_color="inverse",
+    )
+
+
+def copy_chart(ctl: CopyConfig, intact, ablated) -> None:
+    """The loss of every token, all heads on and the chosen heads off."""
+    series = {
+        t("heads.series_intact"): intact.losses,
+        t("heads.series_off"): ablated.losses,
+    }
+    frame = pd.concat(
+        pd.DataFrame({"position": range(1, len(v) + 1), "loss": v, "series": name})
+        for name, v in series.items()
+    )
+    chart = charts.layered_line_chart(
+        frame,
+        x="position",
+        y="loss",
+        color="series",
+        title=t("heads.copy_chart_title", length=ctl.length),
+        x_title=t("heads.chart_position"),
+        y_title=t("heads.chart_loss"),
+        color_title=t("heads.chart_setting"),
+        height=260,
+    )
+    st.altair_chart(chart, theme=None, key=f"{PAGE}.copy_chart")
+
+
+def draw_copy(ctl: CopyConfig) -> None:
+    """Section 2: the copy test with heads turned off, and its control."""
+    st.header(t("heads.copy_title"))
+    st.markdown(t("heads.copy_intro"))
+    off, weakest = data.copy_heads(ctl.length, ctl.seed, ctl.rank_score, ctl.top_k, ctl.picked)
+    intact = data.copy_run(ctl.length, ctl.seed)
+    ablated, control = data.copy_pair(ctl.length, ctl.seed, off, weakest)
+    copy_metrics(intact, ablated, control, off, weakest)
+    copy_chart(ctl, intact, ablated)
+    names = ", ".join(data.head_name(p) for p in off) or "—"
+    control = ", ".join(data.head_name(p) for p in weakest) or "—"
+    st.caption(t("heads.copy_caption", off=names, weakest=control))
+
+
+def prefetch_copy_moves(ctl: CopyConfig) -> None:
+    """After the page is drawn: fill, in the background, the copy test of every top k."""
+    data.prefetch_copy(
+        ctl.length, ctl.seed, ctl.rank_score, ctl.top_k, ctl.picked, range(MAX_TOP_K + 1)
+    )

@@ -1,0 +1,89 @@
+"""Section 5 of Heads at work: a mask composed of a sliding window, sink tokens, a prefix and
+a stride, and what it costs SmolLM2 on the tutorial's paragraph (perplexity and KL), in every
+layer at once and in each layer alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, data, state
+from dashboard.i18n import t
+from dashboard.views.heads_at_work.common import PAGE
+
+MAX_WINDOW, MAX_SINKS, MAX_PREFIX = 64, 8, 32
+WINDOW_STEP = 2
+STRIDES = (0, 2, 3, 4, 6, 8, 12, 16)
+DEFAULT_WINDOW, DEFAULT_SINKS = 16, 4
+
+
+@dataclass(frozen=True)
+class MaskConfig:
+    """The mask composer's parts (0 = off) and whether each layer is measured alone."""
+
+    window: int
+    sinks: int
+    prefix: int
+    stride: int
+    per_layer: bool
+
+
+def mask_controls(page: str) -> MaskConfig:
+    """The mask composer group: window, sinks, prefix, stride, and the per-layer switch."""
+    st.sidebar.markdown(f"**{t('heads.mask_header')}**")
+    window = state.slider_int(
+        page, "window", t("heads.ctl_window"), 0, MAX_WINDOW, DEFAULT_WINDOW, step=WINDOW_STEP
+    )
+    sinks = state.slider_int(page, "sinks", t("heads.ctl_sinks"), 0, MAX_SINKS, DEFAULT_SINKS)
+    prefix = state.slider_int(page, "prefix", t("heads.ctl_prefix"), 0, MAX_PREFIX, 0)
+    stride = state.select(page, "stride", t("heads.ctl_stride"), STRIDES, 0)
+    per_layer = state.checkbox(
+        page, "per_layer", t("heads.ctl_per_layer"), False, help=t("heads.ctl_per_layer_help")
+    )
+    return MaskConfig(window, sinks, prefix, stride, per_layer)
+
+
+def draw_mask(ctl: MaskConfig) -> None:
+    """Section 5: the composed mask's cost in every layer and in each alone."""
+    st.header(t("heads.mask_title"))
+    st.markdown(t("heads.mask_intro"))
+    with st.expander(t("heads.mask_paragraph")):
+        st.code(data.MASK_TEXT, language=None, wrap_lines=True)
+    effect = data.mask_effect(
+        data.mask_parts(ctl.window, ctl.sinks, ctl.prefix, ctl.stride), ctl.per_layer
+    )
+    cols = st.columns(4)
+    cols[0].metric(t("heads.metric_kept"), f"{effect.kept:.0%}")
+    cols[1].metric(t("heads.metric_full_ppl"), f"{effect.full_perplexity:.2f}")
+    cols[2].metric(t("heads.metric_masked_ppl"), f"{effect.all_layers_perplexity:.2f}")
+    cols[3].metric(t("heads.metric_kl"), f"{effect.all_layers_kl:.3f}")
+    if not ctl.per_layer:
+        st.caption(t("heads.per_layer_off"))
+        return
+    frame = pd.DataFrame(
+        {"layer": [str(i) for i in range(len(effect.layer_kl))], "kl": effect.layer_kl}
+    )
+    chart = charts.bar_chart(
+        frame,
+        x="layer",
+        y="kl",
+        title=t("heads.mask_chart_title"),
+        x_title=t("heads.chart_layer"),
+        y_title=t("heads.chart_kl"),
+        value_format=".4f",
+    )
+    st.altair_chart(chart, theme=None, key=f"{PAGE}.mask_chart")
+    worst = int(effect.layer_kl.argmax())
+    st.caption(t("heads.mask_caption", layer=worst, ppl=f"{effect.layer_perplexity[worst]:.2f}"))
+
+
+def prefetch_mask_moves(ctl: MaskConfig) -> None:
+    """After the page is drawn: fill, in the background, the masks one move of the sinks or
+    the window away (not with every layer measured alone: 30 forward passes a value)."""
+    if ctl.per_layer:
+        return
+    parts = data.mask_parts(ctl.window, ctl.sinks, ctl.prefix, ctl.stride)
+    windows = data.window_neighbours(ctl.window, WINDOW_STEP, MAX_WINDOW)
+    data.prefetch_masks(parts, range(MAX_SINKS + 1), windows)
