@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import random
-import statistics
 import threading
 import time
 from collections import Counter
@@ -45,6 +43,7 @@ from bench.browser import (
     rss_bytes,
     streamlit_server,
 )
+from bench.load_figures import cpu_seconds, percentiles, print_errors, verdict
 from bench.repaint import ARM_JS, CHART, SLIDER
 from bench.stream_client import StreamSession
 
@@ -140,18 +139,6 @@ async def drive(base_url: str, sessions: int, seconds: float) -> dict:
     return stats
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process and its children (psutil), in seconds."""
-    import psutil
-
-    proc = psutil.Process(pid)
-    total = sum(proc.cpu_times()[:2])
-    for child in proc.children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            total += sum(child.cpu_times()[:2])
-    return total
-
-
 def page_links(sessions: int) -> list[str]:
     """The page (URL path) that each session opens: session i opens page i mod pages."""
     names = page_names()
@@ -240,18 +227,6 @@ async def drive_stream(
     return stats
 
 
-def percentiles(times: list[float]) -> tuple[float, float]:
-    """(p50, p95) of ``times`` (NaN when empty); p95 is the nearest-rank value."""
-    if not times:
-        return float("nan"), float("nan")
-    ordered = sorted(times)
-    return statistics.median(ordered), ordered[max(0, round(0.95 * len(ordered)) - 1)]
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
-
-
 def report_stream(
     stats: dict, links: list[str], seconds: float, interval: float, peak: int
 ) -> None:
@@ -274,9 +249,8 @@ def report_stream(
         f"(goal for one link opened by all, --mode landing: p95 <= {OPEN_GOAL_S:g} s"
         f"{', ' + verdict(p95 <= OPEN_GOAL_S) if len(pages) == 1 else ''})"
     )
-    print(f"moves {stats['moves']}, errors {len(stats['errors'])} (goal 0)")
-    for error in stats["errors"][:10]:
-        print(f"  - {error}")
+    print(f"moves {stats['moves']}", end=", ")
+    print_errors(stats["errors"])
     p50, p95 = percentiles(stats["move_s"])
     print(
         f"widget change -> script finished: p50 {p50:.3f} s, p95 {p95:.3f} s "

@@ -29,6 +29,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
+from bench.load_figures import cpu_seconds, percentiles, print_errors, verdict
 from bench.stream_client import FINISHED_OK, StreamSession
 from dashboard.room_controls import KEY_WIDGET
 from dashboard.room_follow import POLL_S
@@ -159,7 +160,6 @@ async def drive_room(
 ) -> dict:
     """Open the presenter and the followers, then move the presenter's slider every
     ``interval`` seconds for ``seconds``; return the figures."""
-    from bench.load import cpu_seconds
 
     stats: dict = {"errors": []}
     host = Presenter(base_url, PAGE, f"room={ROOM}")
@@ -206,7 +206,6 @@ async def move_phase(
     value each time (``fresh``: the page computes each), or back and forth between two
     values (the page's caches answer after the first two moves, so the figures are the
     room's own). Returns the phase's figures."""
-    from bench.load import cpu_seconds
 
     stats: dict = {"errors": [], "follow_s": [], "lag_s": [], "presenter_s": [], "missed": 0}
     cpu_before, start = cpu_seconds(server_pid), time.monotonic()
@@ -243,15 +242,11 @@ async def move_phase(
 
 def report_room(stats: dict, followers: int, interval: float) -> None:
     """Print the room's figures and verdicts."""
-    from bench.load import percentiles, verdict
-
     print(
         f"room: 1 presenter ({PAGE}, {MOVED} one step every {interval:g} s) and {followers} "
         f"followers polling every {POLL_S:g} s (websocket clients)"
     )
-    print(f"errors {len(stats['errors'])} (goal 0)")
-    for error in stats["errors"][:10]:
-        print(f"  - {error}")
+    print_errors(stats["errors"])
     p50, p95 = percentiles(stats["join_s"])
     joined = len(stats["join_s"])
     print(
@@ -268,7 +263,6 @@ def report_room(stats: dict, followers: int, interval: float) -> None:
 def report_phase(name: str, phase: dict, followers: int, polling_cpu_s: float) -> None:
     """Print one phase's figures: the presenter's runs, the followers' and the CPU
     (``polling_cpu_s``: what the followers' polls alone cost per move interval)."""
-    from bench.load import percentiles, verdict
 
     what = {"repeat": "back and forth between two values", "fresh": "to a new value each time"}
     print(f"presenter moving {what[name]} ({phase['moves']} moves):")

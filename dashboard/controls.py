@@ -48,7 +48,7 @@ MAX_DROPOUT = 0.9
 DROPOUT_STEP = 0.05
 SENTENCE_MAX_CHARS = 200
 DEFAULT_SENTENCE = "the cat sat on the mat because it was comfortable"
-MIN_SEQ_LEN = 4
+MIN_LAYER_LEN = 4
 DEFAULT_LAYER = LayerConfig()
 
 
@@ -408,17 +408,17 @@ def layer_controls(
         page: page name (key prefix).
         defaults: the values a fresh page shows (``variant``, ``seq_len``, ``d_model``,
             ``heads`` are read from it).
-        max_seq_len: the largest L offered (default :data:`dashboard.data.MAX_SEQ_LEN`).
+        max_seq_len: the largest L offered (default :data:`dashboard.data.MAX_INPUT_LEN`).
 
     Returns:
         A :class:`~dashboard.config.LayerConfig` on the sidebar's device.
     """
-    max_seq_len = data.MAX_SEQ_LEN if max_seq_len is None else max_seq_len
+    max_seq_len = data.MAX_INPUT_LEN if max_seq_len is None else max_seq_len
     variant = variant_select(page, defaults.variant)
     source = input_controls(page)
     if source.input_kind == "random":
         seq_len = state.slider_int(
-            page, "seq_len", t("common.ctl_seq_len"), MIN_SEQ_LEN, max_seq_len, defaults.seq_len
+            page, "seq_len", t("common.ctl_seq_len"), MIN_LAYER_LEN, max_seq_len, defaults.seq_len
         )
     else:
         seq_len = len(data.input_tokens(source.input_kind, source.sentence, defaults.seq_len))

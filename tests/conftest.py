@@ -172,3 +172,13 @@ def decoder32():
 def decoder4():
     """SmolLM2-135M with the GGUF file's 4-bit codes, as the decoder and heads pages load it."""
     return _smollm2("int4")
+
+
+@pytest.fixture(scope="session")
+def page_model(decoder4):
+    """The decoder the Decoder and Heads at work pages load: :func:`decoder4`, once the data
+    layer's weights dtype says it is the one."""
+    from dashboard.data import DECODER_WEIGHTS_DTYPE
+
+    assert DECODER_WEIGHTS_DTYPE == "int4", DECODER_WEIGHTS_DTYPE
+    return decoder4

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from attention_core import masks
-from attention_core.experiments.inputs import MAX_EMBED_DIM, MAX_SEQ_LEN, sinusoidal_positions
+from attention_core.experiments.inputs import MAX_EMBED_DIM, MAX_INPUT_LEN, sinusoidal_positions
 from attention_core.modules import MultiHeadSelfAttention
 from attention_core.registry import get_variant, variant_names
 from attention_core.validation import check_int
@@ -123,7 +123,7 @@ def check_permutation_equivariance(
             is not a permutation of range(L).
     """
     spec = get_variant(variant)
-    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_INPUT_LEN)
     D = check_int("embed_dim", embed_dim, low=1, high=MAX_EMBED_DIM)
     seed = check_int("seed", seed, low=0, high=2**63 - 1)
     order = random_perm(L, seed) if perm is None else check_perm(perm, L)
@@ -277,7 +277,7 @@ def check_causal_leak(
         ValueError: for an unknown variant or parameter, or a bad size, cutoff or seed.
     """
     spec = get_variant(variant)
-    L = check_int("seq_len", seq_len, low=2, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=2, high=MAX_INPUT_LEN)
     D = check_int("embed_dim", embed_dim, low=1, high=MAX_EMBED_DIM)
     seed = check_int("seed", seed, low=0, high=2**63 - 1)
     cut = L // 2 - 1 if cutoff is None else check_int("cutoff", cutoff, low=0, high=L - 2)
@@ -329,7 +329,7 @@ def row_sums(
         ValueError: for an unknown variant or parameter, or a bad size or seed.
     """
     spec = get_variant(variant)
-    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_INPUT_LEN)
     D = check_int("embed_dim", embed_dim, low=1, high=MAX_EMBED_DIM)
     seed = check_int("seed", seed, low=0, high=2**63 - 1)
     layer = _seeded_layer(spec.name, D, num_heads, seed, params)
@@ -374,7 +374,7 @@ def check_chunked_exact(
     """
     from attention_core.registry import attend
 
-    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_INPUT_LEN)
     E = check_int("head_dim", head_dim, low=1, high=MAX_EMBED_DIM)
     H = check_int("num_heads", num_heads, low=1, high=64)
     seed = check_int("seed", seed, low=0, high=2**63 - 1)

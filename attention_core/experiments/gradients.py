@@ -22,7 +22,7 @@ from attention_core.registry import attend, get_variant, variant_names
 from attention_core.validation import check_choice, check_float, check_int
 
 MAX_EMBED_DIM = 1024
-MAX_SEQ_LEN = 256
+MAX_GRADIENT_LEN = 256
 MAX_TRIALS = 100
 INITS = ("scaled", "randn")
 NO_SCALING = "none"
@@ -108,7 +108,7 @@ def make_gradient_problem(
         ValueError: for a bad size, init, seed or dtype.
     """
     D = check_int("embed_dim", embed_dim, low=1, high=MAX_EMBED_DIM)
-    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_GRADIENT_LEN)
     seed = check_int("seed", seed, low=0, high=2**63 - 1)
     check_choice("init", init, INITS)
     check_choice("dtype", dtype, _DTYPES)

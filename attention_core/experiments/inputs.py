@@ -19,7 +19,7 @@ import torch
 
 from attention_core.validation import check_choice, check_int
 
-MAX_SEQ_LEN = 1024
+MAX_INPUT_LEN = 1024
 MAX_EMBED_DIM = 1024
 MAX_SENTENCE_TOKENS = 128
 MAX_SEED = 2**32 - 1
@@ -109,7 +109,7 @@ def input_tokens(input_kind: str, sentence: str, seq_len: int) -> tuple[str, ...
     """
     check_choice("input_kind", input_kind, INPUT_KINDS)
     if input_kind == "random":
-        L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+        L = check_int("seq_len", seq_len, low=1, high=MAX_INPUT_LEN)
         return tuple(str(i) for i in range(L))
     if input_kind == "typed":
         tokens = tokens_for(sentence)
@@ -139,7 +139,7 @@ def sinusoidal_positions(
     Raises:
         ValueError: for a size out of range or another dtype.
     """
-    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_INPUT_LEN)
     D = check_int("embed_dim", embed_dim, low=1, high=MAX_EMBED_DIM)
     check_choice("dtype", dtype, (torch.float32, torch.float64))
     position = torch.arange(L, dtype=dtype).unsqueeze(1)  # (L, 1)
@@ -153,7 +153,7 @@ def sinusoidal_positions(
 
 
 def check_tokens(
-    tokens: Sequence[str], *, low: int = 1, high: int = MAX_SEQ_LEN
+    tokens: Sequence[str], *, low: int = 1, high: int = MAX_INPUT_LEN
 ) -> tuple[str, ...]:
     """Return ``tokens`` as a tuple after checking it holds ``low`` to ``high`` strings.
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from attention_core.validation import check_int
 
-MAX_SEQ_LEN = 512
+MAX_PATTERN_LEN = 512
 RANDOM_HEADS = 4
 PATTERN_NAMES = (
     "local",
@@ -56,7 +56,7 @@ def head_patterns(seq_len: int = 10, seed: int = 0) -> dict[str, np.ndarray]:
     Raises:
         ValueError: when seq_len or seed is not a whole number in range.
     """
-    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_PATTERN_LEN)
     rng = np.random.default_rng(check_int("seed", seed, low=0))
     band = np.eye(L) + np.eye(L, k=1) + np.eye(L, k=-1)  # (L, L), 1 on |i - j| <= 1
     patterns = {

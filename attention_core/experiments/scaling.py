@@ -19,7 +19,7 @@ import torch
 from attention_core.validation import check_int
 
 MAX_D_K = 4096
-MAX_SEQ_LEN = 256
+MAX_SCALING_LEN = 256
 MAX_TRIALS = 10_000
 # q and k together may hold at most this many float64 numbers (2 * trials * L * d_k)
 MAX_ELEMENTS = 2**24
@@ -149,7 +149,7 @@ def measure_scaling(
             exceeds 2**24 numbers.
     """
     sizes = check_d_ks(d_ks)
-    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_SCALING_LEN)
     seed = check_int("seed", seed, low=0, high=2**63 - 1)
     trials = check_int("trials", trials, low=1, high=MAX_TRIALS)
     if 2 * trials * L * sizes[-1] > MAX_ELEMENTS:

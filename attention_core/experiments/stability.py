@@ -20,7 +20,7 @@ from attention_core.registry import attend
 from attention_core.validation import check_float, check_int
 
 MAX_ROWS = 1024
-MAX_SEQ_LEN = 4096
+MAX_STABILITY_LEN = 4096
 MAX_MODEL_WIDTH = 1024
 STABILITY_COLUMNS = (
     "method",
@@ -114,7 +114,7 @@ def compare_softmax_stability(
     torch_dtype = parse_dtype(dtype)
     scale = _check_logit_scale(logit_scale, torch_dtype)
     R = check_int("rows", rows, low=1, high=MAX_ROWS)
-    S = check_int("seq_len", seq_len, low=2, high=MAX_SEQ_LEN)
+    S = check_int("seq_len", seq_len, low=2, high=MAX_STABILITY_LEN)
     seed = check_int("seed", seed, low=0, high=2**63 - 1)
     logits = _softmax_logits(R, S, scale, seed).to(torch_dtype)  # (R, S)
     reference = torch.softmax(logits.double(), dim=-1)  # (R, S) float64
@@ -209,7 +209,7 @@ def precision_comparison(
     Raises:
         ValueError: for a bad size, seed, dtype or variant, or D not divisible by H.
     """
-    L = check_int("seq_len", seq_len, low=1, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=1, high=MAX_STABILITY_LEN)
     D = check_int("d_model", d_model, low=1, high=MAX_MODEL_WIDTH)
     H = check_int("heads", heads, low=1, high=D)
     seed = check_int("seed", seed, low=0, high=2**63 - 1)

@@ -36,8 +36,8 @@ CAUSAL_TASKS = frozenset({"induction"})
 IGNORE = -100  # target of an unscored position (``F.cross_entropy``'s default ignore_index)
 NO_KEY = -1  # target key of an unscored position
 MIN_VOCAB = 16
-MIN_SEQ_LEN = 4
-MAX_SEQ_LEN = 64
+MIN_TASK_LEN = 4
+MAX_TASK_LEN = 64
 MAX_BATCH = 4096
 
 
@@ -106,7 +106,7 @@ def sample_tokens(task: str, batch: int, seq_len: int, generator: torch.Generato
     """
     task = check_task(task)
     batch = check_int("batch", batch, low=1, high=MAX_BATCH)
-    L = check_int("seq_len", seq_len, low=MIN_SEQ_LEN, high=MAX_SEQ_LEN)
+    L = check_int("seq_len", seq_len, low=MIN_TASK_LEN, high=MAX_TASK_LEN)
     vocab = vocab_size(L)
     if task in ("shift", "reverse"):
         return torch.randint(0, vocab, (batch, L), generator=generator)  # (B, L)
@@ -198,7 +198,7 @@ def task_targets(task: str, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.T
     task = check_task(task)
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
         raise ValueError(f"tokens must be a (batch, length) integer tensor, got {tokens!r}")
-    check_int("seq_len", tokens.shape[1], low=MIN_SEQ_LEN)
+    check_int("seq_len", tokens.shape[1], low=MIN_TASK_LEN)
     return _TARGETS[task](tokens.long())
 
 

@@ -23,8 +23,8 @@ from attention_core.estimates import estimate_memory
 from attention_core.experiments.scaling import derived_seed
 from attention_core.experiments.tasks import (
     CAUSAL_TASKS,
-    MAX_SEQ_LEN,
-    MIN_SEQ_LEN,
+    MAX_TASK_LEN,
+    MIN_TASK_LEN,
     check_task,
     vocab_size,
 )
@@ -113,7 +113,7 @@ class TrainingConfig:
         d_model = check_int("d_model", self.d_model, low=heads, high=MAX_D_MODEL)
         if d_model % heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
-        check_int("seq_len", self.seq_len, low=MIN_SEQ_LEN, high=MAX_SEQ_LEN)
+        check_int("seq_len", self.seq_len, low=MIN_TASK_LEN, high=MAX_TASK_LEN)
         steps = check_int("steps", self.steps, low=1, high=MAX_STEPS)
         check_float("lr", self.lr, low=0.0, high=MAX_LR, low_open=True)
         check_int("batch_size", self.batch_size, low=1, high=MAX_BATCH)

@@ -36,7 +36,7 @@ def heatmap(spec: dict, *, key: str) -> None:
     _HEATMAP(data=spec, key=f"_canvas.{key}")
 
 
-def heatmap_grid(grid, spec: HeatmapSpec, *, key: str) -> None:
+def draw_heatmaps(grid, spec: HeatmapSpec, *, key: str) -> None:
     """Draw the matrices of a :class:`dashboard.data.Heatmap` (``values``, ``scores``,
     ``panels``) with the look ``spec`` on a canvas.
 

@@ -42,7 +42,7 @@ def weights_spec(grid: Heatmap, title: str, **options) -> HeatmapSpec:
             override the defaults above.
 
     Returns:
-        The spec for :func:`dashboard.charts.canvas.heatmap_grid` or the Altair export.
+        The spec for :func:`dashboard.charts.canvas.draw_heatmaps` or the Altair export.
     """
     fields = {
         "title": title,
@@ -66,7 +66,7 @@ def head_grid_spec(grid: Heatmap, title: str, columns: int) -> HeatmapSpec:
         title: the chart title. columns: panels per row.
 
     Returns:
-        The spec for :func:`dashboard.charts.canvas.heatmap_grid`.
+        The spec for :func:`dashboard.charts.canvas.draw_heatmaps`.
     """
     return weights_spec(
         grid,

@@ -153,7 +153,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "INPUT_KINDS",
         "MASK_KINDS",
         "MAX_SENTENCE_TOKENS",
-        "MAX_SEQ_LEN",
+        "MAX_INPUT_LEN",
         "PRESET_SENTENCES",
         "axis_labels",
         "build_input",

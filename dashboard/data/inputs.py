@@ -10,8 +10,8 @@ from attention_core import masks
 # the pages read these through dashboard.data (its export table names them)
 from attention_core.experiments.inputs import (  # noqa: F401
     INPUT_KINDS,
+    MAX_INPUT_LEN,
     MAX_SENTENCE_TOKENS,
-    MAX_SEQ_LEN,
     PRESET_SENTENCES,
     has_words,
     input_tokens,

@@ -146,6 +146,16 @@ def complexity_cell(
         )
 
 
+def _seeded_layer_check(check, cfg: LayerConfig, **options) -> dict:
+    """``check(variant, d_model, heads, seq_len, seed=…, **params, **options)``, one of the
+    library's property checks on the seeded layer ``cfg`` describes, as a plain dict of its
+    result's fields."""
+    result = check(
+        cfg.variant, cfg.d_model, cfg.heads, cfg.seq_len, seed=cfg.seed, **cfg.param_dict, **options
+    )
+    return asdict(result)
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def equivariance_check(
     cfg: LayerConfig, *, perm: tuple[int, ...] | None, causal: bool, positional: bool
@@ -157,18 +167,13 @@ def equivariance_check(
     Raises:
         ValueError: for a bad permutation, variant, parameter or size.
     """
-    result = experiments.check_permutation_equivariance(
-        cfg.variant,
-        cfg.d_model,
-        cfg.heads,
-        cfg.seq_len,
+    return _seeded_layer_check(
+        experiments.check_permutation_equivariance,
+        cfg,
         perm=perm,
         causal=causal,
         positional=positional,
-        seed=cfg.seed,
-        **cfg.param_dict,
     )
-    return asdict(result)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -180,17 +185,7 @@ def causal_leak(cfg: LayerConfig, *, cutoff: int, causal: bool) -> dict:
     Raises:
         ValueError: for a bad cutoff, variant, parameter or size.
     """
-    result = experiments.check_causal_leak(
-        cfg.variant,
-        cfg.d_model,
-        cfg.heads,
-        cfg.seq_len,
-        cutoff=cutoff,
-        causal=causal,
-        seed=cfg.seed,
-        **cfg.param_dict,
-    )
-    return asdict(result)
+    return _seeded_layer_check(experiments.check_causal_leak, cfg, cutoff=cutoff, causal=causal)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -184,7 +184,7 @@ def draw_generation(step: data.DecodeStep) -> None:
             grid, t("decoder.row_title", token=step.labels[-1]), KV_COLUMNS
         )
         spec = replace(spec, y_title=t("decoder.ctl_layer"))  # "层" alone reads as a speck
-        canvas.heatmap_grid(grid, spec, key=f"{PAGE}.rows")
+        canvas.draw_heatmaps(grid, spec, key=f"{PAGE}.rows")
     st.caption(t("decoder.row_caption"))
 
 
@@ -197,7 +197,7 @@ def draw_causal_maps(maps: data.PromptMaps, layer: int) -> None:
     labels = list(maps.labels)
     grid = data.heatmap_grid(maps.maps[layer - 1], labels, labels, panels=_head_names())
     spec = charts.head_grid_spec(grid, t("decoder.maps_title", layer=layer), KV_COLUMNS)
-    canvas.heatmap_grid(grid, spec, key=f"{PAGE}.maps")
+    canvas.draw_heatmaps(grid, spec, key=f"{PAGE}.maps")
     st.caption(t("decoder.maps_caption", upper=f"{maps.above_diagonal:.1e}"))
 
 
@@ -217,7 +217,7 @@ def draw_rope(maps: data.PromptMaps, layer: int, head: int) -> None:
     grid = data.heatmap_grid(data.rope_versions(maps, layer, head), labels, labels, panels=panels)
     spec = charts.head_grid_spec(grid, t("decoder.rope_title", layer=layer, head=head), 3)
     spec = replace(spec, panel_title=t("decoder.chart_version"))
-    canvas.heatmap_grid(grid, spec, key=f"{PAGE}.rope")
+    canvas.draw_heatmaps(grid, spec, key=f"{PAGE}.rope")
     st.caption(t("decoder.rope_caption"))
 
 

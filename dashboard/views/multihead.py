@@ -87,7 +87,7 @@ def gallery(ctl: MultiheadConfig) -> None:
         domain=(0.0, 1.0),
         columns=GALLERY_COLUMNS,
     )
-    canvas.heatmap_grid(named, spec, key="multihead.gallery")
+    canvas.draw_heatmaps(named, spec, key="multihead.gallery")
     gallery_table = gallery_stats.assign(name=gallery_stats["pattern"].map(pattern_label))
     stats_charts(gallery_table, "gallery")
     st.page_link(
@@ -141,7 +141,7 @@ def real_heads(ctl: LayerConfig) -> None:
     grid = data.heatmap_grid(run.weights, labels, labels, scores=run.scores, panels=head_names)
     title = t("multihead.real_title", heads=heads, d_k=run.d_k)
     real_spec = charts.head_grid_spec(grid, title, columns=min(heads, GALLERY_COLUMNS))
-    canvas.heatmap_grid(grid, real_spec, key="multihead.real")
+    canvas.draw_heatmaps(grid, real_spec, key="multihead.real")
     real_stats = pd.DataFrame(
         {"name": head_names, "entropy": run.entropy, "mean_distance": run.distance}
     )

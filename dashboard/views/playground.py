@@ -68,13 +68,13 @@ def draw_maps(ctl: LayerConfig, run: data.AttentionRun) -> None:
     grid = data.heatmap_grid(run.weights, labels, labels, scores=run.scores, panels=head_names)
     title = t("playground.grid_title", heads=heads)
     grid_spec = charts.head_grid_spec(grid, title, columns=min(heads, GRID_COLUMNS))
-    canvas.heatmap_grid(grid, grid_spec, key="playground.grid")
+    canvas.draw_heatmaps(grid, grid_spec, key="playground.grid")
 
     left, right = st.columns(2)
     with left:
         avg = data.heatmap_grid(run.mean_weights, labels, labels, scores=run.mean_scores)
         avg_spec = charts.weights_spec(avg, t("playground.avg_title"), width=SIDE_BY_SIDE_WIDTH)
-        canvas.heatmap_grid(avg, avg_spec, key="playground.avg")
+        canvas.draw_heatmaps(avg, avg_spec, key="playground.avg")
         st.metric(
             t("common.metric_row_sums"),
             t(
@@ -99,7 +99,7 @@ def draw_maps(ctl: LayerConfig, run: data.AttentionRun) -> None:
             diverging=True,
             width=SIDE_BY_SIDE_WIDTH,
         )
-        canvas.heatmap_grid(out, out_spec, key="playground.output")
+        canvas.draw_heatmaps(out, out_spec, key="playground.output")
         st.caption(t("playground.output_stats_caption", mean=run.output_mean, std=run.output_std))
 
     exports.export_buttons(

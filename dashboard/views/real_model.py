@@ -290,7 +290,7 @@ def draw_pair(preset: str, model: str) -> None:
 
 
 @dataclass(frozen=True)
-class View:
+class MapChoice:
     """The map looked at: layer and head (from 1) and the highlighted token (from 0)."""
 
     layer: int
@@ -315,7 +315,7 @@ class RealModelConfig:
     installed: bool
     preset: str = CUSTOM
     text: str = ""
-    view: View | None = None
+    view: MapChoice | None = None
     swap: controls.VariantChoice | None = None
     probe: Probe | None = None
 
@@ -343,7 +343,7 @@ def real_model_controls(page: str) -> RealModelConfig:
     return replace(config, view=view, swap=swap, probe=probe)
 
 
-def view_controls(page: str, run: data.ModelRun) -> View:
+def view_controls(page: str, run: data.ModelRun) -> MapChoice:
     """Layer, head (from 1) and highlighted token (from 0) for this run's model."""
     defaults = DEFAULTS[run.model]
     n_layers = run.attentions.shape[0]
@@ -365,7 +365,7 @@ def view_controls(page: str, run: data.ModelRun) -> View:
         format_func=lambda i: labels[i] if 0 <= i < len(labels) else str(i),
         help=t("real_model.ctl_token_help"),
     )
-    return View(layer=layer, head=head, token=token)
+    return MapChoice(layer=layer, head=head, token=token)
 
 
 def probe_controls(page: str, preset: str, text: str) -> Probe:

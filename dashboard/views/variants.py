@@ -192,7 +192,7 @@ def draw_pattern(base: LayerConfig, choice: controls.VariantChoice) -> None:
         domain=(0.0, 1.0),
         width=HEATMAP_WIDTH,
     )
-    canvas.heatmap_grid(pattern_map, pattern_spec, key=f"variants.{choice.variant}.pattern")
+    canvas.draw_heatmaps(pattern_map, pattern_spec, key=f"variants.{choice.variant}.pattern")
 
 
 def draw_weights(base: LayerConfig, name: str, result: data.AttentionRun) -> str:
@@ -209,7 +209,7 @@ def draw_weights(base: LayerConfig, name: str, result: data.AttentionRun) -> str
     weight_spec = charts.weights_spec(
         weight_map, t("variants.weights_title"), subtitle=None, width=HEATMAP_WIDTH
     )
-    canvas.heatmap_grid(weight_map, weight_spec, key=f"variants.{name}.weights")
+    canvas.draw_heatmaps(weight_map, weight_spec, key=f"variants.{name}.weights")
     return f"{result.sparsity:.1%}"
 
 

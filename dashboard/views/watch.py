@@ -22,7 +22,7 @@ D_MODELS = (8, 16, 32, 64, 128, 256)
 LEARNING_RATES = (0.001, 0.003, 0.01, 0.03, 0.1)
 SCALINGS = ("default", "scaled", "unscaled")
 MAX_LAYERS = 4
-MAX_SEQ_LEN = 32
+WATCH_MAX_LEN = 32
 MIN_STEPS, MAX_STEPS, STEPS_STEP = 50, 2000, 50
 MIN_SNAPSHOT_EVERY = 10
 SNAPSHOTS_PER_RUN = 50
@@ -131,7 +131,7 @@ def watch_controls(page: str) -> WatchConfig:
         "shift",
         format_func=lambda k: t(f"watch.task_{k}"),
     )
-    seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 4, MAX_SEQ_LEN, 8)
+    seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 4, WATCH_MAX_LEN, 8)
     steps = state.slider_int(
         page, "steps", t("watch.ctl_steps"), MIN_STEPS, MAX_STEPS, 300, step=STEPS_STEP
     )
@@ -276,7 +276,7 @@ def draw_heads(snapshot: data.Snapshot, target: np.ndarray, key: str) -> None:
         domain=(0.0, 1.0),
         columns=min(len(grid.panels), HEAD_COLUMNS),
     )
-    canvas.heatmap_grid(grid, spec, key=key)
+    canvas.draw_heatmaps(grid, spec, key=key)
 
 
 def draw_target(config: data.TrainingConfig) -> None:
@@ -286,7 +286,7 @@ def draw_target(config: data.TrainingConfig) -> None:
     grid = data.heatmap_grid(target, labels, labels)
     title = t("watch.target_title", task=t(f"watch.task_{config.task}"))
     spec = charts.weights_spec(grid, title, domain=(0.0, 1.0))
-    canvas.heatmap_grid(grid, spec, key="watch.target")
+    canvas.draw_heatmaps(grid, spec, key="watch.target")
 
 
 def line_chart(

@@ -54,28 +54,36 @@ def assert_no_errors(page) -> None:
 # Every Vega chart on the page: its text items (absolute bounds in the chart's own pixels)
 # checked against the drawn box (the canvas or SVG, cut by the chart's slot), the title
 # against the legend, and each text mark's items against each other.
-FIT_JS = """([slack, minGap]) => {
+VEGA_SCAN_JS = """
   const isView = (o) => o && typeof o === 'object' && typeof o.scenegraph === 'function'
     && typeof o.runAsync === 'function';
-  function findView(el) {
-    const seen = new Set();
-    function scan(obj, depth) {
-      if (!obj || typeof obj !== 'object' || depth > 3 || seen.has(obj)) return null;
-      seen.add(obj);
-      if (isView(obj)) return obj;
-      for (const key of Object.keys(obj)) {
-        let found = null;
-        try { found = scan(obj[key], depth + 1); } catch (e) { found = null; }
-        if (found) return found;
-      }
-      return null;
+  // the Vega view within three levels of obj (a React hook's state), or null
+  function scanForView(obj, depth, seen) {
+    if (!obj || typeof obj !== 'object' || depth > 3 || seen.has(obj)) return null;
+    seen.add(obj);
+    if (isView(obj)) return obj;
+    for (const key of Object.keys(obj)) {
+      let found = null;
+      try { found = scanForView(obj[key], depth + 1, seen); } catch (e) { found = null; }
+      if (found) return found;
     }
+    return null;
+  }
+"""
+"""JavaScript put at the top of a function that looks for a chart's Vega view: vega-embed
+keeps it in a React hook's state, not on the element."""
+
+FIT_JS = (
+    """([slack, minGap]) => {"""
+    + VEGA_SCAN_JS
+    + """  function findView(el) {
+    const seen = new Set();
     for (const node of [el, ...el.querySelectorAll('*')]) {
       const fiberKey = Object.keys(node).find((k) => k.startsWith('__reactFiber'));
       let fiber = fiberKey ? node[fiberKey] : null;
       for (let up = 0; fiber && up < 30; up++, fiber = fiber.return) {
         for (let hook = fiber.memoizedState, i = 0; hook && i < 60; hook = hook.next, i++) {
-          const view = scan(hook.memoizedState, 0);
+          const view = scanForView(hook.memoizedState, 0, seen);
           if (view) return view;
         }
       }
@@ -167,6 +175,7 @@ FIT_JS = """([slack, minGap]) => {
     return {index, title, problems};
   });
 }"""
+)
 
 
 def chart_problems(page) -> list[str]:

@@ -13,6 +13,7 @@ import pytest
 
 from attention_core.pretrained import smollm2_available
 from bench.browser import wait_idle
+from tests.browser.helpers import VEGA_SCAN_JS
 
 pytestmark = [
     pytest.mark.browser,
@@ -23,23 +24,13 @@ PAGE_MS = 240_000  # the first open loads SmolLM2 twice (int4 and bfloat16) on a
 GRID = '[class*="st-key-heads-grid-"]'
 TARGET = (16, 0)  # a previous-token head; the page opens on 18.6
 
-CELL_JS = """([selector, layer, head]) => {
+CELL_JS = (
+    """([selector, layer, head]) => {
   const el = document.querySelector(selector);
-  const isView = (o) => o && typeof o === 'object' && typeof o.scenegraph === 'function'
-    && typeof o.runAsync === 'function';
-  const seen = new Set();
-  function scan(obj, depth) {
-    if (!obj || typeof obj !== 'object' || depth > 3 || seen.has(obj)) return null;
-    seen.add(obj);
-    if (isView(obj)) return obj;
-    for (const key of Object.keys(obj)) {
-      let found = null;
-      try { found = scan(obj[key], depth + 1); } catch (e) { found = null; }
-      if (found) return found;
-    }
-    return null;
-  }
-  const hasFiber = (n) => Object.keys(n).some((k) => k.startsWith('__reactFiber'));
+  const seen = new Set();"""
+    + VEGA_SCAN_JS
+)
+CELL_JS += """  const hasFiber = (n) => Object.keys(n).some((k) => k.startsWith('__reactFiber'));
   // deepest React elements first: walking up from them, the first view met is this chart's
   const nodes = [...el.querySelectorAll('*')].reverse().filter(hasFiber);
   for (const node of nodes) {
@@ -47,7 +38,7 @@ CELL_JS = """([selector, layer, head]) => {
     let fiber = node[fiberKey];
     for (let up = 0; fiber && up < 30; up++, fiber = fiber.return) {
       for (let hook = fiber.memoizedState, i = 0; hook && i < 60; hook = hook.next, i++) {
-        const view = scan(hook.memoizedState, 0);
+        const view = scanForView(hook.memoizedState, 0, seen);
         if (!view) continue;
         const own = view.container();  // vega-embed's element: the drawing is inside
         if (!own || !el.contains(own)) continue;

@@ -1,5 +1,6 @@
-"""The map in docs/ARCHITECTURE.md stays current: every Python module of ``attention_core/``
-and ``dashboard/`` has a row in its folder's table, and no row names a module that is gone.
+"""The map in docs/ARCHITECTURE.md stays current: every Python module of ``attention_core/``,
+``bench/`` and ``dashboard/`` has a row in its folder's table, and no row names a module that
+is gone.
 
 A folder's table is the one under the heading that starts with the folder's path (``##
 attention_core/``, ``### dashboard/data/ — cached calls only``); a row names a module by its
@@ -13,7 +14,7 @@ import re
 from tests.dashboard.conftest import REPO_ROOT
 
 MAP = REPO_ROOT / "docs" / "ARCHITECTURE.md"
-PACKAGES = ("attention_core", "dashboard")
+PACKAGES = ("attention_core", "bench", "dashboard")
 HEADING = re.compile(r"^#{2,3} `?([\w./]+/)`?")
 ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|")
 
@@ -42,7 +43,7 @@ def rows_by_folder(text: str) -> dict[str, set[str]]:
 
 
 def python_modules() -> set[str]:
-    """Every ``.py`` file of the two packages, as a path relative to the repository root."""
+    """Every ``.py`` file of the packages, as a path relative to the repository root."""
     return {
         path.relative_to(REPO_ROOT).as_posix()
         for package in PACKAGES
@@ -52,7 +53,7 @@ def python_modules() -> set[str]:
 
 
 def listed_modules(rows: dict[str, set[str]]) -> set[str]:
-    """The ``.py`` paths the map's tables name under the two packages."""
+    """The ``.py`` paths the map's tables name under the packages."""
     return {
         f"{folder}/{name}"
         for folder, names in rows.items()
@@ -83,3 +84,24 @@ def test_every_module_is_named_in_the_map():
 def test_the_map_names_no_module_that_is_gone():
     listed = listed_modules(rows_by_folder(MAP.read_text(encoding="utf-8")))
     assert sorted(listed - python_modules()) == []
+
+
+TESTS_ROW = re.compile(r"^\|\s*`(tests/[\w/]*)`\s*\|\s*(\d+)\s*\|")
+
+
+def test_the_tests_table_counts_each_folders_test_files():
+    text = MAP.read_text(encoding="utf-8")
+    table = text[text.index("\n## tests/\n") :].split("\n## ", 2)[1]
+    listed = {
+        m.group(1): int(m.group(2)) for line in table.splitlines() if (m := TESTS_ROW.match(line))
+    }
+    tests = REPO_ROOT / "tests"
+    folders = [
+        tests,
+        *(p for p in sorted(tests.iterdir()) if p.is_dir() and p.name != "__pycache__"),
+    ]
+    actual = {
+        f"{folder.relative_to(REPO_ROOT).as_posix()}/": len(list(folder.glob("test_*.py")))
+        for folder in folders
+    }
+    assert listed == actual

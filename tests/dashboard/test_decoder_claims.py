@@ -23,7 +23,6 @@ from dashboard.data.decoder import (
     DECODER_KV_HEADS,
     DECODER_MAX_STEPS,
     DECODER_PRESETS,
-    DECODER_WEIGHTS_DTYPE,
 )
 from tests.core.references import needs_smollm2
 from tests.dashboard.conftest import APP_PATH
@@ -40,12 +39,6 @@ CACHE_BYTES_PER_TOKEN = "46,080"
 SHORT_STEPS = 2  # the other presets' cached steps (the first preset runs all 16)
 
 pytestmark = needs_smollm2
-
-
-@pytest.fixture(scope="module")
-def page_model(decoder4):
-    assert DECODER_WEIGHTS_DTYPE == "int4"  # the session's decoder4 is the page's model
-    return decoder4
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 
 from attention_core.experiments import explain, heads, mask_effects
 from attention_core.pretrained import load_smollm2
-from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, SINK_PARAGRAPH
+from dashboard.data.decoder import SINK_PARAGRAPH
 from dashboard.data.heads import HEADS_FLOAT_DTYPE
 from tests.core.references import needs_smollm2
 from tests.dashboard.conftest import APP_PATH, quoted_near
@@ -28,12 +28,6 @@ PROMPT = "The capital of France is"
 WINDOW_PPL_FLOOR = 300.0  # the text: a window alone raises the perplexity "to over 300"
 
 pytestmark = needs_smollm2
-
-
-@pytest.fixture(scope="module")
-def page_model(decoder4):
-    assert DECODER_WEIGHTS_DTYPE == "int4"  # the session's decoder4 is the page's model
-    return decoder4
 
 
 @pytest.fixture(scope="module")

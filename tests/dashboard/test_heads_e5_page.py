@@ -17,7 +17,7 @@ from attention_core.pretrained import PASSAGE_PREFIX, load_e5_small, tokens_in_s
 from dashboard.data import heads_e5
 from dashboard.data.heads import HEADS_PRESETS
 from dashboard.data.model import MODEL_PRESETS
-from tests.dashboard.conftest import APP_PATH
+from tests.dashboard.conftest import APP_PATH, open_app
 
 PAGE = "heads"
 TIMEOUT_S = 600  # real models on a shared machine
@@ -41,12 +41,7 @@ def texts(lang: str) -> dict[str, str]:
 
 def open_page(lang: str = "en", **params: str) -> AppTest:
     """Run the app on this page with ``heads.<key>`` query values."""
-    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
-    at.query_params["lang"] = lang
-    for key, value in params.items():
-        at.query_params[f"{PAGE}.{key}"] = value
-    at.switch_page(f"views/{PAGE}.py")
-    return at.run()
+    return open_app(PAGE, lang=lang, **{f"{PAGE}.{key}": value for key, value in params.items()})
 
 
 def e5_grid_rows(at: AppTest) -> list[dict] | None:

@@ -17,7 +17,7 @@ from attention_core.experiments import heads
 from attention_core.pretrained import load_smollm2, smollm2_available
 from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, token_labels
 from dashboard.data.heads import HEADS_PRESETS
-from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, metrics
+from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, metrics, open_app
 
 PAGE = "heads"
 TIMEOUT_S = 600  # a real model, forward and backward passes, on a shared machine
@@ -47,12 +47,7 @@ def model():
 
 def open_page(lang: str = "en", **params: str) -> AppTest:
     """Run the app on this page with ``heads.<key>`` query values."""
-    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
-    at.query_params["lang"] = lang
-    for key, value in params.items():
-        at.query_params[f"{PAGE}.{key}"] = value
-    at.switch_page(f"views/{PAGE}.py")
-    return at.run()
+    return open_app(PAGE, lang=lang, **{f"{PAGE}.{key}": value for key, value in params.items()})
 
 
 def grid_rows(at: AppTest) -> list[dict]:

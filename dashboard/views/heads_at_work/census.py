@@ -168,7 +168,7 @@ def draw_head_map(view: CensusView, ctl: CensusConfig) -> None:
         labels = list(census.labels)
         grid = data.heatmap_grid(census.maps[ctl.layer, ctl.head], labels, labels)
         title = t("heads.map_title", layer=ctl.layer, head=ctl.head, label=label)
-        canvas.heatmap_grid(grid, charts.weights_spec(grid, title), key=f"{PAGE}.map")
+        canvas.draw_heatmaps(grid, charts.weights_spec(grid, title), key=f"{PAGE}.map")
         values = {name: census.scores[name][ctl.layer, ctl.head] for name in data.HEADS_SCORES}
         st.caption(
             " · ".join(
