@@ -198,8 +198,8 @@ def _torch_thread() -> None:
     try:
         for name in (*PRELOADED, *LAZY_TORCH_MODULES):
             importlib.import_module(name)
-        share_cores()
         _TORCH_IMPORTED.set()
+        share_cores()  # the runs that began while torch was importing get their count now
         _WARM_UP_ASKED.wait()
         _start_profiler()
     finally:  # also when an import failed: nobody waits for ever

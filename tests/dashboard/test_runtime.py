@@ -12,7 +12,7 @@ import threading
 import pytest
 import torch
 
-from dashboard.runtime import memory, startup, threads
+from dashboard.runtime import memory, prefetch, startup, threads
 from dashboard.views import PAGES
 from tests.dashboard.conftest import REPO_ROOT, assert_clean, fresh_python, metrics, open_app
 
@@ -26,7 +26,12 @@ def _note(lang: str) -> str:
 
 @pytest.fixture
 def torch_threads():
-    """Restore torch's intra-op threads after the test."""
+    """Restore torch's intra-op threads after the test. First wait for what an earlier test's
+    app run may have left going in this process: the torch thread's imports (until they are
+    done the count is not applied, as in a server's first run) and the Heads page's prefetch
+    fillers (each holds torch at one thread while it computes)."""
+    threads.import_torch()
+    assert prefetch.wait_for_fillers(timeout=300), "a prefetch filler still running"
     before = torch.get_num_threads()
     yield before
     torch.set_num_threads(before)
@@ -141,7 +146,7 @@ def test_the_app_header_and_data_package_import_no_torch():
         "import sys\n"
         "from streamlit.testing.v1 import AppTest\n"
         "from dashboard import controls, data, i18n, state, views\n"
-        "from dashboard.runtime import memory, startup, threads\n"
+        "from dashboard.runtime import memory, prefetch, startup, threads\n"
         "page = 'from dashboard import controls\\ncontrols.page_intro(\"playground\")'\n"
         "at = AppTest.from_string(page).run(timeout=60)\n"
         "assert not at.exception, at.exception\n"
