@@ -43,7 +43,13 @@ from bench.browser import (
     rss_bytes,
     streamlit_server,
 )
-from bench.load_figures import cpu_seconds, percentiles, print_errors, verdict
+from bench.load_figures import (
+    cpu_seconds,
+    percentiles,
+    print_errors,
+    print_server_log,
+    verdict,
+)
 from bench.repaint import ARM_JS, CHART, SLIDER
 from bench.stream_client import StreamSession
 
@@ -308,6 +314,7 @@ def run_room(args: argparse.Namespace) -> None:
         sampler.stop()
     load_room.report_room(stats, followers, args.interval)
     print(f"server peak RSS: {sampler.peak / 2**20:.0f} MiB")
+    print_server_log(server.log_path)
 
 
 def main() -> None:
@@ -346,6 +353,7 @@ def main() -> None:
         report_stream(stats, links, seconds, interval, sampler.peak)
     else:
         report_browser(stats, sessions, elapsed, sampler.peak)
+    print_server_log(server.log_path)
 
 
 if __name__ == "__main__":

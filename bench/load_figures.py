@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+from pathlib import Path
 
 
 def cpu_seconds(pid: int) -> float:
@@ -39,3 +40,21 @@ def print_errors(errors: list[str], shown: int = 10) -> None:
     print(f"errors {len(errors)} (goal 0)")
     for error in errors[:shown]:
         print(f"  - {error}")
+
+
+UNCAUGHT = "Uncaught app execution"  # what Streamlit logs for a script run that raised
+
+
+def print_server_log(path: Path) -> int:
+    """Print how many script runs raised on the server (its log's ``Uncaught app execution``
+    lines, the red error box a learner saw; the goal is none) and the first one's traceback.
+
+    Returns:
+        The count.
+    """
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    found = [i for i, line in enumerate(lines) if UNCAUGHT in line]
+    print(f"server log: {len(found)} uncaught app executions (goal 0) {verdict(not found)}")
+    if found:
+        print("\n".join(f"  | {line}" for line in lines[found[0] : found[0] + 20]))
+    return len(found)
