@@ -41,7 +41,7 @@ def room_link(page: str) -> RoomLink:
     """Read the room's keys from the URL (or this session's memory of them), write them back
     and seed the follow switch; a bad code gets the usual notice and no room. A follower on
     their way to the presenter's view of ``page`` gets its values here, before any widget of
-    the run is made (see :func:`apply_pending`).
+    the run is made (see :func:`dashboard.room_follow.apply_pending`).
 
     Args:
         page: the name of the page this run shows.

@@ -108,7 +108,7 @@ def send_before_page(link: RoomLink, pages: dict, page: str) -> None:
     (:func:`follower_controls`). The presenter is never sent (the caller checks).
 
     Args:
-        link: from :func:`room_link`.
+        link: from :func:`dashboard.room_controls.room_link`.
         pages: the app's ``st.Page`` objects by page name.
         page: the name of the page this run shows.
     """
@@ -163,7 +163,8 @@ def jump(
     run, unless they are there already). A switch is asked again, up to :data:`MAX_TRIES`
     times, until a run shows that view.
 
-    ``before_page``: called before the page made any widget (:func:`follow_now`). A view of
+    ``before_page``: called before the page made any widget
+    (:func:`dashboard.room_controls.follow_now`). A view of
     this same page is then put into this run (:func:`apply_pending`) instead of a rerun, so
     a woken follower draws the presenter's view in one run, not two."""
     view = snap.view

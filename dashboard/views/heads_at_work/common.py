@@ -68,7 +68,9 @@ def grid_chart(
     return head_score_chart(shown, titles, marks=marks, value_format=fmt, chosen=chosen)
 
 
-def heads_off_controls(page: str, key: str, model: str, layers: int, heads: int):
+def heads_off_controls(
+    page: str, key: str, model: str, layers: int, heads: int
+) -> tuple[tuple[int, int], ...]:
     """The heads turned off by name: a multiselect of ``L<layer>H<head>`` (0-based).
 
     Args:
