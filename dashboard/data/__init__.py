@@ -99,6 +99,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "HEADS_SOURCES",
         "MASK_TEXT",
         "PromptCensus",
+        "TooFewTokens",
         "attribution_ids",
         "census_table",
         "copy_census",

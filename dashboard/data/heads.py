@@ -323,6 +323,22 @@ def prefetch_masks(parts: mask_effects.MaskParts, sinks: range, windows: tuple) 
     return prefetch(("mask", parts), tuple(calls))
 
 
+ATTRIBUTION_MIN_TOKENS = 2  # a token's loss is predicted from the tokens before it
+
+
+class TooFewTokens(ValueError):
+    """A prompt too short for a figure the sidebar allows: the page says so as an info, in
+    its language, instead of an error.
+
+    Attributes:
+        need: the fewest tokens the figure needs. got: the prompt's tokens.
+    """
+
+    def __init__(self, need: int, got: int) -> None:
+        super().__init__(f"attribution needs a prompt of at least {need} tokens, got {got}")
+        self.need, self.got = need, got
+
+
 def attribution_ids(
     source: str, text: str, length: int, seed: int
 ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
@@ -330,15 +346,15 @@ def attribution_ids(
     sequence's second copy, or every position of the prompt (None).
 
     Raises:
-        ValueError: for an unknown source, a bad text, length or seed, or a prompt of one
-            token.
+        TooFewTokens: for a prompt of one token.
+        ValueError: for an unknown source, a bad text, length or seed.
     """
     if check_choice("source", source, HEADS_SOURCES) == "copy":
         ids = heads.repeated_tokens(smollm2_decoder(), length, seed)
         return tuple(int(i) for i in ids), tuple(range(length, 2 * length))
     _, ids, _ = prompt_ids(text)
-    if len(ids) < 2:
-        raise ValueError(f"attribution needs a prompt of at least 2 tokens, got {len(ids)}")
+    if len(ids) < ATTRIBUTION_MIN_TOKENS:
+        raise TooFewTokens(ATTRIBUTION_MIN_TOKENS, len(ids))
     return ids, None
 
 

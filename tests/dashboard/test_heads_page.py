@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -125,3 +126,35 @@ def test_an_empty_or_overlong_prompt_gets_a_notice(lang):
     assert not cut.exception and not cut.error
     window = {"en": "window of 48 tokens", "zh": "48 个词元的窗口"}
     assert any(window[lang] in w.value for w in cut.warning), [w.value for w in cut.warning]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_one_token_prompt_shows_dashes_and_why_never_nan(lang, model):
+    """Issue 33 D2: a one-token prompt printed "nan" six times and "-0.00" under the head map,
+    and attribution showed a red error for a prompt the sidebar allows."""
+    at = open_page(lang, preset="custom", text="a", source="prompt", measure="true")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    census = heads.census(model, model.tokenize("a").input_ids)
+    undefined = [name for name, value in census.scores.items() if np.isnan(value[LAYER, HEAD])]
+    assert len(undefined) >= 5  # every row score needs a second token
+    captions = [c.value for c in at.caption]
+    scores = next(c for c in captions if "·" in c and "—" in c)
+    assert "nan" not in " ".join(captions).lower()
+    assert "-0.00" not in scores
+    assert scores.count("—") == len(undefined)
+    why = {"en": "need a second token", "zh": "需要第二个词元"}
+    assert any(why[lang] in c for c in captions), captions
+    short = {"en": "needs at least 2 tokens", "zh": "至少需要 2 个词元"}
+    assert any(short[lang] in i.value and "1" in i.value for i in at.info), [
+        i.value for i in at.info
+    ]
+
+
+def test_score_text_never_shows_nan_or_a_negative_zero():
+    from dashboard.views.heads_at_work.common import score_text
+
+    assert score_text(float("nan"), ".2f") == "—"
+    assert score_text(-0.0, ".2f") == "0.00"
+    assert score_text(-0.001, ".2f") == "0.00"
+    assert score_text(-0.25, ".2f") == "-0.25"
+    assert score_text(1.0 / 3.0, ".1f") == "0.3"

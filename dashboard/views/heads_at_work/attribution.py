@@ -85,7 +85,11 @@ def draw_attribution(ctl: AttributionConfig, census_text: str, copy: CopyConfig)
     """Section 3: the one-backward estimate of every head's effect, and its check."""
     st.header(t("heads.attr_title"))
     st.markdown(t("heads.attr_intro", most=data.HEADS_MAX_OFF))
-    ids, positions = data.attribution_ids(ctl.source, census_text, copy.length, copy.seed)
+    try:
+        ids, positions = data.attribution_ids(ctl.source, census_text, copy.length, copy.seed)
+    except data.TooFewTokens as short:
+        st.info(t("heads.attr_too_short", need=short.need, got=short.got))
+        return
     estimates = data.head_attribution(ids, positions)
     if ctl.source == "copy":
         labels = data.copy_census(copy.length, copy.seed).labels

@@ -20,6 +20,7 @@ from dashboard.views.heads_at_work.common import (
     grid_titles,
     label_name,
     score_name,
+    score_text,
     show_install_hint,
 )
 
@@ -172,7 +173,19 @@ def draw_head_map(view: CensusView, ctl: CensusConfig) -> None:
         values = {name: census.scores[name][ctl.layer, ctl.head] for name in data.HEADS_SCORES}
         st.caption(
             " · ".join(
-                f"{score_name(name)} {value:{SCORE_FORMATS.get(name, '.2f')}}"
+                f"{score_name(name)} {score_text(value, SCORE_FORMATS.get(name, '.2f'))}"
                 for name, value in values.items()
             )
         )
+        undefined = [name for name, value in values.items() if value != value]
+        if undefined:
+            st.caption(undefined_scores_line(undefined, len(census.tokens)))
+
+
+def undefined_scores_line(undefined: list[str], tokens: int) -> str:
+    """One line saying why the scores shown as "—" are undefined for a prompt of ``tokens``
+    tokens: the row scores need a second token (the first query has no earlier key),
+    induction a repeated token."""
+    reason = "heads.undefined_short" if tokens < 2 else "heads.undefined_no_repeat"
+    names = ", ".join(score_name(name) for name in undefined)
+    return t(reason, scores=names)

@@ -24,6 +24,15 @@ def score_name(score: str) -> str:
     return t(f"heads.score_{score}")
 
 
+def score_text(value: float, fmt: str) -> str:
+    """A census score as the page shows it: "—" when it is undefined for this input (NaN),
+    and never a negative zero ("-0.00" for an entropy rounded from a tiny negative)."""
+    if value != value:
+        return "—"
+    shown = f"{value:{fmt}}"
+    return shown.lstrip("-") if float(shown) == 0 else shown
+
+
 def label_name(label: str) -> str:
     """The translated name of a census label (``previous-token`` -> key ``label_previous``)."""
     return t(f"heads.label_{label.split('-')[0]}")
