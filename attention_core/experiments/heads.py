@@ -475,13 +475,15 @@ def attribution(model, input_ids, *, positions=None) -> np.ndarray:
     return readonly(-scale.grad.double().numpy())
 
 
-def ablation_effects(model, input_ids, heads, *, positions=None) -> np.ndarray:
+def ablation_effects(model, input_ids, heads, *, positions=None, on_pass=None) -> np.ndarray:
     """The true change in the mean next-token loss when each listed head alone is
     zero-ablated: loss(head off) − loss(all on), one forward pass per head (batched).
 
     Args:
         model: a Decoder (any weights). input_ids: L >= 2 token ids.
         heads: 0-based (layer, head) pairs. positions: as :func:`attribution`.
+        on_pass: called as ``on_pass(done, total)`` after each forward pass, counting the
+            heads measured (the intact pass counts as one); a progress bar's hook.
 
     Returns:
         Read-only float64 (len(heads),) array (nats).
@@ -498,6 +500,7 @@ def ablation_effects(model, input_ids, heads, *, positions=None) -> np.ndarray:
     with torch.inference_mode():
         base = float(mean_loss(model(ids).logits, ids, chosen)[0])
         effects = []
+        _report(on_pass, 1, len(heads) + 1)
         for start in range(0, len(heads), ATTRIBUTION_BATCH):
             batch = heads[start : start + ATTRIBUTION_BATCH]
             scale = torch.ones(len(batch), *shape)  # (B, N, H)
@@ -505,4 +508,11 @@ def ablation_effects(model, input_ids, heads, *, positions=None) -> np.ndarray:
                 scale[item, layer, head] = 0.0
             logits = model(ids.expand(len(batch), -1), head_scale=scale).logits  # (B, L, V)
             effects += (mean_loss(logits, ids, chosen) - base).tolist()
+            _report(on_pass, 1 + len(effects), len(heads) + 1)
     return readonly(np.asarray(effects, dtype=np.float64))
+
+
+def _report(on_pass, done: int, total: int) -> None:
+    """Call a progress hook, if any, with the passes done and in all."""
+    if on_pass is not None:
+        on_pass(done, total)

@@ -21,6 +21,7 @@ Shapes: N layers, L tokens, V vocabulary.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,9 @@ from attention_core.experiments.decoding import NLL_ROWS, next_token_nll
 from attention_core.experiments.heads import as_ids
 from attention_core.pretrained.llama import Decoder
 from attention_core.validation import check_int
+
+PassCallback = Callable[[int, int], None]
+"""A progress hook: ``(passes done, passes in all)``."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,20 @@ def compose_mask(parts: MaskParts, length: int) -> torch.Tensor:
     return masks.combine(causal, masks.combine(*pieces, how="or"), how="and")  # (L, L)
 
 
+def kept_share(parts: MaskParts, length: int) -> float:
+    """The share of the causal (query, key) cells of an L-token text that the composed mask
+    keeps: 1.0 when the parts cut nothing (no part on, or a window as long as the text).
+
+    Args:
+        parts: :class:`MaskParts`. length: L >= 1.
+
+    Raises:
+        ValueError: for a bad length.
+    """
+    mask = compose_mask(parts, length)  # (L, L)
+    return float(mask.sum()) / float(masks.causal(length).sum())
+
+
 @dataclass(frozen=True)
 class MaskEffect:
     """What a composed mask costs a decoder on one text, against full causal attention.
@@ -137,7 +155,9 @@ def mean_kl(reference: torch.Tensor, other: torch.Tensor) -> float:
     return total / reference.shape[0]
 
 
-def mask_effects(model, input_ids, parts: MaskParts, *, layers=None) -> MaskEffect:
+def mask_effects(
+    model, input_ids, parts: MaskParts, *, layers=None, on_pass: PassCallback | None = None
+) -> MaskEffect:
     """Perplexity and next-token KL with the composed mask in all layers and in each alone.
 
     2 + len(layers) forward passes of the text (full, all layers, one per layer asked for).
@@ -146,6 +166,8 @@ def mask_effects(model, input_ids, parts: MaskParts, *, layers=None) -> MaskEffe
         model: a Decoder (any weights). input_ids: L >= 2 token ids.
         parts: the :class:`MaskParts` to compose.
         layers: 0-based layers to measure alone; default every layer, ``()`` none.
+        on_pass: called as ``on_pass(done, total)`` after each forward pass (a progress
+            bar's hook; it must not raise).
 
     Returns:
         :class:`MaskEffect`.
@@ -166,10 +188,14 @@ def mask_effects(model, input_ids, parts: MaskParts, *, layers=None) -> MaskEffe
         raise ValueError(f"layers must be 0-based indices in [0, {count}), got {layers!r}")
     mask = compose_mask(parts, length)  # (L, L)
     causal = masks.causal(length)
-    kept = float(mask.sum()) / float(causal.sum())
+    kept = kept_share(parts, length)
+    passes = [0, 2 + len(chosen)]  # done, total
 
     def run(layer_masks: torch.Tensor | None) -> tuple[float, torch.Tensor]:
         logits = model(ids, mask=layer_masks).logits  # (1, L, V)
+        passes[0] += 1
+        if on_pass is not None:
+            on_pass(*passes)
         return math.exp(float(next_token_nll(logits, ids).mean())), logits[0]
 
     full_ppl, full_logits = run(None)

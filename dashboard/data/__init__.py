@@ -114,6 +114,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "head_name",
         "head_names",
         "mask_effect",
+        "mask_kept",
         "mask_parts",
         "measured_heads",
         "nearest_first",

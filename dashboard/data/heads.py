@@ -371,16 +371,22 @@ def head_attribution(ids: tuple[int, ...], positions: tuple[int, ...] | None) ->
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def head_effects(
-    ids: tuple[int, ...], positions: tuple[int, ...] | None, pairs: tuple[tuple[int, int], ...]
+    ids: tuple[int, ...],
+    positions: tuple[int, ...] | None,
+    pairs: tuple[tuple[int, int], ...],
+    _on_pass=None,
 ) -> np.ndarray:
-    """The true effects of turning each head of ``pairs`` off alone, on the bfloat16 twin.
+    """The true effects of turning each head of ``pairs`` off alone, on the bfloat16 twin
+    (``_on_pass(done, total)`` after each pass of a computed, not cached, result).
 
     Raises:
         ValueError: for more than :data:`HEADS_MAX_OFF` heads or a bad pair.
     """
     if not pairs or len(pairs) > HEADS_MAX_OFF:
         raise ValueError(f"between 1 and {HEADS_MAX_OFF} heads, got {len(pairs)}")
-    return heads.ablation_effects(smollm2_float_decoder(), ids, pairs, positions=positions)
+    return heads.ablation_effects(
+        smollm2_float_decoder(), ids, pairs, positions=positions, on_pass=_on_pass
+    )
 
 
 def effect_table(
@@ -430,16 +436,26 @@ def explanation_table(labels: tuple[str, ...], result: explain.Explanation) -> p
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def mask_effect(parts: mask_effects.MaskParts, per_layer: bool) -> mask_effects.MaskEffect:
+def mask_effect(
+    parts: mask_effects.MaskParts, per_layer: bool, _on_pass=None
+) -> mask_effects.MaskEffect:
     """What the composed mask costs on :data:`MASK_TEXT`: in every layer, and (with
-    ``per_layer``) in each layer alone (30 forward passes more).
+    ``per_layer``) in each layer alone (30 forward passes more). ``_on_pass(done, total)``
+    is called after each pass of a computed (not cached) result.
 
     Raises:
         ValueError: for bad parts.
     """
     model = smollm2_decoder()
     ids = model.tokenize(MASK_TEXT).input_ids
-    return mask_effects.mask_effects(model, ids, parts, layers=None if per_layer else ())
+    layers = None if per_layer else ()
+    return mask_effects.mask_effects(model, ids, parts, layers=layers, on_pass=_on_pass)
+
+
+def mask_kept(parts: mask_effects.MaskParts) -> float:
+    """The share of :data:`MASK_TEXT`'s causal cells the composed mask keeps (1.0: the parts
+    cut nothing, so there is nothing to measure)."""
+    return mask_effects.kept_share(parts, len(smollm2_decoder().tokenize(MASK_TEXT).input_ids))
 
 
 def mask_parts(window: int, sinks: int, prefix: int, stride: int) -> mask_effects.MaskParts:

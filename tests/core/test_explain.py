@@ -88,6 +88,26 @@ def test_composed_mask_matches_its_definition(parts):
     assert compose_mask(parts, 11).numpy().tolist() == _defined(parts, 11).tolist()
 
 
+@pytest.mark.parametrize(
+    ("parts", "length"),
+    [
+        (MaskParts(), 11),
+        (MaskParts(window=4), 11),
+        (MaskParts(window=24), 11),  # a window as long as the text cuts nothing
+        (MaskParts(sinks=2), 11),
+        (MaskParts(prefix=5, stride=3), 11),
+        (MaskParts(window=2, sinks=1, prefix=3, stride=4), 1),
+    ],
+    ids=repr,
+)
+def test_kept_share_is_the_defined_masks_share_of_causal_cells(parts, length):
+    defined = _defined(parts, length)
+    causal_cells = length * (length + 1) // 2
+    assert mask_effects.kept_share(parts, length) == defined.sum() / causal_cells
+    cuts_nothing = defined.sum() == causal_cells
+    assert (mask_effects.kept_share(parts, length) == 1.0) == cuts_nothing
+
+
 @pytest.mark.parametrize("bad", [{"window": 1}, {"stride": 1}, {"sinks": -1}, {"prefix": 2.5}])
 def test_bad_parts_are_refused(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
@@ -185,7 +205,11 @@ def test_window_with_sinks_preset_is_the_decoder_pages_setting(decoder4):
     )
     ids = decoder4.tokenize(text).input_ids
     parts = mask_effects.WINDOW_WITH_SINKS
-    effect = mask_effects.mask_effects(decoder4, ids, parts, layers=(0, 29))
+    passes = []
+    effect = mask_effects.mask_effects(
+        decoder4, ids, parts, layers=(0, 29), on_pass=lambda *done: passes.append(done)
+    )
+    assert passes == [(1, 4), (2, 4), (3, 4), (4, 4)]  # full, all layers, two layers alone
     table = decoding.window_perplexities(decoder4, text, window_size=16, num_sinks=4)
     rows = table.set_index("setting")["perplexity"]
     assert effect.full_perplexity == pytest.approx(rows["full"], rel=1e-9)

@@ -208,7 +208,12 @@ def test_attribution_equals_central_difference(decoder32):
 def test_ablation_effects_equal_single_ablations(decoder4):
     ids = heads.repeated_tokens(decoder4, 8, 2)
     pairs = ((18, 6), (0, 0), (17, 4))
-    effects = heads.ablation_effects(decoder4, ids, pairs)
+    passes = []
+    effects = heads.ablation_effects(
+        decoder4, ids, pairs, on_pass=lambda *done: passes.append(done)
+    )
+    assert passes[0] == (1, 4) and passes[-1] == (4, 4)  # the intact pass, then the heads
+    assert [done for done, _ in passes] == sorted({done for done, _ in passes})
     base = heads.token_losses(decoder4, ids).mean()
     for k, pair in enumerate(pairs):
         alone = heads.token_losses(decoder4, ids, ablate=(pair,)).mean()

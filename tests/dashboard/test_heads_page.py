@@ -62,6 +62,14 @@ def grid_rows(at: AppTest) -> list[dict]:
     raise AssertionError("no head grid on the page")
 
 
+def chart_specs(at: AppTest) -> list[str]:
+    """Each Vega-Lite chart's spec as text, with its non-ASCII titles as they are."""
+    return [
+        json.dumps(json.loads(chart.proto.spec), ensure_ascii=False)
+        for chart in at.get("vega_lite_chart")
+    ]
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_page_opens_and_its_grid_is_the_librarys_census(lang, model):
     at = open_page(lang)
@@ -158,3 +166,22 @@ def test_score_text_never_shows_nan_or_a_negative_zero():
     assert score_text(-0.001, ".2f") == "0.00"
     assert score_text(-0.25, ".2f") == "-0.25"
     assert score_text(1.0 / 3.0, ".1f") == "0.3"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_mask_that_cuts_nothing_is_said_in_one_line_and_not_measured(lang, model):
+    """Issue 33 D3: with every part off the composer ran 30 passes, drew an empty bar chart
+    and named layer 0 as the one that loses most."""
+    at = open_page(lang, window="0", sinks="0", prefix="0", stride="0", per_layer="true")
+    assert not at.exception and not at.error
+    texts = json.loads((APP_PATH.parent / "locales" / lang / "heads.json").read_text("utf-8"))
+    assert texts["mask_nothing_cut"] in [i.value for i in at.info]
+    worst = texts["mask_caption"].split("{")[0]
+    assert not any(worst in c.value for c in at.caption)
+    kl_title = texts["mask_chart_title"]
+    specs = chart_specs(at)
+    assert specs and not any(kl_title in spec for spec in specs)
+    assert not at.get("progress"), "no progress bar is left on the page"
+    cut = open_page(lang, window="8", sinks="0", prefix="0", stride="0", per_layer="true")
+    assert texts["mask_nothing_cut"] not in [i.value for i in cut.info]
+    assert any(kl_title in spec for spec in chart_specs(cut))

@@ -12,6 +12,7 @@ import streamlit as st
 from dashboard import data, state
 from dashboard.charts.head_grid import effect_scatter_chart
 from dashboard.i18n import t
+from dashboard.progress import PassProgress
 from dashboard.views.heads_at_work.common import PAGE, draw_grid, grid_chart, grid_titles
 from dashboard.views.heads_at_work.copying import CopyConfig
 
@@ -67,7 +68,8 @@ def attribution_controls(page: str) -> AttributionConfig:
 
 def draw_effects(ids, positions, estimates, pairs) -> None:
     """The scatter of estimated against true effects, with Spearman's number."""
-    effects = data.head_effects(ids, positions, pairs)
+    with PassProgress("heads.progress_effects") as on_pass:
+        effects = data.head_effects(ids, positions, pairs, on_pass)
     table, rho = data.effect_table(estimates, pairs, effects)
     st.metric(t("heads.metric_spearman", n=len(pairs)), "—" if rho != rho else f"{rho:.2f}")
     chart = effect_scatter_chart(

@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard import charts, data, state
 from dashboard.i18n import t
+from dashboard.progress import PassProgress
 from dashboard.views.heads_at_work.common import PAGE
 
 MAX_WINDOW, MAX_SINKS, MAX_PREFIX = 64, 8, 32
@@ -51,9 +52,12 @@ def draw_mask(ctl: MaskConfig) -> None:
     st.markdown(t("heads.mask_intro"))
     with st.expander(t("heads.mask_paragraph")):
         st.code(data.MASK_TEXT, language=None, wrap_lines=True)
-    effect = data.mask_effect(
-        data.mask_parts(ctl.window, ctl.sinks, ctl.prefix, ctl.stride), ctl.per_layer
-    )
+    parts = data.mask_parts(ctl.window, ctl.sinks, ctl.prefix, ctl.stride)
+    if data.mask_kept(parts) == 1.0:
+        st.info(t("heads.mask_nothing_cut"))
+        return
+    with PassProgress("heads.progress_mask") as on_pass:
+        effect = data.mask_effect(parts, ctl.per_layer, on_pass)
     cols = st.columns(4)
     cols[0].metric(t("heads.metric_kept"), f"{effect.kept:.0%}")
     cols[1].metric(t("heads.metric_full_ppl"), f"{effect.full_perplexity:.2f}")
@@ -82,8 +86,8 @@ def draw_mask(ctl: MaskConfig) -> None:
 def prefetch_mask_moves(ctl: MaskConfig) -> None:
     """After the page is drawn: fill, in the background, the masks one move of the sinks or
     the window away (not with every layer measured alone: 30 forward passes a value)."""
-    if ctl.per_layer:
-        return
     parts = data.mask_parts(ctl.window, ctl.sinks, ctl.prefix, ctl.stride)
+    if ctl.per_layer or data.mask_kept(parts) == 1.0:
+        return
     windows = data.window_neighbours(ctl.window, WINDOW_STEP, MAX_WINDOW)
     data.prefetch_masks(parts, range(MAX_SINKS + 1), windows)
