@@ -416,6 +416,43 @@ def ranked_heads(
     return tuple(candidates[k] for k in order[:count])
 
 
+def control_heads(scores: np.ndarray, chosen) -> tuple[tuple[int, int], ...]:
+    """The matched control of a set of heads turned off: as many other heads, the lowest by
+    ``scores`` in the chosen heads' own layers, and where those layers have too few left,
+    the lowest in the nearest layers (one layer away, then two, …; ties of distance taken
+    together).
+
+    Args:
+        scores: (N, H) array (NaN ranks last). chosen: 0-based (layer, head) pairs.
+
+    Returns:
+        ``len(chosen)`` pairs, none of them chosen, lowest first within each distance
+        (fewer only when the model has fewer other heads).
+
+    Raises:
+        ValueError: for a non-2-D array or a pair out of range.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim != 2:
+        raise ValueError(f"scores must be (N, H), got shape {scores.shape}")
+    chosen = list(chosen)
+    head_multipliers(scores.shape, chosen, "zero", None)  # names a bad pair
+    chosen = [(int(layer), int(head)) for layer, head in chosen]
+    if not chosen:
+        return ()
+    own = {layer for layer, _ in chosen}
+    control: list[tuple[int, int]] = []
+    for distance in range(scores.shape[0]):
+        ring = [n for n in range(scores.shape[0]) if min(abs(n - c) for c in own) == distance]
+        if not ring:
+            continue
+        ranked = ranked_heads(scores, scores.size, largest=False, layers=ring)
+        control += [pair for pair in ranked if pair not in chosen][: len(chosen) - len(control)]
+        if len(control) == len(chosen):
+            break
+    return tuple(control)
+
+
 def _positions(positions, length: int) -> list[int]:
     """Checked prediction positions p (predicting token p + 1), default 0..L−2."""
     if positions is None:

@@ -216,7 +216,8 @@ def weakest_heads(
     length: int, seed: int, score: str, chosen: tuple[tuple[int, int], ...]
 ) -> tuple[tuple[int, int], ...]:
     """As many heads as ``chosen``, the lowest by ``score`` in the same layers and not among
-    them: the control of the copy test (fewer when those layers have too few).
+    them, the rest from the nearest layers where those have too few: the control of the
+    copy test (:func:`~attention_core.experiments.heads.control_heads`).
 
     Raises:
         ValueError: for an unknown score.
@@ -224,9 +225,7 @@ def weakest_heads(
     if not chosen:
         return ()
     scores = copy_census(length, seed).scores[check_choice("score", score, HEADS_SCORES)]
-    layers = sorted({layer for layer, _ in chosen})
-    ranked = heads.ranked_heads(scores, scores.size, largest=False, layers=layers)
-    return tuple(pair for pair in ranked if pair not in chosen)[: len(chosen)]
+    return heads.control_heads(scores, chosen)
 
 
 def copy_heads(

@@ -292,3 +292,39 @@ def test_encoder_census_with_a_link_equals_loops(encoder):
     _check_against_loops(weights, list(ids), census.scores)
     np.testing.assert_allclose(census.scores["link"], weights[:, :, 8, 2].double(), atol=1e-7)
     assert census.labels.shape == (6, 12)
+
+
+def _control_by_loop(scores: np.ndarray, chosen) -> list[tuple[int, int]]:
+    """The matched control written out: every other head, sorted by (distance of its layer
+    to the chosen layers, score, index), the first len(chosen) of them."""
+    own = {layer for layer, _ in chosen}
+    others = [
+        (layer, head)
+        for layer in range(scores.shape[0])
+        for head in range(scores.shape[1])
+        if (layer, head) not in chosen
+    ]
+    key = lambda p: (min(abs(p[0] - c) for c in own), scores[p], p)  # noqa: E731
+    return sorted(others, key=key)[: len(chosen)]
+
+
+@pytest.mark.parametrize(
+    "chosen",
+    [
+        ((3, 1),),
+        ((3, 0), (3, 1), (3, 2), (3, 3)),  # the whole layer: the control comes from 2 and 4
+        ((0, 0), (0, 1), (0, 2), (0, 3), (5, 2)),  # layer 0 full, the rest from layers 1, 4
+        ((2, 0), (2, 1), (2, 2), (2, 3), (3, 0), (3, 1), (3, 2), (3, 3)),
+    ],
+)
+def test_control_heads_are_matched_in_number_and_nearest_in_layer(chosen):
+    scores = np.random.default_rng(len(chosen)).normal(size=(6, 4))
+    control = heads.control_heads(scores, chosen)
+    assert len(control) == len(chosen) and not set(control) & set(chosen)
+    assert list(control) == _control_by_loop(scores, chosen)
+
+
+def test_control_heads_refuse_a_bad_pair():
+    with pytest.raises(ValueError, match="9"):
+        heads.control_heads(np.zeros((6, 4)), ((9, 0),))
+    assert heads.control_heads(np.zeros((6, 4)), ()) == ()

@@ -185,3 +185,21 @@ def test_a_mask_that_cuts_nothing_is_said_in_one_line_and_not_measured(lang, mod
     cut = open_page(lang, window="8", sinks="0", prefix="0", stride="0", per_layer="true")
     assert texts["mask_nothing_cut"] not in [i.value for i in cut.info]
     assert any(kl_title in spec for spec in chart_specs(cut))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_copy_tests_control_matches_the_heads_off_in_number(lang, model):
+    """Issue 33 D5: with all of layer 18 off, the page compared 12 heads off with 6 control
+    heads; the control now takes the rest from the nearest layers, and says so."""
+    layer_18 = ",".join(f"18.{head}" for head in range(9))
+    at = open_page(lang, off=layer_18)
+    assert not at.exception and not at.error
+    ids = heads.repeated_tokens(model, LENGTH, SEED)
+    top = heads.ranked_heads(heads.census(model, ids).scores["induction"], 5)
+    off = tuple(dict.fromkeys((*top, *((18, h) for h in range(9)))))
+    shown = metrics(at)
+    texts = json.loads((APP_PATH.parent / "locales" / lang / "heads.json").read_text("utf-8"))
+    assert texts["metric_second_off"].format(n=len(off)) in shown, shown
+    assert texts["metric_second_weakest"].format(n=len(off)) in shown, shown
+    borrowed = texts["control_borrowed"].split("{")[0]
+    assert any(c.value.startswith(borrowed) for c in at.caption), [c.value for c in at.caption]

@@ -109,6 +109,20 @@ def draw_copy(ctl: CopyConfig) -> None:
     names = ", ".join(data.head_name(p) for p in off) or "—"
     control = ", ".join(data.head_name(p) for p in weakest) or "—"
     st.caption(t("heads.copy_caption", off=names, weakest=control))
+    borrowed = borrowed_line(off, weakest)
+    if borrowed:
+        st.caption(borrowed)
+
+
+def borrowed_line(off: tuple, control: tuple) -> str:
+    """One line saying how many control heads come from other layers than the heads off
+    (their own layers had too few left), or "" when none do."""
+    layers = sorted({layer for layer, _ in off})
+    own = sum(1 for layer, _ in control if layer in layers)
+    if own == len(control):
+        return ""
+    names = ", ".join(str(layer) for layer in layers)
+    return t("heads.control_borrowed", layers=names, own=own, rest=len(control) - own)
 
 
 def prefetch_copy_moves(ctl: CopyConfig) -> None:
