@@ -12,6 +12,11 @@ Usage::
     python3 scripts/screenshots.py --out artifacts/shots
     python3 scripts/screenshots.py --repo ../before --out /tmp/before \
         --pages intuition,decoder --langs zh
+    python3 scripts/screenshots.py --out /tmp/d3 --pages heads --tag nothing-cut \
+        --query "heads.window=0&heads.sinks=0&heads.prefix=0&heads.stride=0"
+
+(``--query`` adds those values to every page's URL; ``--tag`` names the files
+``<page>-<tag>-<lang>.png``.)
 
 The waiting helpers are the browser tests' own (``bench/browser.py``,
 ``tests/browser/test_pages.py`` of the repository this script lives in).
@@ -81,10 +86,12 @@ def page_names(repo: Path) -> list[str]:
     return [name for name, _icon in module.PAGES]
 
 
-def page_url(base: str, name: str, *, landing: str, lang: str) -> str:
-    """The URL of page ``name`` in language ``lang`` (the landing page is ``/``)."""
+def page_url(base: str, name: str, *, landing: str, lang: str, query: str = "") -> str:
+    """The URL of page ``name`` in language ``lang`` with the extra ``query`` values
+    (``a=1&b=2``; the landing page is ``/``)."""
     path = "" if name == landing else name
-    return f"{base}/{path}?lang={lang}"
+    extra = f"&{query}" if query else ""
+    return f"{base}/{path}?lang={lang}{extra}"
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -182,6 +189,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="folder for <page>-<lang>.png")
     parser.add_argument("--pages", help="comma-separated page names (default: all)")
     parser.add_argument("--langs", default=",".join(LANGS), help="comma-separated: en,zh")
+    parser.add_argument("--query", default="", help="extra query values: a=1&b=2")
+    parser.add_argument("--tag", default="", help="file names <page>-<tag>-<lang>.png")
     return parser.parse_args(argv)
 
 
@@ -210,10 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for name in wanted:
                 for lang in langs:
-                    path = args.out / f"{name}-{lang}.png"
+                    stem = "-".join(part for part in (name, args.tag, lang) if part)
+                    path = args.out / f"{stem}.png"
+                    url = page_url(base, name, landing=names[0], lang=lang, query=args.query)
                     started = time.monotonic()
                     try:
-                        shoot(browser, page_url(base, name, landing=names[0], lang=lang), path)
+                        shoot(browser, url, path)
                     except Exception as err:  # one broken page must not stop the others
                         failures += 1
                         print(f"FAILED {name}-{lang}: {err}", file=sys.stderr)

@@ -231,6 +231,17 @@ def grouped_bar_chart(
     return finish(chart, title, None)
 
 
+def line_x_axis(x_values: Sequence[float], log_x: bool) -> alt.Axis:
+    """The x axis of a line chart: on a log axis with few values, exactly the measured values
+    (powers of two read badly as 10, 100); on whole-number x (positions, steps, sizes), whole
+    ticks only (never 1.2, 1.4 on a short axis)."""
+    if log_x:
+        return alt.Axis(values=list(x_values), format="~g") if len(x_values) <= 12 else alt.Axis()
+    if all(float(v).is_integer() for v in x_values):
+        return alt.Axis(tickMinStep=1, format="d")
+    return alt.Axis()
+
+
 def layered_line_chart(
     df: pd.DataFrame,
     *,
@@ -281,8 +292,7 @@ def layered_line_chart(
         alt.value([1, 0]),
     )
     x_values = sorted({float(v) for v in df[x]})
-    # a log axis labels exactly the measured x values (powers of two read badly as 10, 100)
-    x_axis = alt.Axis(values=x_values, format="~g") if log_x and len(x_values) <= 12 else alt.Axis()
+    x_axis = line_x_axis(x_values, log_x)
     chart = (
         alt.Chart(df)
         .mark_line(point=True)

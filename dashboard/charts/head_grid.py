@@ -17,6 +17,7 @@ PICK = "pick"
 """The name of the grid's click selection (its fields: ``layer`` and ``head``)."""
 CHOSEN_STROKE = "#e4572e"
 SCATTER_SIZE = 360
+SCATTER_LABELS = 8  # heads named in text on the scatter; the rest on hover
 LABEL_FONT = 10
 
 
@@ -117,10 +118,19 @@ def picked_head(points, layers: int, heads: int) -> tuple[int, int] | None:
     return pair if 0 <= pair[0] < layers and 0 <= pair[1] < heads else None
 
 
+def labelled_heads(df: pd.DataFrame, count: int) -> pd.DataFrame:
+    """The ``count`` rows of an estimate-vs-effect table the scatter names in text: the
+    largest true effects in size (the heads that matter); the others are named on hover, so
+    labels of heads near 0 never stack into a blob."""
+    order = df["effect"].abs().sort_values(ascending=False, kind="stable").index
+    return df.loc[order[:count]]
+
+
 def effect_scatter_chart(
     df: pd.DataFrame, *, title: str, x_title: str, y_title: str, head_title: str
 ) -> alt.LayerChart:
-    """Estimated (x) against true (y) effects, one point per head, with the line y = x.
+    """Estimated (x) against true (y) effects, one point per head, with the line y = x; the
+    :data:`SCATTER_LABELS` heads of largest effect are named beside their points.
 
     Args:
         df: rows ``head`` (text), ``estimate``, ``effect`` (numbers).
@@ -152,6 +162,10 @@ def effect_scatter_chart(
             ],
         )
     )
-    names = points.mark_text(align="left", dx=6, fontSize=LABEL_FONT).encode(text="head:N")
+    names = (
+        alt.Chart(labelled_heads(df, SCATTER_LABELS))
+        .mark_text(align="left", dx=6, fontSize=LABEL_FONT)
+        .encode(x="estimate:Q", y="effect:Q", text="head:N")
+    )
     chart = (line + points + names).properties(width=SCATTER_SIZE, height=SCATTER_SIZE)
     return finish(chart, title, None)

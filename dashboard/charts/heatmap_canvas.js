@@ -18,6 +18,8 @@ const LEGEND_GAP = 18;
 const LEGEND_BAR_W = 16;
 const LEGEND_BAR_H = 200;
 const LEGEND_TICKS = 5;
+const LEGEND_MIN_H = 120; // a 1 × 1 map still gets a bar its tick labels fit along
+const LEGEND_TICK_GAP = 22; // px between tick labels at least
 const X_LABEL_ANGLE = (-60 * Math.PI) / 180;
 const MISSING_RGB = [221, 221, 221];
 const Y_LABEL_GAP = LABEL_PX + 2;
@@ -165,7 +167,10 @@ function layout(ctx, spec) {
     Math.max(legendX + legendW + PAD, PAD + measureTitles(ctx, spec) + PAD),
   );
   const height = Math.ceil(
-    Math.max(gridBottom + xLabelH + AXIS_TITLE_PX + 10 + PAD, top + LEGEND_BAR_H + 40),
+    Math.max(
+      gridBottom + xLabelH + AXIS_TITLE_PX + 10 + PAD,
+      top + AXIS_TITLE_PX + 8 + Math.max(LEGEND_MIN_H, Math.min(LEGEND_BAR_H, gridBottom - top)) + 40,
+    ),
   );
   return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, width, height,
            gridBottom, xLabelH, yShown, xShown };
@@ -296,15 +301,24 @@ function drawAxisTitles(ctx, spec, box) {
   ctx.restore();
 }
 
+function legendBox(box, spec) {
+  // the title sits under the chart's title band (never over a long chart title), the bar
+  // under it, as tall as the grid but at least LEGEND_MIN_H
+  const top = box.top + (spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0);
+  const titleBottom = top + AXIS_TITLE_PX + 2;
+  const barTop = titleBottom + 6;
+  const h = Math.min(LEGEND_BAR_H, Math.max(LEGEND_MIN_H, box.gridBottom - barTop));
+  return { titleBottom, barTop, h };
+}
+
 function drawLegend(ctx, spec, box, stops, ink) {
   const x = box.legendX;
-  const top = box.top + (spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0);
+  const { titleBottom, barTop: top, h } = legendBox(box, spec);
   ctx.font = fontOf(AXIS_TITLE_PX, true);
   ctx.fillStyle = ink;
   ctx.textAlign = "left";
   ctx.textBaseline = "bottom";
-  ctx.fillText(spec.value_title, x, top - 4);
-  const h = Math.min(LEGEND_BAR_H, Math.max(60, box.gridBottom - top));
+  ctx.fillText(spec.value_title, x, titleBottom);
   // the bar is the colour ramp laid along the scale's own transform, bottom = domain start
   const colourOfFraction = spec.scale.reverse ? (f) => colourAt(stops, 1 - f)
                                               : (f) => colourAt(stops, f);
@@ -318,7 +332,7 @@ function drawLegend(ctx, spec, box, stops, ink) {
   ctx.strokeRect(x + 0.5, top + 0.5, LEGEND_BAR_W - 1, h - 1);
   const [lo, hi] = spec.scale.domain;
   const toF = fraction(spec.scale);
-  const ticks = niceTicks(lo, hi, LEGEND_TICKS);
+  const ticks = niceTicks(lo, hi, Math.max(2, Math.min(LEGEND_TICKS, Math.floor(h / LEGEND_TICK_GAP))));
   ctx.font = fontOf(LABEL_PX);
   ctx.textBaseline = "middle";
   ctx.fillStyle = ink;
@@ -417,6 +431,11 @@ export default function heatmapCanvas(component) {
     width: box.width,
     cell: [box.cellW, box.cellH],
     panels: box.panels.map((panel) => [panel.x, panel.y]),
+    height: box.height,
+    titles_bottom: box.top,
+    legend: (({ titleBottom, barTop, h }) => [titleBottom - AXIS_TITLE_PX, barTop, h])(
+      legendBox(box, spec),
+    ),
   });
   tip.style.display = "none";
 

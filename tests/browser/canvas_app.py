@@ -1,5 +1,5 @@
 """A Streamlit app showing two canvas heatmaps of literal matrices, for
-tests/browser/test_canvas_heatmap.py: the cells' colours and the tooltip are checked there
+tests/browser/test_canvas_heatmap.py (and a 1 × 1 map for its legend): the cells' colours and the tooltip are checked there
 against Vega's own rendering and the matrices below."""
 
 from __future__ import annotations
@@ -61,8 +61,19 @@ SIGNED_SPEC = charts.HeatmapSpec(
     col_order=tuple(COLS),
     diverging=True,
 )
+TINY_SPEC = charts.HeatmapSpec(
+    title="Head 18.6 (broad) on the prompt",
+    x_title="Key token",
+    y_title="Query token",
+    value_title="Weight",
+    row_order=("a",),
+    col_order=("a",),
+    domain=(0.0, 1.0),
+)
+"""A one-token prompt's map (issue 33 D7: its legend sat over its scale and its title)."""
 
 if __name__ == "__main__":
     grid = charts.heatmap_canvas_spec(WEIGHTS, GRID_SPEC, scores=SCORES, panels=PANELS)
     canvas.heatmap(grid, key="test.grid")
     canvas.heatmap(charts.heatmap_canvas_spec(SIGNED, SIGNED_SPEC), key="test.signed")
+    canvas.heatmap(charts.heatmap_canvas_spec(np.ones((1, 1)), TINY_SPEC), key="test.tiny")

@@ -39,7 +39,7 @@ def canvas_page(browser, tmp_path_factory):
         page.goto(server.url)
         wait_idle(page)
         page.wait_for_function(
-            "() => document.querySelectorAll('.attn-heatmap[data-paints]').length === 2"
+            "() => document.querySelectorAll('.attn-heatmap[data-paints]').length === 3"
         )
         yield page
         assert not errors, errors
@@ -140,3 +140,15 @@ def test_tooltip_hides_when_the_pointer_leaves_the_cells(canvas_page):
     canvas_page.mouse.move(2, 2)
     tooltip = canvas_page.locator(".attn-heatmap-tooltip").first
     tooltip.wait_for(state="hidden")
+
+
+def test_a_one_cell_maps_legend_fits_under_its_title_with_room_for_its_ticks(canvas_page):
+    """Issue 33 D7: the 1 × 1 map's legend title sat over the chart's title and its six tick
+    labels crowded a 60-pixel bar."""
+    layout = json.loads(
+        canvas_page.evaluate("() => document.querySelectorAll('.attn-heatmap')[2].dataset.layout")
+    )
+    title_top, bar_top, bar_h = layout["legend"]
+    assert title_top >= layout["titles_bottom"]  # below the chart's title and subtitle
+    assert bar_top > title_top and bar_h >= 120
+    assert bar_top + bar_h <= layout["height"]

@@ -244,3 +244,36 @@ def test_heatmap_field_names_are_escaped_and_unique():
     assert rect["encoding"]["y"]["field"] == "q\\.k \\[i\\]"
     assert rect["encoding"]["x"]["field"] == "q\\.k \\[i\\] (2)"
     assert text["encoding"]["color"]["condition"]["test"] == 'datum["Δ"] > 0.25'
+
+
+def _line(x_values) -> dict:
+    frame = pd.DataFrame({"x": list(x_values), "y": np.arange(len(x_values)) + 1.0, "s": "a"})
+    chart = charts.layered_line_chart(
+        frame, x="x", y="y", color="s", title="t", x_title="x", y_title="y", color_title="s"
+    )
+    return chart.to_dict()["encoding"]["x"]["axis"]
+
+
+def test_whole_number_positions_get_whole_ticks_only():
+    """Issue 33 D7: the copy chart at length 4 had ticks 1.2, 1.4, …"""
+    assert _line([1, 2, 3, 4]) == {"format": "d", "tickMinStep": 1}
+    assert "tickMinStep" not in _line([0.5, 1.0, 1.5])
+
+
+def test_the_effect_scatter_names_only_the_largest_effects():
+    """Issue 33 D7: 30 heads' labels stacked into a blob near 0."""
+    from dashboard.charts.head_grid import SCATTER_LABELS, effect_scatter_chart
+
+    rng = np.random.default_rng(0)
+    effect = rng.normal(scale=0.01, size=30)
+    effect[[3, 17]] = [4.2, -2.5]
+    frame = pd.DataFrame(
+        {"head": [f"16.{i}" for i in range(30)], "estimate": rng.normal(size=30), "effect": effect}
+    )
+    spec = effect_scatter_chart(frame, title="t", x_title="x", y_title="y", head_title="h")
+    layers = spec.to_dict()
+    texts = [layer for layer in layers["layer"] if layer["mark"]["type"] == "text"]
+    named = layers["datasets"][texts[0]["data"]["name"]]
+    largest = frame.loc[frame["effect"].abs().nlargest(SCATTER_LABELS).index, "head"]
+    assert sorted(row["head"] for row in named) == sorted(largest)
+    assert {"16.3", "16.17"} <= {row["head"] for row in named} and len(named) == SCATTER_LABELS
