@@ -1,6 +1,6 @@
-"""A Streamlit app showing two canvas heatmaps of literal matrices, for
-tests/browser/test_canvas_heatmap.py (and a 1 × 1 map for its legend): the cells' colours and the tooltip are checked there
-against Vega's own rendering and the matrices below."""
+"""A Streamlit app showing canvas heatmaps of literal matrices, for
+tests/browser/test_canvas_heatmap.py: the cells' colours and the tooltip are checked there
+against Vega's own rendering and the matrices below, and a 1 × 1 map's legend layout."""
 
 from __future__ import annotations
 
