@@ -6,7 +6,11 @@ with the session across page changes and shows in the copy-link box), :func:`fol
 next, and :func:`room_controls` after the page, once the URL holds exactly the page's view:
 
 * **The presenter** typed the key (:mod:`dashboard.rooms.presenter`) into the sidebar's
-  password field: each of their runs publishes their page and query values (without the
+  password field. One session presents a room at a time: the newest to type the key takes
+  it over, and an older tab is told and offered to take it back (:func:`claim`). A
+  presenter's tab says it is there every :data:`PRESENCE_S` seconds
+  (:func:`presenter_heartbeat`), so followers learn when it has gone. Each of their runs
+  publishes their page and query values (without the
   language and the room's own keys, :func:`dashboard.rooms.link.shared_params`) to the room,
   and they can put a question to it (:mod:`dashboard.room_questions`); at the very end of the
   run, :func:`wake_followers` wakes the room.
@@ -18,6 +22,8 @@ and their checks are :mod:`dashboard.rooms.link`.
 """
 
 from __future__ import annotations
+
+import secrets
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
@@ -35,6 +41,9 @@ from dashboard.rooms.store import RoomLimitError
 KEY_WIDGET = "_room.presenter_key"
 _PUBLISHED = "_room.published"  # the room's version this presenter last woke the room for
 _WAKE = "_room.wake"  # a room whose followers this presenter's run wakes when it ends
+_TAB = "_room.tab"  # this session's id as a presenter
+_CLAIMED = "_room.claimed"  # the room this session took to present (the newest tab wins)
+PRESENCE_S = 5.0  # the presenter's heartbeat; followers see them away after three missed
 
 
 def room_link(page: str) -> RoomLink:
@@ -116,12 +125,50 @@ def room_controls(
     follower_controls(link, pages, page, sidebar, main)
 
 
+def tab_id() -> str:
+    """This session's own random id as a presenter (made once per session; independent of
+    Streamlit's session ids, so it means the same on every replica)."""
+    if _TAB not in st.session_state:
+        st.session_state[_TAB] = secrets.token_hex(8)
+    return st.session_state[_TAB]
+
+
+def claim(code: str) -> bool:
+    """Present room ``code`` from this session: the first run after the key was typed (or
+    after "Present here") takes the room over; later runs keep it only while no newer tab
+    took it.
+
+    Returns:
+        Whether this session presents the room now.
+
+    Raises:
+        RoomLimitError: when the store has no room for a new room.
+    """
+    me = tab_id()
+    take_over = st.session_state.get(_CLAIMED) != code
+    snap = presenter.shared_store().present(code, me, take_over=take_over)
+    st.session_state[_CLAIMED] = code
+    return snap.presenter == me
+
+
+def take_back(code: str) -> None:
+    """The "Present here" button's callback: the next run takes the room over again."""
+    if st.session_state.get(_CLAIMED) == code:
+        del st.session_state[_CLAIMED]
+
+
 def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main: DeltaGenerator):
-    """Publish this run's view to the room; offer questions and show the live tally."""
+    """Publish this run's view to the room; offer questions and show the live tally (or, in
+    a tab whose room a newer tab took, say so and offer to take it back)."""
     store = presenter.shared_store()
     push.registry().forget(link.code, push.this_session())  # followed before typing the key
     try:
-        store.open(link.code)
+        if not claim(link.code):
+            sidebar.warning(t("room.taken_over", code=literal(link.code)))
+            sidebar.button(
+                t("room.take_back"), key="_room.take_back", on_click=take_back, args=(link.code,)
+            )
+            return
         snap = store.publish(link.code, view_now(page))
         if st.session_state.get(_PUBLISHED) != snap.version:
             st.session_state[_PUBLISHED] = snap.version
@@ -134,9 +181,18 @@ def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main:
     state.write(SERVER_KEY, presenter.SERVER_ID)
     sidebar.success(t("room.presenting", code=literal(link.code)))
     with main:
+        presenter_heartbeat(link.code)
         if ask_controls(link.code, page):
             st.session_state[_WAKE] = link.code  # the room sees the question at once
         tally_controls(link.code)
+
+
+@st.fragment(run_every=PRESENCE_S)
+def presenter_heartbeat(code: str) -> None:
+    """Every :data:`PRESENCE_S` seconds while the presenter's tab is open: say the presenter
+    is there; when a newer tab took the room, rerun the page so this one is told."""
+    if st.session_state.get(_CLAIMED) == code and not claim(code):
+        st.rerun(scope="app")
 
 
 def wake_followers() -> None:

@@ -34,6 +34,7 @@ MAX_TRIES = 3  # switches asked for one view before the follower stops trying
 _WAS_FOLLOWING = "_room.was_following"
 _LEFT = "_room.left"  # following was turned off because the learner moved
 _SEEN = "_room.seen"  # this session saw the room open
+_AWAY = "_room.away"  # this follower was told the presenter is away
 
 
 def apply_pending(page: str) -> None:
@@ -195,6 +196,16 @@ def jump(
     st.switch_page(pages[view.page], query_params=query)
 
 
+def presence_line(snap: RoomSnapshot) -> None:
+    """Say when the room's presenter has been away for some seconds (their tab closed or
+    lost its connection), and, once, when they are back."""
+    if snap.presenter_away:
+        st.session_state[_AWAY] = True
+        st.warning(t("room.presenter_away", code=literal(snap.code), s=int(snap.presenter_seen_s)))
+    elif st.session_state.pop(_AWAY, False):
+        st.info(t("room.presenter_back", code=literal(snap.code)))
+
+
 @st.fragment(run_every=POLL_S)
 def follower_live_controls(link: RoomLink, pages: dict, page: str) -> None:
     """Every :data:`POLL_S` seconds: follow the presenter, say where the room stands, and
@@ -208,7 +219,8 @@ def follower_live_controls(link: RoomLink, pages: dict, page: str) -> None:
     applied = st.session_state.get(_APPLIED)
     if st.session_state.get(FOLLOW_KEY) and (_moved_on(snap, applied) or _lost(page, applied)):
         jump(link, pages, page, snap)
-    if st.session_state.get(FOLLOW_KEY):
+    presence_line(snap)
+    if st.session_state.get(FOLLOW_KEY) and not snap.presenter_away:
         st.caption(t("room.following", code=literal(link.code)))
     if snap.poll is not None:
         answer_controls(link.code, snap.poll)

@@ -3,8 +3,10 @@
 Every Streamlit session of a server runs in a thread of one process, so one
 :class:`RoomStore` there is shared by a presenter and the learners who follow them. A room
 holds the presenter's view (page and query values, with a version that grows when it
-changes), the question put to the room with one answer per learner, and who polled lately.
-Callers get frozen snapshots, never the store's own objects.
+changes), the question put to the room with one answer per learner, who polled lately, and
+who presents: one session at a time (:meth:`RoomStore.present`: the newer takes over) and
+when it last said it is there (a presenter whose tab closed is away after
+:data:`PRESENTER_AWAY_S`). Callers get frozen snapshots, never the store's own objects.
 
 Limits: a room untouched by its presenter or its learners' answers for :data:`ROOM_TTL_S`
 ends; at most :data:`MAX_ROOMS` rooms, :data:`MAX_ANSWERS` answers per question and
@@ -27,6 +29,7 @@ VIEWER_WINDOW_S = 15.0  # three of a follower's polls (room_follow.POLL_S)
 MAX_PARAMS = 64
 MAX_PARAM_LEN = 2000
 MIN_OPTIONS, MAX_OPTIONS = 2, 4
+PRESENTER_AWAY_S = 15.0  # three of the presenter's heartbeats (room_controls.PRESENCE_S)
 
 
 class RoomLimitError(RuntimeError):
@@ -123,6 +126,9 @@ class RoomSnapshot:
         version: grows by one each time the view changes (0: no view yet).
         poll: the current question, or ``None``.
         viewers: learners who polled within :data:`VIEWER_WINDOW_S`.
+        presenter: the session that presents now (``""``: none yet).
+        presenter_seen_s: seconds since that session last said it is there (0.0 with no
+            presenter).
     """
 
     code: str
@@ -130,6 +136,13 @@ class RoomSnapshot:
     version: int
     poll: Poll | None
     viewers: int
+    presenter: str = ""
+    presenter_seen_s: float = 0.0
+
+    @property
+    def presenter_away(self) -> bool:
+        """Whether the room's presenter has not been seen for :data:`PRESENTER_AWAY_S`."""
+        return bool(self.presenter) and self.presenter_seen_s > PRESENTER_AWAY_S
 
 
 @dataclass
@@ -143,6 +156,8 @@ class _Room:
     votes: dict[str, int] = field(default_factory=dict)
     revealed: bool = False
     seen: dict[str, float] = field(default_factory=dict)
+    presenter: str = ""
+    presenter_seen: float = 0.0
 
 
 class RoomStore:
@@ -188,13 +203,26 @@ class RoomStore:
                 tally[choice] += 1
             poll = Poll(room.number, room.question, tuple(tally), room.revealed)
         viewers = sum(1 for seen in room.seen.values() if now - seen <= VIEWER_WINDOW_S)
-        return RoomSnapshot(room.code, room.view, room.version, poll, viewers)
+        seen_s = now - room.presenter_seen if room.presenter else 0.0
+        return RoomSnapshot(
+            room.code, room.view, room.version, poll, viewers, room.presenter, seen_s
+        )
 
     def rooms(self) -> int:
         """How many rooms are open (after expiry)."""
         with self._lock:
             self._expire(self._clock())
             return len(self._rooms)
+
+    def _opened(self, code: str, now: float) -> _Room:
+        self._expire(now)
+        room = self._rooms.get(code)
+        if room is None:
+            if len(self._rooms) >= self.max_rooms:
+                raise RoomLimitError(f"{len(self._rooms)} rooms are open; room {code!r} waits")
+            room = self._rooms[code] = _Room(code, now)
+        room.active = now
+        return room
 
     def open(self, code: str) -> RoomSnapshot:
         """Open room ``code`` for its presenter (or find it open) and mark it active.
@@ -204,13 +232,28 @@ class RoomStore:
         """
         with self._lock:
             now = self._clock()
-            self._expire(now)
-            room = self._rooms.get(code)
-            if room is None:
-                if len(self._rooms) >= self.max_rooms:
-                    raise RoomLimitError(f"{len(self._rooms)} rooms are open; room {code!r} waits")
-                room = self._rooms[code] = _Room(code, now)
-            room.active = now
+            return self._snapshot(self._opened(code, now), now)
+
+    def present(self, code: str, session: str, *, take_over: bool) -> RoomSnapshot:
+        """Session ``session`` (which typed the key) presents room ``code``, opening it if
+        needed: with ``take_over`` it becomes the room's one presenter (a newer tab takes the
+        room from an older one); without, it only says it is still there, which counts only
+        while it is the presenter (an older tab never takes the room back by itself). Read
+        the snapshot's ``presenter`` to know who presents.
+
+        Raises:
+            RoomLimitError: when :data:`MAX_ROOMS` rooms are open already.
+            ValueError: for an empty ``session``.
+        """
+        if not session:
+            raise ValueError("a presenter needs a session id, got ''")
+        with self._lock:
+            now = self._clock()
+            room = self._opened(code, now)
+            if take_over or not room.presenter:
+                room.presenter = session
+            if room.presenter == session:
+                room.presenter_seen = now
             return self._snapshot(room, now)
 
     def get(self, code: str, viewer: str = "") -> RoomSnapshot | None:
