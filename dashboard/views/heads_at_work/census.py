@@ -187,5 +187,5 @@ def undefined_scores_line(undefined: list[str], tokens: int) -> str:
     tokens: the row scores need a second token (the first query has no earlier key),
     induction a repeated token."""
     reason = "heads.undefined_short" if tokens < 2 else "heads.undefined_no_repeat"
-    names = ", ".join(score_name(name) for name in undefined)
+    names = t("common.list_sep").join(score_name(name) for name in undefined)
     return t(reason, scores=names)
