@@ -53,6 +53,7 @@ from dashboard.url_values import (
     parse_int_list,
     parse_text,
     serialise,
+    snap_to_step,
     suggest_key,
 )
 
@@ -256,6 +257,23 @@ def _where(where: DeltaGenerator | None) -> DeltaGenerator:
     return st.sidebar if where is None else where
 
 
+def _snap_link_value(key: str, low: int, high: int, step: int) -> None:
+    """A link's whole number between a slider's steps becomes the nearest step, with a
+    notice naming both (the slider could not show it)."""
+    raws = st.query_params.get_all(key)
+    if len(raws) != 1 or step == 1:
+        return
+    try:
+        value = parse_int(raws[0], low, high)
+    except ValueError:
+        return  # refused with its notice by the usual read
+    snapped = snap_to_step(value, low, high, step)
+    if snapped != value:
+        add_notice(key, raws[0], "snapped", value=snapped, step=step)
+        st.session_state[key] = snapped
+        _touch(key)
+
+
 def slider_int(
     page: str,
     name: str,
@@ -289,12 +307,19 @@ def slider_int(
     if low > high:
         raise ValueError(f"slider {page}.{name}: low {low} > high {high}")
     key = _key(page, name)
-    default = min(max(default, low), high)
+    default = snap_to_step(min(max(default, low), high), low, high, step)
+    if key not in st.session_state:
+        _snap_link_value(key, low, high, step)
     _prepare(
         key,
         default,
         lambda raw: parse_int(raw, low, high),
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high,
+        lambda v: (
+            isinstance(v, int)
+            and not isinstance(v, bool)
+            and low <= v <= high
+            and (v - low) % step == 0
+        ),
     )
     if low == high:
         value = low

@@ -33,6 +33,7 @@ REASONS = (
     "repeated_choice",
     "repeated_key",
     "not_accepted",
+    "snapped",
 )
 """The reason codes of :class:`RefusedValue`; each has the locale key
 ``common.url_reason_<code>``."""
@@ -115,6 +116,19 @@ def parse_int(raw: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise RefusedValue(f"{value} outside [{low}, {high}]", "out_of_range", low=low, high=high)
     return value
+
+
+def snap_to_step(value: int, low: int, high: int, step: int) -> int:
+    """The nearest value a slider of ``low``..``high`` in steps of ``step`` offers (ties go
+    down; never past ``high``'s last step).
+
+    Raises:
+        ValueError: for a step below 1.
+    """
+    if step < 1:
+        raise ValueError(f"slider step must be at least 1, got {step}")
+    last = low + (high - low) // step * step
+    return min(max(low + (value - low + (step - 1) // 2) // step * step, low), last)
 
 
 def parse_float(raw: str, low: float, high: float) -> float:

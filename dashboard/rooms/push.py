@@ -8,6 +8,15 @@ at once, the way Streamlit's own "run on save" does (``AppSession.request_rerun`
 session's last client state, scheduled on the server's event loop). The follower's run then
 sends it on to the presenter's view before it draws anything.
 
+The wake-up's client state carries no cached-message hashes (:func:`wake_state`). The
+browser lists the large messages it has cached with each rerun it asks for, and the server
+then sends a reference instead of any message on that list; but the browser drops a cached
+message two runs after it last used it, so the list in the session's *last* client state can
+name messages the browser no longer has. A reference to one ends the tab under Streamlit's
+"Cached ForwardMsg MISS" (issue 33 D1: a follower on Intuition sent to the decoder, whose
+canvas heatmap's code it had cached runs before). Without the list every message of a
+wake-up is sent whole: a few kilobytes more per follower, never a broken tab.
+
 This reaches into Streamlit's runtime (``Runtime._session_mgr``, ``AppSession._client_state``
 and ``AppSession._event_loop``, Streamlit 1.67): when any of it is missing, :func:`wake`
 wakes nobody and says so once in the server's log, and followers still follow by polling.
@@ -96,10 +105,23 @@ def this_session() -> str:
     return ctx.session_id if ctx is not None else ""
 
 
+def wake_state(client_state):
+    """A copy of a session's last ``ClientState`` (its query, page and widget values) for a
+    rerun the server asks for, without the cached-message hashes that the browser may have
+    dropped since it sent them (see the module docstring)."""
+    from streamlit.proto.ClientState_pb2 import ClientState
+
+    state = ClientState()
+    state.CopyFrom(client_state)
+    state.ClearField("cached_message_hashes")
+    return state
+
+
 def streamlit_waker(session_id: str, delay_s: float = 0.0) -> bool:
-    """Ask the Streamlit session ``session_id`` for a rerun with its last client state in
-    ``delay_s`` seconds, on the server's event loop; ``False`` when the session has gone or
-    the runtime's internals are not what this module expects (logged once)."""
+    """Ask the Streamlit session ``session_id`` for a rerun with its last client state (less
+    its cached-message hashes, :func:`wake_state`) in ``delay_s`` seconds, on the server's
+    event loop; ``False`` when the session has gone or the runtime's internals are not what
+    this module expects (logged once)."""
     from streamlit import runtime
 
     try:
@@ -110,7 +132,9 @@ def streamlit_waker(session_id: str, delay_s: float = 0.0) -> bool:
         session = info.session
         loop = session._event_loop
         loop.call_soon_threadsafe(
-            loop.call_later, delay_s, lambda: session.request_rerun(session._client_state)
+            loop.call_later,
+            delay_s,
+            lambda: session.request_rerun(wake_state(session._client_state)),
         )
         return True
     except Exception as err:  # noqa: BLE001 - any change of Streamlit's internals: poll instead

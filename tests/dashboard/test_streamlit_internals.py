@@ -45,6 +45,30 @@ def test_the_wake_up_reaches_a_session_as_push_expects():
     assert _parameters(AppSession.request_rerun) == ["self", "client_state"]
 
 
+def test_a_wake_up_sends_no_cached_message_hashes_and_keeps_the_rest():
+    """Issue 33 D1: the last client state's hash list can name messages the browser dropped
+    since; a rerun asked with it sends references the browser cannot resolve ("Cached
+    ForwardMsg MISS"). Streamlit turns the list into the run's ``cached_message_hashes``
+    (``AppSession.request_rerun``), so the wake-up's state must carry none, and the rest of
+    the state (query, page, widgets) must stay as the browser sent it."""
+    from streamlit.proto.ClientState_pb2 import ClientState
+
+    last = ClientState()
+    last.query_string = "room=r1&decoder.steps=3"
+    last.page_script_hash = "abc123"
+    last.cached_message_hashes.extend(["h-canvas-code", "h-old-chart"])
+    last.widget_states.widgets.add(id="w1", int_value=7)
+    state = push.wake_state(last)
+    assert list(state.cached_message_hashes) == []
+    assert list(last.cached_message_hashes) == ["h-canvas-code", "h-old-chart"]  # a copy
+    assert state.query_string == last.query_string
+    assert state.page_script_hash == "abc123"
+    assert state.widget_states == last.widget_states
+    assert "cached_message_hashes=frozenset(client_state.cached_message_hashes)" in (
+        inspect.getsource(AppSession.request_rerun)
+    )
+
+
 def test_a_wake_up_that_meets_other_internals_falls_back_to_polling(monkeypatch, caplog):
     """Any failure inside Streamlit's internals (a ``TypeError`` from a changed signature
     too) wakes nobody, is logged once, and leaves followers to their poll."""

@@ -302,9 +302,41 @@ def test_every_refusal_reason_reads_in_both_languages():
     from dashboard.i18n import LANGS, t_in
 
     values = {"low": 4, "high": 1024, "max": 200, "char": "U+000A (LINE FEED)"}
+    values |= {"step": 50, "value": 350}
     for lang in LANGS:
         for reason in url_values.REASONS:
             text = t_in(lang, f"common.url_reason_{reason}", **values)
             assert text and "{" not in text, (lang, reason, text)
     with pytest.raises(ValueError, match="no_such_reason"):
         RefusedValue("x", "no_such_reason")
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "step", "snapped"),
+    [
+        (333, 50, 2000, 50, 350),
+        (324, 50, 2000, 50, 300),
+        (325, 50, 2000, 50, 300),
+        (5, 0, 64, 2, 4),
+        (7, 0, 64, 2, 6),
+        (63, 0, 63, 2, 62),
+        (40, 0, 40, 8, 40),
+    ],
+)
+def test_a_value_between_steps_snaps_to_the_nearest_the_slider_offers(
+    value, low, high, step, snapped
+):
+    offered = range(low, high + 1, step)
+    nearest = min(offered, key=lambda v: (abs(v - value), v))  # the rule written out
+    assert url_values.snap_to_step(value, low, high, step) == nearest == snapped
+
+
+def test_a_linked_value_between_the_sliders_steps_is_snapped_with_a_notice():
+    """Issue 33: "URL values snapped to what the widget offers" (Watch's steps go by 50)."""
+    for lang, words in (("en", "steps of 50, so the nearest step, 350"), ("zh", "步长 50")):
+        at = open_app("watch", lang=lang, **{"watch.steps": "333"})
+        assert_clean(at)
+        assert at.slider(key="watch.steps").value == 350
+        assert len(at.warning) == 1 and words in at.warning[0].value, [w.value for w in at.warning]
+        at.run()
+        assert not at.warning and at.slider(key="watch.steps").value == 350
