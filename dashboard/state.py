@@ -404,6 +404,7 @@ def multiselect(
         format_func=lambda o: shown[serialise(o)],
         max_selections=max_selections,
         help=help,
+        placeholder=t("common.placeholder_choose_many"),
     )
     write(key, list(value))
     return list(value)

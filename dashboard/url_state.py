@@ -217,5 +217,3 @@ def url_int_list(key: str, default: list[int], low: int, high: int, max_items: i
     value = read(key, default, lambda raw: parse_int_list(raw, low, high, max_items))
     write(key, value)
     return list(value)
-
-

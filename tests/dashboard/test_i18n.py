@@ -247,3 +247,14 @@ def test_a_refusal_speaks_the_page_language(lang):
         assert box == i18n.t_in("zh", "common.error_invalid_short") and CJK.search(box)
         assert at.expander[0].label == i18n.t_in("zh", "common.error_detail")
         assert at.code[0].value == "seq_len must be at least 2, got 1"
+
+
+def test_streamlits_own_placeholder_is_in_the_pages_language():
+    """Issue 33: a multiselect said "Choose options" on a Chinese page."""
+    from tests.dashboard.conftest import open_app
+
+    for lang, words in (("en", "Choose one or more"), ("zh", "选择一项或多项")):
+        at = open_app("variants", lang=lang)
+        assert not at.exception
+        boxes = at.get("multiselect")
+        assert boxes and all(box.proto.placeholder == words for box in boxes)
