@@ -31,6 +31,7 @@ Pages call the helpers with their page name, e.g.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,6 +70,7 @@ from dashboard.url_values import (
     parse_int_list,
     parse_text,
     serialise,
+    snap_float_to_step,
     snap_to_step,
 )
 
@@ -129,18 +131,21 @@ def _where(where: DeltaGenerator | None) -> DeltaGenerator:
     return st.sidebar if where is None else where
 
 
-def _snap_link_value(key: str, low: int, high: int, step: int) -> None:
-    """A link's whole number between a slider's steps becomes the nearest step, with a
-    notice naming both (the slider could not show it)."""
+def _snap_link_value(
+    key: str, snap: Callable[[Any], Any], parse: Callable[[str], Any], step: float
+) -> None:
+    """A link's number between a slider's steps becomes the nearest step (``snap``), with a
+    notice naming both (the slider could not show it); a value ``parse`` refuses is left
+    to the usual read and its notice."""
     raws = st.query_params.get_all(key)
-    if len(raws) != 1 or step == 1:
+    if len(raws) != 1:
         return
     try:
-        value = parse_int(raws[0], low, high)
+        value = parse(raws[0])
     except ValueError:
-        return  # refused with its notice by the usual read
-    snapped = snap_to_step(value, low, high, step)
-    if snapped != value:
+        return
+    snapped = snap(value)
+    if not math.isclose(snapped, value, rel_tol=1e-9, abs_tol=1e-12):
         add_notice(key, raws[0], "snapped", value=snapped, step=step)
         st.session_state[key] = snapped
         touch(key)
@@ -180,8 +185,13 @@ def slider_int(
         raise ValueError(f"slider {page}.{name}: low {low} > high {high}")
     key = _key(page, name)
     default = snap_to_step(min(max(default, low), high), low, high, step)
-    if key not in st.session_state:
-        _snap_link_value(key, low, high, step)
+    if key not in st.session_state and step > 1:
+        _snap_link_value(
+            key,
+            lambda v: snap_to_step(v, low, high, step),
+            lambda raw: parse_int(raw, low, high),
+            step,
+        )
     _prepare(
         key,
         default,
@@ -240,6 +250,13 @@ def float_input(
     key = _key(page, name)
     low, high = float(low), float(high)
     default = min(max(float(default), low), high)
+    if widget == "slider" and key not in st.session_state:
+        _snap_link_value(
+            key,
+            lambda v: snap_float_to_step(v, low, high, float(step)),
+            lambda raw: parse_float(raw, low, high),
+            step,
+        )
     _prepare(
         key,
         default,

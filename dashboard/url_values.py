@@ -131,6 +131,21 @@ def snap_to_step(value: int, low: int, high: int, step: int) -> int:
     return min(max(low + (value - low + (step - 1) // 2) // step * step, low), last)
 
 
+def snap_float_to_step(value: float, low: float, high: float, step: float) -> float:
+    """The nearest value a float slider of ``low``..``high`` in steps of ``step`` offers,
+    rounded to the step's decimals (0.1 + 0.2 gives 0.3, not 0.30000000000000004).
+
+    Raises:
+        ValueError: for a step that is not positive.
+    """
+    if not step > 0:
+        raise ValueError(f"slider step must be positive, got {step}")
+    decimals = max(0, -math.floor(math.log10(step)) + 3)
+    last = low + math.floor((high - low) / step + 1e-9) * step
+    snapped = low + round((value - low) / step) * step
+    return round(min(max(snapped, low), last), decimals)
+
+
 def parse_float(raw: str, low: float, high: float) -> float:
     """Parse a finite number in [low, high].
 

@@ -340,3 +340,25 @@ def test_a_linked_value_between_the_sliders_steps_is_snapped_with_a_notice():
         assert len(at.warning) == 1 and words in at.warning[0].value, [w.value for w in at.warning]
         at.run()
         assert not at.warning and at.slider(key="watch.steps").value == 350
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "step"),
+    [(0.3, -2.0, 6.0, 0.5), (0.33, 0.0, 1.0, 0.05), (5.99, -2.0, 6.0, 0.5), (0.999, 0.0, 1.0, 0.3)],
+)
+def test_a_float_between_steps_snaps_to_the_nearest_the_slider_offers(value, low, high, step):
+    count = int((high - low) / step + 1e-9)
+    offered = [round(low + k * step, 9) for k in range(count + 1)]  # the slider's values
+    nearest = min(offered, key=lambda v: abs(v - value))
+    assert url_values.snap_float_to_step(value, low, high, step) == pytest.approx(nearest)
+    assert url_values.snap_float_to_step(value, low, high, step) in offered
+
+
+def test_a_linked_float_between_the_sliders_steps_is_snapped_with_a_notice():
+    for lang, words in (("en", "steps of 0.5, so the nearest step, 0.5"), ("zh", "步长 0.5")):
+        at = open_app("intuition", lang=lang, **{"intuition.boss": "0.3"})
+        assert_clean(at)
+        assert at.slider(key="intuition.boss").value == 0.5
+        assert len(at.warning) == 1 and words in at.warning[0].value, [w.value for w in at.warning]
+    on_step = open_app("intuition", **{"intuition.boss": "1.5"})
+    assert not on_step.warning and on_step.slider(key="intuition.boss").value == 1.5
