@@ -145,10 +145,13 @@ def _lost(page: str, applied: tuple[int, View] | None) -> bool:
     sent to. The run that sent it there can be cut short by the browser's next request,
     and Streamlit then drops the run's unsent messages, the new query among them; the poll
     carries the browser's query, so it sees the difference and sends the follower again.
-    (A learner's own move never shows here: the run it starts turns following off.)"""
-    if applied is None or _PENDING in st.session_state or applied[1].page != page:
+    A follower on another page than the view's is lost too: after :data:`MAX_TRIES`
+    switches cut short (a slow page, wake-ups and polls overtaking each other), the view
+    counts as shown, and only a poll can still send the follower there. (A learner's own
+    move never shows here: the run it starts turns following off.)"""
+    if applied is None or _PENDING in st.session_state:
         return False
-    return _safe_view(page) != applied[1]
+    return applied[1].page != page or _safe_view(page) != applied[1]
 
 
 def _moved_on(snap: RoomSnapshot, applied: tuple[int, View] | None) -> bool:
