@@ -42,7 +42,6 @@ class PassProgress:
         self._start = time.perf_counter()
 
     def __enter__(self) -> PassProgress:
-        self._start = time.perf_counter()
         return self
 
     def __call__(self, done: int, total: int) -> None:

@@ -166,14 +166,12 @@ function layout(ctx, spec) {
   const width = Math.ceil(
     Math.max(legendX + legendW + PAD, PAD + measureTitles(ctx, spec) + PAD),
   );
+  const legend = legendBox(top, gridBottom, spec);
   const height = Math.ceil(
-    Math.max(
-      gridBottom + xLabelH + AXIS_TITLE_PX + 10 + PAD,
-      top + AXIS_TITLE_PX + 8 + Math.max(LEGEND_MIN_H, Math.min(LEGEND_BAR_H, gridBottom - top)) + 40,
-    ),
+    Math.max(gridBottom + xLabelH + AXIS_TITLE_PX + 10 + PAD, legend.barTop + legend.h + 40),
   );
-  return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, width, height,
-           gridBottom, xLabelH, yShown, xShown };
+  return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, legend, width,
+           height, gridBottom, xLabelH, yShown, xShown };
 }
 
 function measureTitles(ctx, spec) {
@@ -301,19 +299,19 @@ function drawAxisTitles(ctx, spec, box) {
   ctx.restore();
 }
 
-function legendBox(box, spec) {
+function legendBox(gridTop, gridBottom, spec) {
   // the title sits under the chart's title band (never over a long chart title), the bar
   // under it, as tall as the grid but at least LEGEND_MIN_H
-  const top = box.top + (spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0);
+  const top = gridTop + (spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0);
   const titleBottom = top + AXIS_TITLE_PX + 2;
   const barTop = titleBottom + 6;
-  const h = Math.min(LEGEND_BAR_H, Math.max(LEGEND_MIN_H, box.gridBottom - barTop));
+  const h = Math.min(LEGEND_BAR_H, Math.max(LEGEND_MIN_H, gridBottom - barTop));
   return { titleBottom, barTop, h };
 }
 
 function drawLegend(ctx, spec, box, stops, ink) {
   const x = box.legendX;
-  const { titleBottom, barTop: top, h } = legendBox(box, spec);
+  const { titleBottom, barTop: top, h } = box.legend;
   ctx.font = fontOf(AXIS_TITLE_PX, true);
   ctx.fillStyle = ink;
   ctx.textAlign = "left";
@@ -433,9 +431,7 @@ export default function heatmapCanvas(component) {
     panels: box.panels.map((panel) => [panel.x, panel.y]),
     height: box.height,
     titles_bottom: box.top,
-    legend: (({ titleBottom, barTop, h }) => [titleBottom - AXIS_TITLE_PX, barTop, h])(
-      legendBox(box, spec),
-    ),
+    legend: [box.legend.titleBottom - AXIS_TITLE_PX, box.legend.barTop, box.legend.h],
   });
   tip.style.display = "none";
 

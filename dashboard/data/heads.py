@@ -451,6 +451,7 @@ def mask_effect(
     return mask_effects.mask_effects(model, ids, parts, layers=layers, on_pass=_on_pass)
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
 def mask_kept(parts: mask_effects.MaskParts) -> float:
     """The share of :data:`MASK_TEXT`'s causal cells the composed mask keeps (1.0: the parts
     cut nothing, so there is nothing to measure)."""
