@@ -35,6 +35,7 @@ _WAS_FOLLOWING = "_room.was_following"
 _LEFT = "_room.left"  # following was turned off because the learner moved
 _SEEN = "_room.seen"  # this session saw the room open
 _AWAY = "_room.away"  # this follower was told the presenter is away
+_GAVE_UP = "_room.gave_up"  # the switches stopped with the follower on another page
 
 
 def apply_pending(page: str) -> None:
@@ -136,6 +137,7 @@ def _landed(page: str) -> tuple[int, View] | None:
     pending = st.session_state.get(_PENDING)
     if pending is not None and _safe_view(page) == pending[1]:
         st.session_state[_APPLIED] = pending[:2]
+        st.session_state[_GAVE_UP] = False
         del st.session_state[_PENDING]
     return st.session_state.get(_APPLIED)
 
@@ -145,13 +147,15 @@ def _lost(page: str, applied: tuple[int, View] | None) -> bool:
     sent to. The run that sent it there can be cut short by the browser's next request,
     and Streamlit then drops the run's unsent messages, the new query among them; the poll
     carries the browser's query, so it sees the difference and sends the follower again.
-    A follower on another page than the view's is lost too: after :data:`MAX_TRIES`
-    switches cut short (a slow page, wake-ups and polls overtaking each other), the view
-    counts as shown, and only a poll can still send the follower there. (A learner's own
+    A follower left on another page than the view's when :data:`MAX_TRIES` switches were
+    cut short (a slow page, wake-ups and polls overtaking each other) is lost too: the view
+    counted as shown, and only a poll can still send the follower there. (A learner's own
     move never shows here: the run it starts turns following off.)"""
     if applied is None or _PENDING in st.session_state:
         return False
-    return applied[1].page != page or _safe_view(page) != applied[1]
+    if applied[1].page != page:
+        return bool(st.session_state.get(_GAVE_UP))
+    return _safe_view(page) != applied[1]
 
 
 def _moved_on(snap: RoomSnapshot, applied: tuple[int, View] | None) -> bool:
@@ -179,6 +183,7 @@ def jump(
     tries = pending[2] + 1 if pending is not None and pending[0] == snap.version else 1
     if _safe_view(page) == view or tries > MAX_TRIES:
         st.session_state[_APPLIED] = (snap.version, view)
+        st.session_state[_GAVE_UP] = view.page != page  # still on another page: polls retry
         st.session_state.pop(_PENDING, None)
         return
     st.session_state[_PENDING] = (snap.version, view, tries)
