@@ -13,11 +13,23 @@ import secrets
 
 import streamlit as st
 
-from dashboard.i18n import t
+from dashboard.i18n import current_lang, t, t_in
 from dashboard.literal import literal
 from dashboard.rooms import presenter, push
-from dashboard.rooms.questions import ready_questions, ready_to_ask, typed_question
-from dashboard.rooms.store import MAX_OPTIONS, Poll, Question, RoomEndedError, RoomLimitError
+from dashboard.rooms.questions import (
+    QuestionRefused,
+    ready_questions,
+    ready_to_ask,
+    typed_question,
+)
+from dashboard.rooms.store import (
+    MAX_OPTIONS,
+    Poll,
+    Question,
+    QuestionClosedError,
+    RoomEndedError,
+    RoomLimitError,
+)
 
 TALLY_POLL_S = 1.0
 TYPED = "typed"
@@ -58,11 +70,12 @@ def ask_controls(code: str, page: str) -> bool:
     """
     with st.expander(t("room.ask_header")):
         choices = [q.id for q in ready_questions(page)] + [TYPED]
+        lang = current_lang()  # bound now: a label is formatted again outside this run
         choice = st.radio(
             t("room.ask_pick"),
             choices,
             key=f"_room.pick.{page}",
-            format_func=lambda c: t("room.ask_typed") if c == TYPED else t(f"room.q_{c}"),
+            format_func=lambda c: t_in(lang, "room.ask_typed" if c == TYPED else f"room.q_{c}"),
         )
         text, answers, correct = "", "", None
         asked = ready_to_ask(choice) if choice != TYPED else None
@@ -80,7 +93,14 @@ def ask_controls(code: str, page: str) -> bool:
             try:
                 asked = asked or typed_question(text, answers, correct)
                 presenter.shared_store().ask(code, asked)
-            except (ValueError, RoomEndedError) as err:
+            except QuestionRefused as err:
+                rule = t(f"room.bad_question_{err.reason}", **err.detail)
+                st.warning(t("room.bad_question", detail=rule))
+                return False
+            except RoomEndedError:
+                st.warning(t("room.ended", code=literal(code)))
+                return False
+            except ValueError as err:
                 st.warning(t("room.bad_question", detail=literal(err)))
                 return False
             return True
@@ -157,7 +177,11 @@ def answer_controls(code: str, poll: Poll) -> None:
                 st.session_state[_MY_ANSWER] = mine = (poll.number, index)
             except RoomLimitError:
                 st.warning(t("room.answer_full"))
-            except (ValueError, RoomEndedError) as err:
+            except QuestionClosedError:
+                st.warning(t("room.answer_closed"))
+            except RoomEndedError:
+                st.warning(t("room.ended", code=literal(code)))
+            except ValueError as err:
                 st.warning(t("room.answer_refused", detail=literal(err)))
     if mine is not None and mine[0] == poll.number:
         st.caption(t("room.your_answer", answer=option_text(question, mine[1])))

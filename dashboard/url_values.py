@@ -30,10 +30,12 @@ REASONS = (
     "unknown_option",
     "forbidden_char",
     "item_count",
+    "too_many_items",
     "repeated_choice",
     "repeated_key",
     "not_accepted",
     "snapped",
+    "room_code",
 )
 """The reason codes of :class:`RefusedValue`; each has the locale key
 ``common.url_reason_<code>``."""
@@ -247,5 +249,5 @@ def parse_choice_list(raw: str, options: Sequence[Any], max_items: int) -> list[
         raise RefusedValue(f"repeated choices in {names}", "repeated_choice")
     if len(names) > max_items:
         message = f"{len(names)} choices, at most {max_items} allowed"
-        raise RefusedValue(message, "item_count", high=max_items)
+        raise RefusedValue(message, "too_many_items", count=len(names), high=max_items)
     return [by_text[n] for n in names]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from dashboard.url_values import RefusedValue
+
 MAX_CODE_LEN = 32
 _CODE = re.compile(r"[A-Za-z0-9-]+")
 
@@ -21,12 +23,15 @@ def parse_room_code(raw: str) -> str:
         The code, unchanged.
 
     Raises:
-        ValueError: naming the value, when it is empty, too long or has another character.
+        RefusedValue: (a ``ValueError``) naming the value, when it is empty, too long or has
+            another character; its reason ``room_code`` lets a link's notice state the rule.
     """
     if not isinstance(raw, str) or not raw:
-        raise ValueError(f"room code {raw!r} is empty")
+        raise RefusedValue(f"room code {raw!r} is empty", "room_code", max=MAX_CODE_LEN)
     if len(raw) > MAX_CODE_LEN:
-        raise ValueError(f"room code {raw[:MAX_CODE_LEN]!r}… is longer than {MAX_CODE_LEN}")
+        message = f"room code {raw[:MAX_CODE_LEN]!r}… is longer than {MAX_CODE_LEN}"
+        raise RefusedValue(message, "room_code", max=MAX_CODE_LEN)
     if not _CODE.fullmatch(raw):
-        raise ValueError(f"room code {raw!r} may hold only letters, digits and '-'")
+        message = f"room code {raw!r} may hold only letters, digits and '-'"
+        raise RefusedValue(message, "room_code", max=MAX_CODE_LEN)
     return raw

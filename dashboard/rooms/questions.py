@@ -16,6 +16,21 @@ MAX_QUESTION_LEN = 200
 MAX_ANSWER_LEN = 80
 
 
+class QuestionRefused(ValueError):
+    """A typed question that cannot be asked, with why.
+
+    Attributes:
+        reason: ``"text_length"``, ``"answer_count"`` or ``"answer_length"``; the locale key
+            ``room.bad_question_<reason>`` states the rule.
+        detail: the values that key names (``count``, ``low``, ``high``, ``max``).
+    """
+
+    def __init__(self, message: str, reason: str, **detail: object) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.detail = detail
+
+
 @dataclass(frozen=True)
 class ReadyQuestion:
     """A page's prediction put as a question.
@@ -97,16 +112,22 @@ def typed_question(text: str, answers: str, correct: int | None) -> Question:
         The question.
 
     Raises:
-        ValueError: naming the problem, for an empty or too long question, too few or too
-            many answers, a too long answer or a right answer that is not one of them.
+        QuestionRefused: (a ``ValueError``) naming the problem, for an empty or too long
+            question, too few or too many answers, or a too long answer.
+        ValueError: for a right answer that is not one of them.
     """
     text = " ".join(text.split())
     if not text or len(text) > MAX_QUESTION_LEN:
-        raise ValueError(f"a question of {len(text)} characters; 1 to {MAX_QUESTION_LEN}")
+        message = f"a question of {len(text)} characters; 1 to {MAX_QUESTION_LEN}"
+        raise QuestionRefused(message, "text_length", count=len(text), max=MAX_QUESTION_LEN)
     options = tuple(" ".join(line.split()) for line in answers.splitlines() if line.strip())
     if not MIN_OPTIONS <= len(options) <= MAX_OPTIONS:
-        raise ValueError(f"{len(options)} answers; {MIN_OPTIONS} to {MAX_OPTIONS}")
-    for option in options:
+        message = f"{len(options)} answers; {MIN_OPTIONS} to {MAX_OPTIONS}"
+        limits = {"count": len(options), "low": MIN_OPTIONS, "high": MAX_OPTIONS}
+        raise QuestionRefused(message, "answer_count", **limits)
+    for number, option in enumerate(options, start=1):
         if len(option) > MAX_ANSWER_LEN:
-            raise ValueError(f"answer {option[:20]!r}… is longer than {MAX_ANSWER_LEN}")
+            message = f"answer {option[:20]!r}… is longer than {MAX_ANSWER_LEN}"
+            limits = {"count": len(option), "number": number, "max": MAX_ANSWER_LEN}
+            raise QuestionRefused(message, "answer_length", **limits)
     return Question("", text, options, correct)

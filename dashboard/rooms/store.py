@@ -36,6 +36,10 @@ class RoomLimitError(RuntimeError):
     """A new room, answer or viewer would pass the store's bounds."""
 
 
+class QuestionClosedError(ValueError):
+    """An answer to a question that no longer takes answers (revealed, taken away, replaced)."""
+
+
 class RoomEndedError(LookupError):
     """The room does not exist in this process (never opened, expired, or a restart)."""
 
@@ -303,14 +307,17 @@ class RoomStore:
 
         Raises:
             RoomEndedError: when the room is not open.
-            ValueError: when question ``number`` is no longer asked, its answer is shown,
-                or ``choice`` is not one of its answers.
+            QuestionClosedError: (a ``ValueError``) when question ``number`` is no longer
+                asked or its answer is shown.
+            ValueError: when ``choice`` is not one of its answers.
             RoomLimitError: when :data:`MAX_ANSWERS` learners answered already.
         """
         with self._lock:
             room = self._room(code)
             if room.question is None or room.number != number or room.revealed:
-                raise ValueError(f"question {number} of room {code!r} takes no answers now")
+                raise QuestionClosedError(
+                    f"question {number} of room {code!r} takes no answers now"
+                )
             if not 0 <= choice < len(room.question.options):
                 raise ValueError(f"answer {choice!r} of {len(room.question.options)}")
             if voter not in room.votes and len(room.votes) >= self.max_answers:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from dashboard.room_questions import TYPED
 from dashboard.rooms import presenter
 from dashboard.rooms.codes import MAX_CODE_LEN, parse_room_code
 from dashboard.rooms.questions import (
@@ -23,6 +24,7 @@ from dashboard.rooms.store import (
     PRESENTER_AWAY_S,
     VIEWER_WINDOW_S,
     Question,
+    QuestionClosedError,
     RoomEndedError,
     RoomLimitError,
     RoomStore,
@@ -395,6 +397,58 @@ def test_a_hostile_room_code_is_refused_with_a_notice_and_no_room(name):
     assert any("room" in w.value for w in at.warning)
     assert "room" not in at.query_params
     assert not [ti for ti in at.text_input if ti.key == "_room.presenter_key"]
+
+
+@pytest.mark.parametrize("raw", ["x" * 33, "房间一", "week 3"])
+def test_a_bad_room_code_is_told_the_rule_in_both_languages(raw):
+    """Issue 33, D8: the notice states what a code is, not "not a value this setting
+    accepts"."""
+    rules = {"en": "1 to 32 characters, each a letter", "zh": "1 到 32 个字符"}
+    for lang, rule in rules.items():
+        at = open_app("playground", room=raw, lang=lang)
+        assert not at.exception
+        notice = " ".join(w.value for w in at.warning)
+        assert rule in notice and "week3-group-B" in notice, notice
+        assert "not a value this setting accepts" not in notice
+        assert "不是这个设置能接受的取值" not in notice
+
+
+@pytest.mark.parametrize(
+    ("answers", "english", "chinese"),
+    [
+        ("only one", "needs 2 to 4 answers, one per line, and this one has 1", "2 到 4 个答案"),
+        ("a\nb\n" + "c" * 81, "answer 3 has 81 characters", "第 3 个答案有 81 个字符"),
+    ],
+)
+def test_a_typed_question_refused_names_the_rule_in_the_page_language(answers, english, chinese):
+    """Issue 33, D8: a typed question with one answer read "1 answers; 2 to 4" in English
+    on both pages."""
+    for lang, rule in (("en", english), ("zh", chinese)):
+        code = new_code()
+        host = presenting(code, "scaling", lang=lang)
+        host.radio(key="_room.pick.scaling").set_value(TYPED).run()
+        host.text_input(key="_room.typed_text").input("Which head?")
+        host.text_area(key="_room.typed_answers").input(answers)
+        host.button(key="_room.ask").click().run()
+        assert not host.exception
+        notice = " ".join(w.value for w in host.warning)
+        assert rule in notice, notice
+        assert "answers;" not in notice
+        assert presenter.shared_store().get(code).poll is None
+
+
+def test_an_answer_after_the_reveal_is_refused_as_closed():
+    """The page tells this case in its language (``room.answer_closed``): a click that
+    reaches the store after the presenter revealed the answer or asked another."""
+    store = RoomStore()
+    store.present("r", "tab-1", take_over=True)
+    number = store.ask("r", typed_question("Q", "a\nb", 0)).poll.number
+    store.reveal("r")
+    with pytest.raises(QuestionClosedError, match="takes no answers now"):
+        store.answer("r", "v1", 0, number)
+    store.ask("r", typed_question("Q2", "a\nb", None))
+    with pytest.raises(QuestionClosedError):
+        store.answer("r", "v1", 0, number)
 
 
 def test_a_link_from_a_server_that_ended_says_the_room_has_ended():

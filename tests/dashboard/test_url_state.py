@@ -257,6 +257,11 @@ def test_long_linked_sentence_is_cut_with_a_note_in_chinese():
         ({"playground.seed": ["1", "2"]}, "given more than once", "出现了不止一次"),
         ({"playground.variant": "flash"}, "not one of the choices", "不是此处提供的选项"),
         ({"playground.dropout": "nan"}, "not a number", "不是数字"),
+        (  # issue 33, D8: an empty list is allowed, so not "needs 1 to 4 items"
+            {"variants.variants": "basic,scaled,stable,local,block"},
+            "names 5 items, and at most 4 are allowed",
+            "列出了 5 项，最多只允许 4 项",
+        ),
         (
             {"playground.input": "typed", "playground.sentence": "two\nlines"},
             "control character U+000A (LINE FEED)",
@@ -265,8 +270,9 @@ def test_long_linked_sentence_is_cut_with_a_note_in_chinese():
     ],
 )
 def test_refused_link_value_says_why_in_both_languages(params, english, chinese):
+    page = next(iter(params)).split(".")[0]
     for lang, reason in (("en", english), ("zh", chinese)):
-        at = open_app("playground", lang=lang, **params)
+        at = open_app(page, lang=lang, **params)
         assert not at.exception
         assert len(at.warning) == 1, [w.value for w in at.warning]
         assert reason in at.warning[0].value, at.warning[0].value
@@ -301,7 +307,7 @@ def test_keys_the_app_wrote_are_never_reported_as_unknown():
 def test_every_refusal_reason_reads_in_both_languages():
     from dashboard.i18n import LANGS, t_in
 
-    values = {"low": 4, "high": 1024, "max": 200, "char": "U+000A (LINE FEED)"}
+    values = {"low": 4, "high": 1024, "max": 200, "char": "U+000A (LINE FEED)", "count": 5}
     values |= {"step": 50, "value": 350}
     for lang in LANGS:
         for reason in url_values.REASONS:
