@@ -1,11 +1,12 @@
-"""A progress bar for a computation of many forward passes, with the time left estimated
-from the passes already done (the library's ``on_pass(done, total)`` hooks call it).
+"""A long computation in words before it starts (:func:`confirm_long_run`, :func:`duration`)
+and a progress bar while it runs, with the time left estimated from the passes already done
+(the library's ``on_pass(done, total)`` hooks call it).
 
 The bar is drawn at the first pass, so a cached result (no pass runs) draws nothing, and it
 is removed when the computation ends::
 
     with PassProgress("heads.progress_mask") as on_pass:
-        effect = data.mask_effect(parts, True, on_pass)
+        effect = data.measured_mask_effect(parts, True, on_pass)
 """
 
 from __future__ import annotations
@@ -17,6 +18,33 @@ from types import TracebackType
 import streamlit as st
 
 from dashboard.i18n import t
+
+
+def duration(seconds: float) -> str:
+    """ "under a second", "about 8 s", "about 2 min 30 s" in the page's language."""
+    if seconds < 1:
+        return t("watch.duration_under_second")
+    if seconds < 90:
+        return t("watch.duration_seconds", s=round(seconds))
+    minutes, rest = divmod(round(seconds), 60)
+    if rest == 0:
+        return t("watch.duration_whole_minutes", m=minutes)
+    return t("watch.duration_minutes", m=minutes, s=rest)
+
+
+def confirm_long_run(key: str, calls: int, seconds: float, long: bool) -> bool:
+    """Whether a computation may start now: at once when it is not ``long``; otherwise only
+    in the run its button is pressed, the estimate said beside the button first.
+
+    Args:
+        key: names the button (``_long.<key>``). calls: its forward calls. seconds: its
+            estimate. long: over the page's limit (``data.RunEstimate.long``).
+    """
+    if not long:
+        return True
+    time_words = duration(seconds)
+    st.info(t("common.long_run", calls=calls, time=time_words))
+    return st.button(t("common.long_run_button", time=time_words), key=f"_long.{key}")
 
 
 def seconds_left(elapsed_s: float, done: int, total: int) -> int:

@@ -549,6 +549,17 @@ def ablation_effects(model, input_ids, heads, *, positions=None, on_pass=None) -
     return readonly(np.asarray(effects, dtype=np.float64))
 
 
+def ablation_forward_calls(heads: int) -> int:
+    """The forward calls :func:`ablation_effects` makes for ``heads`` heads: the intact pass
+    (batch 1), then one call per :data:`ATTRIBUTION_BATCH` heads (batch up to that).
+
+    Raises:
+        ValueError: for a negative or non-integer count.
+    """
+    check_int("heads", heads, low=0)
+    return 1 + -(-heads // ATTRIBUTION_BATCH)  # ceil(heads / B)
+
+
 def _report(on_pass, done: int, total: int) -> None:
     """Call a progress hook, if any, with the passes done and in all."""
     if on_pass is not None:

@@ -155,6 +155,17 @@ def mean_kl(reference: torch.Tensor, other: torch.Tensor) -> float:
     return total / reference.shape[0]
 
 
+def forward_passes(layers_alone: int) -> int:
+    """The forward passes :func:`mask_effects` runs: the full text, the mask in every
+    layer, and one per layer measured alone (its ``on_pass`` total).
+
+    Raises:
+        ValueError: for a negative or non-integer count.
+    """
+    check_int("layers_alone", layers_alone, low=0)
+    return 2 + layers_alone
+
+
 def mask_effects(
     model, input_ids, parts: MaskParts, *, layers=None, on_pass: PassCallback | None = None
 ) -> MaskEffect:
@@ -189,7 +200,7 @@ def mask_effects(
     mask = compose_mask(parts, length)  # (L, L)
     causal = masks.causal(length)
     kept = kept_share(parts, length)
-    passes = [0, 2 + len(chosen)]  # done, total
+    passes = [0, forward_passes(len(chosen))]  # done, total
 
     def run(layer_masks: torch.Tensor | None) -> tuple[float, torch.Tensor]:
         logits = model(ids, mask=layer_masks).logits  # (1, L, V)

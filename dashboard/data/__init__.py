@@ -17,6 +17,7 @@ Modules, by concern:
 * :mod:`~dashboard.data.probe` — which heads send one word to another, on a real model.
 * :mod:`~dashboard.data.decoder` — the real decoder (SmolLM2-135M): generation, maps, sinks.
 * :mod:`~dashboard.data.heads` — Heads at work: census, copy test, attribution, masks.
+* :mod:`~dashboard.data.heads_cost` — Heads at work: a long computation's time, before it starts.
 * :mod:`~dashboard.data.heads_e5` — Heads at work in e5: census, pronoun link, heads off.
 * :mod:`~dashboard.data.memo` — the byte-bounded cache of the layer runs.
 * :mod:`~dashboard.data.training` — Watch it learn: training runs streamed, kept by config.
@@ -128,6 +129,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "top_heads",
         "weakest_heads",
         "window_neighbours",
+    ),
+    "heads_cost": (
+        "LONG_RUN_S",
+        "RunEstimate",
+        "effects_estimate",
+        "mask_estimate",
+        "measured_head_effects",
+        "measured_mask_effect",
     ),
     "heads_e5": (
         "E5Census",

@@ -13,6 +13,7 @@ import streamlit as st
 
 from dashboard import controls, data
 from dashboard.i18n import t
+from dashboard.progress import duration
 from dashboard.views.watch_it_learn.figures import draw_heads, draw_target, run_title, show_run
 from dashboard.views.watch_it_learn.settings import PAGE, WatchConfig, watch_controls
 
@@ -144,18 +145,6 @@ def time_words(estimate: data.TrainingTime) -> dict[str, str]:
         "step": " / ".join(step_duration(s) for s in estimate.train_step_s),
         "limit": t("watch.duration_limit", s=round(estimate.limit_s)),
     }
-
-
-def duration(seconds: float) -> str:
-    """ "under 1 s", "8 s", "2 min 30 s" in the page's language."""
-    if seconds < 1:
-        return t("watch.duration_under_second")
-    if seconds < 90:
-        return t("watch.duration_seconds", s=round(seconds))
-    minutes, rest = divmod(round(seconds), 60)
-    if rest == 0:
-        return t("watch.duration_whole_minutes", m=minutes)
-    return t("watch.duration_minutes", m=minutes, s=rest)
 
 
 def step_duration(seconds: float) -> str:

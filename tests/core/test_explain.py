@@ -205,11 +205,16 @@ def test_window_with_sinks_preset_is_the_decoder_pages_setting(decoder4):
     )
     ids = decoder4.tokenize(text).input_ids
     parts = mask_effects.WINDOW_WITH_SINKS
-    passes = []
-    effect = mask_effects.mask_effects(
-        decoder4, ids, parts, layers=(0, 29), on_pass=lambda *done: passes.append(done)
-    )
+    passes, calls = [], []
+    hook = decoder4.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        effect = mask_effects.mask_effects(
+            decoder4, ids, parts, layers=(0, 29), on_pass=lambda *done: passes.append(done)
+        )
+    finally:
+        hook.remove()
     assert passes == [(1, 4), (2, 4), (3, 4), (4, 4)]  # full, all layers, two layers alone
+    assert len(calls) == mask_effects.forward_passes(2) == 4  # the page's estimate
     table = decoding.window_perplexities(decoder4, text, window_size=16, num_sinks=4)
     rows = table.set_index("setting")["perplexity"]
     assert effect.full_perplexity == pytest.approx(rows["full"], rel=1e-9)

@@ -5,6 +5,8 @@ copy test on the int4 decoder the page loads."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -208,11 +210,16 @@ def test_attribution_equals_central_difference(decoder32):
 def test_ablation_effects_equal_single_ablations(decoder4):
     ids = heads.repeated_tokens(decoder4, 8, 2)
     pairs = ((18, 6), (0, 0), (17, 4))
-    passes = []
-    effects = heads.ablation_effects(
-        decoder4, ids, pairs, on_pass=lambda *done: passes.append(done)
-    )
+    passes, calls = [], []
+    hook = decoder4.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        effects = heads.ablation_effects(
+            decoder4, ids, pairs, on_pass=lambda *done: passes.append(done)
+        )
+    finally:
+        hook.remove()
     assert passes[0] == (1, 4) and passes[-1] == (4, 4)  # the intact pass, then the heads
+    assert len(calls) == heads.ablation_forward_calls(len(pairs)) == 2  # the page's estimate
     assert [done for done, _ in passes] == sorted({done for done, _ in passes})
     base = heads.token_losses(decoder4, ids).mean()
     for k, pair in enumerate(pairs):
@@ -328,3 +335,11 @@ def test_control_heads_refuse_a_bad_pair():
     with pytest.raises(ValueError, match="9"):
         heads.control_heads(np.zeros((6, 4)), ((9, 0),))
     assert heads.control_heads(np.zeros((6, 4)), ()) == ()
+
+
+@pytest.mark.parametrize(("count", "calls"), [(0, 1), (1, 2), (4, 2), (5, 3), (30, 9)])
+def test_ablation_forward_calls_count_the_intact_pass_and_each_batch(count, calls):
+    assert heads.ablation_forward_calls(count) == 1 + math.ceil(count / heads.ATTRIBUTION_BATCH)
+    assert heads.ablation_forward_calls(count) == calls
+    with pytest.raises(ValueError, match="heads"):
+        heads.ablation_forward_calls(-1)

@@ -203,3 +203,58 @@ def test_the_copy_tests_control_matches_the_heads_off_in_number(lang, model):
     assert texts["metric_second_weakest"].format(n=len(off)) in shown, shown
     borrowed = texts["control_borrowed"].split("{")[0]
     assert any(c.value.startswith(borrowed) for c in at.caption), [c.value for c in at.caption]
+
+
+def common_texts(lang: str) -> dict[str, str]:
+    return json.loads((APP_PATH.parent / "locales" / lang / "common.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_long_run_says_its_cost_and_waits_for_its_button(lang, model, monkeypatch):
+    """Issue 33 D4: the per-layer mask (32 passes) ran behind a spinner with no estimate.
+    With every run counted long here, the page states the passes and the time measured on
+    this server before anything runs, and runs only when the button is pressed; after that
+    the result is known as done and opens without a button."""
+    from dashboard.data import heads_cost
+
+    monkeypatch.setattr(heads_cost, "LONG_RUN_S", 0.0)
+    window = {"en": "6", "zh": "10"}[lang]  # a mask no other test of this process measured
+    at = open_page(lang, window=window, sinks="1", per_layer="true")
+    assert not at.exception and not at.error
+    texts = common_texts(lang)
+    calls = mask_effects_calls(model)
+    before = texts["long_run"].split("{calls}")[0] + str(calls)
+    assert any(i.value.startswith(before) for i in at.info), [i.value for i in at.info]
+    words = json.loads((APP_PATH.parent / "locales" / lang / "heads.json").read_text("utf-8"))
+    assert words["metric_kl"] not in metrics(at), "nothing ran before the button"
+    button = at.button(key="_long.mask")
+    assert button.label.startswith(texts["long_run_button"].split("{time}")[0])
+    button.click().run()
+    assert not at.exception and not at.error
+    assert words["metric_kl"] in metrics(at)
+    assert any(words["mask_chart_title"] in spec for spec in chart_specs(at))
+    at.run()  # done: it opens without asking again
+    assert not [b for b in at.button if b.key == "_long.mask"]
+    assert words["metric_kl"] in metrics(at)
+
+
+def mask_effects_calls(model) -> int:
+    from attention_core.experiments import mask_effects
+
+    return mask_effects.forward_passes(model.config.num_layers)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_true_effects_switch_says_their_cost_before_they_run(lang, model):
+    """Issue 33 D4: with "Measure the true effects" off, the page says how many forward
+    calls the heads it would measure take (the library's count) and how long here."""
+    at = open_page(lang)
+    assert not at.exception and not at.error
+    words = json.loads((APP_PATH.parent / "locales" / lang / "heads.json").read_text("utf-8"))
+    head = words["measure_off"].split("{n}")[0]
+    shown = [i.value for i in at.info if i.value.startswith(head)]
+    assert len(shown) == 1, [i.value for i in at.info]
+    count = int(shown[0][len(head) :].split()[0])
+    calls = heads.ablation_forward_calls(count)
+    cost = words["cost_to_run"].split("{time}")[0].format(calls=calls)
+    assert cost in shown[0], shown[0]

@@ -12,8 +12,14 @@ import streamlit as st
 from dashboard import data, state
 from dashboard.charts.head_grid import effect_scatter_chart
 from dashboard.i18n import t
-from dashboard.progress import PassProgress
-from dashboard.views.heads_at_work.common import PAGE, draw_grid, grid_chart, grid_titles
+from dashboard.progress import PassProgress, confirm_long_run
+from dashboard.views.heads_at_work.common import (
+    PAGE,
+    cost_words,
+    draw_grid,
+    grid_chart,
+    grid_titles,
+)
 from dashboard.views.heads_at_work.copying import CopyConfig
 
 PICKS = ("layers", "top")
@@ -68,8 +74,11 @@ def attribution_controls(page: str) -> AttributionConfig:
 
 def draw_effects(ids, positions, estimates, pairs) -> None:
     """The scatter of estimated against true effects, with Spearman's number."""
+    cost = data.effects_estimate(ids, positions, pairs)
+    if not confirm_long_run("effects", cost.calls, cost.seconds, cost.long):
+        return
     with PassProgress("heads.progress_effects") as on_pass:
-        effects = data.head_effects(ids, positions, pairs, on_pass)
+        effects = data.measured_head_effects(ids, positions, pairs, on_pass)
     table, rho = data.effect_table(estimates, pairs, effects)
     st.metric(t("heads.metric_spearman", n=len(pairs)), "—" if rho != rho else f"{rho:.2f}")
     chart = effect_scatter_chart(
@@ -115,4 +124,5 @@ def draw_attribution(ctl: AttributionConfig, census_text: str, copy: CopyConfig)
         if ctl.measure:
             draw_effects(ids, positions, estimates, pairs)
         else:
-            st.info(t("heads.measure_off", n=len(pairs)))
+            cost = cost_words(data.effects_estimate(ids, positions, pairs))
+            st.info(t("heads.measure_off", n=len(pairs), cost=cost))

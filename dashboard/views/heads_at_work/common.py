@@ -12,6 +12,7 @@ import streamlit as st
 from dashboard import controls, data, state
 from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
 from dashboard.i18n import t
+from dashboard.progress import duration
 
 PAGE = "heads"
 SCORE_FORMATS = {"entropy": ".2f", "mean_distance": ".1f"}
@@ -31,6 +32,14 @@ def score_text(value: float, fmt: str) -> str:
         return "—"
     shown = f"{value:{fmt}}"
     return shown.lstrip("-") if float(shown) == 0 else shown
+
+
+def cost_words(estimate: data.RunEstimate) -> str:
+    """A long computation's cost before it starts: "32 forward passes, about 5 s on this
+    server", or that it is measured already."""
+    if estimate.calls == 0:
+        return t("heads.cost_ready")
+    return t("heads.cost_to_run", calls=estimate.calls, time=duration(estimate.seconds))
 
 
 def label_name(label: str) -> str:

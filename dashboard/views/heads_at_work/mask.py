@@ -11,8 +11,8 @@ import streamlit as st
 
 from dashboard import charts, data, state
 from dashboard.i18n import t
-from dashboard.progress import PassProgress
-from dashboard.views.heads_at_work.common import PAGE
+from dashboard.progress import PassProgress, confirm_long_run
+from dashboard.views.heads_at_work.common import PAGE, cost_words
 
 MAX_WINDOW, MAX_SINKS, MAX_PREFIX = 64, 8, 32
 WINDOW_STEP = 2
@@ -56,15 +56,18 @@ def draw_mask(ctl: MaskConfig) -> None:
     if data.mask_kept(parts) == 1.0:
         st.info(t("heads.mask_nothing_cut"))
         return
+    cost = data.mask_estimate(parts, ctl.per_layer)
+    if not confirm_long_run("mask", cost.calls, cost.seconds, cost.long):
+        return
     with PassProgress("heads.progress_mask") as on_pass:
-        effect = data.mask_effect(parts, ctl.per_layer, on_pass)
+        effect = data.measured_mask_effect(parts, ctl.per_layer, on_pass)
     cols = st.columns(4)
     cols[0].metric(t("heads.metric_kept"), f"{effect.kept:.0%}")
     cols[1].metric(t("heads.metric_full_ppl"), f"{effect.full_perplexity:.2f}")
     cols[2].metric(t("heads.metric_masked_ppl"), f"{effect.all_layers_perplexity:.2f}")
     cols[3].metric(t("heads.metric_kl"), f"{effect.all_layers_kl:.3f}")
     if not ctl.per_layer:
-        st.caption(t("heads.per_layer_off"))
+        st.caption(t("heads.per_layer_off", cost=cost_words(data.mask_estimate(parts, True))))
         return
     frame = pd.DataFrame(
         {"layer": [str(i) for i in range(len(effect.layer_kl))], "kl": effect.layer_kl}

@@ -1,0 +1,146 @@
+"""How long the Heads page's long computations take before they start: the per-layer mask
+(32 forward passes) and the true effects of up to 30 heads. Each estimate is the library's
+count of forward calls times the cost of one such call, timed on this server (as the Watch
+page times a training step), and a computation already done in this process is known as
+done (its result is cached), so a page says "about 5 s" only for work it will really do.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+import streamlit as st
+import torch
+
+from attention_core import masks
+from attention_core.experiments import heads, mask_effects
+from dashboard.data.decoder import smollm2_decoder
+from dashboard.data.heads import MASK_TEXT, head_effects, mask_effect, smollm2_float_decoder
+
+LONG_RUN_S = 10.0
+"""A computation estimated over this many seconds waits for a button press (issue 33, D4)."""
+PACE_TTL_S = 600
+"""How long a timed forward call stands for this server's pace (the load may change)."""
+DONE_RECORD = 256
+"""How many finished computations this process remembers as done."""
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """What a computation will cost before it starts.
+
+    Attributes:
+        calls: forward calls it makes (0 when it is done already).
+        seconds: the estimate, from the calls timed on this server.
+    """
+
+    calls: int
+    seconds: float
+
+    @property
+    def long(self) -> bool:
+        """Over :data:`LONG_RUN_S`: the page asks before it starts."""
+        return self.seconds > LONG_RUN_S
+
+
+class _DoneRecord:
+    """The keys of computations finished in this process, the newest :data:`DONE_RECORD`."""
+
+    def __init__(self, size: int) -> None:
+        self._keys: OrderedDict[Hashable, None] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def add(self, key: Hashable) -> None:
+        with self._lock:
+            self._keys[key] = None
+            self._keys.move_to_end(key)
+            while len(self._keys) > self._size:
+                self._keys.popitem(last=False)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._keys
+
+
+_DONE = _DoneRecord(DONE_RECORD)
+
+
+TIMED_CALLS = 2
+"""Calls timed per estimate; the fastest stands (the first may pay a warm-up)."""
+
+
+def _timed_call(run: Callable[[], object]) -> float:
+    """Seconds one call of ``run`` takes: the fastest of :data:`TIMED_CALLS` (wall clock,
+    under inference mode)."""
+    times = []
+    with torch.inference_mode():
+        for _ in range(TIMED_CALLS):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+    return min(times)
+
+
+@st.cache_data(ttl=PACE_TTL_S, show_spinner=False)
+def _mask_call_seconds() -> float:
+    """One forward pass of the 4-bit decoder over :data:`MASK_TEXT` with a mask, timed here."""
+    model = smollm2_decoder()
+    ids = torch.tensor([model.tokenize(MASK_TEXT).input_ids])  # (1, L)
+    mask = masks.causal(ids.shape[1])  # (L, L)
+    return _timed_call(lambda: model(ids, mask=mask))
+
+
+@st.cache_data(ttl=PACE_TTL_S, max_entries=64, show_spinner=False)
+def _effect_call_seconds(length: int) -> tuple[float, float]:
+    """The bfloat16 twin's forward call on ``length`` tokens, timed here: batch 1 (the intact
+    pass) and batch :data:`~attention_core.experiments.heads.ATTRIBUTION_BATCH` (heads off)."""
+    model = smollm2_float_decoder()
+    ids = torch.zeros(1, length, dtype=torch.long)  # (1, L): the cost depends on L only
+    batch = ids.expand(heads.ATTRIBUTION_BATCH, -1)  # (B, L)
+    return _timed_call(lambda: model(ids)), _timed_call(lambda: model(batch))
+
+
+def mask_estimate(parts: mask_effects.MaskParts, per_layer: bool) -> RunEstimate:
+    """What :func:`measured_mask_effect` will cost for these parts (0 calls when done)."""
+    if ("mask", parts, per_layer) in _DONE:
+        return RunEstimate(0, 0.0)
+    layers = smollm2_decoder().config.num_layers if per_layer else 0
+    calls = mask_effects.forward_passes(layers)
+    return RunEstimate(calls, calls * _mask_call_seconds())
+
+
+def effects_estimate(
+    ids: tuple[int, ...], positions: tuple[int, ...] | None, pairs: tuple[tuple[int, int], ...]
+) -> RunEstimate:
+    """What :func:`measured_head_effects` will cost (0 calls when done)."""
+    if ("effects", ids, positions, pairs) in _DONE:
+        return RunEstimate(0, 0.0)
+    calls = heads.ablation_forward_calls(len(pairs))
+    single, batched = _effect_call_seconds(len(ids))
+    return RunEstimate(calls, single + (calls - 1) * batched)
+
+
+def measured_mask_effect(
+    parts: mask_effects.MaskParts, per_layer: bool, on_pass=None
+) -> mask_effects.MaskEffect:
+    """:func:`~dashboard.data.heads.mask_effect`, remembered as done for its estimate."""
+    effect = mask_effect(parts, per_layer, on_pass)
+    _DONE.add(("mask", parts, per_layer))
+    return effect
+
+
+def measured_head_effects(
+    ids: tuple[int, ...],
+    positions: tuple[int, ...] | None,
+    pairs: tuple[tuple[int, int], ...],
+    on_pass=None,
+):
+    """:func:`~dashboard.data.heads.head_effects`, remembered as done for its estimate."""
+    effects = head_effects(ids, positions, pairs, on_pass)
+    _DONE.add(("effects", ids, positions, pairs))
+    return effects
