@@ -1,10 +1,14 @@
 """A small reader for GGUF files (llama.cpp's format): header, metadata, tensors, dequantisation.
 
-Only what a llama-architecture checkpoint such as SmolLM2-135M needs: GGUF versions 2 and 3,
-every metadata value type, and the tensor types F32, F16, Q8_0 and Q4_1. It reads from bytes
-already in memory or mapped (the caller checks their SHA-256 first), so nothing is parsed
-twice, and turns a truncated or malformed file into a ``ValueError`` that says where it went
-wrong.
+GGUF versions 2 and 3, every metadata value type, and every common tensor storage type (F32,
+F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K types Q2_K … Q8_K, decoded by
+:mod:`~attention_core.pretrained.ggml_quants`). It reads from bytes already in memory or
+mapped (the caller checks their SHA-256 first), so nothing is parsed twice, and turns a
+truncated or malformed file into a ``ValueError`` that names the field and says where it went
+wrong: a wrong magic or version, a file that ends early, a count, length or dims too large
+for the file (refused before anything is allocated), a duplicate key or tensor name, a
+tensor offset off the alignment or whose data runs past the end, a row that is not a whole
+number of blocks.
 
 Layout (little-endian): magic ``GGUF``, version (u32), tensor count (u64), metadata count
 (u64); the metadata as (key string, value type u32, value); the tensor infos as (name, number
@@ -13,13 +17,14 @@ of dims u32, dims u64 each, ggml type u32, offset u64); then, aligned to
 UTF-8 bytes. Dims list the fastest-varying axis first, so a (rows, cols) matrix is stored
 with dims (cols, rows).
 
-Quantised blocks of 32 values: Q8_0 is (scale f16, 32 × int8), value = scale · q; Q4_1 is
-(scale f16, minimum f16, 16 bytes), value = scale · q + minimum, where byte j holds element j
-in its low nibble and element j + 16 in its high nibble.
+The storage types' block layouts are described in :mod:`~attention_core.pretrained.ggml_quants`;
+Q4_1's is also kept here as a numpy record (:data:`Q4_1_BLOCK`) for
+:mod:`~attention_core.pretrained.int4`, which reads its codes without decoding them.
 """
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from dataclasses import dataclass
@@ -28,12 +33,41 @@ import numpy as np
 import torch
 
 from attention_core.pretrained.binary import BinaryCursor, FileData
+from attention_core.pretrained.ggml_quants import (
+    GGML_F16,
+    GGML_F32,
+    GGML_Q4_1,
+    GGML_Q8_0,
+    SUPPORTED_TYPES,
+    decode,
+)
+
+__all__ = [
+    "BLOCK_VALUES",
+    "GGML_F16",
+    "GGML_F32",
+    "GGML_Q4_1",
+    "GGML_Q8_0",
+    "GGML_TYPES",
+    "GGUFFile",
+    "NIBBLE_BITS",
+    "NIBBLE_MASK",
+    "Q4_1_BLOCK",
+    "Q8_0_BLOCK",
+    "TensorInfo",
+    "dequantize",
+    "parse_gguf",
+]
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 ALIGNMENT_KEY = "general.alignment"
 MAX_DIMS = 4
+MAX_ELEMENTS = 2**63 - 1  # ggml counts values in int64
+MIN_TENSOR_INFO_BYTES = 8 + 4 + 8 + 4 + 8  # name length, dims count, one dim, type, offset
+MIN_METADATA_BYTES = 8 + 4 + 1  # key length, value type, a one-byte value
+STRING_LENGTH_BYTES = 8
 BLOCK_VALUES = 32
 NIBBLE_MASK = 0x0F
 NIBBLE_BITS = 4
@@ -68,18 +102,16 @@ _NUMPY_TYPES = {
 STRING_TYPE = 8
 ARRAY_TYPE = 9
 
-# ggml tensor types read here: name, values per block, bytes per block
-GGML_F32, GGML_F16, GGML_Q4_1, GGML_Q8_0 = 0, 1, 3, 8
+# numpy records of the Q8_0 and Q4_1 blocks (int4.py reads Q4_1 codes through them)
 Q8_0_BLOCK = np.dtype([("scale", "<f2"), ("quants", "i1", (BLOCK_VALUES,))])
 Q4_1_BLOCK = np.dtype(
     [("scale", "<f2"), ("minimum", "<f2"), ("packed", "u1", (BLOCK_VALUES // 2,))]
 )
 GGML_TYPES = {
-    GGML_F32: ("F32", 1, 4),
-    GGML_F16: ("F16", 1, 2),
-    GGML_Q4_1: ("Q4_1", BLOCK_VALUES, Q4_1_BLOCK.itemsize),
-    GGML_Q8_0: ("Q8_0", BLOCK_VALUES, Q8_0_BLOCK.itemsize),
+    type_id: (entry.name, entry.block_values, entry.block_bytes)
+    for type_id, entry in SUPPORTED_TYPES.items()
 }
+"""The readable storage types: ggml id -> (name, values per block, bytes per block)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +121,7 @@ class TensorInfo:
     Attributes:
         name: the tensor's name, e.g. ``"blk.0.attn_q.weight"``.
         shape: its shape in row-major (numpy/torch) order, i.e. the file's dims reversed.
-        ggml_type: the storage type code (0 F32, 1 F16, 3 Q4_1, 8 Q8_0 are readable).
+        ggml_type: the storage type's ggml id (those of :data:`GGML_TYPES` are readable).
         start: absolute byte offset of its data in the file.
         nbytes: bytes of stored data.
     """
@@ -109,7 +141,7 @@ class TensorInfo:
     @property
     def numel(self) -> int:
         """Number of values."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def rows(self, start: int, stop: int) -> TensorInfo:
         """The info of rows [start, stop) of this matrix, to decode part of it.
@@ -191,6 +223,7 @@ def _string(cursor: BinaryCursor, what: str) -> str:
 
 def _strings(cursor: BinaryCursor, count: int, what: str) -> list[str]:
     """``count`` GGUF strings in a row (the tokenizer's 49k tokens): one tight loop."""
+    cursor.need(count * STRING_LENGTH_BYTES, f"{count} strings of {what}")
     data, view, offset, size = cursor.data, cursor.view, cursor.offset, len(cursor.data)
     unpack = struct.Struct("<Q").unpack_from
     out: list[str] = []
@@ -239,6 +272,8 @@ def _read_tensor_info(cursor: BinaryCursor, index: int) -> tuple[str, tuple[int,
     if not 1 <= n_dims <= MAX_DIMS:
         raise ValueError(f"GGUF tensor {name!r} has {n_dims} dims; expected 1 to {MAX_DIMS}")
     dims = [cursor.scalar("Q", f"dims of {name!r}") for _ in range(n_dims)]
+    if math.prod(dims) > MAX_ELEMENTS or max(dims) > MAX_ELEMENTS:
+        raise ValueError(f"GGUF tensor {name!r} has dims {dims}: more than 2**63 - 1 values")
     ggml_type = cursor.scalar("I", f"type of {name!r}")
     offset = cursor.scalar("Q", f"offset of {name!r}")
     return name, tuple(reversed(dims)), ggml_type, offset
@@ -255,7 +290,13 @@ def _stored_bytes(name: str, shape: tuple[int, ...], ggml_type: int) -> int:
             f"GGUF tensor {name!r} ({type_name}) has rows of {shape[-1]} values, "
             f"not a multiple of the block size {block_values}"
         )
-    return int(np.prod(shape, dtype=np.int64)) // block_values * block_bytes
+    return math.prod(shape) // block_values * block_bytes
+
+
+def _check_count(cursor: BinaryCursor, count: int, entry_bytes: int, what: str) -> None:
+    """A header count no larger than the rest of the file can hold (``entry_bytes`` each at
+    least), so an absurd one is refused before any loop or allocation."""
+    cursor.need(count * entry_bytes, f"{what} {count} (at least {entry_bytes} bytes each)")
 
 
 def parse_gguf(data: bytes) -> GGUFFile:
@@ -269,9 +310,11 @@ def parse_gguf(data: bytes) -> GGUFFile:
         :meth:`GGUFFile.tensor`.
 
     Raises:
-        ValueError: when the magic is not ``GGUF``, the version is not 2 or 3, a value type
-            is unknown, the file ends early (naming the offset), a string is not UTF-8, or a
-            tensor's data lies outside the file.
+        ValueError: naming the field, when the magic is not ``GGUF``, the version is not 2
+            or 3, a value type is unknown, the file ends early (naming the offset), a count,
+            length or dims are more than the file can hold, a string is not UTF-8, a key or
+            tensor name repeats, a tensor's offset is off the alignment or its data lies
+            outside the file, or a tensor's rows are not whole blocks of its type.
     """
     if not isinstance(data, bytes | bytearray | mmap.mmap):
         raise ValueError(f"data must be bytes or a memory map, got {type(data).__name__}")
@@ -283,11 +326,15 @@ def parse_gguf(data: bytes) -> GGUFFile:
         raise ValueError(f"GGUF version {version} is not supported; readable: {SUPPORTED_VERSIONS}")
     tensor_count = cursor.scalar("Q", "tensor count")
     kv_count = cursor.scalar("Q", "metadata count")
+    _check_count(cursor, kv_count, MIN_METADATA_BYTES, "metadata count")
     metadata: dict[str, object] = {}
     for index in range(kv_count):
         key = _string(cursor, f"metadata key {index}")
+        if key in metadata:
+            raise ValueError(f"GGUF metadata key {key!r} appears twice (entry {index})")
         value_type = cursor.scalar("I", f"type of {key!r}")
         metadata[key] = _read_value(cursor, value_type, key)
+    _check_count(cursor, tensor_count, MIN_TENSOR_INFO_BYTES, "tensor count")
     entries = [_read_tensor_info(cursor, index) for index in range(tensor_count)]
     alignment = metadata.get(ALIGNMENT_KEY, DEFAULT_ALIGNMENT)
     if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment < 1:
@@ -295,6 +342,13 @@ def parse_gguf(data: bytes) -> GGUFFile:
     data_start = -(-cursor.offset // alignment) * alignment  # round up to the alignment
     tensors: dict[str, TensorInfo] = {}
     for name, shape, ggml_type, offset in entries:
+        if name in tensors:
+            raise ValueError(f"GGUF tensor name {name!r} appears twice")
+        if offset % alignment:
+            raise ValueError(
+                f"GGUF offset of tensor {name!r} is {offset}, not a multiple of the "
+                f"alignment {alignment}"
+            )
         nbytes = _stored_bytes(name, shape, ggml_type)
         start = data_start + offset
         if start + nbytes > len(data):
@@ -306,26 +360,9 @@ def parse_gguf(data: bytes) -> GGUFFile:
     return GGUFFile(version=version, metadata=metadata, tensors=tensors, data=data)
 
 
-def _block_records(data: FileData, info: TensorInfo, dtype: np.dtype) -> np.ndarray:
-    """The tensor's stored blocks as a (blocks,) structured numpy view (no copy)."""
-    return np.frombuffer(data, dtype=dtype, count=info.nbytes // dtype.itemsize, offset=info.start)
-
-
-def _output(info: TensorInfo, out: torch.Tensor | None) -> torch.Tensor:
-    """``out`` checked to be a contiguous float32 tensor of the tensor's size, or a new one."""
-    if out is None:
-        return torch.empty(info.shape, dtype=torch.float32)
-    if out.dtype != torch.float32 or not out.is_contiguous() or out.numel() != info.numel:
-        raise ValueError(
-            f"out for {info.name!r} must be a contiguous float32 tensor of {info.numel} values, "
-            f"got {out.dtype} {tuple(out.shape)}"
-        )
-    return out
-
-
 def dequantize(data: FileData, info: TensorInfo, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Decode one tensor's stored bytes to float32 (numpy does the work: it is several times
-    faster than torch on these uint8 bit operations).
+    """Decode one tensor's stored bytes to float32 (see
+    :func:`~attention_core.pretrained.ggml_quants.decode`).
 
     Args:
         data: the whole file.
@@ -337,32 +374,27 @@ def dequantize(data: FileData, info: TensorInfo, out: torch.Tensor | None = None
         float32 tensor of shape ``info.shape`` (``out`` viewed in that shape when given).
 
     Raises:
-        ValueError: for a storage type other than F32, F16, Q8_0 and Q4_1, or an ``out``
-            of another dtype or size, or not contiguous.
+        ValueError: naming the tensor, for a storage type not in :data:`GGML_TYPES` (with
+            its id and the readable names), bytes outside ``data``, or an ``out`` of another
+            dtype or size, or not contiguous.
     """
     if info.ggml_type not in GGML_TYPES:
         readable = ", ".join(entry[0] for entry in GGML_TYPES.values())
         raise ValueError(
-            f"tensor {info.name!r} is stored as {info.type_name}; readable types: {readable}"
+            f"tensor {info.name!r} is stored as ggml type {info.ggml_type}, which this reader "
+            f"cannot decode; readable types: {readable}"
         )
-    result = _output(info, out)
-    values = result.numpy().reshape(-1)  # (numel,), shares memory with result
-    if info.ggml_type in (GGML_F32, GGML_F16):
-        dtype = np.dtype("<f4") if info.ggml_type == GGML_F32 else np.dtype("<f2")
-        values[:] = _block_records(data, info, dtype)  # (numel,)
-        return result.view(info.shape)
-    values = values.reshape(-1, BLOCK_VALUES)  # (blocks, 32)
-    if info.ggml_type == GGML_Q8_0:
-        blocks = _block_records(data, info, Q8_0_BLOCK)  # (blocks,)
-        scale = blocks["scale"].astype(np.float32)[:, None]  # (blocks, 1)
-        np.multiply(blocks["quants"], scale, out=values)  # (blocks, 32)
-        return result.view(info.shape)
-    blocks = _block_records(data, info, Q4_1_BLOCK)  # (blocks,)
-    scale = blocks["scale"].astype(np.float32)[:, None]  # (blocks, 1)
-    minimum = blocks["minimum"].astype(np.float32)[:, None]  # (blocks, 1)
-    packed = blocks["packed"]  # (blocks, 16) uint8, strided view
-    half = BLOCK_VALUES // 2
-    np.multiply(packed & NIBBLE_MASK, scale, out=values[:, :half])  # elements 0..15
-    np.multiply(packed >> NIBBLE_BITS, scale, out=values[:, half:])  # elements 16..31
-    values += minimum
-    return result.view(info.shape)
+    if info.start < 0 or info.start + info.nbytes > len(data):
+        raise ValueError(
+            f"tensor {info.name!r} needs bytes [{info.start}, {info.start + info.nbytes}), "
+            f"the file has {len(data)}"
+        )
+    if info.nbytes:
+        raw = np.frombuffer(data, dtype=np.uint8, count=info.nbytes, offset=info.start)
+    else:  # an empty tensor may sit at the very end, where numpy refuses an offset
+        raw = np.empty(0, dtype=np.uint8)
+    try:
+        values = decode(info.ggml_type, raw, info.numel, out)  # (numel,)
+    except ValueError as err:
+        raise ValueError(f"tensor {info.name!r}: {err}") from err
+    return values.view(info.shape)
