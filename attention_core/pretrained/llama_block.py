@@ -24,16 +24,29 @@ from attention_core.validation import check_int
 
 FLOAT32_BYTES = 4
 KEYS_AND_VALUES = 2
+LAYER_TENSORS = ("attn_norm", "qkv", "out", "mlp_norm", "gate_up", "down")
+"""Every block's tensors, under the decoder's names."""
+OPTIONAL_LAYER_TENSORS = ("qkv_bias", "q_norm", "k_norm")
+"""A block's tensors of some families: the q/k/v bias (Qwen2), the per-head q and k norms
+(Qwen3)."""
 
 
 @dataclass(frozen=True)
 class LlamaConfig:
-    """The architecture numbers a llama decoder needs.
+    """The architecture numbers a llama-family decoder needs.
 
     Attributes:
         vocab_size (V), hidden_size (D), num_layers (N), num_heads (H), num_kv_heads (K),
         intermediate_size (F), context_length (most positions), rope_base (θ of RoPE),
         rms_eps (RMSNorm epsilon).
+        key_length: E, the size of one head, when it is not D / H (Qwen3: 128 with D = 1024
+            and 16 heads); 0 means D / H.
+        qkv_bias: the q, k and v projections add a bias (Qwen2).
+        qk_norm: each head's query and key pass an RMSNorm of size E before RoPE (Qwen3).
+        rope_linear: linear RoPE scaling: positions are divided by this factor (1: none).
+        rope_factors: Llama 3's per-frequency RoPE factors (E/2 of them: frequency i is
+            divided by factor i), or ``()`` for none.
+        architecture: the family, for display (``"llama"``, ``"qwen2"``, ``"qwen3"``).
     """
 
     vocab_size: int
@@ -45,6 +58,12 @@ class LlamaConfig:
     context_length: int
     rope_base: float
     rms_eps: float
+    key_length: int = 0
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    rope_linear: float = 1.0
+    rope_factors: tuple[float, ...] = ()
+    architecture: str = "llama"
 
     def __post_init__(self) -> None:
         for name in (
@@ -57,11 +76,14 @@ class LlamaConfig:
             "context_length",
         ):
             check_int(name, getattr(self, name), low=1)
-        if self.hidden_size % self.num_heads or (self.hidden_size // self.num_heads) % 2:
+        check_int("key_length", self.key_length, low=0)
+        if not self.key_length and self.hidden_size % self.num_heads:
             raise ValueError(
-                f"hidden_size {self.hidden_size} must split into {self.num_heads} heads of an "
-                "even size"
+                f"hidden_size {self.hidden_size} must split into {self.num_heads} heads "
+                "(or give key_length)"
             )
+        if self.head_dim % 2:
+            raise ValueError(f"the head size must be even for RoPE, got {self.head_dim}")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_heads {self.num_heads} must be a multiple of num_kv_heads {self.num_kv_heads}"
@@ -71,11 +93,21 @@ class LlamaConfig:
                 f"rope_base must exceed 1 and rms_eps lie in (0, 1), got {self.rope_base!r} "
                 f"and {self.rms_eps!r}"
             )
+        if not self.rope_linear > 0:
+            raise ValueError(f"rope_linear must be positive, got {self.rope_linear!r}")
+        if self.rope_factors and (
+            len(self.rope_factors) != self.head_dim // 2
+            or not all(factor > 0 for factor in self.rope_factors)
+        ):
+            raise ValueError(
+                f"rope_factors must be {self.head_dim // 2} positive numbers, got "
+                f"{len(self.rope_factors)}"
+            )
 
     @property
     def head_dim(self) -> int:
         """E, the size of one head."""
-        return self.hidden_size // self.num_heads
+        return self.key_length or self.hidden_size // self.num_heads
 
     @property
     def group_size(self) -> int:
@@ -161,13 +193,15 @@ class DecoderLayer(nn.Module):
     ``attn_norm`` (D,), ``qkv`` ((H + 2K)·E, D) with rows [q | k | v], ``out`` (D, H·E),
     ``mlp_norm`` (D,), ``gate_up`` (2F, D) with rows [gate | up], ``down`` (D, F). The
     norms are float32; the matrices float32, bfloat16 or int4 (an ``Int4Matrix``, see
-    :func:`linear`).
+    :func:`linear`). Some families add ``qkv_bias`` ((H + 2K)·E,) float32 (Qwen2) or
+    ``q_norm`` and ``k_norm`` (E,) float32, an RMSNorm of every head's query and key before
+    RoPE (Qwen3).
     """
 
     def __init__(self, config: LlamaConfig, tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()
         self.config = config
-        for name in ("attn_norm", "qkv", "out", "mlp_norm", "gate_up", "down"):
+        for name in (*LAYER_TENSORS, *(n for n in OPTIONAL_LAYER_TENSORS if n in tensors)):
             tensor = tensors[name]
             if isinstance(tensor, Int4Matrix):
                 self.add_module(name, tensor)  # buffers: packed codes and scales
@@ -202,10 +236,15 @@ class DecoderLayer(nn.Module):
         heads, kv_heads, size = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         h = rms_norm(x, self.attn_norm, cfg.rms_eps)  # (B, L, D)
         qkv = linear(h, self.qkv)  # (B, L, (H + 2K)·E)
+        if cfg.qkv_bias:
+            qkv = qkv + self.qkv_bias  # (B, L, (H + 2K)·E)
         q, k, v = qkv.split([heads * size, kv_heads * size, kv_heads * size], dim=-1)
         q = q.view(batch, length, heads, size).transpose(1, 2)  # (B, H, L, E)
         k = k.view(batch, length, kv_heads, size).transpose(1, 2)  # (B, K, L, E)
         v = v.view(batch, length, kv_heads, size).transpose(1, 2)  # (B, K, L, E)
+        if cfg.qk_norm:
+            q = rms_norm(q, self.q_norm, cfg.rms_eps)  # (B, H, L, E)
+            k = rms_norm(k, self.k_norm, cfg.rms_eps)  # (B, K, L, E)
         rope = run.rope
         q, k = (
             apply_rope(q, rope.cos, rope.sin, rope.style),

@@ -21,20 +21,32 @@ ROPE_STYLES = ("interleaved", "half")
 
 
 def rope_angles(
-    positions: torch.Tensor, head_dim: int, base: float
+    positions: torch.Tensor,
+    head_dim: int,
+    base: float,
+    *,
+    linear: float = 1.0,
+    factors: tuple[float, ...] = (),
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of RoPE's angles, position · base^(−2i/E), computed in float64.
+    """cos and sin of RoPE's angles, (position / linear) · base^(−2i/E) / factors[i],
+    computed in float64 (llama.cpp's ``freq_scale = 1 / linear`` and ``freq_factors``).
 
     Args:
         positions: (L,) integer positions.
         head_dim: E (even). base: θ, e.g. 100000.
+        linear: linear scaling: positions divided by it (1: none).
+        factors: Llama 3's per-frequency factors (E/2 numbers; frequency i divided by
+            ``factors[i]``), or ``()`` for none.
 
     Returns:
         (cos, sin), each (L, E/2) float32.
     """
     exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim  # (E/2,)
     inv_freq = base**-exponents  # (E/2,)
-    angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (L, E/2)
+    if factors:
+        inv_freq = inv_freq / torch.tensor(factors, dtype=torch.float64)  # (E/2,)
+    scaled = positions.to(torch.float64) / linear  # (L,)
+    angles = scaled[:, None] * inv_freq[None, :]  # (L, E/2)
     return angles.cos().float(), angles.sin().float()
 
 

@@ -28,7 +28,7 @@ from attention_core.pretrained import (
     SMOLLM2_SHA256,
     DecoderCache,
     group_by_character,
-    load_llama_gguf,
+    load_gguf,
     load_smollm2,
     rope_angles,
 )
@@ -333,16 +333,17 @@ def test_bad_files_are_value_errors(decoder, tmp_path):
     truncated = tmp_path / "truncated.gguf"
     truncated.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="SHA-256"):
-        load_llama_gguf(truncated)  # the pinned hash is checked before parsing
+        # the pinned hash is checked before parsing
+        load_gguf(truncated, expected_sha256=SMOLLM2_SHA256)
     with pytest.raises(ValueError, match="truncated"):
-        load_llama_gguf(truncated, expected_sha256=None)
+        load_gguf(truncated, expected_sha256=None)
     header_only = tmp_path / "header.gguf"
     header_only.write_bytes(data[:1000])
     with pytest.raises(ValueError, match="truncated"):
-        load_llama_gguf(header_only, expected_sha256=None)
+        load_gguf(header_only, expected_sha256=None)
     not_gguf = tmp_path / "weights.gguf"
     not_gguf.write_bytes(b"PK\x03\x04" + data[4:4096])
     with pytest.raises(ValueError, match="not a GGUF file"):
-        load_llama_gguf(not_gguf, expected_sha256=None)
+        load_gguf(not_gguf, expected_sha256=None)
     with pytest.raises(FileNotFoundError):
-        load_llama_gguf(tmp_path / "missing.gguf")
+        load_gguf(tmp_path / "missing.gguf")
