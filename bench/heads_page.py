@@ -4,7 +4,7 @@ Usage: ``python -m bench.heads_page [--repeats 3]``
 
 Opens the page once (loads both models and fills the caches of the default view), waits
 for the page's background prefetch (every top k, every sink count, the nearby windows:
-``dashboard.data.heads.prefetch``; its time after the first paint is printed), then moves
+``dashboard.data.heads_prefetch.prefetch``; its time after the first paint is printed), then moves
 one control at a time and times the script's rerun, which is what the browser waits for
 before it repaints (the repaint itself, a few canvas and Vega charts, is not counted).
 Each move goes to a new value and back: the first move of a value is the one a learner
@@ -62,10 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     painted = time.perf_counter()
     print(f"first run (models, caches): {painted - start:.1f} s")
     # imported after the app's run: torch is then imported by the app's own torch thread
-    from dashboard.data import heads as heads_data
+    from dashboard.data import heads_prefetch
 
     if not args.no_prefetch_wait:
-        done = heads_data.prefetch_wait(PREFETCH_WAIT_S)
+        done = heads_prefetch.prefetch_wait(PREFETCH_WAIT_S)
         state = "done" if done else f"not done after {PREFETCH_WAIT_S} s"
         print(f"background prefetch {state}: {time.perf_counter() - painted:.1f} s after paint")
     misses = 0

@@ -111,15 +111,47 @@ def param_help(variant: str, param: Param) -> str | None:
     return translated(f"common.param_{variant}_{param.name}_help", param.help) or None
 
 
+MODEL_CHOICE_PAGES = ("decoder", "heads")
+"""Pages with a model choice (``<page>.model``): for one of the server's own models their
+title, explainer and notes are the model-neutral ones (``title_own``, …), since the usual
+ones quote SmolLM2's own measurements."""
+
+
+def runs_own_model(namespace: str) -> bool:
+    """Whether this run of a model page shows one of the server's own models.
+
+    The page's intro is drawn before its sidebar, so this reads the choice as the run will
+    find it: the widget's value from the last run, else the link's, counted only when it is
+    a listed name other than SmolLM2 (a refused link value runs SmolLM2).
+
+    Args:
+        namespace: the page's namespace.
+
+    Returns:
+        True for an own model on a page of :data:`MODEL_CHOICE_PAGES`.
+    """
+    if namespace not in MODEL_CHOICE_PAGES:
+        return False
+    key = f"{namespace}.model"
+    name = st.session_state.get(key, st.query_params.get(key))
+    if not isinstance(name, str) or not name:
+        return False
+    threads.import_torch()  # the model list's module imports the library
+    return name != data.SMOLLM2_CHOICE and name in data.decoder_choices()
+
+
 def page_intro(namespace: str) -> None:
     """Draw a page's title, explainer and "what to look for" note.
 
-    Uses the keys ``<namespace>.title``, ``<namespace>.intro`` and ``<namespace>.look_for``.
+    Uses the keys ``<namespace>.title``, ``<namespace>.intro`` and ``<namespace>.look_for``,
+    or their ``_own`` forms when the page runs one of the server's own models
+    (:func:`runs_own_model`).
     """
-    st.title(t(f"{namespace}.title"))
-    st.markdown(t(f"{namespace}.intro"))
+    suffix = "_own" if runs_own_model(namespace) else ""
+    st.title(t(f"{namespace}.title{suffix}"))
+    st.markdown(t(f"{namespace}.intro{suffix}"))
     with st.expander(t("common.what_to_look_for"), expanded=True):
-        st.markdown(t(f"{namespace}.look_for"))
+        st.markdown(t(f"{namespace}.look_for{suffix}"))
 
 
 def show_error(err: Exception) -> None:

@@ -16,7 +16,8 @@ Modules, by concern:
 * :mod:`~dashboard.data.model` — the real pretrained encoders (multilingual e5-small, MiniLM).
 * :mod:`~dashboard.data.probe` — which heads send one word to another, on a real model.
 * :mod:`~dashboard.data.decoder` — the real decoder (SmolLM2-135M): generation, maps, sinks.
-* :mod:`~dashboard.data.heads` — Heads at work: census, copy test, attribution, masks.
+* :mod:`~dashboard.data.heads` — Heads at work: census, copy test, attribution, masks;
+  :mod:`~dashboard.data.heads_prefetch` — its likely next moves filled in the background.
 * :mod:`~dashboard.data.heads_cost` — Heads at work: a long computation's time, before it starts.
 * :mod:`~dashboard.data.heads_e5` — Heads at work in e5: census, pronoun link, heads off.
 * :mod:`~dashboard.data.memo` — the byte-bounded cache of the layer runs.
@@ -87,6 +88,32 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "token_labels",
         "window_table",
     ),
+    "heads_prefetch": (
+        "nearest_first",
+        "prefetch",
+        "prefetch_copy",
+        "prefetch_masks",
+        "prefetch_wait",
+        "window_neighbours",
+    ),
+    "own_models": (
+        "CheckOutcome",
+        "DecoderShape",
+        "LoadedModel",
+        "MODELS_DIR_ENV",
+        "MODELS_DIR_SECRET",
+        "MODEL_LIST_TTL_S",
+        "ModelCard",
+        "SMOLLM2_CHOICE",
+        "configured_folders",
+        "decoder_choices",
+        "decoder_shape",
+        "loaded_model",
+        "model_card",
+        "models_configured",
+        "own_model_files",
+        "run_model_check",
+    ),
     "heads": (
         "HEADS_COPY_DEFAULT",
         "HEADS_COPY_MAX",
@@ -118,17 +145,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "mask_kept",
         "mask_parts",
         "measured_heads",
-        "nearest_first",
         "parse_head",
-        "prefetch",
-        "prefetch_copy",
-        "prefetch_masks",
-        "prefetch_wait",
         "prompt_census",
         "smollm2_float_decoder",
         "top_heads",
         "weakest_heads",
-        "window_neighbours",
     ),
     "heads_cost": (
         "LONG_RUN_S",

@@ -1,7 +1,10 @@
-"""The real decoder (SmolLM2-135M): cached generation steps, causal maps, RoPE shifts, sinks.
+"""The real decoder (SmolLM2-135M, or a GGUF file of the server's own): cached generation
+steps, causal maps, RoPE shifts, sinks.
 
 Every function takes plain values and returns read-only numpy arrays or small tables; the
-decoder itself is loaded once per server process and never modified (variants run on
+model is named by its listed name (``model``: :data:`SMOLLM2` by default, or a name of
+:func:`dashboard.data.own_models.decoder_choices`), looked up and loaded once per server
+process by :mod:`dashboard.data.own_models`, and never modified (variants run on
 weight-sharing twins).
 """
 
@@ -16,13 +19,14 @@ import torch
 
 from attention_core import pretrained
 from attention_core.experiments import decoding
+from attention_core.pretrained.bpe import BYTE_LEVEL
 from attention_core.validation import check_int
+from dashboard.data import own_models
 from dashboard.data.inputs import axis_labels
 from dashboard.data.tables import readonly
-from dashboard.runtime import memory
 
 DECODER_INSTALL_HINT = pretrained.SMOLLM2_INSTALL_HINT
-DECODER_WEIGHTS_DTYPE = "int4"  # the file's 4-bit codes: 123 MiB of weights, not 513 MiB
+DECODER_WEIGHTS_DTYPE = own_models.SMOLLM2_WEIGHTS_DTYPE
 DECODER_ATTENTION_TOLERANCE = pretrained.INT4_ATTENTION_TOLERANCE
 DECODER_LOGIT_TOLERANCE = pretrained.INT4_LOGIT_TOLERANCE
 DECODER_TEXT_MAX_CHARS = 200
@@ -30,7 +34,9 @@ DECODER_MAX_TOKENS = 48
 DECODER_MAX_STEPS = 16
 DECODER_MAX_SHIFT = 4000
 DECODER_TOP_K = 5
-DECODER_LAYERS, DECODER_HEADS, DECODER_KV_HEADS = 30, 9, 3
+DECODER_LAYERS, DECODER_HEADS, DECODER_KV_HEADS = 30, 9, 3  # SmolLM2's (the Heads page's)
+SMOLLM2 = own_models.SMOLLM2_CHOICE
+"""The listed name of the shipped model, the ``model`` of every function by default."""
 DECODER_PRESETS = {
     "capital": "The capital of France is",
     "zh_cat": "那只猫坐在垫子上，它看起来很舒服。",
@@ -52,22 +58,23 @@ def decoder_installed() -> bool:
     return pretrained.smollm2_available()
 
 
-@st.cache_resource(show_spinner=False)
 def smollm2_decoder() -> pretrained.Decoder:
-    """Load SmolLM2-135M once per server process (SHA-256 checked, exact attention), its
+    """SmolLM2-135M, loaded once per server process (SHA-256 checked, exact attention), its
     layer matrices kept as the file's 4-bit codes and the embedding in bfloat16
     (:data:`DECODER_WEIGHTS_DTYPE`: 123 MiB of weights instead of 513 MiB in float32; within
     :data:`DECODER_ATTENTION_TOLERANCE` and :data:`DECODER_LOGIT_TOLERANCE` of transformers'
-    float32 run).
+    float32 run); the Heads page's model too.
 
     Raises:
         ModelNotInstalledError: when the package is missing (the message has the pip line).
         ValueError: when the file's SHA-256 differs from the pinned one.
     """
-    # the C heap is trimmed between layers: the load's freed temporaries go back at once
-    return pretrained.load_smollm2(
-        weights_dtype=DECODER_WEIGHTS_DTYPE, after_layer=memory.trim_heap
-    )
+    return own_models.loaded_model(SMOLLM2).decoder
+
+
+def _decoder(model: str) -> pretrained.Decoder:
+    """The model called ``model``, loaded once per server (:func:`own_models.loaded_model`)."""
+    return own_models.loaded_model(model).decoder
 
 
 def _utf8_runs(raw: bytes) -> list[tuple[str, bool]]:
@@ -109,21 +116,23 @@ _LABEL_REPLACEMENTS = (("\n", SHOWN_NEWLINE),)
 _TOKEN_REPLACEMENTS = ((" ", SHOWN_SPACE), ("\n", SHOWN_NEWLINE))
 
 
-def token_labels(tokens: tuple[str, ...]) -> list[str]:
+def token_labels(tokens: tuple[str, ...], *, spelling: str = BYTE_LEVEL) -> list[str]:
     """Unique axis labels that show characters, not byte fragments.
 
     Tokens that together spell one character (or several) share its text, numbered
     ``(k/n)``; a newline shows as ↵. Tokens whose bytes never complete a character (the
     newest tokens of a half-generated one) show their own bytes in hex, e.g. ``⟨E7⟩``, as
     the top-5 chart does (:func:`shown_token`), never U+FFFD. Positions make the labels
-    unique (``axis_labels``).
+    unique (``axis_labels``). ``spelling`` is the tokens' (``Decoder.token_spelling``).
     """
     shown: list[str] = []
-    for group in pretrained.group_by_character(list(tokens)):
+    for group in pretrained.group_by_character(list(tokens), spelling):
         members = tokens[group.start : group.stop]
-        raw = b"".join(pretrained.token_bytes(token) for token in members)
+        raw = b"".join(pretrained.token_bytes(token, spelling) for token in members)
         if any(is_bytes for _, is_bytes in _utf8_runs(raw)):
-            shown += [_shown(pretrained.token_bytes(t), _LABEL_REPLACEMENTS) for t in members]
+            shown += [
+                _shown(pretrained.token_bytes(t, spelling), _LABEL_REPLACEMENTS) for t in members
+            ]
             continue
         text = _shown(raw, _LABEL_REPLACEMENTS)
         count = group.stop - group.start
@@ -131,21 +140,23 @@ def token_labels(tokens: tuple[str, ...]) -> list[str]:
     return axis_labels(tuple(shown))
 
 
-def shown_token(token: str) -> str:
-    """A byte-level token as text: its whole UTF-8 characters as they are (a space shows as
-    ␣, a newline as ↵), the bytes of a part character in hex, e.g. ``⟨E5 9D⟩`` for part of
-    坐 and ``好⟨E7⟩`` for 好 and the first byte of 猫."""
-    return _shown(pretrained.token_bytes(token), _TOKEN_REPLACEMENTS)
+def shown_token(token: str, spelling: str = BYTE_LEVEL) -> str:
+    """A token as text: its whole UTF-8 characters as they are (a space shows as ␣, a
+    newline as ↵), the bytes of a part character in hex, e.g. ``⟨E5 9D⟩`` for part of 坐 and
+    ``好⟨E7⟩`` for 好 and the first byte of 猫. ``spelling``: ``Decoder.token_spelling``."""
+    return _shown(pretrained.token_bytes(token, spelling), _TOKEN_REPLACEMENTS)
 
 
-def shown_text(tokens: tuple[str, ...], *, hidden: frozenset[str] = frozenset()) -> str:
+def shown_text(
+    tokens: tuple[str, ...], *, hidden: frozenset[str] = frozenset(), spelling: str = BYTE_LEVEL
+) -> str:
     """The text that byte-level tokens spell, as the page shows generated text: whole
     characters as they are, the bytes of a character not (yet) complete in hex (``⟨E7 9D⟩``,
     as :func:`shown_token` writes them), never U+FFFD.
 
     Args:
-        tokens: byte-level token strings. hidden: tokens left out (the control tokens, as
-            ``Decoder.decode`` leaves them out).
+        tokens: token strings. hidden: tokens left out (the control tokens, as
+            ``Decoder.decode`` leaves them out). spelling: the tokens' (``Decoder.token_spelling``).
 
     Returns:
         The text ("" for no tokens).
@@ -153,21 +164,24 @@ def shown_text(tokens: tuple[str, ...], *, hidden: frozenset[str] = frozenset())
     Raises:
         ValueError: when a token holds a character outside the byte alphabet.
     """
-    raw = b"".join(pretrained.token_bytes(token) for token in tokens if token not in hidden)
+    raw = b"".join(
+        pretrained.token_bytes(token, spelling) for token in tokens if token not in hidden
+    )
     return "".join(text for text, _ in _utf8_runs(raw))
 
 
-def prompt_ids(text: str) -> tuple[tuple[str, ...], tuple[int, ...], bool]:
-    """Tokens and ids of ``text``, cut at :data:`DECODER_MAX_TOKENS`; and whether it was cut.
+def prompt_ids(text: str, model: str = SMOLLM2) -> tuple[tuple[str, ...], tuple[int, ...], bool]:
+    """Tokens and ids of ``text`` for ``model``, cut at :data:`DECODER_MAX_TOKENS`; and
+    whether it was cut.
 
     Raises:
-        ValueError: for a non-string, blank or over-long text.
+        ValueError: for a non-string, blank or over-long text, or a model not listed.
     """
     if not isinstance(text, str) or len(text) > DECODER_TEXT_MAX_CHARS:
         raise ValueError(
             f"text must be a string of at most {DECODER_TEXT_MAX_CHARS} characters, got {text!r}"
         )
-    tokenized = smollm2_decoder().tokenize(text)
+    tokenized = _decoder(model).tokenize(text)
     cut = len(tokenized.input_ids) > DECODER_MAX_TOKENS
     ids = tuple(tokenized.input_ids[:DECODER_MAX_TOKENS])
     return tuple(tokenized.tokens[:DECODER_MAX_TOKENS]), ids, cut
@@ -185,15 +199,15 @@ class _Generation:
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def _generation(text: str, steps: int) -> _Generation:
+def _generation(text: str, steps: int, model: str) -> _Generation:
     """Greedy generation of ``steps`` tokens after the prompt, one cached step at a time."""
-    decoder = smollm2_decoder()
+    decoder = _decoder(model)
     if steps == 0:
-        _, ids, _ = prompt_ids(text)
+        _, ids, _ = prompt_ids(text, model)
         out = decoder(torch.tensor([ids]), need_weights=True, last_logits_only=True)
         rows = torch.stack([a[0, :, -1] for a in out.attentions])  # (N, H, S)
         return _Generation(ids, out.cache, out.logits[0, -1], rows, None)  # logits (V,)
-    previous = _generation(text, steps - 1)
+    previous = _generation(text, steps - 1, model)
     token = int(previous.next_logits.argmax())
     out = decoder(torch.tensor([[token]]), cache=previous.cache, need_weights=True)
     ids = (*previous.ids, token)
@@ -232,46 +246,49 @@ class DecodeStep:
     cached_vs_full: float | None
 
 
-@st.cache_resource(max_entries=1, show_spinner=False)
-def _control_tokens() -> frozenset[str]:
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _control_tokens(model: str) -> frozenset[str]:
     """The decoder's control tokens (``<|endoftext|>``, ``<|im_end|>``, …), which
     ``Decoder.decode`` leaves out of a text."""
-    added = smollm2_decoder().tokenizer.get_added_tokens_decoder().values()
+    added = _decoder(model).tokenizer.get_added_tokens_decoder().values()
     return frozenset(token.content for token in added if token.special)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def decode_step(text: str, steps: int) -> DecodeStep:
+def decode_step(text: str, steps: int, model: str = SMOLLM2) -> DecodeStep:
     """Generate ``steps`` greedy tokens after ``text`` with the KV cache, checking each step
     against a full recomputation.
 
     Args:
         text: the prompt (at most :data:`DECODER_TEXT_MAX_CHARS` characters).
         steps: 0 to :data:`DECODER_MAX_STEPS`.
+        model: the listed name of the model (default SmolLM2).
 
     Returns:
         :class:`DecodeStep`.
 
     Raises:
-        ValueError: for a bad text or step count.
-        ModelNotInstalledError: when the package is missing.
+        ValueError: for a bad text or step count, or a model not listed or not loadable.
+        MemoryBudgetError: for a model too large for the budget.
+        ModelNotInstalledError: when SmolLM2's package is missing.
     """
     steps = check_int("steps", steps, low=0, high=DECODER_MAX_STEPS)
-    decoder = smollm2_decoder()
-    tokens, ids, _ = prompt_ids(text)
-    state = _generation(text, steps)
+    decoder = _decoder(model)
+    spelling = decoder.token_spelling
+    tokens, ids, _ = prompt_ids(text, model)
+    state = _generation(text, steps, model)
     generated = state.ids[len(ids) :]
     all_tokens = (*tokens, *(decoder.tokenizer.id_to_token(i) for i in generated))
     probs = torch.softmax(state.next_logits.double(), dim=-1)  # (V,)
     top = probs.topk(DECODER_TOP_K)
     return DecodeStep(
         tokens=all_tokens,
-        labels=tuple(token_labels(all_tokens)),
+        labels=tuple(token_labels(all_tokens, spelling=spelling)),
         prompt_length=len(ids),
-        text=shown_text(all_tokens[len(ids) :], hidden=_control_tokens()),
+        text=shown_text(all_tokens[len(ids) :], hidden=_control_tokens(model), spelling=spelling),
         new_rows=readonly(state.new_rows.permute(1, 0, 2).numpy().copy()),  # (H, N, S)
         top_tokens=tuple(
-            shown_token(decoder.tokenizer.id_to_token(i)) for i in top.indices.tolist()
+            shown_token(decoder.tokenizer.id_to_token(i), spelling) for i in top.indices.tolist()
         ),
         top_probs=tuple(top.values.tolist()),
         cache_tokens=state.cache.length,
@@ -313,21 +330,23 @@ PERMUTATION_SEED = 0
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def prompt_maps(text: str, shift: int) -> PromptMaps:
-    """The prompt's 270 causal maps, at position 0, shifted by ``shift``, and permuted.
+def prompt_maps(text: str, shift: int, model: str = SMOLLM2) -> PromptMaps:
+    """The prompt's causal maps (every layer and head: 270 for SmolLM2), at position 0,
+    shifted by ``shift``, and permuted.
 
     Args:
-        text: the prompt. shift: 0 to :data:`DECODER_MAX_SHIFT`.
+        text: the prompt. shift: 0 to :data:`DECODER_MAX_SHIFT` (and within the model's
+            context with the prompt). model: the listed name of the model.
 
     Returns:
         :class:`PromptMaps`.
 
     Raises:
-        ValueError: for a bad text or shift.
+        ValueError: for a bad text or shift, or a model not listed or not loadable.
     """
     shift = check_int("shift", shift, low=0, high=DECODER_MAX_SHIFT)
-    decoder = smollm2_decoder()
-    tokens, ids, cut = prompt_ids(text)
+    decoder = _decoder(model)
+    tokens, ids, cut = prompt_ids(text, model)
     batch = torch.tensor([ids])  # (1, L)
 
     def stacked(out) -> np.ndarray:
@@ -341,7 +360,7 @@ def prompt_maps(text: str, shift: int) -> PromptMaps:
     unpermuted = permuted[..., inverse, :][..., inverse]  # back to the original order
     return PromptMaps(
         tokens=tokens,
-        labels=tuple(token_labels(tokens)),
+        labels=tuple(token_labels(tokens, spelling=decoder.token_spelling)),
         truncated=cut,
         maps=readonly(maps),
         shifted=readonly(shifted),
@@ -372,58 +391,79 @@ def rope_versions(maps: PromptMaps, layer: int, head: int) -> np.ndarray:
 SINK_SERIES = ("first_word", "endoftext", "first_word_after")
 
 
-@st.cache_resource(max_entries=1, show_spinner=False)
-def _sink_measurements() -> tuple[decoding.SinkMeasurement, decoding.SinkMeasurement]:
+SINK_MODELS_KEPT = 4
+
+
+@st.cache_resource(max_entries=SINK_MODELS_KEPT, show_spinner=False)
+def _sink_measurements(
+    model: str,
+) -> tuple[decoding.SinkMeasurement, decoding.SinkMeasurement | None]:
     """The sink on the paragraph's first :data:`SINK_TOKENS` tokens, alone and after
-    <|endoftext|>."""
-    decoder = smollm2_decoder()
+    <|endoftext|> (None for a vocabulary without that token)."""
+    decoder = _decoder(model)
     text = decoder.decode(decoder.tokenize(SINK_PARAGRAPH).input_ids[:SINK_TOKENS])
     plain = decoding.measure_sinks(decoder, text)
+    if decoder.tokenizer.token_to_id(decoding.ENDOFTEXT) is None:
+        return plain, None
     return plain, decoding.measure_sinks(decoder, text, prepend_endoftext=True)
 
 
-@st.cache_resource(max_entries=1, show_spinner=False)
-def sink_head_shares() -> np.ndarray:
+@st.cache_resource(max_entries=SINK_MODELS_KEPT, show_spinner=False)
+def sink_head_shares(model: str = SMOLLM2) -> np.ndarray:
     """(H, N) share of attention on token 0 of every head (rows) and layer (columns), on the
-    paragraph's first :data:`SINK_TOKENS` tokens (read-only)."""
-    plain, _ = _sink_measurements()
+    paragraph's first :data:`SINK_TOKENS` tokens (read-only).
+
+    Raises:
+        ValueError, MemoryBudgetError: for a model not listed or not loadable.
+    """
+    plain, _ = _sink_measurements(model)
     return readonly(plain.on_first.T.numpy().copy())  # (H, N)
 
 
-@st.cache_data(max_entries=1, show_spinner=False)
-def sink_table() -> pd.DataFrame:
+@st.cache_data(max_entries=SINK_MODELS_KEPT, show_spinner=False)
+def sink_table(model: str = SMOLLM2) -> pd.DataFrame:
     """Where the sink sits, per layer, on the first :data:`SINK_TOKENS` tokens of
     :data:`SINK_PARAGRAPH`, alone and after <|endoftext|>.
+
+    Args:
+        model: the listed name of the model (default SmolLM2).
 
     Returns:
         Columns ``layer`` (1-based), ``series`` (one of :data:`SINK_SERIES`: the share on
         the first word of the paragraph alone, on <|endoftext|> in front of it, and on the
-        first word after it), ``share`` (mean over heads and later queries) and
-        ``sink_heads`` (heads of the whole model with more than half on token 0, for the
-        paragraph alone).
+        first word after it; the first alone for a vocabulary without <|endoftext|>),
+        ``share`` (mean over heads and later queries) and ``sink_heads`` (heads of the
+        whole model with more than half on token 0, for the paragraph alone).
+
+    Raises:
+        ValueError, MemoryBudgetError: for a model not listed or not loadable.
     """
-    plain, moved = _sink_measurements()
-    shares = {
-        "first_word": plain.layer_shares,  # (N,)
-        "endoftext": moved.layer_shares,  # (N,)
-        "first_word_after": moved.on_first_text.mean(dim=1),  # (N,)
-    }
+    plain, moved = _sink_measurements(model)
+    shares = {"first_word": plain.layer_shares}  # (N,)
+    if moved is not None:
+        shares["endoftext"] = moved.layer_shares  # (N,)
+        shares["first_word_after"] = moved.on_first_text.mean(dim=1)  # (N,)
     rows = [
         (layer, series, float(value), plain.sink_heads)
         for series in SINK_SERIES
+        if series in shares
         for layer, value in enumerate(shares[series].tolist(), start=1)
     ]
     return pd.DataFrame(rows, columns=["layer", "series", "share", "sink_heads"])
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def window_table(window_size: int, num_sinks: int) -> pd.DataFrame:
+def window_table(window_size: int, num_sinks: int, model: str = SMOLLM2) -> pd.DataFrame:
     """Perplexity of :data:`SINK_PARAGRAPH` under full attention, a causal sliding window,
     and the window with the first ``num_sinks`` tokens kept visible.
 
+    Args:
+        window_size, num_sinks: the window and the sink tokens kept visible.
+        model: the listed name of the model (default SmolLM2).
+
     Raises:
-        ValueError: for a bad window or sink count.
+        ValueError: for a bad window or sink count, or a model not listed or not loadable.
     """
     return decoding.window_perplexities(
-        smollm2_decoder(), SINK_PARAGRAPH, window_size=window_size, num_sinks=num_sinks
+        _decoder(model), SINK_PARAGRAPH, window_size=window_size, num_sinks=num_sinks
     )

@@ -1,18 +1,24 @@
-"""Heads at work on SmolLM2-135M: the head census of a prompt, the copy test with heads
-turned off, attribution against true effects, attention against explanation, and the mask
-composer's cost (cached calls of :mod:`attention_core.experiments.heads`, ``.explain`` and
-``.mask_effects``).
+"""Heads at work on SmolLM2-135M or a GGUF model of the server's own: the head census of a
+prompt, the copy test with heads turned off, attribution against true effects, attention
+against explanation, and the mask composer's cost (cached calls of
+:mod:`attention_core.experiments.heads`, ``.explain`` and ``.mask_effects``).
 
-The census, the copy test and the mask composer run on the decoder page's own model
+Every cached call takes the model's listed name, ``model`` (a plain string, part of the cache
+key; :data:`~dashboard.data.decoder.SMOLLM2` by default), looked up and loaded once per
+server by :mod:`dashboard.data.own_models`. For SmolLM2, the census, the copy test and the
+mask composer run on the decoder page's own model
 (:func:`~dashboard.data.decoder.smollm2_decoder`, 4-bit weights): one model in memory for
 both pages. Attribution and saliency need a backward pass, which torch's int4 kernel cannot
 give; they run on a bfloat16 twin loaded on first use (:func:`smollm2_float_decoder`), and
-the true effects they are compared with run on that same twin. Layer and head indices are
-0-based, as in the library.
+the true effects they are compared with run on that same twin. An own model runs everything
+on the one copy the Decoder page loads; with 4-bit codes it refuses the backward pass
+(``ValueError``). Layer and head indices are 0-based, as in the library.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,8 +30,10 @@ import torch
 from attention_core import pretrained
 from attention_core.experiments import explain, heads, mask_effects
 from attention_core.validation import check_choice, check_int
+from dashboard.data import own_models
 from dashboard.data.decoder import (
     SINK_PARAGRAPH,
+    SMOLLM2,
     prompt_ids,
     shown_token,
     smollm2_decoder,
@@ -33,7 +41,6 @@ from dashboard.data.decoder import (
 )
 from dashboard.data.tables import readonly
 from dashboard.runtime import memory
-from dashboard.runtime import prefetch as fillers
 
 HEADS_SCORES = heads.SCORE_NAMES
 HEADS_LABELS = heads.LABELS
@@ -51,7 +58,10 @@ HEADS_PRESETS = {
     "capital": "The capital of France is",
 }
 MASK_TEXT = SINK_PARAGRAPH
-"""The paragraph whose perplexity the mask composer measures (the decoder page's)."""
+"""The paragraph whose perplexity the mask composer measures (the decoder page's), cut at
+the model's context length."""
+NO_GRADIENT_DTYPE = "int4"
+"""Weights that refuse a backward pass (torch's int4 kernel has no derivative)."""
 
 
 @st.cache_resource(show_spinner=False)
@@ -64,6 +74,50 @@ def smollm2_float_decoder() -> pretrained.Decoder:
         ValueError: when the file's SHA-256 differs from the pinned one.
     """
     return pretrained.load_smollm2(weights_dtype=HEADS_FLOAT_DTYPE, after_layer=memory.trim_heap)
+
+
+def _one_key(cached: Callable) -> Callable:
+    """Call the cached function with every argument bound, its defaults too: Streamlit keys a
+    cache by the arguments as passed, so ``f(x)`` and ``f(x, SMOLLM2)`` (a prefetch) then
+    share one entry."""
+    signature = inspect.signature(cached)
+
+    @functools.wraps(cached)
+    def call(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return cached(*bound.args, **bound.kwargs)
+
+    return call
+
+
+def _decoder(model: str) -> pretrained.Decoder:
+    """The model the census, the copy test and the masks run on: SmolLM2's 4-bit decoder
+    (:func:`~dashboard.data.decoder.smollm2_decoder`), or the own model as loaded."""
+    if model == SMOLLM2:
+        return smollm2_decoder()
+    return own_models.loaded_model(model).decoder
+
+
+def _float_decoder(model: str) -> pretrained.Decoder:
+    """The model attribution and saliency differentiate: SmolLM2's bfloat16 twin, or the own
+    model as loaded.
+
+    Raises:
+        ValueError: for an own model whose weights are 4-bit codes (no backward pass).
+    """
+    if model == SMOLLM2:
+        return smollm2_float_decoder()
+    decoder = own_models.loaded_model(model).decoder
+    if decoder.weights_dtype == NO_GRADIENT_DTYPE:
+        raise ValueError(f"{model!r} holds 4-bit weights, which have no backward pass")
+    return decoder
+
+
+def _mask_ids(model: str) -> list[int]:
+    """:data:`MASK_TEXT`'s ids for ``model``, cut at its context length."""
+    decoder = _decoder(model)
+    return decoder.tokenize(MASK_TEXT).input_ids[: decoder.config.context_length]
 
 
 def head_name(pair: tuple[int, int]) -> str:
@@ -108,24 +162,25 @@ class PromptCensus:
     maps: np.ndarray
 
 
+@_one_key
 @st.cache_resource(max_entries=16, show_spinner=False)
-def prompt_census(text: str) -> PromptCensus:
+def prompt_census(text: str, model: str = SMOLLM2) -> PromptCensus:
     """The head census of ``text`` from one forward pass with weights (the scores of
     :func:`attention_core.experiments.heads.census`, from the maps it keeps).
 
     Raises:
-        ValueError: for a bad or blank text.
+        ValueError: for a bad or blank text, or a model not listed or not loadable.
     """
-    tokens, ids, cut = prompt_ids(text)
+    tokens, ids, cut = prompt_ids(text, model)
     if not ids:
         raise ValueError(f"the prompt {text!r} has no tokens")
-    out = smollm2_decoder()(heads.as_ids(ids), need_weights=True)
+    out = _decoder(model)(heads.as_ids(ids), need_weights=True)
     maps = torch.cat(out.attentions, dim=0).float()  # N × (1, H, L, L) -> (N, H, L, L)
     scores = heads.pattern_scores(maps, list(ids))
     labels = heads.head_labels(scores, len(ids), causal=True)
     return PromptCensus(
         tokens=tokens,
-        labels=tuple(token_labels(tokens)),
+        labels=tuple(token_labels(tokens, spelling=_decoder(model).token_spelling)),
         truncated=cut,
         scores={name: readonly(value) for name, value in scores.items()},
         head_labels=readonly(labels),
@@ -151,8 +206,11 @@ def census_table(census: PromptCensus, score: str) -> pd.DataFrame:
     )
 
 
+@_one_key
 @st.cache_resource(max_entries=64, show_spinner=False)
-def copy_run(length: int, seed: int, ablate: tuple[tuple[int, int], ...] = ()) -> heads.CopyTest:
+def copy_run(
+    length: int, seed: int, ablate: tuple[tuple[int, int], ...] = (), model: str = SMOLLM2
+) -> heads.CopyTest:
     """The copy test (:func:`~attention_core.experiments.heads.copy_test`) with the heads
     of ``ablate`` zero-ablated.
 
@@ -163,15 +221,17 @@ def copy_run(length: int, seed: int, ablate: tuple[tuple[int, int], ...] = ()) -
     check_int("seed", seed, low=0, high=HEADS_MAX_SEED)
     if len(ablate) > HEADS_MAX_OFF:
         raise ValueError(f"at most {HEADS_MAX_OFF} heads can be off, got {len(ablate)}")
-    return heads.copy_test(smollm2_decoder(), length, seed, ablate=ablate)
+    return heads.copy_test(_decoder(model), length, seed, ablate=ablate)
 
 
+@_one_key
 @st.cache_resource(max_entries=64, show_spinner=False)
 def copy_pair(
     length: int,
     seed: int,
     off: tuple[tuple[int, int], ...],
     weakest: tuple[tuple[int, int], ...],
+    model: str = SMOLLM2,
 ) -> tuple[heads.CopyTest, heads.CopyTest]:
     """The copy test with the heads of ``off`` turned off and with those of ``weakest``
     turned off (the control), in one batched forward pass
@@ -184,23 +244,26 @@ def copy_pair(
     check_int("seed", seed, low=0, high=HEADS_MAX_SEED)
     if max(len(off), len(weakest)) > HEADS_MAX_OFF:
         raise ValueError(f"at most {HEADS_MAX_OFF} heads can be off, got {len(off)}")
-    first, second = heads.copy_tests(smollm2_decoder(), length, seed, (off, weakest))
+    first, second = heads.copy_tests(_decoder(model), length, seed, (off, weakest))
     return first, second
 
 
+@_one_key
 @st.cache_resource(max_entries=16, show_spinner=False)
-def copy_census(length: int, seed: int) -> heads.HeadCensus:
+def copy_census(length: int, seed: int, model: str = SMOLLM2) -> heads.HeadCensus:
     """The census of the copy test's sequence (its induction scores rank the heads).
 
     Raises:
         ValueError: for a length or seed out of range.
     """
     check_int("length", length, low=HEADS_COPY_MIN, high=HEADS_COPY_MAX)
-    ids = heads.repeated_tokens(smollm2_decoder(), length, seed)
-    return heads.census(smollm2_decoder(), ids)
+    ids = heads.repeated_tokens(_decoder(model), length, seed)
+    return heads.census(_decoder(model), ids)
 
 
-def top_heads(length: int, seed: int, score: str, count: int) -> tuple[tuple[int, int], ...]:
+def top_heads(
+    length: int, seed: int, score: str, count: int, model: str = SMOLLM2
+) -> tuple[tuple[int, int], ...]:
     """The ``count`` heads with the highest ``score`` on the copy sequence (none for 0).
 
     Raises:
@@ -208,12 +271,12 @@ def top_heads(length: int, seed: int, score: str, count: int) -> tuple[tuple[int
     """
     if count == 0:
         return ()
-    scores = copy_census(length, seed).scores[check_choice("score", score, HEADS_SCORES)]
+    scores = copy_census(length, seed, model).scores[check_choice("score", score, HEADS_SCORES)]
     return heads.ranked_heads(scores, count)
 
 
 def weakest_heads(
-    length: int, seed: int, score: str, chosen: tuple[tuple[int, int], ...]
+    length: int, seed: int, score: str, chosen: tuple[tuple[int, int], ...], model: str = SMOLLM2
 ) -> tuple[tuple[int, int], ...]:
     """As many heads as ``chosen``, the lowest by ``score`` in the same layers and not among
     them, the rest from the nearest layers where those have too few: the control of the
@@ -224,12 +287,17 @@ def weakest_heads(
     """
     if not chosen:
         return ()
-    scores = copy_census(length, seed).scores[check_choice("score", score, HEADS_SCORES)]
+    scores = copy_census(length, seed, model).scores[check_choice("score", score, HEADS_SCORES)]
     return heads.control_heads(scores, chosen)
 
 
 def copy_heads(
-    length: int, seed: int, score: str, top_k: int, picked: tuple[tuple[int, int], ...]
+    length: int,
+    seed: int,
+    score: str,
+    top_k: int,
+    picked: tuple[tuple[int, int], ...],
+    model: str = SMOLLM2,
 ) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
     """The heads the copy test turns off (the ``top_k`` by ``score``, then the ``picked``
     ones) and its control (as many of the weakest in the same layers).
@@ -237,59 +305,8 @@ def copy_heads(
     Raises:
         ValueError: for an unknown score or a bad count.
     """
-    off = tuple(dict.fromkeys((*top_heads(length, seed, score, top_k), *picked)))
-    return off, weakest_heads(length, seed, score, off)
-
-
-def prefetch(name: tuple, calls: tuple[tuple[Callable, tuple], ...]) -> bool:
-    """Fill the caches of likely next moves in the background, once per ``name``
-    (:func:`dashboard.runtime.prefetch.start_filling`: a thread at the lowest priority, only
-    while no script run is going, each call on one torch thread).
-
-    The page never waits for it: a value the thread has not reached is computed by the run
-    that asks for it (one still being computed is waited for, as any cache entry).
-
-    Args:
-        name: what is being prefetched (hashable); a second call with it does nothing.
-        calls: (cached function, arguments) pairs, most likely first.
-
-    Returns:
-        True when a thread was started.
-    """
-    return fillers.start_filling(("heads", *name), calls, thread_name="heads-prefetch")
-
-
-def prefetch_wait(timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for the prefetch threads; True when none is running
-    (the bench times moves after the page's head start)."""
-    return fillers.wait_for_fillers(timeout)
-
-
-def nearest_first(values, current) -> list:
-    """``values`` ordered by distance from ``current`` (the smaller first on a tie)."""
-    return sorted(values, key=lambda v: (abs(v - current), v))
-
-
-def prefetch_copy(
-    length: int, seed: int, score: str, top_k: int, picked: tuple, top_ks: range
-) -> bool:
-    """Start filling the copy test for every top k of ``top_ks`` (nearest the current first).
-
-    Returns:
-        True when a thread was started.
-    """
-    calls = []
-    for k in nearest_first(top_ks, top_k):
-        off, weakest = copy_heads(length, seed, score, k, picked)
-        calls.append((copy_pair, (length, seed, off, weakest)))
-    return prefetch(("copy", length, seed, score, picked), tuple(calls))
-
-
-def window_neighbours(window: int, step: int, high: int, reach: int = 2) -> tuple[int, ...]:
-    """The window slider's values within ``reach`` steps of ``window`` (0 = off, or 2 to
-    ``high``), itself excluded."""
-    near = (window + k * step for k in range(-reach, reach + 1) if k)
-    return tuple(w for w in near if w == 0 or 2 <= w <= high)
+    off = tuple(dict.fromkeys((*top_heads(length, seed, score, top_k, model), *picked)))
+    return off, weakest_heads(length, seed, score, off, model)
 
 
 def measured_heads(
@@ -302,24 +319,6 @@ def measured_heads(
         return tuple((layer, head) for layer in layers for head in range(heads_per_layer))
     order = np.abs(estimates).ravel().argsort()[::-1][:count]
     return tuple((int(i) // heads_per_layer, int(i) % heads_per_layer) for i in order)
-
-
-def prefetch_masks(parts: mask_effects.MaskParts, sinks: range, windows: tuple) -> bool:
-    """Start filling the mask composer's cost for every sink count of ``sinks``, then each
-    window of ``windows``, the other parts as in ``parts`` (all layers only).
-
-    Returns:
-        True when a thread was started.
-    """
-    calls = [
-        (mask_effect, (mask_parts(parts.window, s, parts.prefix, parts.stride), False))
-        for s in nearest_first(sinks, parts.sinks)
-    ]
-    calls += [
-        (mask_effect, (mask_parts(w, parts.sinks, parts.prefix, parts.stride), False))
-        for w in nearest_first(windows, parts.window)
-    ]
-    return prefetch(("mask", parts), tuple(calls))
 
 
 ATTRIBUTION_MIN_TOKENS = 2  # a token's loss is predicted from the tokens before it
@@ -339,44 +338,51 @@ class TooFewTokens(ValueError):
 
 
 def attribution_ids(
-    source: str, text: str, length: int, seed: int
+    source: str, text: str, length: int, seed: int, model: str = SMOLLM2
 ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """The token ids attribution runs on, and the positions whose loss counts: the copy
     sequence's second copy, or every position of the prompt (None).
 
     Raises:
         TooFewTokens: for a prompt of one token.
-        ValueError: for an unknown source, a bad text, length or seed.
+        ValueError: for an unknown source, a bad text, length, seed or model.
     """
     if check_choice("source", source, HEADS_SOURCES) == "copy":
-        ids = heads.repeated_tokens(smollm2_decoder(), length, seed)
+        ids = heads.repeated_tokens(_decoder(model), length, seed)
         return tuple(int(i) for i in ids), tuple(range(length, 2 * length))
-    _, ids, _ = prompt_ids(text)
+    _, ids, _ = prompt_ids(text, model)
     if len(ids) < ATTRIBUTION_MIN_TOKENS:
         raise TooFewTokens(ATTRIBUTION_MIN_TOKENS, len(ids))
     return ids, None
 
 
+@_one_key
 @st.cache_resource(max_entries=16, show_spinner=False)
-def head_attribution(ids: tuple[int, ...], positions: tuple[int, ...] | None) -> np.ndarray:
+def head_attribution(
+    ids: tuple[int, ...], positions: tuple[int, ...] | None, model: str = SMOLLM2
+) -> np.ndarray:
     """(N, H) first-order estimates of each head's zero-ablation effect (nats), one backward
-    pass on the bfloat16 twin.
+    pass on the bfloat16 twin (SmolLM2) or the own model.
 
     Raises:
-        ValueError: as :func:`~attention_core.experiments.heads.attribution`.
+        ValueError: as :func:`~attention_core.experiments.heads.attribution`, or for an own
+            model with 4-bit weights.
     """
-    return heads.attribution(smollm2_float_decoder(), ids, positions=positions)
+    return heads.attribution(_float_decoder(model), ids, positions=positions)
 
 
+@_one_key
 @st.cache_resource(max_entries=32, show_spinner=False)
 def head_effects(
     ids: tuple[int, ...],
     positions: tuple[int, ...] | None,
     pairs: tuple[tuple[int, int], ...],
+    model: str = SMOLLM2,
     _on_pass=None,
 ) -> np.ndarray:
-    """The true effects of turning each head of ``pairs`` off alone, on the bfloat16 twin
-    (``_on_pass(done, total)`` after each pass of a computed, not cached, result).
+    """The true effects of turning each head of ``pairs`` off alone, on the model attribution
+    differentiates (``_on_pass(done, total)`` after each pass of a computed, not cached,
+    result).
 
     Raises:
         ValueError: for more than :data:`HEADS_MAX_OFF` heads or a bad pair.
@@ -384,7 +390,7 @@ def head_effects(
     if not pairs or len(pairs) > HEADS_MAX_OFF:
         raise ValueError(f"between 1 and {HEADS_MAX_OFF} heads, got {len(pairs)}")
     return heads.ablation_effects(
-        smollm2_float_decoder(), ids, pairs, positions=positions, on_pass=_on_pass
+        _float_decoder(model), ids, pairs, positions=positions, on_pass=_on_pass
     )
 
 
@@ -405,19 +411,24 @@ def effect_table(
     return table, explain.spearman(table["estimate"], table["effect"])
 
 
+@_one_key
 @st.cache_resource(max_entries=16, show_spinner=False)
-def explanation(text: str) -> tuple[tuple[str, ...], explain.Explanation, str]:
-    """Saliency, last-layer attention and rollout of the prompt's next token (bfloat16
-    twin): the prompt's axis labels, the explanation and the explained token as text.
+def explanation(
+    text: str, model: str = SMOLLM2
+) -> tuple[tuple[str, ...], explain.Explanation, str]:
+    """Saliency, last-layer attention and rollout of the prompt's next token (SmolLM2's
+    bfloat16 twin, or the own model): the prompt's axis labels, the explanation and the
+    explained token as text.
 
     Raises:
-        ValueError: for a bad text.
+        ValueError: for a bad text, or an own model with 4-bit weights.
     """
-    tokens, ids, _ = prompt_ids(text)
-    model = smollm2_float_decoder()
-    result = explain.explain_next_token(model, ids)
-    target = shown_token(model.tokenizer.id_to_token(result.target))
-    return tuple(token_labels(tokens)), result, target
+    tokens, ids, _ = prompt_ids(text, model)
+    decoder = _float_decoder(model)
+    spelling = decoder.token_spelling
+    result = explain.explain_next_token(decoder, ids)
+    target = shown_token(decoder.tokenizer.id_to_token(result.target), spelling)
+    return tuple(token_labels(tokens, spelling=spelling)), result, target
 
 
 def explanation_table(labels: tuple[str, ...], result: explain.Explanation) -> pd.DataFrame:
@@ -434,28 +445,30 @@ def explanation_table(labels: tuple[str, ...], result: explain.Explanation) -> p
     return pd.DataFrame(rows, columns=["token", "kind", "share"])
 
 
+@_one_key
 @st.cache_resource(max_entries=32, show_spinner=False)
 def mask_effect(
-    parts: mask_effects.MaskParts, per_layer: bool, _on_pass=None
+    parts: mask_effects.MaskParts, per_layer: bool, model: str = SMOLLM2, _on_pass=None
 ) -> mask_effects.MaskEffect:
     """What the composed mask costs on :data:`MASK_TEXT`: in every layer, and (with
-    ``per_layer``) in each layer alone (30 forward passes more). ``_on_pass(done, total)``
-    is called after each pass of a computed (not cached) result.
+    ``per_layer``) in each layer alone (one forward pass more per layer).
+    ``_on_pass(done, total)`` is called after each pass of a computed (not cached) result.
 
     Raises:
-        ValueError: for bad parts.
+        ValueError: for bad parts, or a model not listed or not loadable.
     """
-    model = smollm2_decoder()
-    ids = model.tokenize(MASK_TEXT).input_ids
     layers = None if per_layer else ()
-    return mask_effects.mask_effects(model, ids, parts, layers=layers, on_pass=_on_pass)
+    return mask_effects.mask_effects(
+        _decoder(model), _mask_ids(model), parts, layers=layers, on_pass=_on_pass
+    )
 
 
+@_one_key
 @st.cache_resource(max_entries=64, show_spinner=False)
-def mask_kept(parts: mask_effects.MaskParts) -> float:
+def mask_kept(parts: mask_effects.MaskParts, model: str = SMOLLM2) -> float:
     """The share of :data:`MASK_TEXT`'s causal cells the composed mask keeps (1.0: the parts
     cut nothing, so there is nothing to measure)."""
-    return mask_effects.kept_share(parts, len(smollm2_decoder().tokenize(MASK_TEXT).input_ids))
+    return mask_effects.kept_share(parts, len(_mask_ids(model)))
 
 
 def mask_parts(window: int, sinks: int, prefix: int, stride: int) -> mask_effects.MaskParts:

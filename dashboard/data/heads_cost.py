@@ -1,5 +1,6 @@
 """How long the Heads page's long computations take before they start: the per-layer mask
-(32 forward passes) and the true effects of up to 30 heads. Each estimate is the library's
+(one forward pass per layer, and two more) and the true effects of up to 30 heads, on the
+model the page runs (its listed name, ``model``). Each estimate is the library's
 count of forward calls times the cost of one such call, timed on this server (as the Watch
 page times a training step), and a computation already done in this process is known as
 done (its result is cached), so a page says "about 5 s" only for work it will really do.
@@ -18,8 +19,14 @@ import torch
 
 from attention_core import masks
 from attention_core.experiments import heads, mask_effects
-from dashboard.data.decoder import smollm2_decoder
-from dashboard.data.heads import MASK_TEXT, head_effects, mask_effect, smollm2_float_decoder
+from dashboard.data.decoder import SMOLLM2
+from dashboard.data.heads import (
+    _decoder,
+    _float_decoder,
+    _mask_ids,
+    head_effects,
+    mask_effect,
+)
 
 LONG_RUN_S = 10.0
 """A computation estimated over this many seconds waits for a button press (issue 33, D4)."""
@@ -87,50 +94,65 @@ def _timed_call(run: Callable[[], object]) -> float:
 
 
 @st.cache_data(ttl=PACE_TTL_S, show_spinner=False)
-def _mask_call_seconds() -> float:
-    """One forward pass of the 4-bit decoder over :data:`MASK_TEXT` with a mask, timed here."""
-    model = smollm2_decoder()
-    ids = torch.tensor([model.tokenize(MASK_TEXT).input_ids])  # (1, L)
+def _mask_call_seconds(model: str) -> float:
+    """One forward pass of the page's decoder (4-bit for SmolLM2) over the mask composer's
+    paragraph with a mask, timed here."""
+    decoder = _decoder(model)
+    ids = torch.tensor([_mask_ids(model)])  # (1, L)
     mask = masks.causal(ids.shape[1])  # (L, L)
-    return _timed_call(lambda: model(ids, mask=mask))
+    return _timed_call(lambda: decoder(ids, mask=mask))
 
 
 @st.cache_data(ttl=PACE_TTL_S, max_entries=64, show_spinner=False)
-def _effect_call_seconds(length: int) -> tuple[float, float]:
-    """The bfloat16 twin's forward call on ``length`` tokens, timed here: batch 1 (the intact
-    pass) and batch :data:`~attention_core.experiments.heads.ATTRIBUTION_BATCH` (heads off)."""
-    model = smollm2_float_decoder()
+def _effect_call_seconds(length: int, model: str) -> tuple[float, float]:
+    """The forward call of the model attribution runs on (SmolLM2's bfloat16 twin) on
+    ``length`` tokens, timed here: batch 1 (the intact pass) and batch
+    :data:`~attention_core.experiments.heads.ATTRIBUTION_BATCH` (heads off)."""
+    decoder = _float_decoder(model)
     ids = torch.zeros(1, length, dtype=torch.long)  # (1, L): the cost depends on L only
     batch = ids.expand(heads.ATTRIBUTION_BATCH, -1)  # (B, L)
-    return _timed_call(lambda: model(ids)), _timed_call(lambda: model(batch))
+    return _timed_call(lambda: decoder(ids)), _timed_call(lambda: decoder(batch))
 
 
-def mask_estimate(parts: mask_effects.MaskParts, per_layer: bool) -> RunEstimate:
-    """What :func:`measured_mask_effect` will cost for these parts (0 calls when done)."""
-    if ("mask", parts, per_layer) in _DONE:
+def mask_estimate(
+    parts: mask_effects.MaskParts, per_layer: bool, model: str = SMOLLM2
+) -> RunEstimate:
+    """What :func:`measured_mask_effect` will cost for these parts (0 calls when done).
+
+    Raises:
+        ValueError: for a model not listed or not loadable.
+    """
+    if ("mask", model, parts, per_layer) in _DONE:
         return RunEstimate(0, 0.0)
-    layers = smollm2_decoder().config.num_layers if per_layer else 0
+    layers = _decoder(model).config.num_layers if per_layer else 0
     calls = mask_effects.forward_passes(layers)
-    return RunEstimate(calls, calls * _mask_call_seconds())
+    return RunEstimate(calls, calls * _mask_call_seconds(model))
 
 
 def effects_estimate(
-    ids: tuple[int, ...], positions: tuple[int, ...] | None, pairs: tuple[tuple[int, int], ...]
+    ids: tuple[int, ...],
+    positions: tuple[int, ...] | None,
+    pairs: tuple[tuple[int, int], ...],
+    model: str = SMOLLM2,
 ) -> RunEstimate:
-    """What :func:`measured_head_effects` will cost (0 calls when done)."""
-    if ("effects", ids, positions, pairs) in _DONE:
+    """What :func:`measured_head_effects` will cost (0 calls when done).
+
+    Raises:
+        ValueError: for a model not listed, not loadable, or with 4-bit weights (own).
+    """
+    if ("effects", model, ids, positions, pairs) in _DONE:
         return RunEstimate(0, 0.0)
     calls = heads.ablation_forward_calls(len(pairs))
-    single, batched = _effect_call_seconds(len(ids))
+    single, batched = _effect_call_seconds(len(ids), model)
     return RunEstimate(calls, single + (calls - 1) * batched)
 
 
 def measured_mask_effect(
-    parts: mask_effects.MaskParts, per_layer: bool, on_pass=None
+    parts: mask_effects.MaskParts, per_layer: bool, on_pass=None, *, model: str = SMOLLM2
 ) -> mask_effects.MaskEffect:
     """:func:`~dashboard.data.heads.mask_effect`, remembered as done for its estimate."""
-    effect = mask_effect(parts, per_layer, on_pass)
-    _DONE.add(("mask", parts, per_layer))
+    effect = mask_effect(parts, per_layer, model, on_pass)
+    _DONE.add(("mask", model, parts, per_layer))
     return effect
 
 
@@ -139,8 +161,10 @@ def measured_head_effects(
     positions: tuple[int, ...] | None,
     pairs: tuple[tuple[int, int], ...],
     on_pass=None,
+    *,
+    model: str = SMOLLM2,
 ):
     """:func:`~dashboard.data.heads.head_effects`, remembered as done for its estimate."""
-    effects = head_effects(ids, positions, pairs, on_pass)
-    _DONE.add(("effects", ids, positions, pairs))
+    effects = head_effects(ids, positions, pairs, model, on_pass)
+    _DONE.add(("effects", model, ids, positions, pairs))
     return effects

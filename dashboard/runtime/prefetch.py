@@ -1,7 +1,7 @@
 """Background fillers: cached calls run ahead of the learner, in the gaps between script runs.
 
 The data layer decides *what* is worth computing before anyone asks (the Heads page's next
-slider values, :func:`dashboard.data.heads.prefetch`); this module owns *how*, the process
+slider values, :func:`dashboard.data.heads_prefetch.prefetch`); this module owns *how*, the process
 state a background thread touches:
 
 * the thread: a daemon thread per job (:func:`start_filling`, once per job name), one filler

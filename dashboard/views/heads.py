@@ -1,5 +1,6 @@
-"""Heads at work: what each head of SmolLM2 does, and what the model loses without it; then
-the same census on multilingual e5-small. One module per section: :mod:`.heads_at_work`."""
+"""Heads at work: what each head of SmolLM2 (or a GGUF model of the server's own) does, and
+what the model loses without it; then the same census on multilingual e5-small. One module
+per section: :mod:`.heads_at_work`."""
 
 from __future__ import annotations
 
@@ -21,7 +22,16 @@ from dashboard.views.heads_at_work.census import (
     census_grid_controls,
     draw_head_map,
 )
-from dashboard.views.heads_at_work.common import PAGE, show_install_hint
+from dashboard.views.heads_at_work.common import (
+    PAGE,
+    ModelChoice,
+    loading_text,
+    model_choice,
+    model_controls,
+    own_models,
+    show_install_hint,
+    shown_name,
+)
 from dashboard.views.heads_at_work.copying import (
     CopyConfig,
     copy_controls,
@@ -42,9 +52,11 @@ LINKS = ("watch", "multihead", "decoder")
 
 @dataclass(frozen=True)
 class HeadsConfig:
-    """The page's input (only ``installed`` when the model is missing)."""
+    """The page's input (only ``installed`` when SmolLM2 is missing, and no ``model`` when the
+    chosen model cannot load)."""
 
     installed: bool
+    model: ModelChoice | None = None
     census: CensusConfig | None = None
     copy: CopyConfig | None = None
     attribution: AttributionConfig | None = None
@@ -54,16 +66,21 @@ class HeadsConfig:
 
 
 def heads_controls(page: str) -> HeadsConfig:
-    """The sidebar, one group per section of the page."""
-    if not data.decoder_installed():
+    """The sidebar: the model first, then one group per section of the page."""
+    name = model_controls(page)
+    if name == own_models().SMOLLM2_CHOICE and not data.decoder_installed():
         return HeadsConfig(installed=False)
-    census = census_controls(page)
+    model = model_choice(name)
+    if model is None:  # the notice is shown
+        return HeadsConfig(installed=True)
+    census = census_controls(page, model)
     return HeadsConfig(
         True,
+        model,
         census,
-        copy_controls(page),
-        attribution_controls(page),
-        mask_controls(page),
+        copy_controls(page, model),
+        attribution_controls(page, model),
+        mask_controls(page, model),
         census_grid_controls(census),
         e5_controls(page),
     )
@@ -81,10 +98,11 @@ def draw_links() -> None:
         )
 
 
-def section(draw, *args) -> None:
-    """Run one section's drawing; a refusal shows the one error notice, not a traceback."""
+def section(model: ModelChoice, draw, *args) -> None:
+    """Run one section's drawing on ``model``; a refusal shows the one error notice, not a
+    traceback."""
     try:
-        with st.spinner(t("heads.loading")):
+        with st.spinner(loading_text(model.name)):
             draw(*args)
     except FileNotFoundError:  # the package was removed while the app ran
         show_install_hint()
@@ -97,16 +115,20 @@ def render(ctl: HeadsConfig) -> None:
     if not ctl.installed:
         show_install_hint()
         return
-    if ctl.census_view is None:  # the census section said why
+    if ctl.census_view is None:  # the model choice or the census section said why
         return
+    model = ctl.model
+    if not model.smollm2:
+        st.info(t("heads.own_model_note", name=shown_name(model.name)))
     draw_head_map(ctl.census_view, ctl.census)
-    section(draw_copy, ctl.copy)
-    section(draw_attribution, ctl.attribution, ctl.census.text, ctl.copy)
-    section(draw_explanation, ctl.census.text)
-    section(draw_mask, ctl.mask)
+    section(model, draw_copy, ctl.copy)
+    section(model, draw_attribution, ctl.attribution, ctl.census.text, ctl.copy)
+    section(model, draw_explanation, ctl.census.text, model)
+    section(model, draw_mask, ctl.mask)
     draw_e5(ctl.e5, ctl.census.text)
     draw_links()
-    section(prefetch_moves, ctl)
+    if model.smollm2:  # an own model's moves are computed when asked
+        section(model, prefetch_moves, ctl)
 
 
 def prefetch_moves(ctl: HeadsConfig) -> None:

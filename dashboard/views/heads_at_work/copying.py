@@ -11,26 +11,36 @@ import streamlit as st
 
 from dashboard import charts, data, state
 from dashboard.i18n import t
-from dashboard.views.heads_at_work.common import PAGE, heads_off_controls, score_name
+from dashboard.views.heads_at_work.common import (
+    PAGE,
+    ModelChoice,
+    heads_off_controls,
+    score_name,
+)
 
 DEFAULT_SCORE = "induction"
 DEFAULT_TOP_K, MAX_TOP_K = 5, 15
 DEFAULT_SEED = 0
+CONTROL_SHARE = 2  # at most 1/2 of the heads off by rank, so as many are left as a control
 
 
 @dataclass(frozen=True)
 class CopyConfig:
-    """The copy test: sequence length and seed, and which heads are off."""
+    """The copy test: sequence length and seed, which heads are off, and the model (its
+    listed name) and the top k slider's top."""
 
     length: int
     seed: int
     rank_score: str
     top_k: int
     picked: tuple[tuple[int, int], ...]
+    model: str
+    max_top_k: int = MAX_TOP_K
 
 
-def copy_controls(page: str) -> CopyConfig:
-    """The copy test group: length and seed, the top k by a score, and heads picked by name."""
+def copy_controls(page: str, model: ModelChoice) -> CopyConfig:
+    """The copy test group: length and seed, the top k by a score (at most half the model's
+    heads), and heads picked by name."""
     st.sidebar.markdown(f"**{t('heads.copy_header')}**")
     length = state.slider_int(
         page,
@@ -49,9 +59,12 @@ def copy_controls(page: str) -> CopyConfig:
         DEFAULT_SCORE,
         format_func=score_name,
     )
-    top_k = state.slider_int(page, "top_k", t("heads.ctl_top_k"), 0, MAX_TOP_K, DEFAULT_TOP_K)
-    picked = heads_off_controls(page, "off", "ctl_off", data.DECODER_LAYERS, data.DECODER_HEADS)
-    return CopyConfig(length, seed, rank_score, top_k, picked)
+    max_top_k = min(MAX_TOP_K, model.layers * model.heads // CONTROL_SHARE)
+    top_k = state.slider_int(
+        page, "top_k", t("heads.ctl_top_k"), 0, max_top_k, min(DEFAULT_TOP_K, max_top_k)
+    )
+    picked = heads_off_controls(page, "off", "ctl_off", model.layers, model.heads)
+    return CopyConfig(length, seed, rank_score, top_k, picked, model.name, max_top_k)
 
 
 def copy_metrics(intact, ablated, control, off: tuple, weakest: tuple) -> None:
@@ -101,9 +114,11 @@ def draw_copy(ctl: CopyConfig) -> None:
     """Section 2: the copy test with heads turned off, and its control."""
     st.header(t("heads.copy_title"))
     st.markdown(t("heads.copy_intro"))
-    off, weakest = data.copy_heads(ctl.length, ctl.seed, ctl.rank_score, ctl.top_k, ctl.picked)
-    intact = data.copy_run(ctl.length, ctl.seed)
-    ablated, control = data.copy_pair(ctl.length, ctl.seed, off, weakest)
+    off, weakest = data.copy_heads(
+        ctl.length, ctl.seed, ctl.rank_score, ctl.top_k, ctl.picked, ctl.model
+    )
+    intact = data.copy_run(ctl.length, ctl.seed, (), ctl.model)
+    ablated, control = data.copy_pair(ctl.length, ctl.seed, off, weakest, ctl.model)
     copy_metrics(intact, ablated, control, off, weakest)
     copy_chart(ctl, intact, ablated)
     names = ", ".join(data.head_name(p) for p in off) or "—"
@@ -128,5 +143,11 @@ def borrowed_line(off: tuple, control: tuple) -> str:
 def prefetch_copy_moves(ctl: CopyConfig) -> None:
     """After the page is drawn: fill, in the background, the copy test of every top k."""
     data.prefetch_copy(
-        ctl.length, ctl.seed, ctl.rank_score, ctl.top_k, ctl.picked, range(MAX_TOP_K + 1)
+        ctl.length,
+        ctl.seed,
+        ctl.rank_score,
+        ctl.top_k,
+        ctl.picked,
+        range(ctl.max_top_k + 1),
+        model=ctl.model,
     )

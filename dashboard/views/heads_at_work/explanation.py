@@ -7,14 +7,18 @@ import streamlit as st
 
 from dashboard import charts, data
 from dashboard.i18n import t
-from dashboard.views.heads_at_work.common import PAGE
+from dashboard.views.heads_at_work.common import PAGE, ModelChoice
 
 
-def draw_explanation(text: str) -> None:
-    """Section 4: saliency, last-layer attention and rollout, and their rank agreement."""
+def draw_explanation(text: str, model: ModelChoice) -> None:
+    """Section 4: saliency, last-layer attention and rollout, and their rank agreement (an
+    info instead when the model's 4-bit weights have no backward pass)."""
     st.header(t("heads.explain_title"))
-    labels, result, target = data.explanation(text)
-    st.markdown(t("heads.explain_intro", target=target))
+    if not model.gradients:
+        st.info(t("heads.needs_float"))
+        return
+    labels, result, target = data.explanation(text, model.name)
+    st.markdown(t("heads.explain_intro", target=target, heads=model.heads))
     cols = st.columns(3)
     for col, name in zip(
         cols, ("attention_vs_saliency", "rollout_vs_saliency", "attention_vs_rollout"), strict=True

@@ -1,0 +1,295 @@
+"""Which decoder the Decoder page runs: SmolLM2 as shipped, or a GGUF file of the server's own.
+
+The server's owner names folders of model files in the environment variable
+:data:`MODELS_DIR_ENV` (several separated by ``os.pathsep``) or in Streamlit's secrets as
+:data:`MODELS_DIR_SECRET` (a string, or a list of folders); the setting is read once per
+server. The folders' files are listed by :func:`attention_core.pretrained.model_files.find_models`
+(plain folders and Ollama's layout, nothing outside them), again at most every
+:data:`MODEL_LIST_TTL_S` seconds so a newly copied file appears. With no folder configured
+(Streamlit Community Cloud) the choice is SmolLM2 alone.
+
+A model travels through the page as its listed name, a plain string; every function here
+looks that name up in the list again (:func:`~attention_core.pretrained.model_files.resolve_model`),
+so a name from a link is compared, never opened. Each model is loaded once per server
+(``st.cache_resource`` keyed by name), timed, and its weights' bytes counted; a model that
+cannot be loaded raises ``ValueError`` (or ``MemoryBudgetError``), which the page shows in one
+line.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import streamlit as st
+
+from attention_core import pretrained
+from attention_core.device import MemoryBudgetError
+from attention_core.experiments import model_check
+from attention_core.pretrained import model_files
+from attention_core.pretrained.smollm2 import SMOLLM2_MODEL_NAME
+from dashboard.runtime import memory
+
+MODELS_DIR_ENV = "ATTENTION_LAB_MODELS_DIR"
+MODELS_DIR_SECRET = "models_dir"
+MODEL_LIST_TTL_S = 15
+"""Seconds a listing of the folders is kept: a file copied in shows up within this time."""
+SMOLLM2_CHOICE = SMOLLM2_MODEL_NAME
+"""The listed name of the shipped model (no file name ends like it: files end in ``.gguf``,
+Ollama's names hold a colon)."""
+SMOLLM2_WEIGHTS_DTYPE = "int4"  # the file's 4-bit codes: 123 MiB of weights, not 513 MiB
+OWN_WEIGHTS_DTYPE = "auto"
+"""Own files keep 4-bit matrices as codes, everything else in bfloat16 (``load_gguf``)."""
+REFERENCE_DTYPE = "float32"
+OWN_MODELS_KEPT = 2
+"""Own models held in memory at once (each may be gigabytes); SmolLM2 is held besides."""
+CHECKS_KEPT = 8
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A decoder loaded once per server, and what its load cost.
+
+    Attributes:
+        name: its listed name. decoder: the model (never modified).
+        load_seconds: wall time of the load. weights_bytes: bytes of its loaded tensors.
+    """
+
+    name: str
+    decoder: pretrained.Decoder
+    load_seconds: float
+    weights_bytes: int
+
+
+@dataclass(frozen=True)
+class DecoderShape:
+    """The numbers a page's sliders and grids need: N layers, H query heads, K KV heads and
+    the context length (the most positions)."""
+
+    layers: int
+    heads: int
+    kv_heads: int
+    context_length: int
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """A model at a glance, as plain values.
+
+    Attributes:
+        name: the listed name. card: the file's :class:`~attention_core.pretrained.GGUFCard`.
+        weights_dtype: how the page holds the weights (``"int4"``, ``"bfloat16"``, …).
+        weights_bytes: bytes of the loaded tensors. load_seconds: the load's wall time.
+    """
+
+    name: str
+    card: pretrained.GGUFCard
+    weights_dtype: str
+    weights_bytes: int
+    load_seconds: float
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """The one-click check of a model.
+
+    Attributes:
+        check: the library's :class:`~attention_core.experiments.model_check.ModelCheck`
+            (its ``weights`` is None when no float32 comparison ran).
+        reference_refused: why the float32 load was refused (the budget's message), or "".
+    """
+
+    check: model_check.ModelCheck
+    reference_refused: str = ""
+
+
+def _split(value: object) -> tuple[str, ...]:
+    """Folders from a setting: a string split at ``os.pathsep``, or a list of strings (any
+    other value, or an item that is not a string, gives nothing)."""
+    parts = value.split(os.pathsep) if isinstance(value, str) else value
+    if not isinstance(parts, list | tuple):
+        return ()
+    return tuple(p.strip() for p in parts if isinstance(p, str) and p.strip())
+
+
+def _secret_folders() -> tuple[str, ...]:
+    """``st.secrets["models_dir"]`` as folders, or () (Streamlit raises without a file)."""
+    try:
+        value = st.secrets[MODELS_DIR_SECRET]
+    except (KeyError, FileNotFoundError):
+        return ()
+    return _split(value)
+
+
+@st.cache_resource(show_spinner=False)
+def configured_folders() -> tuple[str, ...]:
+    """The folders of the server's own models, read once per server.
+
+    Returns:
+        :data:`MODELS_DIR_ENV`'s folders when it is set and not blank, else the secret
+        :data:`MODELS_DIR_SECRET`'s, else () (no folder: SmolLM2 alone).
+    """
+    return _split(os.environ.get(MODELS_DIR_ENV, "")) or _secret_folders()
+
+
+@st.cache_resource(ttl=MODEL_LIST_TTL_S, show_spinner=False)
+def own_model_files() -> tuple[model_files.ModelFile, ...]:
+    """The model files of :func:`configured_folders`, listed again every
+    :data:`MODEL_LIST_TTL_S` seconds (unreadable folders and files skipped)."""
+    return model_files.find_models(configured_folders())
+
+
+def decoder_choices() -> tuple[str, ...]:
+    """The page's model choice: :data:`SMOLLM2_CHOICE`, then every own file by listed name."""
+    names = (m.name for m in own_model_files() if m.name != SMOLLM2_CHOICE)
+    return (SMOLLM2_CHOICE, *names)
+
+
+def models_configured() -> bool:
+    """Whether the server names any folder of its own models (the page then omits the
+    how-to line)."""
+    return bool(configured_folders())
+
+
+def _weights_bytes(decoder: pretrained.Decoder) -> int:
+    """Bytes of every parameter and buffer, each storage counted once (tied embeddings)."""
+    seen: dict[int, int] = {}
+    for tensor in (*decoder.parameters(), *decoder.buffers()):
+        storage = tensor.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def _timed(name: str, load) -> LoadedModel:
+    start = time.perf_counter()
+    decoder = load()
+    seconds = time.perf_counter() - start
+    return LoadedModel(name, decoder, seconds, _weights_bytes(decoder))
+
+
+@st.cache_resource(show_spinner=False)
+def _smollm2_loaded() -> LoadedModel:
+    """SmolLM2 as the page has always loaded it (SHA-256 checked, 4-bit codes)."""
+    # the C heap is trimmed between layers: the load's freed temporaries go back at once
+    return _timed(
+        SMOLLM2_CHOICE,
+        lambda: pretrained.load_smollm2(
+            weights_dtype=SMOLLM2_WEIGHTS_DTYPE, after_layer=memory.trim_heap
+        ),
+    )
+
+
+def _own_file(name: str) -> model_files.ModelFile:
+    """The listed file called ``name`` (ValueError naming it when it is not listed)."""
+    return model_files.resolve_model(name, own_model_files())
+
+
+def _load_own(path, weights_dtype: str) -> pretrained.Decoder:
+    """The one call that loads an own file (a file gone or unreadable since it was listed is
+    a ``ValueError`` like a malformed one)."""
+    try:
+        return pretrained.load_gguf(path, weights_dtype=weights_dtype, after_layer=memory.trim_heap)
+    except OSError as err:
+        raise ValueError(f"cannot read the model file: {err.strerror or err}") from err
+
+
+@st.cache_resource(max_entries=OWN_MODELS_KEPT, show_spinner=False)
+def _own_loaded(name: str) -> LoadedModel:
+    path = _own_file(name).path
+    return _timed(name, lambda: _load_own(path, OWN_WEIGHTS_DTYPE))
+
+
+def loaded_model(name: str) -> LoadedModel:
+    """The model called ``name``, loaded once per server.
+
+    Args:
+        name: :data:`SMOLLM2_CHOICE` or a name of :func:`own_model_files`.
+
+    Returns:
+        :class:`LoadedModel`.
+
+    Raises:
+        ValueError: for a name that is not listed, or a file that cannot be read or loaded.
+        MemoryBudgetError: when its weights would exceed the memory budget.
+        ModelNotInstalledError: for SmolLM2 when its package is missing.
+    """
+    if name == SMOLLM2_CHOICE:
+        return _smollm2_loaded()
+    return _own_loaded(name)
+
+
+def decoder_shape(name: str) -> DecoderShape:
+    """Layers, query heads, KV heads and context of the model called ``name`` (loading it).
+
+    Raises:
+        ValueError, MemoryBudgetError, ModelNotInstalledError: as :func:`loaded_model`.
+    """
+    config = loaded_model(name).decoder.config
+    return DecoderShape(
+        config.num_layers, config.num_heads, config.num_kv_heads, config.context_length
+    )
+
+
+def _model_path(name: str):
+    """The file of the model called ``name``."""
+    if name == SMOLLM2_CHOICE:
+        return pretrained.default_gguf_path()
+    return _own_file(name).path
+
+
+@st.cache_resource(max_entries=CHECKS_KEPT, show_spinner=False)
+def model_card(name: str) -> ModelCard:
+    """The card of the model called ``name``: the file's header, how the page holds the
+    weights, their bytes and the load's time.
+
+    Raises:
+        ValueError, MemoryBudgetError, ModelNotInstalledError: as :func:`loaded_model`.
+    """
+    loaded = loaded_model(name)
+    card = pretrained.read_gguf_card(_model_path(name))
+    dtype = loaded.decoder.weights_dtype
+    return ModelCard(name, card, dtype, loaded.weights_bytes, loaded.load_seconds)
+
+
+def _float32_reference(name: str) -> pretrained.Decoder:
+    """The same file loaded in float32 for the check (not kept: it is dropped afterwards).
+
+    Raises:
+        MemoryBudgetError: when the float32 weights would exceed the budget.
+    """
+    if name == SMOLLM2_CHOICE:
+        return pretrained.load_gguf(
+            pretrained.default_gguf_path(),
+            weights_dtype=REFERENCE_DTYPE,
+            expected_sha256=pretrained.SMOLLM2_SHA256,
+            after_layer=memory.trim_heap,
+        )
+    return _load_own(_own_file(name).path, REFERENCE_DTYPE)
+
+
+@st.cache_resource(max_entries=CHECKS_KEPT, show_spinner=False)
+def run_model_check(name: str) -> CheckOutcome:
+    """Run the library's one-click check on the model called ``name``: cached decoding
+    against a full pass, its weights against a float32 load of the same file (loaded now,
+    only when the budget allows, and dropped after), and the perplexity of a fixed paragraph.
+
+    Returns:
+        :class:`CheckOutcome` (the float32 comparison left out, with the budget's message,
+        when the float32 weights do not fit; left out silently when the weights are float32).
+
+    Raises:
+        ValueError, MemoryBudgetError, ModelNotInstalledError: as :func:`loaded_model`.
+    """
+    decoder = loaded_model(name).decoder
+    if decoder.weights_dtype == REFERENCE_DTYPE:
+        return CheckOutcome(model_check.check_model(decoder))
+    try:
+        reference = _float32_reference(name)
+    except MemoryBudgetError as err:
+        return CheckOutcome(model_check.check_model(decoder), reference_refused=str(err))
+    try:
+        return CheckOutcome(model_check.check_model(decoder, reference))
+    finally:
+        del reference
+        memory.trim_heap()
