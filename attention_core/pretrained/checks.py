@@ -109,6 +109,24 @@ def release_pages(mapped: mmap.mmap) -> None:
         mapped.madvise(mmap.MADV_DONTNEED)
 
 
+def release_range(data, start: int, length: int) -> None:
+    """Drop the resident pages of a mapping that lie wholly inside [start, start + length),
+    e.g. a tensor's bytes once decoded, so a load never holds a large tensor's file pages
+    beside its decoded copy. Does nothing for bytes that are not a memory map.
+
+    Args:
+        data: the file's memory map (or bytes: nothing to drop).
+        start, length: the byte range, in the file.
+    """
+    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    page = mmap.PAGESIZE
+    first = -(-start // page) * page  # the first page boundary at or after start
+    last = (start + length) // page * page  # the last boundary at or before the end
+    if last > first:
+        data.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
 def cosine_similarity(a: torch.Tensor, b: torch.Tensor) -> float:
     """Cosine similarity of two (D,) vectors, computed in float64.
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from attention_core.device import MemoryBudgetError, format_bytes
-from attention_core.pretrained.checks import map_verified, release_pages
+from attention_core.pretrained.checks import map_verified, release_pages, release_range
 from attention_core.pretrained.gguf_config import (
     EMBEDDING_TENSOR,
     FINAL_NORM_TENSOR,
@@ -289,18 +289,25 @@ def _decode_float(gguf: GGUFFile, stack: Stack, buffer: torch.Tensor | None) -> 
             for start in range(0, rows, CONVERT_ROWS):
                 stop = min(start + CONVERT_ROWS, rows)
                 block = buffer[: (stop - start) * width]  # (rows · D,) float32
-                dequantize(gguf.data, info.rows(start, stop), out=block)
+                rows_info = info.rows(start, stop)
+                dequantize(gguf.data, rows_info, out=block)
                 part[start:stop].copy_(block.view(stop - start, width))  # rounded
+                release_range(gguf.data, rows_info.start, rows_info.nbytes)
         first += rows
     return target
 
 
 def _materialise(gguf: GGUFFile, stack: Stack, buffer: torch.Tensor | None):
-    """The decoder's tensor for one stack: an :class:`Int4Matrix` or a float tensor."""
+    """The decoder's tensor for one stack: an :class:`Int4Matrix` or a float tensor; the
+    file pages it was read from are handed back at once (:func:`release_range`)."""
     if stack.form == "int4":
         parts = concat_parts([int4_parts(gguf.data, info) for info in stack.parts])  # (rows, D)
-        return Int4Matrix(pack_int4(parts))
-    return _decode_float(gguf, stack, buffer)
+        tensor = Int4Matrix(pack_int4(parts))
+    else:
+        tensor = _decode_float(gguf, stack, buffer)
+    for info in stack.parts:
+        release_range(gguf.data, info.start, info.nbytes)
+    return tensor
 
 
 def _buffer(plan: WeightsPlan) -> torch.Tensor | None:

@@ -18,6 +18,7 @@ import torch
 
 from attention_core.device import MemoryBudgetError
 from attention_core.pretrained import gguf_model, load_gguf, read_gguf_card, weights_bytes
+from attention_core.pretrained.checks import map_verified, release_range
 from attention_core.pretrained.int4 import Int4Matrix
 from tests.tiny_gguf import reference_forward, write_tiny_gguf
 
@@ -240,3 +241,14 @@ def test_bad_files_are_value_errors_naming_the_field(tmp_path, cut, match):
         load_gguf(bad)
     with pytest.raises(FileNotFoundError):
         load_gguf(tmp_path / "absent.gguf")
+
+
+def test_handing_back_a_decoded_range_leaves_the_file_s_bytes_as_they_were(tmp_path):
+    path = _written(tmp_path).path
+    data = path.read_bytes()
+    mapped = map_verified(path, None)
+    assert mapped[:] == data  # every page touched
+    release_range(mapped, 5, len(data) - 1000)  # not page aligned: the pages wholly inside
+    release_range(mapped, 0, 10)  # inside one page: nothing to drop
+    assert mapped[:] == data  # dropped pages are read again from the file
+    release_range(data, 0, len(data))  # bytes, not a map: nothing to do
