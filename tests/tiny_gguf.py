@@ -15,6 +15,7 @@ permuted) and on halves for the Qwen families, causal softmax, SwiGLU, final nor
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,15 @@ MATRIX_KINDS = (
     "ffn_down",
 )
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
+SPM_VOCAB = 320
+SPM_TYPES = {"unknown": 2, "control": 3, "byte": 6}
+SPM_CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "the cat sat on the mat, and the dog sat on the log.",
+    "那只猫坐在垫子上，它看起来很舒服。",
+    "Attention is all you need: queries, keys and values.",
+    "Numbers like 12345 appear in text 🍕 too.",
+] * 20
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,10 @@ class TinySpec:
         rope_base, rope_linear: RoPE's θ and a linear scaling factor (1: none).
         rope_factors: write Llama 3's ``rope_freqs.weight`` (head_dim / 2 factors).
         context: the context length.
-        pre: ``tokenizer.ggml.pre``.
+        pre: ``tokenizer.ggml.pre`` (byte-level vocabularies).
+        tokenizer: ``"gpt2"`` (a byte-level BPE vocabulary) or ``"llama"`` (a SentencePiece
+            BPE with byte fallback, trained here with the ``sentencepiece`` package, as
+            Llama 2 and TinyLlama files carry).
         seed: the random weights' seed.
         drop: tensor names left out of the file (a broken file).
         extra: more metadata as (key, value) pairs (ints, floats, strings, lists).
@@ -88,6 +101,7 @@ class TinySpec:
     rope_factors: bool = False
     context: int = 256
     pre: str = "smollm"
+    tokenizer: str = "gpt2"
     seed: int = 0
     drop: tuple[str, ...] = ()
     extra: tuple[tuple[str, object], ...] = ()
@@ -107,12 +121,53 @@ class TinyModel:
         tensors: every tensor by GGUF name as ``gguf.quants.dequantize`` decodes it
             (float32, row-major).
         vocab: the tokens in id order.
+        sentencepiece: for a ``"llama"`` tokenizer, the ``SentencePieceProcessor`` it was
+            trained as (the reference for its ids), else None.
     """
 
     path: Path
     spec: TinySpec
     tensors: dict[str, np.ndarray] = field(default_factory=dict)
     vocab: list[str] = field(default_factory=list)
+    sentencepiece: object = None
+
+
+def train_sentencepiece():
+    """A tiny SentencePiece BPE with byte fallback, set up as Llama 2's; its processor."""
+    import sentencepiece
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(SPM_CORPUS),
+        model_writer=model,
+        model_type="bpe",
+        vocab_size=SPM_VOCAB,
+        byte_fallback=True,
+        character_coverage=0.995,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        split_digits=True,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        minloglevel=2,
+    )
+    return sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def _spm_vocab(sp) -> tuple[list[str], list[float], list[int]]:
+    """Pieces, scores and token types as llama.cpp's converter writes them."""
+    tokens, scores, types = [], [], []
+    for index in range(sp.get_piece_size()):
+        tokens.append(sp.id_to_piece(index))
+        scores.append(sp.get_score(index))
+        kind = NORMAL
+        for name, code in SPM_TYPES.items():
+            if getattr(sp, f"is_{name}")(index):
+                kind = code
+        types.append(kind)
+    return tokens, scores, types
 
 
 def byte_level_vocab() -> tuple[list[str], list[str], list[int]]:
@@ -211,13 +266,23 @@ def _metadata(writer, spec: TinySpec, tokens, merges, types) -> None:
     if spec.rope_linear != 1.0:
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(spec.rope_linear)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(spec.pre)
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(tokens.index(SPECIALS[0]))
-    writer.add_eos_token_id(tokens.index(SPECIALS[0]))
+    if spec.tokenizer == "llama":  # tokens are the pieces, ``merges`` their scores
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(tokens)
+        writer.add_token_scores(merges)
+        writer.add_token_types(types)
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+        writer.add_unk_token_id(0)
+        writer.add_add_bos_token(True)
+    else:
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre(spec.pre)
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        writer.add_token_merges(merges)
+        writer.add_bos_token_id(tokens.index(SPECIALS[0]))
+        writer.add_eos_token_id(tokens.index(SPECIALS[0]))
     for key, value in spec.extra:
         if isinstance(value, bool):
             writer.add_bool(key, value)
@@ -247,10 +312,15 @@ def write_tiny_gguf(path: str | Path, spec: TinySpec | None = None, **options) -
     """
     spec = spec or TinySpec(**options)
     rng = np.random.default_rng(spec.seed)
-    tokens, merges, types = byte_level_vocab()
+    processor = None
+    if spec.tokenizer == "llama":
+        processor = train_sentencepiece()
+        tokens, merges, types = _spm_vocab(processor)
+    else:
+        tokens, merges, types = byte_level_vocab()
     writer = gguf.GGUFWriter(str(path), spec.architecture)
     _metadata(writer, spec, tokens, merges, types)
-    model = TinyModel(Path(path), spec, vocab=tokens)
+    model = TinyModel(Path(path), spec, vocab=tokens, sentencepiece=processor)
     held = model.tensors
     width, size = spec.width, spec.head_dim
     vocab = len(tokens)

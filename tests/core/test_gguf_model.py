@@ -252,3 +252,15 @@ def test_handing_back_a_decoded_range_leaves_the_file_s_bytes_as_they_were(tmp_p
     release_range(mapped, 0, 10)  # inside one page: nothing to drop
     assert mapped[:] == data  # dropped pages are read again from the file
     release_range(data, 0, len(data))  # bytes, not a map: nothing to do
+
+
+def test_a_sentencepiece_llama_file_tokenizes_like_sentencepiece_and_runs(tmp_path):
+    pytest.importorskip("sentencepiece")
+    tiny = _written(tmp_path, tokenizer="llama")
+    loaded = load_gguf(tiny.path, weights_dtype="float32")
+    assert loaded.token_spelling == "sentencepiece"
+    for text in (TEXT, "  two spaces", "那只猫 sat"):
+        ids = loaded.tokenize(text).input_ids
+        assert ids == [1, *tiny.sentencepiece.encode(text)]  # BOS, as the file says
+        assert loaded.decode(ids) == text
+    _compare(tiny, loaded, tolerance=FLOAT32_TOLERANCE)

@@ -297,3 +297,28 @@ def test_without_a_folder_the_choice_is_smollm2_and_says_how_to_add_one(monkeypa
     )
     assert [c.value for c in at.sidebar.caption if own_models.MODELS_DIR_ENV in c.value] == [howto]
     assert at.slider(key="decoder.layer").max == data.DECODER_LAYERS
+
+
+SPM = "own-spm.gguf"
+
+
+@pytest.fixture
+def spm_env(tmp_path, monkeypatch):
+    """A models folder holding one tiny llama file with a SentencePiece vocabulary."""
+    pytest.importorskip("sentencepiece")
+    write_tiny_gguf(tmp_path / SPM, tokenizer="llama", seed=7)
+    monkeypatch.setenv(own_models.MODELS_DIR_ENV, str(tmp_path))
+    _clear_own_caches()
+    yield tmp_path
+    _clear_own_caches()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_sentencepiece_model_shows_characters_not_pieces(spm_env, no_smollm2, lang):
+    at = open_tiny(lang=lang, **{"decoder.model": SPM, "decoder.preset": "emoji"})
+    assert_clean(at)
+    labels = [label for spec in canvas_heatmaps(at) for label in (*spec["rows"], *spec["cols"])]
+    assert labels, "no heatmap drew the prompt's tokens"
+    shown = "".join(str(label) for label in labels)
+    assert "\u2581" not in shown and "<0x" not in shown  # pieces turned into their text
+    assert "☕" in shown  # unseen in training: byte pieces put back together
