@@ -18,8 +18,12 @@ No plotting here: the dashboard turns these tables into charts.
 On the real decoder (import the module; its names are not re-exported here, so importing
 this package loads no checkpoint code): :mod:`~attention_core.experiments.decoding`,
 :mod:`~attention_core.experiments.heads` (head census, copy test, ablation, attribution),
-:mod:`~attention_core.experiments.explain` (saliency vs attention vs rollout, Spearman) and
-:mod:`~attention_core.experiments.mask_effects` (the mask composer's cost per layer).
+:mod:`~attention_core.experiments.explain` (saliency vs attention vs rollout, Spearman),
+:mod:`~attention_core.experiments.mask_effects` (the mask composer's cost per layer),
+:mod:`~attention_core.experiments.model_check` (a loaded model's one-click check) and
+:mod:`~attention_core.experiments.score_parts` (why a head attends: a score split into the
+parts of the model that made it, on the run :mod:`~attention_core.experiments.score_run`
+records; one part removed in :mod:`~attention_core.experiments.score_without`).
 """
 
 from attention_core.experiments.complexity import (

@@ -1,7 +1,10 @@
 """The process's room state: its one store, its server id and the presenter key.
 
-A room lives in one server process, so these belong to the process, like the threads of
-:mod:`dashboard.runtime`: made on first use, behind a lock, kept until the process ends.
+These belong to the process, like the threads of :mod:`dashboard.runtime`: made on first
+use, behind a lock, kept until the process ends. The store keeps the rooms in this process
+(:class:`RoomStore`), or, when :data:`REDIS_ENV` or the secret ``redis_url`` names a Redis,
+there (:class:`~dashboard.rooms.redis_store.RedisRoomStore`), shared by every replica: then
+a change made on another replica wakes this one's followers (:mod:`dashboard.rooms.push`).
 
 The presenter key comes from the environment variable :data:`KEY_ENV`, else Streamlit's
 secrets (``presenter_key``, which is how Community Cloud sets it), else it is made once
@@ -17,13 +20,19 @@ import secrets
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from dashboard.rooms.store import RoomStore
+
+if TYPE_CHECKING:
+    from dashboard.rooms.redis_store import RedisRoomStore
 
 KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
 SECRET_NAME = "presenter_key"
 GENERATED_KEY_BYTES = 12
 MAX_KEY_LEN = 200
+REDIS_ENV = "ATTENTION_LAB_REDIS_URL"
+REDIS_SECRET = "redis_url"
 
 SERVER_ID = secrets.token_hex(4)
 """This process's id: a follower's link carries the id of the server whose room it followed,
@@ -56,15 +65,36 @@ def resolve_key(
     return key, "generated"
 
 
-def _streamlit_secret() -> str | None:
-    """``st.secrets["presenter_key"]``, or ``None`` (Streamlit raises without a file)."""
+def redis_url(environ: Mapping[str, str], read_secret: Callable[[], str | None]) -> str | None:
+    """The Redis that holds the rooms: the environment's :data:`REDIS_ENV`, else the secret.
+
+    Args:
+        environ: the process environment (``os.environ``).
+        read_secret: returns the ``redis_url`` secret, or ``None`` when there is none.
+
+    Returns:
+        The URL, or ``None``: the rooms live in this process.
+    """
+    for value in (environ.get(REDIS_ENV), read_secret()):
+        if value is not None and str(value).strip():
+            return str(value).strip()
+    return None
+
+
+def _secret(name: str) -> str | None:
+    """``st.secrets[name]``, or ``None`` (Streamlit raises without a file)."""
     import streamlit as st
 
     try:
-        value = st.secrets[SECRET_NAME]
+        value = st.secrets[name]
     except (KeyError, FileNotFoundError):
         return None
     return None if value is None else str(value)
+
+
+def _streamlit_secret() -> str | None:
+    """``st.secrets["presenter_key"]``, or ``None``."""
+    return _secret(SECRET_NAME)
 
 
 def _print_key(key: str) -> None:
@@ -93,9 +123,33 @@ def key_matches(given: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8"))
 
 
-def shared_store() -> RoomStore:
-    """The process's one :class:`RoomStore`."""
+def _wake_followers(code: str, _version: int) -> None:
+    """Another replica changed room ``code``: wake this process's followers of it."""
+    from dashboard.rooms import push
+
+    push.wake(code)
+
+
+def new_store(url: str | None) -> RoomStore | RedisRoomStore:
+    """A store in this process, or in the Redis at ``url`` (whose other replicas' changes
+    wake this process's followers).
+
+    Raises:
+        ValueError: for a URL the Redis client cannot read.
+    """
+    if url is None:
+        return RoomStore()
+    from dashboard.rooms.redis_store import RedisRoomStore
+
+    store = RedisRoomStore(url)
+    store.subscribe(_wake_followers)
+    return store
+
+
+def shared_store() -> RoomStore | RedisRoomStore:
+    """The process's one store (see the module's docstring)."""
     with _LOCK:
         if "store" not in _PROCESS:
-            _PROCESS["store"] = RoomStore()
+            url = redis_url(os.environ, lambda: _secret(REDIS_SECRET))
+            _PROCESS["store"] = new_store(url)
         return _PROCESS["store"]  # type: ignore[return-value]

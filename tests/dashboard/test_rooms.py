@@ -1,10 +1,16 @@
-"""Rooms: codes, the store's bounds and expiry, the presenter key, ready questions against
-the figures their pages measure, and a presenter with followers through Streamlit's AppTest."""
+"""Rooms: codes, the store's bounds and expiry (in memory and in a real ``redis-server`` the
+tests start on a free loopback port), replicas sharing a Redis, the presenter key, ready
+questions against the figures their pages measure, and a presenter with followers through
+Streamlit's AppTest."""
 
 from __future__ import annotations
 
 import math
+import shutil
+import socket
+import subprocess
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -20,6 +26,7 @@ from dashboard.rooms.questions import (
     ready_to_ask,
     typed_question,
 )
+from dashboard.rooms.redis_store import RedisRoomStore, RoomServerUnreachable
 from dashboard.rooms.store import (
     PRESENTER_AWAY_S,
     VIEWER_WINDOW_S,
@@ -66,8 +73,91 @@ def view(page="scaling", **params) -> View:
     return View.of(page, {f"{page}.{k}": str(v) for k, v in params.items()})
 
 
-def test_a_view_change_bumps_the_version_and_the_same_view_does_not():
-    store = RoomStore()
+REDIS_START_S = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """A ``redis-server`` of the test's own on a loopback port, writing nothing to disk."""
+
+    def __init__(self, directory):
+        self.port, self.directory, self.process = free_port(), directory, None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self):
+        import redis
+
+        return redis.Redis(port=self.port, socket_timeout=1.0)
+
+    def start(self) -> None:
+        import redis
+
+        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+        command += ["--save", "", "--appendonly", "no", "--dir", str(self.directory)]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + REDIS_START_S
+        with self.client() as client:
+            while True:
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline or self.process.poll() is not None:
+                        self.stop()
+                        raise
+                    time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(REDIS_START_S)
+            self.process = None
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_stores(redis_server):
+    """Makes stores on the session's Redis, emptied first; closes them after the test."""
+    with redis_server.client() as client:
+        client.flushdb()
+    stores = []
+
+    def make(**kwargs) -> RedisRoomStore:
+        stores.append(RedisRoomStore(redis_server.url, **kwargs))
+        return stores[-1]
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def make_store(request):
+    """``RoomStore`` or a maker of ``RedisRoomStore`` s: the same tests hold for both."""
+    if request.param == "memory":
+        return RoomStore
+    return request.getfixturevalue("redis_stores")
+
+
+def test_a_view_change_bumps_the_version_and_the_same_view_does_not(make_store):
+    store = make_store()
     assert store.get("r") is None
     store.open("r")
     assert store.get("r").version == 0 and store.get("r").view is None
@@ -77,9 +167,9 @@ def test_a_view_change_bumps_the_version_and_the_same_view_does_not():
     assert (snap.version, snap.view.params) == (2, (("scaling.seq_len", "12"),))
 
 
-def test_a_room_ends_after_its_time_without_activity_and_polls_do_not_keep_it():
+def test_a_room_ends_after_its_time_without_activity_and_polls_do_not_keep_it(make_store):
     clock = Clock()
-    store = RoomStore(ttl_s=60.0, clock=clock)
+    store = make_store(ttl_s=60.0, clock=clock)
     store.open("r")
     clock.now += 59.0
     assert store.get("r", "learner") is not None  # a poll is not activity
@@ -94,10 +184,10 @@ def test_a_room_ends_after_its_time_without_activity_and_polls_do_not_keep_it():
     assert store.get("r") is not None
 
 
-def test_one_presenter_at_a_time_the_newer_takes_over_and_the_older_cannot_keep_it():
+def test_one_presenter_at_a_time_the_newer_takes_over_and_the_older_cannot_keep_it(make_store):
     """Issue 33 D6: two tabs with the key both read "You present room …"."""
     clock = Clock()
-    store = RoomStore(clock=clock)
+    store = make_store(clock=clock)
     assert store.present("r", "tab-a", take_over=True).presenter == "tab-a"
     assert store.present("r", "tab-a", take_over=False).presenter == "tab-a"
     assert store.present("r", "tab-b", take_over=True).presenter == "tab-b"  # the newer
@@ -107,9 +197,9 @@ def test_one_presenter_at_a_time_the_newer_takes_over_and_the_older_cannot_keep_
         store.present("r", "", take_over=True)
 
 
-def test_a_presenter_who_stops_saying_they_are_there_is_away_until_they_are_back():
+def test_a_presenter_who_stops_saying_they_are_there_is_away_until_they_are_back(make_store):
     clock = Clock()
-    store = RoomStore(clock=clock)
+    store = make_store(clock=clock)
     assert not store.get("r") and not store.open("r").presenter_away  # no presenter yet
     store.present("r", "tab-a", take_over=True)
     clock.now += PRESENTER_AWAY_S
@@ -122,9 +212,9 @@ def test_a_presenter_who_stops_saying_they_are_there_is_away_until_they_are_back
     assert not store.get("r").presenter_away and store.get("r").presenter_seen_s == 0.0
 
 
-def test_rooms_are_bounded_and_an_expired_room_makes_space():
+def test_rooms_are_bounded_and_an_expired_room_makes_space(make_store):
     clock = Clock()
-    store = RoomStore(max_rooms=2, ttl_s=60.0, clock=clock)
+    store = make_store(max_rooms=2, ttl_s=60.0, clock=clock)
     store.open("a")
     clock.now += 30.0
     store.open("b")
@@ -136,8 +226,8 @@ def test_rooms_are_bounded_and_an_expired_room_makes_space():
     assert store.rooms() == 1
 
 
-def test_answers_one_per_learner_bounded_and_closed_by_the_reveal():
-    store = RoomStore(max_answers=3)
+def test_answers_one_per_learner_bounded_and_closed_by_the_reveal(make_store):
+    store = make_store(max_answers=3)
     store.open("r")
     first = store.ask("r", ready_to_ask("scaling_peak"))
     number = first.poll.number
@@ -161,9 +251,9 @@ def test_answers_one_per_learner_bounded_and_closed_by_the_reveal():
     assert store.clear_question("r").poll is None
 
 
-def test_viewers_are_those_who_polled_lately():
+def test_viewers_are_those_who_polled_lately(make_store):
     clock = Clock()
-    store = RoomStore(clock=clock)
+    store = make_store(clock=clock)
     store.open("r")
     store.get("r", "a")
     store.get("r", "b")
@@ -173,8 +263,8 @@ def test_viewers_are_those_who_polled_lately():
     assert store.get("r").viewers == 1  # b last polled more than the window ago
 
 
-def test_the_store_counts_every_answer_from_many_threads():
-    store = RoomStore()
+def test_the_store_counts_every_answer_from_many_threads(make_store):
+    store = make_store()
     store.open("r")
     number = store.ask("r", typed_question("Q", "a\nb\nc", 2)).poll.number
 
@@ -189,6 +279,157 @@ def test_the_store_counts_every_answer_from_many_threads():
     for thread in threads:
         thread.join()
     assert store.get("r").poll.tally == (10, 10, 10)
+
+
+def run_threads(target, count: int) -> None:
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_answers_and_rooms_from_many_threads_never_pass_the_bounds(make_store):
+    store = make_store(max_answers=10, max_rooms=5)
+    store.open("r")
+    number = store.ask("r", typed_question("Q", "a\nb", None)).poll.number
+    refused = []
+
+    def learner(i: int) -> None:
+        for choice in (0, 1):  # a second answer replaces the first
+            try:
+                store.answer("r", f"v{i}", choice, number)
+            except RoomLimitError:
+                refused.append(i)
+        try:
+            store.open(f"room-{i}")
+        except RoomLimitError:
+            refused.append(-i)
+
+    run_threads(learner, 40)
+    assert store.get("r").poll.tally == (0, 10)
+    assert len([i for i in refused if i > 0]) == 2 * 30
+    assert store.rooms() == 5
+
+
+def test_a_bad_answer_or_bound_is_refused_with_a_value_error(redis_stores):
+    store = redis_stores()
+    store.open("r")
+    number = store.ask("r", typed_question("Q", "a\nb", None)).poll.number
+    with pytest.raises(ValueError, match="numbers"):
+        store.answer("r", "v", "0", number)
+    with pytest.raises(ValueError, match="max_answers"):
+        redis_stores(max_answers=0)
+    with pytest.raises(ValueError, match="scheme"):
+        RedisRoomStore("http://127.0.0.1:1/0")
+
+
+def test_two_replicas_share_rooms_a_presenter_on_one_and_followers_on_the_other(redis_stores):
+    here, there = redis_stores(), redis_stores()
+    assert here.present("r", "tab-1", take_over=True).presenter == "tab-1"
+    here.publish("r", view(seq_len=12))
+    seen = there.get("r", "learner")
+    assert (seen.version, seen.view, seen.presenter) == (1, view(seq_len=12), "tab-1")
+    number = here.ask("r", typed_question("Q", "a\nb\nc", 2)).poll.number
+    there.answer("r", "learner", 2, number)
+    snap = here.get("r")
+    assert (snap.poll.tally, snap.viewers) == ((0, 0, 1), 1)
+    assert there.present("r", "tab-2", take_over=False).presenter == "tab-1"  # a heartbeat
+    assert there.present("r", "tab-2", take_over=True).presenter == "tab-2"  # takes it over
+    assert here.present("r", "tab-1", take_over=False).presenter == "tab-2"
+    assert here.reveal("r").poll.revealed and there.get("r").poll.revealed
+    assert there.clear_question("r").poll is None and here.get("r").poll is None
+    assert here.rooms() == there.rooms() == 1
+
+
+def wait_for(predicate, timeout_s: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "waited too long"
+        time.sleep(0.01)
+
+
+def subscribers(server) -> int:
+    """How many connections listen on a pattern (PUBSUB NUMPAT counts patterns, not them)."""
+    with server.client() as client:
+        return sum(int(entry["psub"]) > 0 for entry in client.client_list())
+
+
+def test_the_subscriber_hears_the_other_replicas_changes_not_its_own(redis_server, redis_stores):
+    here, there = redis_stores(), redis_stores()
+    heard_here, heard_there = [], []
+    here.subscribe(lambda code, version: heard_here.append((code, version)))
+    there.subscribe(lambda code, version: heard_there.append((code, version)))
+    wait_for(lambda: subscribers(redis_server) == 2)
+    here.open("r")
+    here.publish("r", view(seq_len=12))
+    here.publish("r", view(seq_len=12))  # no change: nothing sent
+    here.publish("r", view(seq_len=14))
+    here.ask("r", typed_question("Q", "a\nb", None))
+    wait_for(lambda: len(heard_there) == 3)
+    there.publish("r", view(seq_len=16))
+    wait_for(lambda: heard_here == [("r", 3)])
+    assert heard_there == [("r", 1), ("r", 2), ("r", 2)]
+    here.close()
+    there.close()
+    assert "rooms-redis-subscriber" not in {thread.name for thread in threading.enumerate()}
+
+
+def test_a_lost_room_server_is_said_at_once_and_a_restarted_one_has_forgotten_its_rooms(tmp_path):
+    """Issue 30: Redis unreachable, hung or restarted: the store says so within a second,
+    and works again by itself once Redis is back, its rooms ended."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    server = RedisServer(tmp_path)
+    server.start()
+    store = RedisRoomStore(server.url, retry_after_s=0.2)
+    heard = []
+    try:
+        store.subscribe(lambda code, version: heard.append((code, version)))
+        store.publish(store.open("r").code, view(seq_len=12))
+        server.process.send_signal(subprocess.signal.SIGSTOP)  # hung: replies never come
+        started = time.monotonic()
+        with pytest.raises(RoomServerUnreachable):
+            store.get("r")
+        assert time.monotonic() - started < 1.0
+        with pytest.raises(RoomServerUnreachable):
+            store.publish("r", view())  # at once, without waiting on Redis again
+        server.process.send_signal(subprocess.signal.SIGCONT)
+        server.stop()  # gone
+        time.sleep(0.2)
+        started = time.monotonic()
+        with pytest.raises(RoomServerUnreachable):
+            store.get("r")
+        assert time.monotonic() - started < 1.0
+        server.start()  # the same port, an empty Redis
+        time.sleep(0.2)
+        assert store.get("r") is None
+        with pytest.raises(RoomEndedError):
+            store.publish("r", view())
+        assert store.open("r").version == 0
+        wait_for(lambda: subscribers(server) == 1)  # the subscriber is back
+        other = RedisRoomStore(server.url)
+        other.publish("r", view(seq_len=20))
+        other.close()
+        wait_for(lambda: heard == [("r", 1)])
+    finally:
+        store.close()
+        server.stop()
+
+
+def test_the_process_store_is_in_redis_when_a_url_is_set(redis_server, monkeypatch):
+    assert presenter.redis_url({presenter.REDIS_ENV: " redis://a/0 "}, lambda: "x") == "redis://a/0"
+    assert presenter.redis_url({}, lambda: "redis://b/1") == "redis://b/1"
+    assert presenter.redis_url({presenter.REDIS_ENV: ""}, lambda: None) is None
+    assert type(presenter.new_store(None)) is RoomStore
+    monkeypatch.setattr(presenter, "_PROCESS", {})
+    monkeypatch.setenv(presenter.REDIS_ENV, redis_server.url)
+    store = presenter.shared_store()
+    try:
+        assert isinstance(store, RedisRoomStore) and presenter.shared_store() is store
+        assert store.open(new_code()).version == 0
+    finally:
+        store.close()
 
 
 def test_a_view_too_large_to_share_is_refused():
@@ -437,10 +678,10 @@ def test_a_typed_question_refused_names_the_rule_in_the_page_language(answers, e
         assert presenter.shared_store().get(code).poll is None
 
 
-def test_an_answer_after_the_reveal_is_refused_as_closed():
+def test_an_answer_after_the_reveal_is_refused_as_closed(make_store):
     """The page tells this case in its language (``room.answer_closed``): a click that
     reaches the store after the presenter revealed the answer or asked another."""
-    store = RoomStore()
+    store = make_store()
     store.present("r", "tab-1", take_over=True)
     number = store.ask("r", typed_question("Q", "a\nb", 0)).poll.number
     store.reveal("r")

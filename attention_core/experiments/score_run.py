@@ -1,0 +1,391 @@
+"""The cached run behind :mod:`~attention_core.experiments.score_parts`: one forward pass of a
+llama decoder that keeps every part of the residual stream apart.
+
+The residual stream entering layer l is the token embedding plus every earlier head's write
+(head h of layer j writes its output o_{j,h} (L, E) times its slice of the layer's output
+projection, out_j[:, h·E:(h+1)·E]) plus every earlier MLP's write. :func:`record_run` runs
+the decoder's own steps with the decoder's own weights and functions (``rms_norm``,
+``linear``, ``apply_rope``, ``attend``, ``scale_heads``) once, and records each part's write,
+the stream entering each layer, every RMSNorm scale 1/sqrt(mean(x²) + eps) (one number per
+position, and per head for Qwen3's q/k norms), the queries and keys after RoPE, the attention
+weights and each head's output. With the scales frozen at these values, the normed input of
+every layer is linear in the parts, which is what lets a score be split.
+
+:func:`score_run` is the same run behind a small LRU keyed by the decoder's identity (and its
+variant and RoPE style) and the token ids, so that the cells of one input cost one forward.
+
+Shapes: N layers, H query heads, K key/value heads, G = H / K, L tokens, D width, E head
+size, V vocabulary, P parts = 1 + N·(H + 1) (the embedding, then each layer's H heads and its
+MLP).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+
+from attention_core import masks
+from attention_core.experiments.heads import as_ids
+from attention_core.pretrained.ablation import scale_heads
+from attention_core.pretrained.llama import Decoder
+from attention_core.pretrained.llama_block import DecoderLayer, LlamaConfig, linear, rms_norm
+from attention_core.pretrained.rope import apply_rope, half_split_order, rope_angles
+from attention_core.registry import attend, get_variant
+
+EMBEDDING = "emb"
+"""The name of the token embedding's part."""
+MAX_RUN_LENGTH = 256
+"""Most tokens of one run: its writes take P · L · D float32 numbers (177 MB for SmolLM2)."""
+RUN_CACHE_SIZE = 2
+"""Runs :func:`score_run` keeps, least recently used first out."""
+WEIGHT_DTYPES = ("float32", "bfloat16")
+"""The weights a run splits: int4 codes have no float matrix to project the parts with."""
+
+
+def head_name(layer: int, head: int) -> str:
+    """``"L{layer}H{head}"``, 0-based: the part written by one head."""
+    return f"L{layer}H{head}"
+
+
+def mlp_name(layer: int) -> str:
+    """``"MLP{layer}"``, 0-based: the part written by one layer's MLP."""
+    return f"MLP{layer}"
+
+
+def part_names(layers: int, heads: int) -> tuple[str, ...]:
+    """Every part of the residual stream in order: the embedding, then per layer its heads and
+    its MLP (P = 1 + layers · (heads + 1) names); the first 1 + l · (heads + 1) of them make
+    the stream entering layer l."""
+    names = [EMBEDDING]
+    for layer in range(layers):
+        names.extend(head_name(layer, head) for head in range(heads))
+        names.append(mlp_name(layer))
+    return tuple(names)
+
+
+def parts_before(config: LlamaConfig, layer: int) -> int:
+    """How many parts make the residual stream entering ``layer``: 1 + layer · (H + 1)."""
+    return 1 + layer * (config.num_heads + 1)
+
+
+@dataclass(frozen=True)
+class ScoreRun:
+    """One recorded forward pass, every part of the residual stream kept apart (float32 as
+    the decoder computes it).
+
+    Attributes:
+        input_ids: the L token ids.
+        names: the P part names (:func:`part_names`).
+        removed: the part whose write was set to zero in this run (an ablation), or None.
+        writes: (P, L, D) each part's write into the residual stream.
+        residual: (N + 1, L, D) the stream entering each layer; the last is the stream after
+            the last layer (what the final norm reads).
+        attn_scales: (N, L) the attention RMSNorm's 1/sqrt(mean(x²) + eps) per position.
+        mlp_scales: (N, L) the MLP RMSNorm's, per position.
+        final_scales: (L,) the final RMSNorm's, per position.
+        q_scales: (N, H, L) the per-head query norm's scales (Qwen3), or None.
+        k_scales: (N, K, L) the per-head key norm's scales (Qwen3), or None.
+        q: (N, H, L, E) queries after RoPE. k: (N, K, L, E) keys after RoPE.
+        weights: (N, H, L, L) attention weights (causal).
+        head_outputs: (N, H, L, E) each head's output before the output projection.
+        logits: (L, V) next-token logits.
+        cos, sin: (L, E/2) RoPE's angles of positions 0 .. L − 1.
+    """
+
+    input_ids: tuple[int, ...]
+    names: tuple[str, ...]
+    removed: str | None
+    writes: torch.Tensor
+    residual: torch.Tensor
+    attn_scales: torch.Tensor
+    mlp_scales: torch.Tensor
+    final_scales: torch.Tensor
+    q_scales: torch.Tensor | None
+    k_scales: torch.Tensor | None
+    q: torch.Tensor
+    k: torch.Tensor
+    weights: torch.Tensor
+    head_outputs: torch.Tensor
+    logits: torch.Tensor
+    cos: torch.Tensor
+    sin: torch.Tensor
+
+    @property
+    def length(self) -> int:
+        """L, the number of tokens."""
+        return len(self.input_ids)
+
+
+@dataclass(frozen=True)
+class _LayerRecord:
+    """What one layer of :func:`record_run` recorded (shapes as in :class:`ScoreRun`, one
+    layer's slice)."""
+
+    attn_scale: torch.Tensor  # (L,)
+    q_scale: torch.Tensor | None  # (H, L)
+    k_scale: torch.Tensor | None  # (K, L)
+    q: torch.Tensor  # (H, L, E)
+    k: torch.Tensor  # (K, L, E)
+    weights: torch.Tensor  # (H, L, L)
+    head_outputs: torch.Tensor  # (H, L, E)
+    head_writes: torch.Tensor  # (H, L, D)
+    mlp_scale: torch.Tensor  # (L,)
+    mlp_write: torch.Tensor  # (L, D)
+    x: torch.Tensor  # (1, L, D) the stream after the layer
+
+
+def rms_scale(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm's scale 1/sqrt(mean(x²) + eps) over the last axis, as :func:`rms_norm`
+    computes it (rms_norm(x, w) = x · scale · w).
+
+    Args:
+        x: (..., D). eps: added to the mean square.
+
+    Returns:
+        (...) tensor.
+    """
+    return torch.rsqrt(x.pow(2).mean(dim=-1) + eps)
+
+
+def check_decoder(decoder: Decoder) -> Decoder:
+    """The decoder, if its parts can be split.
+
+    Raises:
+        ValueError: for something that is not a :class:`Decoder`, int4 weights (name the
+            ``weights_dtype``) or an attention variant other than dense exact attention.
+    """
+    if not isinstance(decoder, Decoder):
+        raise ValueError(f"decoder must be a llama Decoder, got {type(decoder).__name__}")
+    if decoder.weights_dtype not in WEIGHT_DTYPES:
+        raise ValueError(
+            f"score parts need float weights, got weights_dtype={decoder.weights_dtype!r}: "
+            "load the decoder with weights_dtype='float32' or 'bfloat16'"
+        )
+    spec = get_variant(decoder.variant)
+    if not spec.exact or spec.pattern is not None:
+        raise ValueError(
+            f"score parts split softmax(q·k/√E) over every causal key; the decoder's variant "
+            f"{decoder.variant!r} is not dense exact attention (use 'scaled')"
+        )
+    return decoder
+
+
+def check_run_ids(decoder: Decoder, input_ids) -> torch.Tensor:
+    """Token ids as a checked (1, L) int64 tensor.
+
+    Raises:
+        ValueError: for an empty input, a batch of more than one, ids outside the vocabulary
+            or more than :data:`MAX_RUN_LENGTH` (or the context length) tokens.
+    """
+    if isinstance(input_ids, torch.Tensor):
+        input_ids = input_ids.detach().cpu().numpy()  # NumPy's copy of a tensor warns
+    ids = as_ids(input_ids)  # (1, L)
+    vocab, length = decoder.config.vocab_size, ids.shape[1]
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab:
+        raise ValueError(f"input_ids must lie in [0, {vocab}), got range [{low}, {high}]")
+    most = min(MAX_RUN_LENGTH, decoder.config.context_length)
+    if length > most:
+        raise ValueError(f"input_ids may hold at most {most} tokens, got {length}")
+    return ids
+
+
+def _attention_part(
+    decoder: Decoder, layer: DecoderLayer, x: torch.Tensor, keep: torch.Tensor | None
+) -> tuple[dict[str, torch.Tensor | None], torch.Tensor]:
+    """The attention half of one block (the steps of ``DecoderLayer.forward``), recorded.
+
+    Args:
+        x: (1, L, D) the stream entering the layer. keep: (1, H) head multipliers (0 turns a
+            head off) or None.
+
+    Returns:
+        (the recorded tensors by :class:`_LayerRecord` field, the stream after attention
+        (1, L, D)).
+    """
+    cfg = decoder.config
+    length, heads, kv_heads, size = x.shape[1], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    cos, sin = rope_angles(
+        torch.arange(length), size, cfg.rope_base, linear=cfg.rope_linear, factors=cfg.rope_factors
+    )  # (L, E/2) each
+    h = rms_norm(x, layer.attn_norm, cfg.rms_eps)  # (1, L, D)
+    qkv = linear(h, layer.qkv)  # (1, L, (H + 2K)·E)
+    if cfg.qkv_bias:
+        qkv = qkv + layer.qkv_bias  # (1, L, (H + 2K)·E)
+    q, k, v = qkv.split([heads * size, kv_heads * size, kv_heads * size], dim=-1)
+    q = q.view(1, length, heads, size).transpose(1, 2)  # (1, H, L, E)
+    k = k.view(1, length, kv_heads, size).transpose(1, 2)  # (1, K, L, E)
+    v = v.view(1, length, kv_heads, size).transpose(1, 2)  # (1, K, L, E)
+    q_scale = k_scale = None
+    if cfg.qk_norm:
+        q_scale, k_scale = rms_scale(q, cfg.rms_eps)[0], rms_scale(k, cfg.rms_eps)[0]
+        q = rms_norm(q, layer.q_norm, cfg.rms_eps)  # (1, H, L, E)
+        k = rms_norm(k, layer.k_norm, cfg.rms_eps)  # (1, K, L, E)
+    style = decoder.rope_style
+    q, k = apply_rope(q, cos, sin, style), apply_rope(k, cos, sin, style)
+    q_scored, k_scored = q, k
+    if style == "interleaved":  # summed in the half-split order, as the decoder does
+        order = half_split_order(size).clone()  # (E,)
+        q_scored, k_scored = q[..., order], k[..., order]  # (1, H, L, E), (1, K, L, E)
+    causal = masks.causal_lower_right(length, length)  # (L, L)
+    result = attend(
+        q_scored,
+        k_scored.repeat_interleave(cfg.group_size, dim=1),  # (1, H, L, E)
+        v.repeat_interleave(cfg.group_size, dim=1),  # (1, H, L, E)
+        decoder.variant,
+        mask=None if bool(causal.all()) else causal,
+        need_weights=True,
+        **decoder.variant_params,
+    )
+    out = result.output if keep is None else scale_heads(result.output, keep, False)
+    merged = out.transpose(1, 2).reshape(1, length, heads * size)  # (1, L, H·E)
+    slices = layer.out.float().view(-1, heads, size)  # (D, H, E)
+    rounded = out[0].to(layer.out.dtype).float()  # (H, L, E) as linear rounds its input
+    record = {
+        "attn_scale": rms_scale(x, cfg.rms_eps)[0],
+        "q_scale": q_scale,
+        "k_scale": k_scale,
+        "q": q[0],
+        "k": k[0],
+        "weights": result.weights[0],
+        "head_outputs": out[0],
+        "head_writes": torch.einsum("hle,dhe->hld", rounded, slices),  # (H, L, D)
+    }
+    return record, x + linear(merged, layer.out)  # (1, L, D)
+
+
+def _layer_record(
+    decoder: Decoder, index: int, x: torch.Tensor, removed: str | None
+) -> _LayerRecord:
+    """One block of :func:`record_run`: attention then the MLP, with ``removed`` (a head or
+    this layer's MLP) set to zero."""
+    cfg = decoder.config
+    layer = decoder.layers[index]
+    keep = None
+    heads_off = [h for h in range(cfg.num_heads) if head_name(index, h) == removed]
+    if heads_off:
+        keep = torch.ones(1, cfg.num_heads)  # (1, H)
+        keep[0, heads_off] = 0.0
+    record, mid = _attention_part(decoder, layer, x, keep)
+    h = rms_norm(mid, layer.mlp_norm, cfg.rms_eps)  # (1, L, D)
+    gate, up = linear(h, layer.gate_up).chunk(2, dim=-1)  # (1, L, F) each
+    mlp = linear(F.silu(gate) * up, layer.down)  # (1, L, D)
+    if removed == mlp_name(index):
+        mlp = torch.zeros_like(mlp)  # (1, L, D)
+    return _LayerRecord(
+        **record, mlp_scale=rms_scale(mid, cfg.rms_eps)[0], mlp_write=mlp[0], x=mid + mlp
+    )
+
+
+def record_run(decoder: Decoder, input_ids, *, removed: str | None = None) -> ScoreRun:
+    """Run the decoder once on ``input_ids`` and record every part of its residual stream.
+
+    The steps are the decoder's own (a test checks the stream and the logits against
+    :meth:`Decoder.forward`); ``removed`` zeroes one part's write at every position: a head
+    (the decoder's zero ablation, ``ablate=[(layer, head)]``), an MLP or the embedding.
+
+    Args:
+        decoder: a llama :class:`Decoder` with float32 or bfloat16 weights.
+        input_ids: L token ids (a sequence, or a (1, L) tensor).
+        removed: a part name from :func:`part_names` to zero, or None.
+
+    Returns:
+        :class:`ScoreRun`.
+
+    Raises:
+        ValueError: for a decoder :func:`check_decoder` refuses, ids :func:`check_run_ids`
+            refuses, or an unknown ``removed`` name.
+    """
+    check_decoder(decoder)
+    ids = check_run_ids(decoder, input_ids)  # (1, L)
+    cfg = decoder.config
+    names = part_names(cfg.num_layers, cfg.num_heads)
+    if removed is not None and removed not in names:
+        raise ValueError(f"removed must be one of the part names {names[:4]}…, got {removed!r}")
+    with torch.inference_mode():
+        x = F.embedding(ids, decoder.embedding).float()  # (1, L, D)
+        if removed == EMBEDDING:
+            x = torch.zeros_like(x)  # (1, L, D)
+        streams, writes, records = [x[0]], [x[0][None]], []
+        for index in range(cfg.num_layers):
+            record = _layer_record(decoder, index, x, removed)
+            x = record.x  # (1, L, D)
+            records.append(record)
+            streams.append(x[0])
+            writes.extend((record.head_writes, record.mlp_write[None]))  # (H, L, D), (1, L, D)
+        normed = rms_norm(x, decoder.final_norm, cfg.rms_eps)  # (1, L, D)
+        output = decoder.embedding if decoder.output is None else decoder.output  # (V, D)
+        logits = linear(normed, output)[0]  # (L, V)
+        cos, sin = rope_angles(
+            torch.arange(ids.shape[1]),
+            cfg.head_dim,
+            cfg.rope_base,
+            linear=cfg.rope_linear,
+            factors=cfg.rope_factors,
+        )  # (L, E/2) each
+
+        def stacked(field: str) -> torch.Tensor | None:
+            values = [getattr(r, field) for r in records]
+            return None if values[0] is None else torch.stack(values)  # (N, …)
+
+        return ScoreRun(
+            input_ids=tuple(ids[0].tolist()),
+            names=names,
+            removed=removed,
+            writes=torch.cat(writes),  # (P, L, D)
+            residual=torch.stack(streams),  # (N + 1, L, D)
+            attn_scales=stacked("attn_scale"),
+            mlp_scales=stacked("mlp_scale"),
+            final_scales=rms_scale(x, cfg.rms_eps)[0],
+            q_scales=stacked("q_scale"),
+            k_scales=stacked("k_scale"),
+            q=stacked("q"),
+            k=stacked("k"),
+            weights=stacked("weights"),
+            head_outputs=stacked("head_outputs"),
+            logits=logits,
+            cos=cos,
+            sin=sin,
+        )
+
+
+_RUNS: OrderedDict[tuple, tuple[weakref.ref, ScoreRun]] = OrderedDict()
+_RUNS_LOCK = threading.Lock()
+
+
+def score_run(decoder: Decoder, input_ids) -> ScoreRun:
+    """:func:`record_run` without ablation, through an LRU of :data:`RUN_CACHE_SIZE` runs
+    keyed by the decoder's identity (a weak reference: a cached run never keeps a decoder
+    alive, and a new decoder at a reused address is not mistaken for the old one), its
+    variant and RoPE style, and the token ids.
+
+    Args:
+        decoder: a llama :class:`Decoder` with float32 or bfloat16 weights.
+        input_ids: L token ids.
+
+    Returns:
+        :class:`ScoreRun` (the same object for a repeated call).
+
+    Raises:
+        ValueError: as :func:`record_run`.
+    """
+    check_decoder(decoder)
+    ids = check_run_ids(decoder, input_ids)  # (1, L)
+    key = (id(decoder), decoder.variant, decoder.rope_style, tuple(ids[0].tolist()))
+    with _RUNS_LOCK:
+        held = _RUNS.get(key)
+        if held is not None and held[0]() is decoder:
+            _RUNS.move_to_end(key)
+            return held[1]
+    run = record_run(decoder, ids)
+    with _RUNS_LOCK:
+        _RUNS[key] = (weakref.ref(decoder), run)
+        _RUNS.move_to_end(key)
+        while len(_RUNS) > RUN_CACHE_SIZE:
+            _RUNS.popitem(last=False)
+    return run
