@@ -33,6 +33,7 @@ from dashboard.i18n import t
 from dashboard.literal import literal
 from dashboard.room_follow import apply_pending, follower_controls, send_before_page, view_now
 from dashboard.room_questions import ask_controls, tally_controls
+from dashboard.room_reach import UNREACHABLE, room_reach, server_back
 from dashboard.rooms import presenter, push
 from dashboard.rooms.codes import parse_room_code
 from dashboard.rooms.link import FOLLOW_KEY, ROOM_KEY, SERVER_KEY, RoomLink, parse_marker
@@ -91,7 +92,8 @@ def follow_now(link: RoomLink, pages: dict, page: str) -> None:
         page: the name of the page this run shows.
     """
     if not presenting():
-        send_before_page(link, pages, page)
+        with room_reach(link.code, say=False):  # the room's part after the page says it
+            send_before_page(link, pages, page)
 
 
 def room_controls(
@@ -118,7 +120,11 @@ def room_controls(
         help=t("room.presenter_key_help"),
     )
     if given and presenter.key_matches(given):
-        presenter_controls(link, page, sidebar, main)
+        with room_reach(link.code, main):
+            presenter_controls(link, page, sidebar, main)
+        if st.session_state.get(UNREACHABLE):
+            with main:
+                presenter_heartbeat(link.code)  # asks again; the page publishes when back
         return
     if given:
         sidebar.error(t("room.wrong_key"))
@@ -190,8 +196,18 @@ def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main:
 @st.fragment(run_every=PRESENCE_S)
 def presenter_heartbeat(code: str) -> None:
     """Every :data:`PRESENCE_S` seconds while the presenter's tab is open: say the presenter
-    is there; when a newer tab took the room, rerun the page so this one is told."""
-    if st.session_state.get(_CLAIMED) == code and not claim(code):
+    is there; when a newer tab took the room, rerun the page so this one is told. When the
+    room server stops answering, or answers again, rerun the page: it says so in one line,
+    or publishes its view again."""
+    was_away = bool(st.session_state.get(UNREACHABLE))
+    with room_reach(code, say=False):
+        if was_away:
+            presenter.shared_store().get(code)  # raises while the room server is away
+            server_back()
+            st.rerun(scope="app")
+        if st.session_state.get(_CLAIMED) == code and not claim(code):
+            st.rerun(scope="app")
+    if not was_away and st.session_state.get(UNREACHABLE):
         st.rerun(scope="app")
 
 

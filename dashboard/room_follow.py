@@ -22,6 +22,7 @@ from dashboard import state
 from dashboard.i18n import LANG_KEY, current_lang, t
 from dashboard.literal import literal
 from dashboard.room_questions import answer_controls, voter
+from dashboard.room_reach import room_reach, server_back
 from dashboard.rooms import presenter, push
 from dashboard.rooms.link import FOLLOW_KEY, ROOM_KEY, SERVER_KEY, RoomLink, shared_params
 from dashboard.rooms.store import RoomSnapshot, View
@@ -72,8 +73,11 @@ def follower_controls(
     link: RoomLink, pages: dict, page: str, sidebar: DeltaGenerator, main: DeltaGenerator
 ) -> None:
     """The follower's switch: turned off when the learner moved, and a jump to the
-    presenter when it is on and the presenter is elsewhere; then the live fragment."""
-    snap = presenter.shared_store().get(link.code, voter())
+    presenter when it is on and the presenter is elsewhere; then the live fragment (which
+    says when the room server cannot be reached, and asks again)."""
+    snap = None
+    with room_reach(link.code, say=False):
+        snap = presenter.shared_store().get(link.code, voter())
     applied = _landed(page)
     was_following = st.session_state.get(_WAS_FOLLOWING, False)
     settled = applied is not None and _PENDING not in st.session_state
@@ -217,8 +221,16 @@ def presence_line(snap: RoomSnapshot) -> None:
 @st.fragment(run_every=POLL_S)
 def follower_live_controls(link: RoomLink, pages: dict, page: str) -> None:
     """Every :data:`POLL_S` seconds: follow the presenter, say where the room stands, and
-    offer the current question's answers."""
+    offer the current question's answers; while the room server cannot be reached, say so
+    in one line (the page goes on) and ask again at the next poll."""
+    with room_reach(link.code):
+        _follow_live(link, pages, page)
+
+
+def _follow_live(link: RoomLink, pages: dict, page: str) -> None:
+    """One poll of :func:`follower_live_controls`."""
     snap = presenter.shared_store().get(link.code, voter())
+    server_back()
     if snap is None:
         ended = st.session_state.get(_SEEN) or link.marker
         st.warning(t(f"room.{'ended' if ended else 'waiting'}", code=literal(link.code)))

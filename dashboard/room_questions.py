@@ -15,6 +15,7 @@ import streamlit as st
 
 from dashboard.i18n import current_lang, t, t_in
 from dashboard.literal import literal
+from dashboard.room_reach import room_reach
 from dashboard.rooms import presenter, push
 from dashboard.rooms.questions import (
     QuestionRefused,
@@ -29,6 +30,7 @@ from dashboard.rooms.store import (
     QuestionClosedError,
     RoomEndedError,
     RoomLimitError,
+    RoomServerUnreachable,
 )
 
 TALLY_POLL_S = 1.0
@@ -100,6 +102,9 @@ def ask_controls(code: str, page: str) -> bool:
             except RoomEndedError:
                 st.warning(t("room.ended", code=literal(code)))
                 return False
+            except RoomServerUnreachable:
+                st.warning(t("room.unreachable", code=literal(code)))
+                return False
             except ValueError as err:
                 st.warning(t("room.bad_question", detail=literal(err)))
                 return False
@@ -109,7 +114,14 @@ def ask_controls(code: str, page: str) -> bool:
 
 @st.fragment(run_every=TALLY_POLL_S)
 def tally_controls(code: str) -> None:
-    """The presenter's live view of the room: learners, the question, its tally, the reveal."""
+    """The presenter's live view of the room: learners, the question, its tally, the reveal
+    (while the room server cannot be reached, one line saying so)."""
+    with room_reach(code):
+        _tally(code)
+
+
+def _tally(code: str) -> None:
+    """One poll of :func:`tally_controls`."""
     store = presenter.shared_store()
     snap = store.get(code)
     if snap is None:

@@ -41,6 +41,7 @@ from dashboard.rooms.store import (
     QuestionClosedError,
     RoomEndedError,
     RoomLimitError,
+    RoomServerUnreachable,
     RoomSnapshot,
     View,
 )
@@ -63,10 +64,6 @@ _UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 Listener = Callable[[str, int], None]
 """Called with a room's code and its view's version when another replica changed the room."""
-
-
-class RoomServerUnreachable(RuntimeError):
-    """Redis, where the rooms live, cannot be reached now (down, restarting, or too slow)."""
 
 
 def _check_positive(**values: float) -> None:

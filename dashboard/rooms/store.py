@@ -44,6 +44,11 @@ class RoomEndedError(LookupError):
     """The room does not exist in this process (never opened, expired, or a restart)."""
 
 
+class RoomServerUnreachable(RuntimeError):
+    """The server where the rooms live (Redis, for replicas) cannot be reached now (down,
+    restarting, or too slow); the in-process store never raises it."""
+
+
 @dataclass(frozen=True)
 class View:
     """What a presenter shows: a page name and its query values (no language, no room keys).

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 import torch
 
+from dashboard import i18n
+from dashboard.literal import literal
 from dashboard.room_questions import TYPED
 from dashboard.rooms import presenter
 from dashboard.rooms.codes import MAX_CODE_LEN, parse_room_code
@@ -754,3 +756,45 @@ def test_followers_read_that_the_presenter_is_away_and_then_back(lang, away, bac
     assert back in all_text(learner) and away not in all_text(learner)
     learner.run()
     assert back not in all_text(learner)  # said once
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_room_in_redis_says_when_its_server_is_away_and_resumes_when_back(
+    tmp_path, monkeypatch, lang
+):
+    """Issue 30: Redis stopped under a room: the presenter's and the follower's pages keep
+    working on their own views and say in one line that the room server cannot be reached;
+    Redis started again (empty): the follower reads that the room has ended, the presenter's
+    next run opens it again."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    server = RedisServer(tmp_path)
+    server.start()
+    monkeypatch.setattr(presenter, "_PROCESS", {})
+    monkeypatch.setenv(presenter.REDIS_ENV, server.url)
+    code = new_code()
+    unreachable = i18n.t_in(lang, "room.unreachable", code=literal(code))
+    try:
+        host = presenting(code, "scaling", lang=lang)
+        learner = open_app("scaling", room=code, lang=lang)
+        assert not learner.exception and unreachable not in all_text(learner)
+        server.stop()
+        time.sleep(0.3)
+        learner.slider(key="scaling.seq_len").set_value(20).run()  # the page goes on
+        assert not learner.exception, learner.exception
+        assert all_text(learner).count(unreachable) == 1
+        assert learner.slider(key="scaling.seq_len").value == 20
+        host.slider(key="scaling.seq_len").set_value(24).run()
+        assert not host.exception, host.exception
+        assert unreachable in all_text(host)
+        server.start()  # the same port, an empty Redis
+        time.sleep(1.2)  # the store asks again after its pause
+        learner.run()
+        assert not learner.exception and unreachable not in all_text(learner)
+        assert i18n.t_in(lang, "room.ended", code=literal(code)) in all_text(learner)
+        host.run()
+        assert not host.exception and unreachable not in all_text(host)
+        assert presenter.shared_store().get(code) is not None  # published again
+    finally:
+        presenter.shared_store().close()
+        server.stop()
