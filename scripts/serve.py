@@ -12,8 +12,10 @@ Starts, each as its own process and stopped by its own pid:
 3. HAProxy on ``A:P`` with ``deploy/haproxy.cfg`` (cookie affinity, websockets passed through,
    health checks on ``/_stcore/health``), its server lines appended for the replicas.
 
-It waits until every part is healthy, prints ``replica K: http://127.0.0.1:PORT pid PID`` per
-replica and then ``balancer: http://A:P``, reports a replica that exits (the others go on),
+Every replica gets the same presenter key (``ATTENTION_LAB_PRESENTER_KEY``, else one made now
+and printed last), so a presenter's key works whichever replica their tab reaches. It waits
+until every part is healthy, prints ``replica K: http://127.0.0.1:PORT pid PID`` per replica
+and then ``balancer: http://A:P``, reports a replica that exits (the others go on),
 and on Ctrl-C or SIGTERM stops every process it started. A missing ``redis-server`` or
 ``haproxy`` is refused in one line with the ``apt-get install`` that fixes it.
 """
@@ -39,6 +41,8 @@ HAPROXY_CONFIG = REPO_ROOT / "deploy" / "haproxy.cfg"
 APP = "dashboard/app.py"
 REDIS_ENV = "ATTENTION_LAB_REDIS_URL"
 SECRET_ENV = "ATTENTION_LAB_COOKIE_SECRET"
+KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
+KEY_BYTES = 12
 BIND_ENV = "ATTENTION_LAB_BIND"
 LOOPBACK = "127.0.0.1"
 HEALTH_PATH = "/_stcore/health"
@@ -225,7 +229,9 @@ def serve(args: argparse.Namespace, logs: Path) -> None:
             parts.append(redis)
         require("haproxy")  # refused before any replica starts
         secret = os.environ.get(SECRET_ENV) or secrets.token_hex(SECRET_BYTES)
+        key = os.environ.get(KEY_ENV) or secrets.token_urlsafe(KEY_BYTES)
         env = {**os.environ, REDIS_ENV: redis_url, "STREAMLIT_SERVER_COOKIE_SECRET": secret}
+        env[KEY_ENV] = key  # one presenter key for the room, whichever replica a tab reaches
         cores = core_sets(args.replicas, sorted(os.sched_getaffinity(0)))
         replicas = [start_replica(k, cores[k - 1], env, logs) for k in range(1, args.replicas + 1)]
         parts += replicas
@@ -236,6 +242,8 @@ def serve(args: argparse.Namespace, logs: Path) -> None:
         parts.append(balancer)
         wait_until(lambda: _healthy(balancer.url), balancer, "healthy")
         print(f"balancer: http://{args.address}:{args.port}", flush=True)
+        if not os.environ.get(KEY_ENV):
+            print(f"presenter key: {key} (set {KEY_ENV} to choose your own)", flush=True)
         watch(replicas, balancer)
     finally:
         stop(parts)

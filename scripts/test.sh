@@ -14,7 +14,7 @@ KERNEL_TESTS=(tests/core/test_variants.py tests/core/test_variant_paths.py
   tests/core/test_band_kernel.py tests/core/test_modules.py)
 
 need_apt=()
-for pkg in chromium fonts-noto-cjk fonts-noto-color-emoji redis-server; do
+for pkg in chromium fonts-noto-cjk fonts-noto-color-emoji redis-server haproxy; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
   [ "$status" = "install ok installed" ] || need_apt+=("$pkg")
 done

@@ -52,7 +52,7 @@ def stack():
     )
     deadline = time.monotonic() + START_S
     try:
-        lines = [_read_line(process, deadline) for _ in range(3)]
+        lines = [_read_line(process, deadline) for _ in range(4)]
         yield process, port, lines
     finally:
         if process.poll() is None:
@@ -88,6 +88,7 @@ def test_the_stack_starts_prints_its_parts_and_keeps_a_tab_on_its_replica(stack)
     assert all(replicas), lines
     assert [m.group(1) for m in replicas] == ["1", "2"]
     assert lines[2] == f"balancer: http://127.0.0.1:{port}"
+    assert re.fullmatch(r"presenter key: \S{16} \(set ATTENTION_LAB_PRESENTER_KEY .*\)", lines[3])
     for match in replicas:  # each replica healthy on its own port
         url = f"http://127.0.0.1:{match.group(2)}/_stcore/health"
         assert urllib.request.urlopen(url, timeout=10).status == 200
