@@ -1,7 +1,13 @@
 """Workshop load: N learners moving sliders on different pages against one server.
 
 Usage: ``python -m bench.load [--sessions 30] [--seconds 60] [--interval 5]
-[--client stream|browser] [--mode spread|room]``
+[--client stream|browser] [--mode spread|room] [--replicas 1,2 | --base URL --server-pid PID]``
+
+Where: by default one Streamlit server on loopback, started here. ``--replicas 1,2`` runs the
+mode against the real stack (``scripts/serve.py --replicas N``: redis-server, N replicas and
+HAProxy, :mod:`bench.replicas`) for each N in turn, in the same run, and prints the figures
+side by side at the end; the server counted (CPU, memory) is serve.py's whole process tree.
+``--base URL --server-pid PID`` drives any address, counting the process tree of PID.
 
 ``--mode landing``: every learner opens the root link (the landing page) at once, as a room
 does when the link goes up on the projector. ``--mode room`` (stream client only): one
@@ -29,11 +35,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
+import tempfile
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 from bench.browser import (
     CHROMIUM,
@@ -51,6 +60,7 @@ from bench.load_figures import (
     verdict,
 )
 from bench.repaint import ARM_JS, CHART, SLIDER
+from bench.replicas import parse_replicas, serve_stack
 from bench.stream_client import StreamSession
 
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
@@ -299,22 +309,89 @@ def report_browser(stats: dict, sessions: int, elapsed: float, peak: int) -> Non
     print(f"server peak RSS: {peak / 2**20:.0f} MiB (goal < 1024 MiB) {verdict(peak < RSS_GOAL)}")
 
 
-def run_room(args: argparse.Namespace) -> None:
-    """``--mode room``: one presenter and N followers (:mod:`bench.load_room`)."""
+@contextlib.contextmanager
+def target(args: argparse.Namespace, env: dict[str, str], replicas: int | None):
+    """The server the mode drives: (URL, pid to count, its log or None)."""
+    if args.base:
+        yield args.base.rstrip("/"), args.server_pid, None
+    elif replicas is not None:
+        with tempfile.TemporaryDirectory() as logs, serve_stack(replicas, Path(logs), env) as stack:
+            print(f"--- {replicas} replica(s) behind HAProxy: {stack.url} ---", flush=True)
+            yield stack.url, stack.pid, None
+            for log in sorted(Path(logs).glob("replica-*.log")):
+                print(f"{log.stem}:", end=" ")
+                print_server_log(log)
+    else:
+        with streamlit_server(env=env) as server:
+            yield server.url, server.pid, server.log_path
+
+
+def run_room(args: argparse.Namespace, replicas: int | None = None) -> dict:
+    """``--mode room``: one presenter and N followers (:mod:`bench.load_room`); returns its
+    summary row."""
     from bench import load_room
 
     followers = max(1, min(args.sessions or DEFAULT_SESSIONS["stream"], MAX_SESSIONS["stream"]))
     seconds = max(5.0, min(args.seconds, MAX_SECONDS))
-    with streamlit_server(env={load_room.KEY_ENV: load_room.KEY}) as server:
-        sampler = RssSampler(server.pid)
+    with target(args, {load_room.KEY_ENV: load_room.KEY}, replicas) as (url, pid, log):
+        sampler = RssSampler(pid)
         sampler.start()
-        stats = asyncio.run(
-            load_room.drive_room(server.url, server.pid, followers, seconds, args.interval)
-        )
+        stats = asyncio.run(load_room.drive_room(url, pid, followers, seconds, args.interval))
         sampler.stop()
     load_room.report_room(stats, followers, args.interval)
     print(f"server peak RSS: {sampler.peak / 2**20:.0f} MiB")
-    print_server_log(server.log_path)
+    if log is not None:
+        print_server_log(log)
+    return room_row(stats, followers, replicas, sampler.peak)
+
+
+def room_row(stats: dict, followers: int, replicas: int | None, peak: int) -> dict:
+    """The room's figures for the side-by-side table."""
+    follow = [t for phase in stats["phases"].values() for t in phase["follow_s"]]
+    missed = sum(phase["missed"] for phase in stats["phases"].values())
+    moves = sum(phase["moves"] for phase in stats["phases"].values())
+    cpu = sum(phase["cpu_s"] for phase in stats["phases"].values())
+    return {
+        "mode": f"room, {followers} followers",
+        "replicas": replicas or 1,
+        "errors": len(stats["errors"]) + missed,
+        "p95": percentiles(follow)[1],
+        "worst page": float("nan"),
+        "open p95": percentiles(stats["join_s"])[1],
+        "cpu per move": cpu / max(moves, 1),
+        "peak MiB": peak / 2**20,
+    }
+
+
+def spread_row(stats: dict, links: list[str], replicas: int | None, peak: int) -> dict:
+    """Spread mode's figures for the side-by-side table."""
+    worst = max((percentiles(times)[1] for times in stats["by_page"].values()), default=0.0)
+    return {
+        "mode": f"spread, {len(links)} learners",
+        "replicas": replicas or 1,
+        "errors": len(stats["errors"]),
+        "p95": percentiles(stats["move_s"])[1],
+        "worst page": worst,
+        "open p95": percentiles(stats["open_s"])[1],
+        "cpu per move": stats["cpu_s"] / max(stats["moves"], 1),
+        "peak MiB": peak / 2**20,
+    }
+
+
+def print_side_by_side(rows: list[dict], interval: float) -> None:
+    """The runs of ``--replicas`` in one table, with learners per core at each."""
+    print("\nside by side (one run of this command, the same machine):")
+    print(
+        "mode                    replicas  errors  p95 s  worst page p95 s  open p95 s  "
+        "CPU-s/move  learners/core  peak MiB"
+    )
+    for row in rows:
+        per_core = interval / row["cpu per move"] if row["cpu per move"] else float("nan")
+        print(
+            f"{row['mode']:<24}{row['replicas']:>8}{row['errors']:>8}{row['p95']:>7.3f}"
+            f"{row['worst page']:>18.3f}{row['open p95']:>12.3f}{row['cpu per move']:>12.3f}"
+            f"{per_core:>15.1f}{row['peak MiB']:>10.0f}"
+        )
 
 
 def main() -> None:
@@ -330,30 +407,43 @@ def main() -> None:
         help="spread: learners on different pages; landing: all open the root link at once, "
         "then move sliders there; room: one presenter and N followers",
     )
+    parser.add_argument("--replicas", type=parse_replicas, default=None, help="e.g. 1,2")
+    parser.add_argument("--base", default="", help="drive this address instead")
+    parser.add_argument("--server-pid", type=int, default=None, help="with --base: its pid")
     args = parser.parse_args()
+    if args.base and (args.server_pid is None or args.replicas):
+        parser.error("--base needs --server-pid (the process tree whose CPU is counted)")
+    rows = [run_mode(args, replicas) for replicas in (args.replicas or (None,))]
+    if args.replicas:
+        print_side_by_side([row for row in rows if row], max(0.1, args.interval))
+
+
+def run_mode(args: argparse.Namespace, replicas: int | None) -> dict | None:
+    """Run ``--mode`` once against :func:`target`; its summary row (stream client)."""
     if args.mode == "room":
-        run_room(args)
-        return
+        return run_room(args, replicas)
     wanted = DEFAULT_SESSIONS[args.client] if args.sessions is None else args.sessions
     sessions = max(1, min(wanted, MAX_SESSIONS[args.client]))
     seconds = max(5.0, min(args.seconds, MAX_SECONDS))
     interval = max(0.1, args.interval)
-    with streamlit_server() as server:
-        sampler = RssSampler(server.pid)
+    with target(args, {}, replicas) as (url, pid, log):
+        sampler = RssSampler(pid)
         sampler.start()
         started = time.monotonic()
         links = [""] * sessions if args.mode == "landing" else page_links(sessions)
         if args.client == "stream":
-            stats = asyncio.run(drive_stream(server.url, server.pid, links, seconds, interval))
+            stats = asyncio.run(drive_stream(url, pid, links, seconds, interval))
         else:
-            stats = asyncio.run(drive(server.url, sessions, seconds))
+            stats = asyncio.run(drive(url, sessions, seconds))
         elapsed = time.monotonic() - started
         sampler.stop()
-    if args.client == "stream":
-        report_stream(stats, links, seconds, interval, sampler.peak)
-    else:
+    if log is not None:
+        print_server_log(log)
+    if args.client != "stream":
         report_browser(stats, sessions, elapsed, sampler.peak)
-    print_server_log(server.log_path)
+        return None
+    report_stream(stats, links, seconds, interval, sampler.peak)
+    return spread_row(stats, links, replicas, sampler.peak)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Run Attention Lab as several replicas behind a real load balancer, on one machine.
 
-Usage: ``python scripts/serve.py --replicas N --port P [--address A]``
+Usage: ``python scripts/serve.py --replicas N --port P [--address A] [--logs DIR]``
 
 Starts, each as its own process and stopped by its own pid:
 
@@ -259,13 +259,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=DEFAULT_REPLICAS, help="Streamlit replicas")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the balancer's port")
     parser.add_argument("--address", default=LOOPBACK, help="the balancer's address")
+    parser.add_argument("--logs", type=Path, default=None, help="keep each part's log here")
     args = parser.parse_args(argv)
     if args.replicas < 1 or not 0 < args.port < 65536:
         parser.error(f"--replicas must be at least 1 and --port 1..65535, got {args}")
     signal.signal(signal.SIGTERM, _stop_on_signal)
-    with tempfile.TemporaryDirectory(prefix="attention-lab-serve-") as logs:
+    with tempfile.TemporaryDirectory(prefix="attention-lab-serve-") as scratch:
+        logs = args.logs or Path(scratch)
+        logs.mkdir(parents=True, exist_ok=True)
         try:
-            serve(args, Path(logs))
+            serve(args, logs)
         except ServeError as err:
             print(err, file=sys.stderr, flush=True)
             return 1
