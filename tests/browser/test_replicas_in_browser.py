@@ -1,0 +1,551 @@
+"""A room on the real stack in Chromium (issue 30): ``scripts/serve.py --replicas 2`` runs two
+Streamlit replicas behind HAProxy with the rooms in a ``redis-server`` this module starts
+itself (``ATTENTION_LAB_REDIS_URL``), so that it can stop Redis and start it again on the same
+port.
+
+Every browser context is its own cookie jar: the balancer's round robin gives each its replica
+(the ``LABREPLICA`` cookie, ``r1`` or ``r2``). The presenter is on one replica; followers in
+English and Chinese are on the other, and one Chinese follower on the presenter's own; each
+replica's ``/_stcore/metrics`` (``active_sessions``) shows it holds sessions. The tests run in
+order on one room:
+
+1. the presenter types the key, the followers join, both replicas hold sessions;
+2. the presenter changes page and moves a slider: every follower follows within
+   :data:`FOLLOW_S` (screenshots of the presenter and of the followers on the other replica,
+   in both languages);
+3. the replica that holds two followers is killed (SIGKILL): their tabs reconnect through the
+   balancer to the live replica and show the presenter's move made after the kill within
+   :data:`RECONNECT_S`, and a later move reaches them;
+4. Redis is killed: every page keeps working on its own view (a follower's own move repaints
+   its chart) and says in one line, in its language, that the room server cannot be reached
+   (screenshots); Redis starts again on the same port: the line goes away, and after the
+   presenter's next move every follower follows (the one who moved rejoins with the switch).
+   A room Redis forgot has ended, and a follower's poll says so; but the presenter's
+   heartbeat (every 5 s) runs the presenter's page again when Redis answers, which opens the
+   room again, so whether a follower's poll comes first is a race: the test prints which
+   followers read "The room has ended" and asserts only that none still says so after the
+   presenter's next move.
+
+Only the killed replica (by its pid from serve.py's lines), this module's Redis (by its pid)
+and serve.py (SIGTERM, which stops its own children) are stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from bench.browser import free_port, wait_idle
+from bench.repaint import SLIDER
+from dashboard.i18n import t_in
+from tests.browser.helpers import wait_painted
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+SERVE = REPO / "scripts" / "serve.py"
+REDIS_SERVER = "/usr/bin/redis-server"
+HAPROXY = "/usr/sbin/haproxy"
+REPLICA_LINE = re.compile(r"^replica (\d): (http://127\.0\.0\.1:\d+) pid (\d+)$")
+KEY_LINE = re.compile(r"^presenter key: (\S+) ")
+COOKIE = "LABREPLICA"
+VIEWPORT = {"width": 1440, "height": 1000}
+KEY_BOX = '[data-testid="stSidebar"] input[type="password"]'
+NAV = '[data-testid="stSidebarNav"]'
+SEQ = "scaling.seq_len"
+START_S = 180.0  # serve.py starting two replicas on two shared cores
+FOLLOW_S = 15.0  # a presenter's move reaches every follower, whichever replica it is on
+RECONNECT_S = 30.0  # a follower whose replica died shows the presenter's view again
+NOTICE_S = 20.0  # the room's line appears or goes (polls and heartbeats every 5 s)
+OPEN_TRIES = 8  # contexts opened at most to find each follower's replica
+
+
+# --- the processes ------------------------------------------------------------------------
+
+
+class Redis:
+    """A ``redis-server`` on one loopback port that the test stops and starts again."""
+
+    def __init__(self, log: Path):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.log = log
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        cmd = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1"]
+        cmd += ["--save", "", "--appendonly", "no"]
+        with self.log.open("a") as handle:
+            self.process = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while not self.answers():
+            assert self.process.poll() is None, f"redis-server exited: {self.log.read_text()}"
+            assert time.monotonic() < deadline, "redis-server did not answer within 20 s"
+            time.sleep(0.1)
+
+    def answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+@dataclass
+class Stack:
+    """serve.py's process, its printed lines (read by a thread) and what they say."""
+
+    process: subprocess.Popen
+    lines: queue.Queue
+    logs: Path
+    base: str = ""
+    key: str = ""
+    replicas: dict[str, tuple[str, int]] = field(default_factory=dict)  # r1 -> (url, pid)
+
+    def next_line(self, timeout_s: float) -> str:
+        try:
+            line = self.lines.get(timeout=timeout_s)
+        except queue.Empty:
+            raise AssertionError(f"serve.py printed nothing within {timeout_s:g} s") from None
+        assert line is not None, f"serve.py ended: {self.process.poll()}\n{self.log_tail()}"
+        return line
+
+    def log_tail(self) -> str:
+        out = []
+        for log in sorted(self.logs.glob("*.log")):
+            tail = log.read_text(errors="replace").strip().splitlines()[-15:]
+            out.append(f"--- {log.name}\n" + "\n".join(tail))
+        return "\n".join(out)
+
+
+def _pump(process: subprocess.Popen, lines: queue.Queue) -> None:
+    for line in process.stdout:
+        lines.put(line.strip())
+    lines.put(None)
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    if not (os.path.exists(REDIS_SERVER) and os.path.exists(HAPROXY)):
+        pytest.skip("redis-server and haproxy are installed by scripts/test.sh")
+    server = Redis(tmp_path_factory.mktemp("redis") / "redis.log")
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server, tmp_path_factory):
+    """``serve.py --replicas 2`` on a free port with the rooms in this module's Redis."""
+    logs = tmp_path_factory.mktemp("serve")
+    env = {k: v for k, v in os.environ.items() if k != "ATTENTION_LAB_PRESENTER_KEY"}
+    env["ATTENTION_LAB_REDIS_URL"] = redis_server.url
+    port = free_port()
+    cmd = [sys.executable, str(SERVE), "--replicas", "2", "--port", str(port)]
+    process = subprocess.Popen(
+        [*cmd, "--logs", str(logs)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_pump, args=(process, lines), daemon=True).start()
+    found = Stack(process, lines, logs)
+    try:
+        for _ in range(2):
+            match = REPLICA_LINE.match(found.next_line(START_S))
+            assert match, "a replica line"
+            found.replicas[f"r{match.group(1)}"] = (match.group(2), int(match.group(3)))
+        assert found.next_line(60) == f"balancer: http://127.0.0.1:{port}"
+        found.base = f"http://127.0.0.1:{port}"
+        key = KEY_LINE.match(found.next_line(10))
+        assert key, "the presenter key line"
+        found.key = key.group(1)
+        yield found
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGTERM)  # serve.py stops every process it started
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+# --- the page ------------------------------------------------------------------------------
+
+
+def href(tab) -> str:
+    return tab.evaluate("location.href")
+
+
+def query(tab) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(urlsplit(href(tab)).query).items()}
+
+
+def text(tab) -> str:
+    return tab.locator('[data-testid="stApp"]').inner_text()
+
+
+def first_part(lang: str, key: str, code: str) -> str:
+    """The words of a room line before its code (the code is drawn as inline code)."""
+    return t_in(lang, key, code="\0").split("\0")[0].strip()
+
+
+def replica_of(context) -> str:
+    return next((c["value"] for c in context.cookies() if c["name"] == COOKIE), "")
+
+
+def active_sessions(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/_stcore/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    found = re.search(r"^active_sessions (\d+)$", metrics, re.M)
+    assert found, metrics
+    return int(found.group(1))
+
+
+ON_VIEW_JS = """([page, value, slider]) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const input = document.querySelector(slider);
+    return location.pathname.endsWith('/' + page)
+        && new URLSearchParams(location.search).get('scaling.seq_len') === value
+        && !!input && input.value === value
+        && !!app && app.getAttribute('data-test-script-state') === 'notRunning';
+}"""
+
+
+def wait_view(tab, page: str, value: str, deadline: float, what: str) -> float:
+    """Wait until ``tab`` shows ``page`` with the first slider (L) at ``value``, by
+    ``deadline`` (monotonic); return when it did. The URL, the slider and an idle script."""
+    left_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+    try:
+        tab.wait_for_function(ON_VIEW_JS, arg=[page, value, SLIDER], timeout=left_ms)
+    except Exception as err:  # Playwright's TimeoutError: say what the page shows instead
+        raise AssertionError(
+            f"{what}: not on {page} with L={value} in time: {href(tab)}\n{text(tab)[:600]}"
+        ) from err
+    return time.monotonic()
+
+
+def wait_text(tab, words: str, deadline: float, what: str, *, gone: bool = False) -> float:
+    """Wait until ``words`` are on ``tab``'s page (or, with ``gone``, no longer are)."""
+    js = "([w, gone]) => document.body.innerText.includes(w) !== gone"
+    left_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+    try:
+        tab.wait_for_function(js, arg=[words, gone], timeout=left_ms)
+    except Exception as err:
+        state = "still there" if gone else "not shown"
+        raise AssertionError(f"{what}: {words!r} {state} in time\n{text(tab)[:600]}") from err
+    return time.monotonic()
+
+
+def move_slider(tab, key: str = "ArrowRight") -> str:
+    """Move the page's first slider (L) one step; its new value once the run ended."""
+    tab.locator(SLIDER).first.focus()
+    tab.keyboard.press(key)
+    wait_idle(tab)
+    return query(tab)[SEQ]
+
+
+TOP_JS = """() => { for (const el of document.querySelectorAll('*')) {
+    if (el.scrollTop > 0) el.scrollTop = 0; } }"""
+
+
+def shoot(tab, path: Path) -> None:
+    """A screenshot once every chart is painted: the page's top (where the room's line is)
+    and the sidebar's room part (its code, the key box, the follow switch or the presenting
+    line) in view."""
+    wait_painted(tab)
+    tab.evaluate(TOP_JS)
+    tab.locator(KEY_BOX).scroll_into_view_if_needed()
+    tab.wait_for_timeout(200)
+    tab.screenshot(path=str(path))
+
+
+def no_exception(tab) -> None:
+    """No exception box on the page, and no uncaught error in its JavaScript."""
+    boxes = tab.locator('[data-testid="stException"]')
+    assert boxes.count() == 0, boxes.first.inner_text()
+    assert not tab.errors, tab.errors
+
+
+# --- the room ------------------------------------------------------------------------------
+
+
+@dataclass
+class Tab:
+    who: str  # "presenter" or "follower"
+    lang: str
+    replica: str
+    context: object
+    page: object = None
+    origin: str = ""  # the replica it first landed on
+
+    def __post_init__(self):
+        self.origin = self.origin or self.replica
+
+    @property
+    def name(self) -> str:
+        return f"{self.who}-{self.lang}@{self.origin}"
+
+
+@dataclass
+class Room:
+    code: str
+    stack: Stack
+    presenter: Tab
+    followers: list[Tab]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def other(self) -> str:
+        return next(r for r in self.stack.replicas if r != self.presenter.replica)
+
+    def on(self, replica: str) -> list[Tab]:
+        """The followers that first landed on ``replica``."""
+        return [f for f in self.followers if f.origin == replica]
+
+    def follower(self, lang: str, replica: str) -> Tab:
+        return next(f for f in self.followers if f.lang == lang and f.origin == replica)
+
+
+def _land(browser, base: str) -> tuple[object, str]:
+    """A new context (its own cookie jar) and the replica the balancer gave it."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.request.get(f"{base}/_stcore/health")
+    replica = replica_of(context)
+    assert replica in ("r1", "r2"), context.cookies()
+    return context, replica
+
+
+def _open(tab: Tab, url: str) -> None:
+    tab.page = tab.context.new_page()
+    tab.page.errors = []
+    tab.page.on("pageerror", lambda exc: tab.page.errors.append(str(exc)))
+    tab.page.goto(url)
+    tab.page.wait_for_selector("h1", timeout=60_000)
+    wait_idle(tab.page)
+
+
+@pytest.fixture(scope="module")
+def room(stack, browser):
+    """The presenter on one replica, followers in English and Chinese on the other, and a
+    Chinese follower on the presenter's: contexts opened one after another, each given a
+    role by the replica the round robin gave it."""
+    code = f"rep-{secrets.token_hex(3)}"
+    context, replica = _land(browser, stack.base)
+    host = Tab("presenter", "en", replica, context)
+    opened = [host]
+    wanted = {("en", "other"), ("zh", "other"), ("zh", "same")}
+    followers = []
+    try:
+        for _ in range(OPEN_TRIES):
+            if not wanted:
+                break
+            context, replica = _land(browser, stack.base)
+            side = "same" if replica == host.replica else "other"
+            lang = next((lang for lang, s in sorted(wanted) if s == side), None)
+            if lang is None:  # this replica has its followers already
+                context.close()
+                continue
+            wanted.discard((lang, side))
+            followers.append(Tab("follower", lang, replica, context))
+            opened.append(followers[-1])
+        assert not wanted, f"the round robin never gave {wanted}"
+        yield Room(code, stack, host, followers)
+    finally:
+        for tab in opened:
+            tab.context.close()
+
+
+# --- the steps -----------------------------------------------------------------------------
+
+
+def test_1_presenter_and_followers_on_both_replicas(room):
+    host, stack = room.presenter, room.stack
+    start = time.monotonic()
+    _open(host, f"{stack.base}/?room={room.code}")
+    host.page.locator(KEY_BOX).fill(stack.key)
+    host.page.keyboard.press("Enter")
+    wait_idle(host.page)
+    wait_text(host.page, first_part("en", "room.presenting", room.code), start + 60, "presenting")
+    for tab in room.followers:
+        lang = "&lang=zh" if tab.lang == "zh" else ""
+        _open(tab, f"{stack.base}/?room={room.code}{lang}")
+        words = first_part(tab.lang, "room.following", room.code)
+        wait_text(tab.page, words, time.monotonic() + 30, f"{tab.name} follows")
+        assert replica_of(tab.context) == tab.replica  # kept on its replica
+    sessions = {r: active_sessions(url) for r, (url, _pid) in stack.replicas.items()}
+    room.timings["open_s"] = time.monotonic() - start
+    print(
+        f"\nroom {room.code}: presenter on {host.replica}; followers "
+        f"{[t.name for t in room.followers]}; active_sessions {sessions}"
+    )
+    assert sessions[host.replica] >= 1 + len(room.on(host.replica)), sessions
+    assert sessions[room.other] >= len(room.on(room.other)) >= 2, sessions
+    for tab in (host, *room.followers):
+        no_exception(tab.page)
+
+
+def test_2_followers_follow_a_page_change_and_a_slider_on_either_replica(room, screenshot_dir):
+    host = room.presenter.page
+    host.locator(NAV).get_by_text(t_in("en", "common.page_scaling"), exact=True).click()
+    moved = time.monotonic()
+    wait_view(host, "scaling", "10", moved + 60, "the presenter on Scaling")
+    reached = [wait_view(f.page, "scaling", "10", moved + FOLLOW_S, f.name) for f in room.followers]
+    room.timings["page_change_s"] = max(reached) - moved
+
+    moved = time.monotonic()
+    value = move_slider(host)
+    assert value == "11"
+    reached = [
+        wait_view(f.page, "scaling", value, moved + FOLLOW_S, f.name) for f in room.followers
+    ]
+    room.timings["slider_s"] = max(reached) - moved
+    for tab in (room.presenter, *room.followers):
+        no_exception(tab.page)
+
+    shoot(host, screenshot_dir / "replicas-presenter-en.png")
+    for lang in ("en", "zh"):
+        tab = room.follower(lang, room.other)
+        shoot(tab.page, screenshot_dir / f"replicas-follower-{lang}.png")
+    # the presenter in Chinese: the same session goes on presenting (the key is its own)
+    host.locator('[data-testid="stSidebar"] label').filter(has_text="中文").first.click()
+    wait_idle(host)
+    wait_text(
+        host,
+        first_part("zh", "room.presenting", room.code),
+        time.monotonic() + 30,
+        "presenting in Chinese",
+    )
+    room.presenter.lang = "zh"
+    shoot(host, screenshot_dir / "replicas-presenter-zh.png")
+    print(f"\ntimings so far: {room.timings}")
+
+
+def test_3_a_killed_replica_s_followers_reconnect_to_the_live_one(room):
+    stack, host = room.stack, room.presenter.page
+    url, pid = stack.replicas[room.other]
+    moved_away = room.on(room.other)
+    os.kill(pid, signal.SIGKILL)  # the replica that holds two followers, not the presenter
+    killed = time.monotonic()
+    value = move_slider(host)  # a move the dead replica's followers have not seen
+    assert value == "12"
+    reached = [
+        wait_view(f.page, "scaling", value, killed + RECONNECT_S, f.name) for f in room.followers
+    ]
+    room.timings["reconnect_s"] = max(reached) - killed
+    reported = stack.next_line(10)
+    assert reported.startswith(f"replica {room.other[1]} exited"), reported
+    for tab in moved_away:  # the balancer sent the tab to the live replica, and said so
+        assert replica_of(tab.context) == room.presenter.replica, tab.context.cookies()
+        tab.replica = room.presenter.replica
+    live_url = stack.replicas[room.presenter.replica][0]
+    assert active_sessions(live_url) >= 1 + len(room.followers)
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{url}/_stcore/metrics", timeout=2)
+
+    moved = time.monotonic()
+    value = move_slider(host)
+    assert value == "13"
+    reached = [
+        wait_view(f.page, "scaling", value, moved + FOLLOW_S, f.name) for f in room.followers
+    ]
+    room.timings["after_kill_slider_s"] = max(reached) - moved
+    for tab in (room.presenter, *room.followers):
+        no_exception(tab.page)
+    print(f"\ntimings so far: {room.timings}")
+
+
+def test_4_redis_down_and_back(room, redis_server, screenshot_dir):
+    tabs = [room.presenter, *room.followers]
+    redis_server.kill()
+    down = time.monotonic()
+    for tab in tabs:
+        words = first_part(tab.lang, "room.unreachable", room.code)
+        wait_text(tab.page, words, down + NOTICE_S, f"{tab.name}: the unreachable line")
+    room.timings["notice_s"] = time.monotonic() - down
+    for tab in tabs:
+        assert text(tab.page).count(first_part(tab.lang, "room.unreachable", room.code)) == 1
+
+    # a follower's own move still repaints its chart (following turns off)
+    learner = room.follower("en", room.other)
+    charts = learner.page.locator('[data-testid="stVegaLiteChart"]').first
+    before = charts.inner_html()
+    value = move_slider(learner.page, "ArrowLeft")
+    assert value == "12"
+    wait_text(
+        learner.page,
+        first_part("en", "room.left_notice", room.code),
+        time.monotonic() + 15,
+        "following is off",
+    )
+    learner.page.wait_for_function(
+        "(before) => { const c = document.querySelector('[data-testid=\"stVegaLiteChart\"]');"
+        " return !!c && c.innerHTML !== before; }",
+        arg=before,
+        timeout=15_000,
+    )
+    wait_painted(learner.page)
+    no_exception(learner.page)
+    shoot(learner.page, screenshot_dir / "replicas-redis-down-en.png")
+    chinese = room.follower("zh", room.other)
+    shoot(chinese.page, screenshot_dir / "replicas-redis-down-zh.png")
+    value = move_slider(room.presenter.page)  # the presenter's own page works on too
+    assert value == "14"
+    no_exception(room.presenter.page)
+
+    redis_server.start()
+    back = time.monotonic()
+    ended_seen = set()
+    ended = {t.name: first_part(t.lang, "room.ended", room.code) for t in room.followers}
+    deadline = back + NOTICE_S
+    for tab in tabs:
+        words = first_part(tab.lang, "room.unreachable", room.code)
+        while words in text(tab.page):
+            for f in room.followers:
+                if ended[f.name] in text(f.page):
+                    ended_seen.add(f.name)
+            assert time.monotonic() < deadline, f"{tab.name}: the line stays after Redis is back"
+            tab.page.wait_for_timeout(100)
+    room.timings["back_s"] = time.monotonic() - back
+    for f in room.followers:
+        if ended[f.name] in text(f.page):
+            ended_seen.add(f.name)
+    print(f"\nafter Redis came back: 'room ended' read by {sorted(ended_seen)}")
+
+    moved = time.monotonic()
+    value = move_slider(room.presenter.page)  # the presenter's next move: the room is open
+    assert value == "15"
+    following = [f for f in room.followers if f is not learner]
+    reached = [wait_view(f.page, "scaling", value, moved + FOLLOW_S, f.name) for f in following]
+    room.timings["after_redis_slider_s"] = max(reached) - moved
+    for f in following:
+        assert ended[f.name] not in text(f.page), f"{f.name} still says the room ended"
+    learner.page.get_by_text(t_in("en", "room.follow"), exact=True).click()  # rejoin
+    wait_view(learner.page, "scaling", value, time.monotonic() + FOLLOW_S, "rejoined")
+    for tab in tabs:
+        no_exception(tab.page)
+    print(f"\ntimings: {room.timings}")
