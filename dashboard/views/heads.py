@@ -46,6 +46,7 @@ from dashboard.views.heads_at_work.mask import (
     mask_controls,
     prefetch_mask_moves,
 )
+from dashboard.views.heads_at_work.why import WhyConfig, draw_why, why_controls
 
 LINKS = ("watch", "multihead", "decoder")
 
@@ -63,6 +64,7 @@ class HeadsConfig:
     mask: MaskConfig | None = None
     census_view: CensusView | None = None
     e5: E5Config | None = None
+    why: WhyConfig | None = None
 
 
 def heads_controls(page: str) -> HeadsConfig:
@@ -74,15 +76,18 @@ def heads_controls(page: str) -> HeadsConfig:
     if model is None:  # the notice is shown
         return HeadsConfig(installed=True)
     census = census_controls(page, model)
+    copy = copy_controls(page, model)
+    why = why_controls(page, model, copy)
     return HeadsConfig(
         True,
         model,
         census,
-        copy_controls(page, model),
+        copy,
         attribution_controls(page, model),
         mask_controls(page, model),
         census_grid_controls(census),
         e5_controls(page),
+        why,
     )
 
 
@@ -122,6 +127,7 @@ def render(ctl: HeadsConfig) -> None:
         st.info(t("heads.own_model_note", name=shown_name(model.name)))
     draw_head_map(ctl.census_view, ctl.census)
     section(model, draw_copy, ctl.copy)
+    section(model, draw_why, ctl.why)
     section(model, draw_attribution, ctl.attribution, ctl.census.text, ctl.copy)
     section(model, draw_explanation, ctl.census.text, model)
     section(model, draw_mask, ctl.mask)
