@@ -46,6 +46,7 @@ from dashboard.views.heads_at_work.mask import (
     mask_controls,
     prefetch_mask_moves,
 )
+from dashboard.views.heads_at_work.qk_map import QKMapConfig, draw_qk_map, qk_map_controls
 from dashboard.views.heads_at_work.why import WhyConfig, draw_why, why_controls
 
 LINKS = ("watch", "multihead", "decoder")
@@ -65,6 +66,7 @@ class HeadsConfig:
     census_view: CensusView | None = None
     e5: E5Config | None = None
     why: WhyConfig | None = None
+    qk_map: QKMapConfig | None = None
 
 
 def heads_controls(page: str) -> HeadsConfig:
@@ -88,6 +90,7 @@ def heads_controls(page: str) -> HeadsConfig:
         census_grid_controls(census),
         e5_controls(page),
         why,
+        qk_map_controls(page),
     )
 
 
@@ -132,6 +135,7 @@ def render(ctl: HeadsConfig) -> None:
     section(model, draw_explanation, ctl.census.text, model)
     section(model, draw_mask, ctl.mask)
     draw_e5(ctl.e5, ctl.census.text)
+    section(model, draw_qk_map, ctl.qk_map)
     draw_links()
     if model.smollm2:  # an own model's moves are computed when asked
         section(model, prefetch_moves, ctl)
