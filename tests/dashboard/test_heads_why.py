@@ -22,7 +22,7 @@ from attention_core.pretrained import load_smollm2
 from dashboard.data import own_models
 from dashboard.data.heads import HEADS_FLOAT_DTYPE
 from dashboard.data.heads_why import induction_key, part_head, part_mlp
-from dashboard.i18n import lookup
+from dashboard.i18n import lookup, t_in
 from tests.core.references import needs_smollm2
 from tests.dashboard.conftest import assert_clean, open_app, quoted_near
 from tests.tiny_gguf import write_tiny_gguf
@@ -84,6 +84,8 @@ def test_part_names_and_the_induction_key():
 def test_the_section_quotes_the_library(float_model, page_model, ids, lang):
     at = open_page(lang, why_off="true")
     assert not at.exception, [e.value for e in at.exception]
+    offered = {button.label for button in at.get("download_button")}
+    assert {t_in(lang, "common.export_png"), t_in(lang, "common.export_svg")} <= offered
     params = {k: at.query_params[k] for k in at.query_params if k.startswith(f"{PAGE}.why_")}
     census = heads.census(page_model, ids)  # the page's census picks the default head
     layer, head = heads.ranked_heads(census.scores["induction"], 1)[0]

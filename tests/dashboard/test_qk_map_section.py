@@ -125,3 +125,6 @@ def test_the_section_draws_its_map_and_quotes_the_library(page, lang, model, met
         found.spearman, abs=5e-4
     )
     assert float(_metric(at, t_in(lang, "qk_map.metric_rows"))) <= qk_map.ROW_TOLERANCE
+    offered = {button.label for button in at.get("download_button")}
+    for label in ("common.export_csv", "common.export_png", "common.export_svg"):
+        assert t_in(lang, label) in offered  # the map's points and picture

@@ -23,6 +23,7 @@ from dashboard.charts.qk_map import (
     picked_point,
     qk_map_chart,
 )
+from dashboard.exports import export_buttons
 from dashboard.i18n import t
 
 DEFAULT_MODEL = "e5"
@@ -168,7 +169,8 @@ def draw_qk_map(ctl: QKMapConfig) -> None:
         controls.show_error(err)
         return
     kinds = (t("qk_map.query"), t("qk_map.key"))
-    chart = qk_map_chart(data.qk_map_table(found, kinds), map_titles(found), colour=ctl.colour)
+    table = data.qk_map_table(found, kinds)
+    chart = qk_map_chart(table, map_titles(found), colour=ctl.colour)
     key = f"{ctl.page}.qk_map.{ctl.model}.{ctl.layer}.{ctl.head}.{ctl.method}"
     st.altair_chart(
         chart,
@@ -178,6 +180,12 @@ def draw_qk_map(ctl: QKMapConfig) -> None:
         selection_mode=POINT,
     )
     draw_figures(found)
+    export_buttons(
+        f"qk_map_{ctl.model}_L{ctl.layer}H{ctl.head}_{ctl.method}",
+        csv_text=lambda: table.to_csv(index=False),
+        chart=chart,
+        key=f"{ctl.page}.qk_map",
+    )
     picked = st.session_state.get(PICKED_KEY)
     draw_row(found, picked if picked is not None and picked < len(found.tokens) else None)
     if found.translation is not None:

@@ -128,8 +128,12 @@ def shares_text(cell: data.WhyCell, labels) -> str:
     )
 
 
-def draw_parts(cell: data.WhyCell, labels) -> None:
-    """The ranked bar of the key side of the contrast, and the top terms table."""
+def draw_parts(cell: data.WhyCell, labels):
+    """The ranked bar of the key side of the contrast, and the top terms table.
+
+    Returns:
+        The bar chart (offered as PNG and SVG with the parts' CSV).
+    """
     top = cell.parts.reindex(cell.parts["contrast"].abs().nlargest(data.WHY_TOP_PARTS).index)
     top = top.sort_values("contrast", ascending=False)
     frame = pd.DataFrame(
@@ -154,6 +158,7 @@ def draw_parts(cell: data.WhyCell, labels) -> None:
         }
     )
     st.dataframe(shown, hide_index=True, key=f"{PAGE}.why_terms")
+    return chart
 
 
 def draw_without(ctl: WhyConfig, ids: tuple[int, ...], cell: data.WhyCell, labels) -> None:
@@ -226,12 +231,13 @@ def draw_why(ctl: WhyConfig) -> None:
         )
     )
     st.markdown(shares_text(cell, labels))
-    draw_parts(cell, labels)
+    chart = draw_parts(cell, labels)
     export_buttons(
         f"why_L{ctl.layer}H{ctl.head}_q{ctl.query}_k{ctl.key}",
         csv_text=lambda: cell.parts.assign(
             label=[part_label(n, labels) for n in cell.parts["part"]]
         ).to_csv(index=False),
+        chart=chart,
         key=f"{PAGE}.why",
     )
     draw_without(ctl, ids, cell, labels)
