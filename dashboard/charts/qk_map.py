@@ -19,6 +19,7 @@ COLOUR_FIELDS = ("kind", "position", "language")
 MAP_SIZE = 460
 POINT_SIZE = 60
 KIND_COLOURS = ("#4c78a8", "#e4572e")  # query, key
+KIND_SHAPES = ("circle", "square")  # query, key: the same in every language
 MAP_COLUMNS = ("index", "x", "y", "kind", "position", "language", "token", "sentence")
 
 
@@ -65,12 +66,12 @@ def qk_map_chart(df: pd.DataFrame, titles: QKMapTitles, *, colour: str = "kind")
         "position": titles.position_title,
         "language": titles.language_title,
     }
+    kinds = list(dict.fromkeys(df["kind"]))  # queries first: the table's order
     if colour == "position":
         colour_encoding = alt.Color(
             "position:Q", title=names["position"], scale=alt.Scale(scheme=SEQUENTIAL_SCHEME)
         )
     elif colour == "kind":
-        kinds = list(dict.fromkeys(df["kind"]))
         colour_encoding = alt.Color(
             "kind:N",
             title=names["kind"],
@@ -86,7 +87,11 @@ def qk_map_chart(df: pd.DataFrame, titles: QKMapTitles, *, colour: str = "kind")
             x=alt.X("x:Q", title=titles.x_title, axis=alt.Axis(labels=False, ticks=False)),
             y=alt.Y("y:Q", title=titles.y_title, axis=alt.Axis(labels=False, ticks=False)),
             color=colour_encoding,
-            shape=alt.Shape("kind:N", title=names["kind"]),
+            shape=alt.Shape(
+                "kind:N",
+                title=names["kind"],
+                scale=alt.Scale(domain=kinds, range=list(KIND_SHAPES[: len(kinds)])),
+            ),
             opacity=alt.condition(pick, alt.value(0.95), alt.value(0.35)),
             tooltip=[
                 alt.Tooltip("token:N", title=titles.token_title),

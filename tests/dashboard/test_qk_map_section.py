@@ -128,3 +128,14 @@ def test_the_section_draws_its_map_and_quotes_the_library(page, lang, model, met
     offered = {button.label for button in at.get("download_button")}
     for label in ("common.export_csv", "common.export_png", "common.export_svg"):
         assert t_in(lang, label) in offered  # the map's points and picture
+
+
+@pytest.mark.parametrize("kinds", [("query", "key"), ("查询", "键")])
+def test_queries_and_keys_keep_their_shape_and_colour_in_every_language(tiny_map, kinds):
+    from dashboard.charts.qk_map import KIND_COLOURS, KIND_SHAPES
+
+    table = qk_data.qk_map_table(tiny_map, kinds)
+    spec = qk_map_chart(table, TITLES, colour="kind").to_dict()
+    encoding = spec["encoding"] if "encoding" in spec else spec["layer"][0]["encoding"]
+    assert encoding["shape"]["scale"] == {"domain": list(kinds), "range": list(KIND_SHAPES)}
+    assert encoding["color"]["scale"] == {"domain": list(kinds), "range": list(KIND_COLOURS)}
