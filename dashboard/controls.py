@@ -24,6 +24,7 @@ the function that needs it), so a page that needs no tensor can draw its header 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ import streamlit as st
 from dashboard import data, state
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.i18n import current_lang, t
+from dashboard.literal import literal
 from dashboard.runtime import threads
 
 if TYPE_CHECKING:
@@ -138,6 +140,49 @@ def runs_own_model(namespace: str) -> bool:
         return False
     threads.import_torch()  # the model list's module imports the library
     return name != data.SMOLLM2_CHOICE and name in data.decoder_choices()
+
+
+MODEL_NAME_MAX_LEN = 80
+"""Characters of an own model's listed name shown as literal text."""
+
+
+def own_model_name(namespace: str, name: str) -> str:
+    """A model's name for markdown on page ``namespace``: SmolLM2's label
+    (``<namespace>.model_smollm2``), or the listed name as literal text (a file name may hold
+    markup characters)."""
+    if name == data.SMOLLM2_CHOICE:
+        return t(f"{namespace}.model_smollm2")
+    return literal(name, MODEL_NAME_MAX_LEN)
+
+
+def model_select(page: str, *, header_key: str, label_key: str) -> str:
+    """A model page's choice at the top of its sidebar: SmolLM2, then every own file by its
+    listed name (a link's name not listed: SmolLM2, with the link notice; nothing is
+    opened), and one line on how own models appear when the server names no folder.
+
+    Args:
+        page: the page's namespace (the URL key is ``<page>.model``; the option and how-to
+            texts are ``<page>.model_smollm2`` and ``<page>.own_models_howto``).
+        header_key, label_key: the locale keys of the group's header and the select's label.
+
+    Returns:
+        The chosen model's listed name.
+    """
+    threads.import_torch()  # the model list's module imports the library
+    st.sidebar.markdown(f"**{t(header_key)}**")
+    smollm2 = data.SMOLLM2_CHOICE
+    name = state.select(
+        page,
+        "model",
+        t(label_key),
+        data.decoder_choices(),
+        smollm2,
+        format_func=lambda n: t(f"{page}.model_smollm2") if n == smollm2 else n,
+    )
+    if not data.models_configured():
+        howto = t(f"{page}.own_models_howto", env=data.MODELS_DIR_ENV, sep=os.pathsep)
+        st.sidebar.caption(howto)
+    return name
 
 
 def page_intro(namespace: str) -> None:

@@ -9,12 +9,11 @@ for anything else (a path, ``..``, a name not listed); nothing is opened for it.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import streamlit as st
 
-from dashboard import controls, data, state
+from dashboard import controls, data
 from dashboard.i18n import t
 from dashboard.literal import literal
 
@@ -22,7 +21,6 @@ PAGE = "decoder"
 CHECKED_KEY = f"_{PAGE}.checked"
 """Session state: the names of the models this session asked to check (their results are
 cached per server, so they stay shown while the learner moves other controls)."""
-NAME_MAX_LEN = 80
 DIFFERENCE_FORMAT = ".1e"
 
 
@@ -46,32 +44,16 @@ class ModelChoice:
 
 
 def shown_name(name: str) -> str:
-    """A model's name for markdown: SmolLM2's label, or the listed name as literal text (a
-    file name may hold markup characters)."""
-    if name == data.SMOLLM2_CHOICE:
-        return t("decoder.model_smollm2")
-    return literal(name, NAME_MAX_LEN)
-
-
-def _option_label(name: str) -> str:
-    """A select box option: SmolLM2's label, or the listed name as it is (plain text)."""
-    return t("decoder.model_smollm2") if name == data.SMOLLM2_CHOICE else name
+    """A model's name for markdown (:func:`dashboard.controls.own_model_name`)."""
+    return controls.own_model_name("decoder", name)
 
 
 def model_controls(page: str) -> ModelChoice:
     """The sidebar's model part: the choice, the how-to line when the server names no folder
     of its own models, and the "Check this model" button."""
-    st.sidebar.markdown(f"**{t('decoder.ctl_model_header')}**")
-    name = state.select(
-        page,
-        "model",
-        t("decoder.ctl_model"),
-        data.decoder_choices(),
-        data.SMOLLM2_CHOICE,
-        format_func=_option_label,
+    name = controls.model_select(
+        page, header_key="decoder.ctl_model_header", label_key="decoder.ctl_model"
     )
-    if not data.models_configured():
-        st.sidebar.caption(t("decoder.own_models_howto", env=data.MODELS_DIR_ENV, sep=os.pathsep))
     checked = st.session_state.get(CHECKED_KEY, frozenset())
     pressed = st.sidebar.button(
         t("decoder.ctl_check"), key=f"{page}.check", help=t("decoder.ctl_check_help")
@@ -103,7 +85,8 @@ def card_lines(card: data.ModelCard) -> list[str]:
         ("card_file", data.describe_bytes(file.file_bytes)),
         ("card_load", data.describe_seconds(card.load_seconds)),
     ]
-    lines = [f"- **{t('decoder.card_name')}:** {literal(file.name or '—', NAME_MAX_LEN)}"]
+    name = literal(file.name or "—", controls.MODEL_NAME_MAX_LEN)
+    lines = [f"- **{t('decoder.card_name')}:** {name}"]
     lines += [f"- **{t(f'decoder.{key}')}:** {value}" for key, value in rows]
     weights = t("decoder.card_weights", dtype=card.weights_dtype)
     lines.append(f"- **{weights}:** {data.describe_bytes(card.weights_bytes)}")

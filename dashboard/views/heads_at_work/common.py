@@ -5,7 +5,6 @@ session's language, the layers × heads grid, the heads-off picker and the insta
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -16,7 +15,6 @@ import streamlit as st
 from dashboard import controls, data, state
 from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
 from dashboard.i18n import t
-from dashboard.literal import literal
 from dashboard.progress import duration
 from dashboard.runtime import threads
 
@@ -25,7 +23,6 @@ SCORE_FORMATS = {"entropy": ".2f", "mean_distance": ".1f"}
 UNMARKED = "mixed"  # the label drawn without a letter
 MAX_PICKED = 15  # heads picked by name, per model
 NO_GRADIENT_DTYPE = "int4"  # weights kept as 4-bit codes: torch's kernel has no derivative
-NAME_MAX_LEN = 80  # an own model's name, shown as literal text
 
 
 @dataclass(frozen=True)
@@ -58,35 +55,17 @@ def own_models() -> ModuleType:
 
 
 def model_controls(page: str) -> str:
-    """The model choice at the top of the sidebar: SmolLM2, then every own file by its listed
-    name (a link's name not listed: SmolLM2, with the link notice; nothing is opened), and
-    the one line saying how own models appear when the server names no folder.
+    """The model choice at the top of the sidebar (:func:`dashboard.controls.model_select`).
 
     Returns:
         The chosen model's listed name.
     """
-    models = own_models()
-    smollm2 = models.SMOLLM2_CHOICE
-    st.sidebar.markdown(f"**{t('heads.model_header')}**")
-    name = state.select(
-        page,
-        "model",
-        t("heads.ctl_model"),
-        models.decoder_choices(),
-        smollm2,
-        format_func=lambda n: t("heads.model_smollm2") if n == smollm2 else n,
-    )
-    if not models.models_configured():
-        st.sidebar.caption(t("heads.own_models_howto", env=models.MODELS_DIR_ENV, sep=os.pathsep))
-    return name
+    return controls.model_select(page, header_key="heads.model_header", label_key="heads.ctl_model")
 
 
 def shown_name(name: str) -> str:
-    """A model's name for markdown: SmolLM2's label, or the listed name as literal text (a
-    file name may hold markup characters)."""
-    if name == own_models().SMOLLM2_CHOICE:
-        return t("heads.model_smollm2")
-    return literal(name, NAME_MAX_LEN)
+    """A model's name for markdown (:func:`dashboard.controls.own_model_name`)."""
+    return controls.own_model_name("heads", name)
 
 
 def loading_text(name: str | None = None) -> str:
