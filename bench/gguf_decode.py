@@ -27,25 +27,13 @@ import gguf.quants
 import numpy as np
 import torch
 
-from attention_core.pretrained.ggml_quants import SUPPORTED_TYPES, decode
+from attention_core.pretrained.ggml_quants import HALF_SCALE_OFFSETS, SUPPORTED_TYPES, decode
 from bench import process
 from bench.decoder import round_robin
 
 MIB = 1 << 20
 LOAD_GOAL = 3.0  # a Q4_K_M file loads in at most 3× the time of reading its bytes
 DEFAULT_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0")
-SCALE_OFFSETS = {  # byte offsets of each block's f16 scales (llama.cpp's block_* structs)
-    "Q4_0": (0,),
-    "Q4_1": (0, 2),
-    "Q5_0": (0,),
-    "Q5_1": (0, 2),
-    "Q8_0": (0,),
-    "Q2_K": (80, 82),
-    "Q3_K": (108,),
-    "Q4_K": (0, 2),
-    "Q5_K": (0, 2),
-    "Q6_K": (208,),
-}
 SCALE_SPREAD = 0.05
 ROW_VALUES = 2048  # a row of a 1B llama's matrices (its hidden size)
 
@@ -59,7 +47,7 @@ def random_rows(name: str, megabytes: float, seed: int = 0) -> np.ndarray:
     rows = max(1, int(megabytes * MIB) // (row_blocks * entry.block_bytes))
     rng = np.random.default_rng(seed)
     raw = rng.integers(0, 256, (rows * row_blocks, entry.block_bytes), dtype=np.uint8)
-    for offset in SCALE_OFFSETS[name]:
+    for offset in HALF_SCALE_OFFSETS[name]:
         scale = rng.uniform(-SCALE_SPREAD, SCALE_SPREAD, len(raw)).astype("<f2")
         raw[:, offset : offset + 2] = scale.view(np.uint8).reshape(-1, 2)
     return raw.reshape(rows, -1)
@@ -83,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--types", default=",".join(DEFAULT_TYPES))
     args = parser.parse_args(argv)
     names = args.types.split(",")
-    unknown = sorted(set(names) - set(SCALE_OFFSETS))
+    unknown = sorted(set(names) - set(HALF_SCALE_OFFSETS))
     if unknown:
-        parser.error(f"unknown types {unknown}; choose from {sorted(SCALE_OFFSETS)}")
+        parser.error(f"unknown types {unknown}; choose from {sorted(HALF_SCALE_OFFSETS)}")
     process.set_torch_threads(args.threads)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, numpy {np.__version__} "

@@ -55,6 +55,7 @@ import numpy as np
 import torch
 
 from attention_core.pretrained import load_gguf, weights_bytes
+from attention_core.pretrained.ggml_quants import HALF_SCALE_OFFSETS
 from attention_core.pretrained.int4 import INT4_GROUP, Int4Parts, int4_linear, pack_int4
 from bench import process
 from bench.decoder import Timing, round_robin
@@ -74,7 +75,6 @@ PROBE_SCALE, PROBE_MINIMUM = 0.002, -0.016  # the int4 probe's groups: 0.002·q 
 HALF_SCALE_RANGE = (2.0**-14, 2.0**-13)  # |f16 scale|: the smallest normal binade
 Q6_K_SCALE_LIMIT = 16  # Q6_K's int8 sub-block scales drawn in ±16: weights' std about 0.02
 Q6_K_SCALES = slice(192, 208)  # block_q6_K: ql[128], qh[64], scales[16] (int8), d (f16)
-HALF_SCALE_OFFSETS = {"Q4_K": (0, 2), "Q6_K": (208,)}  # each block's f16 d (and dmin)
 SPECIAL_TOKENS = 256  # Llama 3's <|begin_of_text|>, <|end_of_text|> and reserved ones
 NORMAL_TYPE, CONTROL_TYPE = 1, 3
 MIN_VOCAB = 1024

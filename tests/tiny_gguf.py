@@ -26,6 +26,8 @@ import torch
 from gguf import quants
 from gguf.constants import GGMLQuantizationType as QType
 
+from attention_core.pretrained.ggml_quants import HALF_SCALE_OFFSETS
+
 BYTES = 256
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 VOCAB_MULTIPLE = 16  # reserved control tokens pad the vocabulary, as real ones are padded
@@ -33,13 +35,6 @@ CONTROL, NORMAL = 3, 1
 MERGES = ("Ġ t", "h e", "Ġt he", "Ġ a", "i n", "Ġ c", "a t", "Ġc at")
 K_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K")
 QUANTIZED = ("BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
-HALF_SCALES = {  # byte offsets of each K block's f16 scales (llama.cpp's block_* structs)
-    "Q2_K": (80, 82),
-    "Q3_K": (108,),
-    "Q4_K": (0, 2),
-    "Q5_K": (0, 2),
-    "Q6_K": (208,),
-}
 K_SCALE_SPREAD = 0.0003  # random K blocks' first draw of their scales
 WEIGHT_STD = 0.08
 MATRIX_KINDS = (
@@ -199,7 +194,9 @@ def _random_k_blocks(rng: np.random.Generator, name: str, rows: int, cols: int) 
     blocks = rows * cols // values
     raw = rng.integers(0, 256, (blocks, size), dtype=np.uint8)
     unit = rng.uniform(-1.0, 1.0, blocks)
-    offsets = ((0, "<f4"),) if name == "Q8_K" else tuple((o, "<f2") for o in HALF_SCALES[name])
+    offsets = (
+        ((0, "<f4"),) if name == "Q8_K" else tuple((o, "<f2") for o in HALF_SCALE_OFFSETS[name])
+    )
     spread = K_SCALE_SPREAD
     for _ in range(2):  # values are linear in the scales: one rescale reaches the spread
         for offset, kind in offsets:

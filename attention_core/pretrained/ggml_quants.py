@@ -70,6 +70,7 @@ import numpy as np
 import torch
 
 __all__ = [
+    "HALF_SCALE_OFFSETS",
     "GGML_BF16",
     "GGML_F16",
     "GGML_F32",
@@ -94,6 +95,22 @@ __all__ = [
 GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q4_1, GGML_Q5_0, GGML_Q5_1 = 0, 1, 2, 3, 6, 7
 GGML_Q8_0, GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K = 8, 10, 11, 12, 13, 14
 GGML_Q8_K, GGML_BF16 = 15, 30
+
+HALF_SCALE_OFFSETS = {
+    "Q4_0": (0,),
+    "Q4_1": (0, 2),
+    "Q5_0": (0,),
+    "Q5_1": (0, 2),
+    "Q8_0": (0,),
+    "Q2_K": (80, 82),
+    "Q3_K": (108,),
+    "Q4_K": (0, 2),
+    "Q5_K": (0, 2),
+    "Q6_K": (208,),
+}
+"""Byte offsets of each block's f16 scales (d, then dmin where the type has one), as
+llama.cpp's ``block_*`` structs lay them out; Q8_K's d is an f32 at offset 0. What writes
+random blocks with sane scales (the tests, the benches) sets these bytes."""
 
 QK = 32
 """Values in a block of the simple types (Q4_0 … Q8_0)."""

@@ -25,7 +25,12 @@ import pytest
 import torch
 
 from attention_core.pretrained import ggml_quants
-from attention_core.pretrained.ggml_quants import SUPPORTED_TYPES, decode, stored_bytes
+from attention_core.pretrained.ggml_quants import (
+    HALF_SCALE_OFFSETS,
+    SUPPORTED_TYPES,
+    decode,
+    stored_bytes,
+)
 from attention_core.pretrained.gguf_file import GGML_TYPES, dequantize, parse_gguf
 
 gguf = pytest.importorskip("gguf")
@@ -39,18 +44,6 @@ FLOAT_COLS = 40  # F32, F16, BF16: one value per "block"
 FLOAT_TYPES = ("F32", "F16", "BF16")
 QUANTIZABLE = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")  # gguf.quants.quantize can make them
 RANDOM_BLOCK_TYPES = (*QUANTIZABLE, "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K")
-HALF_SCALES = {  # byte offsets of each block's f16 scales (llama.cpp's block_* structs)
-    "Q4_0": (0,),
-    "Q4_1": (0, 2),
-    "Q5_0": (0,),
-    "Q5_1": (0, 2),
-    "Q8_0": (0,),
-    "Q2_K": (80, 82),
-    "Q3_K": (108,),
-    "Q4_K": (0, 2),
-    "Q5_K": (0, 2),
-    "Q6_K": (208,),
-}
 Q8_K_SCALE, Q8_K_CODES = slice(0, 4), slice(4, 260)  # f32 d, then 256 int8 codes
 SCALE_SPREAD = 0.05  # scales drawn from ±0.05: finite, and no product overflows float32
 TRACED_LIMIT = 1 << 20  # bytes a refused header may allocate, at most
@@ -65,7 +58,7 @@ def _random_blocks(rng: np.random.Generator, name: str, blocks: int) -> np.ndarr
         scale = rng.uniform(-SCALE_SPREAD, SCALE_SPREAD, blocks).astype("<f4")
         raw[:, Q8_K_SCALE] = scale.view(np.uint8).reshape(blocks, 4)
         return raw
-    for offset in HALF_SCALES[name]:
+    for offset in HALF_SCALE_OFFSETS[name]:
         scale = rng.uniform(-SCALE_SPREAD, SCALE_SPREAD, blocks).astype("<f2")
         raw[:, offset : offset + 2] = scale.view(np.uint8).reshape(blocks, 2)
     return raw
