@@ -59,6 +59,7 @@ from attention_core.pretrained.ggml_quants import HALF_SCALE_OFFSETS
 from attention_core.pretrained.int4 import INT4_GROUP, Int4Parts, int4_linear, pack_int4
 from bench import process
 from bench.decoder import Timing, round_robin
+from bench.gguf_writing import add_byte_level_tokenizer, add_decoder_keys, byte_tokens
 
 MIB = 1 << 20
 KIB_PER_MIB = 1024
@@ -170,18 +171,11 @@ def random_blocks(rng: np.random.Generator, type_name: str, rows: int, cols: int
     return raw.reshape(rows, -1)
 
 
-def byte_alphabet() -> list[str]:
-    """GPT-2's byte-level alphabet: the 256 characters that spell the bytes 0..255."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    shifted = iter(range(256, 512))
-    return [chr(b) if b in printable else chr(next(shifted)) for b in range(256)]
-
-
 def vocabulary(size: int) -> tuple[list[str], list[str], list[int]]:
     """(tokens, merges, token types) of a byte-level BPE vocabulary of ``size`` tokens: the
     256 bytes, merged tokens (every token so far extended by one byte, shortest first, one
     merge each), then :data:`SPECIAL_TOKENS` control tokens, as Llama 3's are laid out."""
-    alphabet = byte_alphabet()
+    alphabet = byte_tokens()
     tokens, merges = list(alphabet), []
     normal = size - SPECIAL_TOKENS
     left = 0
@@ -201,25 +195,12 @@ def _metadata(writer: gguf.GGUFWriter, shape: ModelShape) -> None:
     tokens, merges, types = vocabulary(shape.vocab)
     writer.add_name("synthetic 1B Q4_K_M (bench.gguf_model)")
     writer.add_file_type(FILE_TYPE_Q4_K_M)
-    writer.add_context_length(CONTEXT)
-    writer.add_embedding_length(shape.width)
-    writer.add_block_count(shape.layers)
-    writer.add_feed_forward_length(shape.ffn)
-    writer.add_head_count(shape.heads)
-    writer.add_head_count_kv(shape.kv_heads)
-    writer.add_key_length(shape.head_dim)
-    writer.add_value_length(shape.head_dim)
-    writer.add_rope_dimension_count(shape.head_dim)
-    writer.add_rope_freq_base(ROPE_BASE)
-    writer.add_layer_norm_rms_eps(RMS_EPS)
+    add_decoder_keys(writer, shape, context=CONTEXT, rope_base=ROPE_BASE, rms_eps=RMS_EPS)
     writer.add_vocab_size(shape.vocab)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("llama-bpe")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(len(tokens) - SPECIAL_TOKENS)
-    writer.add_eos_token_id(len(tokens) - SPECIAL_TOKENS + 1)
+    bos = len(tokens) - SPECIAL_TOKENS  # <|begin_of_text|>, then <|end_of_text|>
+    add_byte_level_tokenizer(
+        writer, pre="llama-bpe", tokens=tokens, types=types, merges=merges, bos=bos, eos=bos + 1
+    )
 
 
 def _tensor_data(rng: np.random.Generator, tensor: PlannedTensor) -> np.ndarray:

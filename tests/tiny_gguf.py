@@ -27,8 +27,8 @@ from gguf import quants
 from gguf.constants import GGMLQuantizationType as QType
 
 from attention_core.pretrained.ggml_quants import HALF_SCALE_OFFSETS
+from bench.gguf_writing import add_byte_level_tokenizer, add_decoder_keys, byte_tokens
 
-BYTES = 256
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 VOCAB_MULTIPLE = 16  # reserved control tokens pad the vocabulary, as real ones are padded
 CONTROL, NORMAL = 3, 1
@@ -37,6 +37,7 @@ K_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K")
 QUANTIZED = ("BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
 K_SCALE_SPREAD = 0.0003  # random K blocks' first draw of their scales
 WEIGHT_STD = 0.08
+RMS_EPS = 1e-5
 MATRIX_KINDS = (
     "token_embd",
     "output",
@@ -127,16 +128,21 @@ class TinyModel:
     sentencepiece: object = None
 
 
-def train_sentencepiece():
-    """A tiny SentencePiece BPE with byte fallback, set up as Llama 2's; its processor."""
+def train_sentencepiece(corpus=SPM_CORPUS, vocab_size: int = SPM_VOCAB, **options):
+    """A tiny SentencePiece BPE with byte fallback, set up as Llama 2's; its processor.
+
+    Args:
+        corpus: the training sentences. vocab_size: the pieces wanted.
+        **options: more ``SentencePieceTrainer.train`` options (e.g. ``add_dummy_prefix``).
+    """
     import sentencepiece
 
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(SPM_CORPUS),
+        sentence_iterator=iter(corpus),
         model_writer=model,
         model_type="bpe",
-        vocab_size=SPM_VOCAB,
+        vocab_size=vocab_size,
         byte_fallback=True,
         character_coverage=0.995,
         normalization_rule_name="identity",
@@ -147,6 +153,7 @@ def train_sentencepiece():
         eos_id=2,
         pad_id=-1,
         minloglevel=2,
+        **options,
     )
     return sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
 
@@ -168,14 +175,7 @@ def _spm_vocab(sp) -> tuple[list[str], list[float], list[int]]:
 def byte_level_vocab() -> tuple[list[str], list[str], list[int]]:
     """GPT-2's 256 byte characters, the merged tokens of :data:`MERGES`, then the specials;
     returns (tokens, merges, token types)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    alphabet = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(BYTES):
-        if b not in alphabet:
-            alphabet[b] = chr(BYTES + extra)
-            extra += 1
-    tokens = [alphabet[b] for b in range(BYTES)]
+    tokens = byte_tokens()
     tokens += ["".join(merge.split(" ")) for merge in MERGES]
     normal = len(tokens)
     tokens += list(SPECIALS)
@@ -249,17 +249,7 @@ def _add_vector(writer, name: str, values: np.ndarray) -> np.ndarray:
 
 
 def _metadata(writer, spec: TinySpec, tokens, merges, types) -> None:
-    writer.add_context_length(spec.context)
-    writer.add_embedding_length(spec.width)
-    writer.add_block_count(spec.layers)
-    writer.add_feed_forward_length(spec.ffn)
-    writer.add_head_count(spec.heads)
-    writer.add_head_count_kv(spec.kv_heads)
-    writer.add_key_length(spec.head_dim)
-    writer.add_value_length(spec.head_dim)
-    writer.add_rope_dimension_count(spec.head_dim)
-    writer.add_rope_freq_base(spec.rope_base)
-    writer.add_layer_norm_rms_eps(1e-5)
+    add_decoder_keys(writer, spec, context=spec.context, rope_base=spec.rope_base, rms_eps=RMS_EPS)
     if spec.rope_linear != 1.0:
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(spec.rope_linear)
@@ -273,13 +263,10 @@ def _metadata(writer, spec: TinySpec, tokens, merges, types) -> None:
         writer.add_unk_token_id(0)
         writer.add_add_bos_token(True)
     else:
-        writer.add_tokenizer_model("gpt2")
-        writer.add_tokenizer_pre(spec.pre)
-        writer.add_token_list(tokens)
-        writer.add_token_types(types)
-        writer.add_token_merges(merges)
-        writer.add_bos_token_id(tokens.index(SPECIALS[0]))
-        writer.add_eos_token_id(tokens.index(SPECIALS[0]))
+        end = tokens.index(SPECIALS[0])  # <|endoftext|> begins and ends
+        add_byte_level_tokenizer(
+            writer, pre=spec.pre, tokens=tokens, types=types, merges=merges, bos=end, eos=end
+        )
     for key, value in spec.extra:
         if isinstance(value, bool):
             writer.add_bool(key, value)
@@ -365,7 +352,7 @@ def write_tiny_gguf(path: str | Path, spec: TinySpec | None = None, **options) -
     return model
 
 
-def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
     return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import unicodedata
@@ -34,9 +33,10 @@ from attention_core.pretrained.gguf_file import parse_gguf
 from attention_core.pretrained.gguf_tokenizer import build_gguf_tokenizer
 from attention_core.pretrained.smollm2 import default_gguf_path
 from attention_core.pretrained.tokenizer import tokenize
+from tests.tiny_gguf import train_sentencepiece
 
 gguf = pytest.importorskip("gguf")
-sentencepiece = pytest.importorskip("sentencepiece")
+pytest.importorskip("sentencepiece")
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE = 1, 2, 3, 4, 6
 SPM_VOCAB = 420
@@ -163,28 +163,15 @@ def _write_gguf(path, fields: dict) -> dict:
 
 
 def _train_spm(add_dummy_prefix: bool):
-    """A tiny SentencePiece BPE with byte fallback, set up as Llama 2's (identity rule)."""
-    model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(CORPUS),
-        model_writer=model,
-        model_type="bpe",
-        vocab_size=SPM_VOCAB,
-        byte_fallback=True,
-        character_coverage=0.995,
-        normalization_rule_name="identity",
-        remove_extra_whitespaces=False,
+    """A tiny SentencePiece BPE with byte fallback, set up as Llama 2's (identity rule), with
+    whitespace-only pieces and one user-defined token."""
+    return train_sentencepiece(
+        CORPUS,
+        SPM_VOCAB,
         add_dummy_prefix=add_dummy_prefix,
-        split_digits=True,
         allow_whitespace_only_pieces=True,
         user_defined_symbols=[USER_TOKEN],
-        unk_id=0,
-        bos_id=1,
-        eos_id=2,
-        pad_id=-1,
-        minloglevel=2,
     )
-    return sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
 
 
 def _spm_type(sp, index: int) -> int:
