@@ -173,6 +173,27 @@ def _check_budget(token_counts: list[int]) -> None:
         )
 
 
+def _checked_request(model, sentences, layer, head, layers: int, heads: int):
+    """Check a map request to a decoder or an encoder and tokenise its sentences.
+
+    Args:
+        model: the decoder or encoder (its ``variant`` and ``tokenize``).
+        sentences, layer, head: as the caller got them. layers, heads: the model's counts.
+
+    Returns:
+        (sentences as a tuple, layer, head, one tokenisation per sentence).
+
+    Raises:
+        ValueError: as :func:`decoder_head_qk`, in that order.
+    """
+    sentences = _check_sentences(sentences)
+    layer, head = _check_head(layer, head, layers, heads)
+    _check_dense(model.variant)
+    tokenized = [model.tokenize(text) for text in sentences]
+    _check_budget([len(t.input_ids) for t in tokenized])
+    return sentences, layer, head, tokenized
+
+
 def _head_qk(
     layer: int,
     head: int,
@@ -229,12 +250,10 @@ def decoder_head_qk(decoder, sentences: Sequence[str], layer: int, head: int) ->
     from attention_core.pretrained.llama_block import linear, rms_norm
     from attention_core.pretrained.rope import apply_rope
 
-    sentences = _check_sentences(sentences)
     cfg = decoder.config
-    layer, head = _check_head(layer, head, cfg.num_layers, cfg.num_heads)
-    _check_dense(decoder.variant)
-    tokenized = [decoder.tokenize(text) for text in sentences]
-    _check_budget([len(t.input_ids) for t in tokenized])
+    sentences, layer, head, tokenized = _checked_request(
+        decoder, sentences, layer, head, cfg.num_layers, cfg.num_heads
+    )
     block = decoder.layers[layer]
     size, kv_head = cfg.head_dim, head // cfg.group_size
     seen: dict[str, torch.Tensor] = {}
@@ -283,12 +302,10 @@ def encoder_head_qk(encoder, sentences: Sequence[str], layer: int, head: int) ->
     Raises:
         ValueError: as :func:`decoder_head_qk`.
     """
-    sentences = _check_sentences(sentences)
     cfg = encoder.config
-    layer, head = _check_head(layer, head, cfg.num_hidden_layers, cfg.num_attention_heads)
-    _check_dense(encoder.variant)
-    tokenized = [encoder.tokenize(text) for text in sentences]
-    _check_budget([len(t.input_ids) for t in tokenized])
+    sentences, layer, head, tokenized = _checked_request(
+        encoder, sentences, layer, head, cfg.num_hidden_layers, cfg.num_attention_heads
+    )
     attention = encoder.layers[layer].attention
     seen: dict[str, torch.Tensor] = {}
 

@@ -69,3 +69,17 @@ def torch_twin(ours: MultiHeadSelfAttention) -> nn.MultiheadAttention:
 def fixture_ids(data, index) -> torch.Tensor:
     """Prompt ``index`` of a stored decoder fixture as a batch of one: int64 (1, L)."""
     return torch.from_numpy(data[f"input_ids_{index}"])[None]  # (1, L)
+
+
+def encoder_with_heads_zeroed(encoder, pairs):
+    """The reference ablation of an encoder (MiniLM, e5): a ``"scaled"`` twin whose output
+    projection has each (layer, head) of ``pairs``'s columns set to zero. Call it under
+    ``torch.no_grad()``."""
+    twin = encoder.with_variant("scaled")
+    size = encoder.config.hidden_size // encoder.config.num_attention_heads
+    for layer, head in pairs:
+        linear = twin.layers[layer].attention.out_linear
+        weight = linear.weight.detach().clone()  # (D, H·E)
+        weight[:, head * size : (head + 1) * size] = 0.0
+        linear.weight = nn.Parameter(weight)
+    return twin

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from attention_core.experiments import encoder_heads
 from attention_core.pretrained import PASSAGE_PREFIX, e5_available, load_e5_small
+from tests.core.references import encoder_with_heads_zeroed
 
 TEXT = PASSAGE_PREFIX + "The cat sat on the mat because it was comfortable."
 
@@ -80,13 +80,7 @@ def test_e5_ablation_equals_a_zeroed_slice_and_the_cosine_its_formula(e5):
     pairs = ((3, 2), (9, 11))
     with torch.no_grad():
         ablated = e5(ids, ablate=pairs, need_weights=False).hidden_states
-        twin = e5.with_variant("scaled")
-        size = e5.config.hidden_size // e5.config.num_attention_heads
-        for layer, head in pairs:
-            linear = twin.layers[layer].attention.out_linear
-            weight = linear.weight.detach().clone()
-            weight[:, head * size : (head + 1) * size] = 0.0
-            linear.weight = nn.Parameter(weight)
+        twin = encoder_with_heads_zeroed(e5, pairs)
         reference = twin(ids, need_weights=False).hidden_states
         plain = e5(ids, need_weights=False).hidden_states
     torch.testing.assert_close(ablated, reference, rtol=0, atol=1e-5)

@@ -14,7 +14,7 @@ from torch import nn
 
 from attention_core.experiments import heads
 from attention_core.pretrained import load_minilm, model_available
-from tests.core.references import needs_smollm2
+from tests.core.references import encoder_with_heads_zeroed, needs_smollm2
 
 COPY_LENGTH, COPY_SEED = 24, 0
 # measured on the int4 decoder, seed 0: second copy 4.85 nats with every head on, 11.23 with
@@ -275,13 +275,7 @@ def test_encoder_ablation_equals_zeroed_output_columns(encoder):
     pairs = ((1, 3), (4, 11))
     with torch.no_grad():
         ablated = encoder(ids, ablate=pairs).hidden_states
-        twin = encoder.with_variant("scaled")
-        size = encoder.config.hidden_size // encoder.config.num_attention_heads
-        for layer, head in pairs:
-            linear = twin.layers[layer].attention.out_linear
-            weight = linear.weight.detach().clone()
-            weight[:, head * size : (head + 1) * size] = 0.0
-            linear.weight = nn.Parameter(weight)
+        twin = encoder_with_heads_zeroed(encoder, pairs)
         reference = twin(ids).hidden_states
         plain = encoder(ids).hidden_states
     torch.testing.assert_close(ablated, reference, rtol=0, atol=1e-5)
