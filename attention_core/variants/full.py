@@ -105,34 +105,15 @@ def scaled_attention(
     )
 
 
-def basic_attention(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    scale,
-    need_weights=False,
-    dropout_p=0.0,
-    generator=None,
-    memory_budget=None,
-) -> AttentionResult:
+def basic_attention(q, k, v, **common) -> AttentionResult:
     """The tutorial's basic self-attention, softmax(q kᵀ) v: no 1/sqrt(E) scaling.
 
-    ``attend`` passes ``scale=1`` unless one is given. Same shapes and errors as
+    It is :func:`scaled_attention` at another scale: ``attend`` passes ``scale=1`` unless one
+    is given. ``**common``: mask, scale, need_weights, dropout_p, generator, memory_budget
+    (the shared variant signature, see :func:`scaled_attention`). Same shapes and errors as
     :func:`scaled_attention`.
     """
-    return scaled_attention(
-        q,
-        k,
-        v,
-        mask=mask,
-        scale=scale,
-        need_weights=need_weights,
-        dropout_p=dropout_p,
-        generator=generator,
-        memory_budget=memory_budget,
-    )
+    return scaled_attention(q, k, v, **common)
 
 
 def stable_attention(

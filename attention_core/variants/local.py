@@ -230,19 +230,7 @@ def local_attention(
     )
 
 
-def block_attention(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    scale,
-    need_weights=False,
-    dropout_p=0.0,
-    generator=None,
-    memory_budget=None,
-    block_size: int,
-) -> AttentionResult:
+def block_attention(q, k, v, *, block_size: int, **common) -> AttentionResult:
     """Block-diagonal attention: positions attend within their block of ``block_size``.
 
     Exact: equals full scaled attention under ``masks.block(L, block_size, S)``. The
@@ -250,21 +238,12 @@ def block_attention(
     within it (``groups.py``), O(L·b·E) time and O(L·b) memory, also when L != S; one
     fused SDPA call for all blocks when no weights or dropout are asked for.
 
-    Args/Returns/Raises: as :func:`local_attention`, with block_size >= 1.
+    Args/Returns/Raises: as :func:`local_attention`, with block_size >= 1; ``**common``:
+    mask, scale, need_weights, dropout_p, generator, memory_budget (the shared variant
+    signature), passed on to :func:`~attention_core.variants.groups.grouped_attention`.
     """
     groups = block_groups(q.shape[-2], k.shape[-2], block_size, q.device)
-    return grouped_attention(
-        q,
-        k,
-        v,
-        groups,
-        mask=mask,
-        scale=scale,
-        need_weights=need_weights,
-        dropout_p=dropout_p,
-        generator=generator,
-        memory_budget=memory_budget,
-    )
+    return grouped_attention(q, k, v, groups, **common)
 
 
 def _local_memory(lead, L, S, E, Ev, *, itemsize, need_weights, window_size=16, **_):

@@ -11,11 +11,13 @@ import torch.nn.functional as F
 
 from attention_core import VARIANTS, MultiHeadSelfAttention, attend, masks
 from tests.core.references import torch_twin
+from tests.core.variant_reference import COMPARABLE
 
 pytestmark = pytest.mark.gpu
 
 DEVICE = "cuda"
 B, H, L, E = 2, 3, 40, 16
+# Sized for L = 40 (variant_reference.SMALL_PARAMS is sized for its L = 10).
 SMALL_PARAMS: dict[str, dict[str, object]] = {
     "local": {"window_size": 7},
     "block": {"block_size": 6},
@@ -24,7 +26,6 @@ SMALL_PARAMS: dict[str, dict[str, object]] = {
     "combined": {"window_size": 5, "stride": 4},
     "chunked": {"chunk_size": 16, "key_chunk_size": 12},
 }
-COMPARABLE = sorted(name for name, spec in VARIANTS.items() if spec.exact or name == "basic")
 TOL = {torch.float32: 1e-5, torch.float16: 2e-2, torch.bfloat16: 6e-2}
 
 

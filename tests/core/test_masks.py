@@ -11,41 +11,28 @@ def _literal(rows: list[str]) -> torch.Tensor:
     return torch.tensor([[c == "1" for c in row] for row in rows], dtype=torch.bool)
 
 
-def test_causal_3():
-    expected = _literal(["100", "110", "111"])
-    assert torch.equal(masks.causal(3), expected)
-
-
-def test_causal_rectangular():
-    expected = _literal(["1000", "1100"])
-    assert torch.equal(masks.causal(2, 4), expected)
-
-
-def test_local_5_window_3():
+LITERALS = [
+    pytest.param(masks.causal, (3,), ["100", "110", "111"], id="causal 3"),
+    pytest.param(masks.causal, (2, 4), ["1000", "1100"], id="causal rectangular"),
     # window_size // 2 = 1 key on each side
-    expected = _literal(["11000", "11100", "01110", "00111", "00011"])
-    assert torch.equal(masks.local(5, 3), expected)
+    pytest.param(masks.local, (5, 3), ["11000", "11100", "01110", "00111", "00011"], id="local 3"),
+    # window 4 -> 2 on each side, the same as window 5
+    pytest.param(masks.local, (5, 4), ["11100", "11110", "11111", "01111", "00111"], id="local 4"),
+    pytest.param(masks.local, (5, 5), ["11100", "11110", "11111", "01111", "00111"], id="local 5"),
+    pytest.param(
+        masks.strided, (5, 2), ["10101", "01010", "10101", "01010", "10101"], id="strided"
+    ),
+    pytest.param(masks.block, (5, 2), ["11000", "11000", "00110", "00110", "00001"], id="block"),
+]
 
 
-def test_local_even_window_matches_odd_below():
-    # window 4 -> 2 on each side, same as window 5
-    expected = _literal(["11100", "11110", "11111", "01111", "00111"])
-    assert torch.equal(masks.local(5, 4), expected)
-    assert torch.equal(masks.local(5, 5), expected)
+@pytest.mark.parametrize(("build", "args", "rows"), LITERALS)
+def test_mask_is_the_literal_matrix(build, args, rows):
+    assert torch.equal(build(*args), _literal(rows))
 
 
 def test_local_window_1_is_identity():
     assert torch.equal(masks.local(4, 1), torch.eye(4, dtype=torch.bool))
-
-
-def test_strided_5_stride_2():
-    expected = _literal(["10101", "01010", "10101", "01010", "10101"])
-    assert torch.equal(masks.strided(5, 2), expected)
-
-
-def test_block_5_size_2():
-    expected = _literal(["11000", "11000", "00110", "00110", "00001"])
-    assert torch.equal(masks.block(5, 2), expected)
 
 
 def test_padding_lengths_2_0():
