@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from attention_core.types import AttentionResult
+from attention_core.variants.common import records_grad
 
 NO_KERNEL_ENV = "ATTENTION_CORE_NO_KERNEL"
 
@@ -144,7 +145,7 @@ def can_run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
         return False
     if q.numel() == 0 or v.numel() == 0:  # nothing to compute: the PyTorch path handles it
         return False
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+    return not records_grad(q, k, v)
 
 
 def band_attention(

@@ -24,7 +24,12 @@ import torch
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, Param, VariantSpec
-from attention_core.variants.common import allowed_from_mask, apply_mask, dropout_keep
+from attention_core.variants.common import (
+    allowed_from_mask,
+    apply_mask,
+    dropout_keep,
+    records_grad,
+)
 
 FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
@@ -60,8 +65,7 @@ def _query_chunk(q_c, k, v, mask_rows, *, rows, key_chunk, dropout_p, generator,
     lead = torch.broadcast_shapes(q_c.shape[:-2], k.shape[:-2], v.shape[:-2])
     cq = q_c.shape[-2]
     # in-place updates save memory, but autograd needs the tensors it saved intact
-    tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q_c, k, v))
-    inplace = not tracked
+    inplace = not records_grad(q_c, k, v)
     m = q_c.new_full((*lead, cq, 1), -torch.inf)  # running row max
     l_sum = q_c.new_zeros((*lead, cq, 1))  # running Σ exp(s − m)
     acc = q_c.new_zeros((*lead, cq, v.shape[-1]))  # running Σ exp(s − m) v
@@ -225,7 +229,7 @@ def chunked_attention(
     work = compute_dtype(q.dtype)
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     chunk, key_chunk = min(chunk_size, L), min(key_chunk_size, S)
-    tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    tracked = records_grad(q, k, v)
     # the fused kernel's terms: PyTorch's CPU flash kernel, one head size for q, k and v
     fusable = q.device.type == "cpu" and q.dtype in FUSED_DTYPES and q.shape[-1] == v.shape[-1]
     fused = fusable and not (need_weights or dropout_p > 0 or tracked)

@@ -49,6 +49,13 @@ def check_all_finite(tensors: dict[str, torch.Tensor]) -> None:
             raise ValueError(f"{name} contains {bad}; attention needs finite inputs")
 
 
+def records_grad(*tensors: torch.Tensor) -> bool:
+    """Whether autograd records the ops on ``tensors``: grad mode is on and one of them
+    requires grad. Paths that update buffers in place, or run a kernel with no backward,
+    check it first: autograd needs the tensors it saved intact."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def lead_shape(*shapes: torch.Size) -> torch.Size:
     """The broadcast of leading-dim shapes, e.g. of q.shape[:-2], k.shape[:-2], v.shape[:-2].
 
@@ -307,8 +314,7 @@ def _score_pair(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
     H=8: two separate 2 MiB buffers were refaulted on every call in some processes, 1024
     page faults, doubling the call's time). The returned scores and weights share it.
     """
-    tracked = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
-    if tracked or q.shape[:-2] != k.shape[:-2]:
+    if records_grad(q, k) or q.shape[:-2] != k.shape[:-2]:
         return None
     return q.new_empty((2, *q.shape[:-2], q.shape[-2], k.shape[-2]))
 

@@ -15,6 +15,7 @@ from attention_core.variants.common import (
     apply_dropout,
     apply_mask,
     masked_dense_result,
+    records_grad,
     scores_shape,
     zero_rows_without_key,
 )
@@ -147,7 +148,7 @@ def stable_attention(
     row_max = scores.amax(dim=-1, keepdim=True)  # (..., L, 1)
     # without autograd, exp and the division reuse one (..., L, S) buffer: beside the scores
     # that is the only other one (three more otherwise)
-    in_place = not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+    in_place = not records_grad(q, k, v)
     exp = scores - row_max  # (..., L, S) <= 0
     exp = exp.exp_() if in_place else exp.exp()  # in [0, 1]: cannot overflow
     allowed = allowed_from_mask(mask)

@@ -24,7 +24,7 @@ import torch
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, Param, VariantSpec
-from attention_core.variants.common import allowed_from_mask, lead_shape
+from attention_core.variants.common import allowed_from_mask, lead_shape, records_grad
 
 TINY_DENOMINATOR = 1e-30
 
@@ -49,7 +49,7 @@ def feature_map(
     Returns:
         φ(x·scale), in ``out`` when given.
     """
-    if torch.is_grad_enabled() and x.requires_grad:
+    if records_grad(x):
         return torch.exp2(torch.clamp_max(x, 0.0) * (scale * LOG2_E)) + torch.relu(x) * scale
     out = torch.clamp_max(x, 0.0, out=out) if out is not None else torch.clamp_max(x, 0.0)
     out.mul_(scale * LOG2_E).exp2_()  # exp(min(x, 0)·scale), two in-place passes
@@ -95,8 +95,7 @@ def _normalise(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
     Divides num in place when autograd does not track it (saves an L×Ev allocation)."""
     has_key = den > TINY_DENOMINATOR  # (..., L, 1)
     inverse = torch.where(has_key, 1.0 / torch.where(has_key, den, 1.0), 0.0)  # (..., L, 1)
-    tracked = torch.is_grad_enabled() and (num.requires_grad or inverse.requires_grad)
-    return num * inverse if tracked else num.mul_(inverse)  # (..., L, Ev)
+    return num * inverse if records_grad(num, inverse) else num.mul_(inverse)  # (..., L, Ev)
 
 
 # Rows per chunk of the untracked non-causal form: each chunk's feature maps, product and
@@ -171,7 +170,7 @@ def _noncausal(q, k, v, scale, keep):
     Returns:
         (..., L, Ev); 0 for a query whose every key is dropped.
     """
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+    if records_grad(q, k, v):
         return _tracked_noncausal(q, k, v, scale, keep)
     L, E, Ev = q.shape[-2], q.shape[-1], v.shape[-1]
     rows = chunk_rows(lead_shape(q.shape[:-2], k.shape[:-2]), E, q.element_size())

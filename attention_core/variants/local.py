@@ -27,6 +27,7 @@ from attention_core.variants.common import (
     apply_dropout,
     mask_windows,
     masked_dense_result,
+    records_grad,
     stable_softmax,
     window_layout,
 )
@@ -120,7 +121,7 @@ def windowed_attention(
             memory_budget,
         )
     # in-place updates save memory and page faults, but autograd needs saved tensors intact
-    inplace = not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+    inplace = not records_grad(q, k, v)
     q_blk = q.to(work) * scale  # (..., L, E), pre-scaled: cheaper than scaling the scores
     if padded_len != L:
         q_blk = F.pad(q_blk, (0, 0, 0, padded_len - L))  # (..., Lp, E)
@@ -186,23 +187,21 @@ def local_attention(
     """
     L, S = q.shape[-2], k.shape[-2]
     halo = window_size // 2
+    common = {  # what the dense and the windowed path both take
+        "mask": mask,
+        "scale": scale,
+        "need_weights": need_weights,
+        "dropout_p": dropout_p,
+        "generator": generator,
+        "memory_budget": memory_budget,
+    }
     if L != S:
 
         def pattern():
             return masks.local(L, window_size, S, device=q.device)
 
-        return masked_dense_result(  # cross-attention has no band structure to exploit
-            q,
-            k,
-            v,
-            mask=mask,
-            scale=scale,
-            need_weights=need_weights,
-            dropout_p=dropout_p,
-            generator=generator,
-            memory_budget=memory_budget,
-            build_pattern=pattern,
-        )
+        # cross-attention has no band structure to exploit
+        return masked_dense_result(q, k, v, build_pattern=pattern, **common)
     halo = min(halo, L)
     if local_fast.applies(q, k, v, mask=mask, need_weights=need_weights, dropout_p=dropout_p):
         return local_fast.fast_local(
@@ -215,19 +214,7 @@ def local_attention(
             need_weights=need_weights,
             memory_budget=memory_budget,
         )
-    return windowed_attention(
-        q,
-        k,
-        v,
-        block=max(MIN_QUERY_BLOCK, halo),
-        halo=halo,
-        mask=mask,
-        scale=scale,
-        need_weights=need_weights,
-        dropout_p=dropout_p,
-        generator=generator,
-        memory_budget=memory_budget,
-    )
+    return windowed_attention(q, k, v, block=max(MIN_QUERY_BLOCK, halo), halo=halo, **common)
 
 
 def block_attention(q, k, v, *, block_size: int, **common) -> AttentionResult:
