@@ -28,7 +28,9 @@ from attention_core.variants.common import (
     allowed_from_mask,
     apply_mask,
     dropout_keep,
+    qkv_out_elements,
     records_grad,
+    score_itemsize,
 )
 
 FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
@@ -288,8 +290,8 @@ def _chunked_memory(
     """Peak bytes of ``chunked``: without weights the fused path (no score tile of its own;
     a mask adds one chunk_size × key_chunk_size tile); with weights the explicit path's
     tiles and the L×S weights and scores."""
-    work = max(itemsize, 4)
-    io = (L * E + S * E + S * Ev + 2 * L * Ev) * work
+    work = score_itemsize(itemsize)
+    io = (qkv_out_elements(L, S, E, Ev) + L * Ev) * work
     if not need_weights:
         return lead * io
     tile = 3 * min(chunk_size, L) * min(key_chunk_size, S) * work

@@ -56,6 +56,18 @@ def records_grad(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
+def score_itemsize(itemsize: int) -> int:
+    """Bytes per score, weight or work value of a call on inputs of ``itemsize`` bytes: half
+    types (2) are computed in float32 (4); float32 and float64 in their own size."""
+    return max(itemsize, 4)
+
+
+def qkv_out_elements(L: int, S: int, E: int, Ev: int) -> int:
+    """Elements of one head's q (L, E), k (S, E), v (S, Ev) and output (L, Ev): what every
+    memory model counts beside its own work buffers."""
+    return L * E + S * E + S * Ev + L * Ev
+
+
 def lead_shape(*shapes: torch.Size) -> torch.Size:
     """The broadcast of leading-dim shapes, e.g. of q.shape[:-2], k.shape[:-2], v.shape[:-2].
 

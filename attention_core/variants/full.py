@@ -15,7 +15,9 @@ from attention_core.variants.common import (
     apply_dropout,
     apply_mask,
     masked_dense_result,
+    qkv_out_elements,
     records_grad,
+    score_itemsize,
     scores_shape,
     zero_rows_without_key,
 )
@@ -26,8 +28,8 @@ def dense_memory(
 ) -> int:
     """Peak bytes of explicit attention: scores and weights (L×S, float32 for half types)
     plus q, k, v and output."""
-    work = max(itemsize, 4)
-    return lead * (2 * L * S * work + (L * E + S * E + S * Ev + L * Ev) * itemsize)
+    work = score_itemsize(itemsize)
+    return lead * (2 * L * S * work + qkv_out_elements(L, S, E, Ev) * itemsize)
 
 
 def fused_memory(
@@ -36,7 +38,7 @@ def fused_memory(
     """Peak bytes of ``scaled``: fused SDPA keeps O(L·E) unless weights are asked for."""
     if need_weights:
         return dense_memory(lead, L, S, E, Ev, itemsize=itemsize, need_weights=need_weights)
-    return lead * (L * E + S * E + S * Ev + L * Ev) * itemsize
+    return lead * qkv_out_elements(L, S, E, Ev) * itemsize
 
 
 def _sdpa_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:

@@ -24,7 +24,13 @@ import torch.nn.functional as F
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, blocked_score
-from attention_core.variants.common import apply_dropout, apply_mask, stable_softmax
+from attention_core.variants.common import (
+    apply_dropout,
+    apply_mask,
+    qkv_out_elements,
+    score_itemsize,
+    stable_softmax,
+)
 
 
 @dataclass(frozen=True)
@@ -317,8 +323,8 @@ def grouped_memory(lead, L, S, E, Ev, *, itemsize, need_weights, cells: int) -> 
     the gathered q, k, v and the output; the group scores and weights where they are formed
     (with weights, or on SDPA's math path: float64 or E != Ev; the fused kernel keeps only
     small tiles); and the dense weights and scores when asked for."""
-    work = max(itemsize, 4)
-    gathered = (L * E + S * E + S * Ev + 2 * L * Ev) * itemsize
+    work = score_itemsize(itemsize)
+    gathered = (qkv_out_elements(L, S, E, Ev) + L * Ev) * itemsize
     formed = need_weights or itemsize >= 8 or E != Ev
     scores = 2 * cells * work if formed else 0
     extra = 2 * L * S * work if need_weights else 0

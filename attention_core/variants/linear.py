@@ -24,7 +24,13 @@ import torch
 
 from attention_core.device import check_budget, compute_dtype, tensor_bytes
 from attention_core.types import AttentionResult, Param, VariantSpec
-from attention_core.variants.common import allowed_from_mask, lead_shape, records_grad
+from attention_core.variants.common import (
+    allowed_from_mask,
+    lead_shape,
+    qkv_out_elements,
+    records_grad,
+    score_itemsize,
+)
 
 TINY_DENOMINATOR = 1e-30
 
@@ -304,9 +310,9 @@ def _linear_memory(lead, L, S, E, Ev, *, itemsize, need_weights, chunk_size=64, 
     """Peak bytes of ``linear``: q, k, v and the output, the state, and the feature maps:
     whole for the causal form, a chunk of :func:`chunk_rows` rows (two buffers and the
     chunk's product) for the non-causal one."""
-    work = max(itemsize, 4)
+    work = score_itemsize(itemsize)
     state = (E * Ev + E) * work
-    tensors = (L * E + S * E + S * Ev + L * Ev) * work
+    tensors = qkv_out_elements(L, S, E, Ev) * work
     if causal:
         features = (L * E + S * E) * work + chunk_size * chunk_size * work
     else:

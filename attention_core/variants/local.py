@@ -28,6 +28,7 @@ from attention_core.variants.common import (
     mask_windows,
     masked_dense_result,
     records_grad,
+    score_itemsize,
     stable_softmax,
     window_layout,
 )
@@ -238,8 +239,9 @@ def _local_memory(lead, L, S, E, Ev, *, itemsize, need_weights, window_size=16, 
     block (explicit, with weights), plus q, k, v and the output."""
     halo = window_size // 2
     block = min(max(MIN_QUERY_BLOCK, halo), L)
-    window = L * (block + 2 * halo) * max(itemsize, 4) * 2
-    extra = 2 * L * S * max(itemsize, 4) if need_weights else 0
+    work = score_itemsize(itemsize)
+    window = L * (block + 2 * halo) * work * 2
+    extra = 2 * L * S * work if need_weights else 0
     return lead * (window + extra + (2 * L * E + 2 * L * Ev) * itemsize)
 
 
