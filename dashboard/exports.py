@@ -17,6 +17,13 @@ import streamlit as st
 from dashboard.i18n import t
 
 PNG_SCALE = 2.0
+MIME_TYPES = {
+    "csv": "text/csv",
+    "npy": "application/octet-stream",
+    "png": "image/png",
+    "svg": "image/svg+xml",
+}
+"""The media type of each file the export buttons offer, by its extension."""
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -94,40 +101,28 @@ def export_buttons(
     cols = st.columns(4)
     array = None if weights is None else np.asarray(weights)
     if array is not None or csv_text is not None:
-        cols[0].download_button(
-            t("common.export_csv"),
-            _csv_source(csv_text, array),
-            file_name=f"{stem}.csv",
-            mime="text/csv",
-            key=f"{prefix}.csv",
-            on_click="ignore",
-        )
+        _download(cols[0], "csv", _csv_source(csv_text, array), stem, prefix)
     if array is not None:
-        cols[1].download_button(
-            t("common.export_npy"),
-            lambda: npy_bytes(array),
-            file_name=f"{stem}.npy",
-            mime="application/octet-stream",
-            key=f"{prefix}.npy",
-            on_click="ignore",
-        )
+        _download(cols[1], "npy", lambda: npy_bytes(array), stem, prefix)
     if chart is None:
         return
     build = chart if callable(chart) else lambda: chart
-    cols[2].download_button(
-        t("common.export_png"),
-        lambda: chart_png(build()),
-        file_name=f"{stem}.png",
-        mime="image/png",
-        key=f"{prefix}.png",
-        on_click="ignore",
-    )
-    cols[3].download_button(
-        t("common.export_svg"),
-        lambda: chart_svg(build()),
-        file_name=f"{stem}.svg",
-        mime="image/svg+xml",
-        key=f"{prefix}.svg",
+    _download(cols[2], "png", lambda: chart_png(build()), stem, prefix)
+    _download(cols[3], "svg", lambda: chart_svg(build()), stem, prefix)
+
+
+def _download(
+    column, kind: str, content: Callable[[], str | bytes], stem: str, prefix: str
+) -> None:
+    """One file's download button in ``column``: labelled ``common.export_<kind>``, the file
+    ``<stem>.<kind>`` made by ``content`` on click (``on_click="ignore"``: no rerun), the
+    widget key ``<prefix>.<kind>``."""
+    column.download_button(
+        t(f"common.export_{kind}"),
+        content,
+        file_name=f"{stem}.{kind}",
+        mime=MIME_TYPES[kind],
+        key=f"{prefix}.{kind}",
         on_click="ignore",
     )
 

@@ -249,15 +249,11 @@ class RedisRoomStore:
         return self._snapshot(code, *self._call("ask", code, text, len(question.options)))
 
     def answer(self, code: str, voter: str, choice: int, number: int) -> RoomSnapshot:
-        """Record ``voter``'s answer ``choice`` to question ``number`` (a second answer
-        replaces the first; after the reveal answers are closed).
+        """Record ``voter``'s answer ``choice`` to question ``number`` as
+        :meth:`RoomStore.answer <dashboard.rooms.store.RoomStore.answer>` does, with its
+        errors (the bound is this store's ``max_answers``).
 
         Raises:
-            RoomEndedError: when the room is not open.
-            QuestionClosedError: (a ``ValueError``) when question ``number`` is no longer
-                asked or its answer is shown.
-            ValueError: when ``choice`` is not one of its answers.
-            RoomLimitError: when ``max_answers`` learners answered already.
             RoomServerUnreachable: when Redis cannot be reached.
         """
         if not isinstance(choice, int) or not isinstance(number, int):

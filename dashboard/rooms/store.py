@@ -217,6 +217,11 @@ class RoomStore:
             room.code, room.view, room.version, poll, viewers, room.presenter, seen_s
         )
 
+    def _touch(self, room: _Room) -> RoomSnapshot:
+        """Mark ``room`` active now (after a change); its snapshot."""
+        now = room.active = self._clock()
+        return self._snapshot(room, now)
+
     def rooms(self) -> int:
         """How many rooms are open (after expiry)."""
         with self._lock:
@@ -288,10 +293,9 @@ class RoomStore:
         """
         with self._lock:
             room = self._room(code)
-            now = room.active = self._clock()
             if view != room.view:
                 room.view, room.version = view, room.version + 1
-            return self._snapshot(room, now)
+            return self._touch(room)
 
     def ask(self, code: str, question: Question) -> RoomSnapshot:
         """Put ``question`` to the room: earlier answers are dropped, the answer is hidden.
@@ -301,10 +305,9 @@ class RoomStore:
         """
         with self._lock:
             room = self._room(code)
-            now = room.active = self._clock()
             room.question, room.number = question, room.number + 1
             room.votes, room.revealed = {}, False
-            return self._snapshot(room, now)
+            return self._touch(room)
 
     def answer(self, code: str, voter: str, choice: int, number: int) -> RoomSnapshot:
         """Record ``voter``'s answer ``choice`` to question ``number`` (a second answer
@@ -328,8 +331,7 @@ class RoomStore:
             if voter not in room.votes and len(room.votes) >= self.max_answers:
                 raise RoomLimitError(f"question {number} has {len(room.votes)} answers")
             room.votes[voter] = choice
-            now = room.active = self._clock()
-            return self._snapshot(room, now)
+            return self._touch(room)
 
     def reveal(self, code: str) -> RoomSnapshot:
         """Show the current question's right answer and close its answers.
@@ -339,9 +341,8 @@ class RoomStore:
         """
         with self._lock:
             room = self._room(code)
-            now = room.active = self._clock()
             room.revealed = room.question is not None
-            return self._snapshot(room, now)
+            return self._touch(room)
 
     def clear_question(self, code: str) -> RoomSnapshot:
         """Take the current question away.
@@ -351,6 +352,5 @@ class RoomStore:
         """
         with self._lock:
             room = self._room(code)
-            now = room.active = self._clock()
             room.question, room.votes, room.revealed = None, {}, False
-            return self._snapshot(room, now)
+            return self._touch(room)

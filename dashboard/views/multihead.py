@@ -18,6 +18,9 @@ GALLERY_MAX_LEN = 32
 GALLERY_COLUMNS = 4
 REAL_DEFAULTS = LayerConfig(seq_len=12, d_model=64, heads=8)
 REAL_MAX_SEQ_LEN = 256
+# the per-head statistics charted side by side: (column, name), the name in the charts' locale
+# keys (multihead.<name>_title, multihead.col_<name>) and widget keys
+STATS_CHARTED = (("entropy", "entropy"), ("mean_distance", "distance"))
 
 
 @dataclass(frozen=True)
@@ -38,33 +41,16 @@ def pattern_label(name: str) -> str:
 
 def stats_charts(stats: pd.DataFrame, key: str) -> None:
     """Two bar charts side by side: mean row entropy and mean attention distance."""
-    left, right = st.columns(2)
-    with left:
-        st.altair_chart(
-            charts.bar_chart(
-                stats,
-                x="name",
-                y="entropy",
-                title=t("multihead.entropy_title"),
-                x_title=t("multihead.col_head"),
-                y_title=t("multihead.col_entropy"),
-            ),
-            theme=None,
-            key=f"{key}.entropy",
+    for column, (stat, name) in zip(st.columns(2), STATS_CHARTED, strict=True):
+        chart = charts.bar_chart(
+            stats,
+            x="name",
+            y=stat,
+            title=t(f"multihead.{name}_title"),
+            x_title=t("multihead.col_head"),
+            y_title=t(f"multihead.col_{name}"),
         )
-    with right:
-        st.altair_chart(
-            charts.bar_chart(
-                stats,
-                x="name",
-                y="mean_distance",
-                title=t("multihead.distance_title"),
-                x_title=t("multihead.col_head"),
-                y_title=t("multihead.col_distance"),
-            ),
-            theme=None,
-            key=f"{key}.distance",
-        )
+        column.altair_chart(chart, theme=None, key=f"{key}.{name}")
 
 
 # ---------------------------------------------------------------- gallery

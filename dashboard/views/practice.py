@@ -59,6 +59,12 @@ def practice_controls(page: str) -> PracticeConfig:
     )
 
 
+def topic(key: str) -> None:
+    """One topic's title and explanation (``practice.<key>_title``, ``practice.<key>_body``)."""
+    st.subheader(t(f"practice.{key}_title"))
+    st.markdown(t(f"practice.{key}_body"))
+
+
 def naive_series(dtype: str) -> str:
     """The translated legend name of the naive softmax's curve in ``dtype``."""
     return t("practice.series_method", method=t("practice.method_naive"), dtype=dtype)
@@ -67,8 +73,7 @@ def naive_series(dtype: str) -> str:
 def overflow_chart(ctl: PracticeConfig) -> None:
     """The max trick: the share of non-finite weights of the naive softmax against the logit
     scale, one curve per dtype (bfloat16 dashed, on top of float32's)."""
-    st.subheader(t("practice.s_max_title"))
-    st.markdown(t("practice.s_max_body"))
+    topic("s_max")
     try:
         sweep = data.softmax_sweep(SWEEP_DTYPES, ctl.seed)
     except ValueError as err:
@@ -151,8 +156,7 @@ def stability_section(ctl: PracticeConfig) -> None:
         )
 
     for key in ("s_norm", "s_residual", "s_init"):
-        st.subheader(t(f"practice.{key}_title"))
-        st.markdown(t(f"practice.{key}_body"))
+        topic(key)
 
 
 def memory_section(ctl: PracticeConfig) -> None:
@@ -163,15 +167,13 @@ def memory_section(ctl: PracticeConfig) -> None:
     precision_metrics(ctl)
     checkpoint_metrics(ctl)
     for key in ("m_sparse", "m_shard", "m_batch"):
-        st.subheader(t(f"practice.{key}_title"))
-        st.markdown(t(f"practice.{key}_body"))
+        topic(key)
 
 
 @replayed
 def chunk_estimates(ctl: PracticeConfig) -> None:
     """Chunking: the estimated memory of full weights against chunks, against L."""
-    st.subheader(t("practice.m_chunk_title"))
-    st.markdown(t("practice.m_chunk_body"))
+    topic("m_chunk")
     try:
         estimates = data.chunk_memory_estimates(
             MEMORY_LENGTHS, MEMORY_HEADS, MEMORY_HEAD_DIM, ctl.chunk_size
@@ -248,8 +250,7 @@ def chunk_measured(ctl: PracticeConfig) -> None:
 @replayed
 def precision_metrics(ctl: PracticeConfig) -> None:
     """Precision: each half type's largest difference from float32 on the page's layer."""
-    st.subheader(t("practice.m_precision_title"))
-    st.markdown(t("practice.m_precision_body"))
+    topic("m_precision")
     try:
         precision = data.precision_table(ctl.seq_len, ctl.d_model, ctl.heads, ctl.seed)
     except ValueError as err:
@@ -280,8 +281,7 @@ def precision_metrics(ctl: PracticeConfig) -> None:
 @replayed
 def checkpoint_metrics(ctl: PracticeConfig) -> None:
     """Checkpointing: the activations stored with and without it."""
-    st.subheader(t("practice.m_ckpt_title"))
-    st.markdown(t("practice.m_ckpt_body"))
+    topic("m_ckpt")
     try:
         ckpt = data.checkpoint_table(
             ctl.layers, MEMORY_HEADS, ctl.ckpt_len, MEMORY_HEADS * MEMORY_HEAD_DIM

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -19,6 +21,7 @@ MAX_D_KS = 12
 D_KS_MAX_CHARS = 60
 MAX_TRIALS = 500
 CHART_COLUMNS = 3
+SPREAD_HEIGHT, SATURATION_HEIGHT = 320, 300  # px: the std and mean charts, the saturation row
 
 
 def parse_d_ks(raw: str) -> list[int]:
@@ -38,6 +41,32 @@ def series_frame(table: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
         for column, name in columns.items()
     ]
     return pd.concat(parts, ignore_index=True)
+
+
+def d_k_chart(
+    table: pd.DataFrame,
+    name: str,
+    series: dict[str, str],
+    dashed: Sequence[str] = (),
+    *,
+    height: int = SPREAD_HEIGHT,
+) -> alt.Chart:
+    """A line chart of the table's ``series`` (``{column: translated series name}``) against
+    d_k on a log axis, titled ``scaling.chart_<name>`` with y axis ``scaling.axis_<name>``;
+    the series named in ``dashed`` (a theory curve) drawn dashed."""
+    return charts.layered_line_chart(
+        series_frame(table, series),
+        x="d_k",
+        y="value",
+        color="series",
+        title=t(f"scaling.chart_{name}"),
+        x_title="d_k",
+        y_title=t(f"scaling.axis_{name}"),
+        color_title=t("scaling.axis_series"),
+        dashed=dashed,
+        log_x=True,
+        height=height,
+    )
 
 
 def scaling_controls(page: str) -> ScalingConfig:
@@ -141,41 +170,12 @@ def draw_table(ctl: ScalingConfig, table: pd.DataFrame) -> None:
 def draw_spread(table: pd.DataFrame) -> None:
     """The scores' std and mean against d_k, unscaled and scaled."""
     unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
+    theory = t("scaling.series_theory")
     left, right = st.columns(2)
-    std_frame = series_frame(
-        table,
-        {
-            "std_unscaled": unscaled,
-            "std_scaled": scaled,
-            "theory_std_unscaled": t("scaling.series_theory"),
-        },
-    )
-    std_chart = charts.layered_line_chart(
-        std_frame,
-        x="d_k",
-        y="value",
-        color="series",
-        title=t("scaling.chart_std"),
-        x_title="d_k",
-        y_title=t("scaling.axis_std"),
-        color_title=t("scaling.axis_series"),
-        dashed=[t("scaling.series_theory")],
-        log_x=True,
-    )
-    left.altair_chart(std_chart, theme=None, width="stretch")
-    mean_frame = series_frame(table, {"mean_unscaled": unscaled, "mean_scaled": scaled})
-    mean_chart = charts.layered_line_chart(
-        mean_frame,
-        x="d_k",
-        y="value",
-        color="series",
-        title=t("scaling.chart_mean"),
-        x_title="d_k",
-        y_title=t("scaling.axis_mean"),
-        color_title=t("scaling.axis_series"),
-        log_x=True,
-    )
-    right.altair_chart(mean_chart, theme=None, width="stretch")
+    std = {"std_unscaled": unscaled, "std_scaled": scaled, "theory_std_unscaled": theory}
+    left.altair_chart(d_k_chart(table, "std", std, [theory]), theme=None, width="stretch")
+    mean = {"mean_unscaled": unscaled, "mean_scaled": scaled}
+    right.altair_chart(d_k_chart(table, "mean", mean), theme=None, width="stretch")
 
 
 def draw_saturation(table: pd.DataFrame) -> None:
@@ -198,19 +198,7 @@ def draw_saturation(table: pd.DataFrame) -> None:
     )
     sat_cols = st.columns(CHART_COLUMNS)
     for col, (name, columns, dashed) in zip(sat_cols, saturation, strict=True):
-        chart = charts.layered_line_chart(
-            series_frame(table, columns),
-            x="d_k",
-            y="value",
-            color="series",
-            title=t(f"scaling.chart_{name}"),
-            x_title="d_k",
-            y_title=t(f"scaling.axis_{name}"),
-            color_title=t("scaling.axis_series"),
-            dashed=dashed,
-            log_x=True,
-            height=300,
-        )
+        chart = d_k_chart(table, name, columns, dashed, height=SATURATION_HEIGHT)
         col.altair_chart(chart, theme=None, width="stretch")
         col.caption(t(f"scaling.caption_{name}"))
 

@@ -4,6 +4,7 @@ a page shows. Test modules import from here, never from one another."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench.browser import CHART_SELECTOR, page_names, painted_fraction, wait_idle
@@ -205,6 +206,23 @@ def open_charted(page, url: str) -> None:
     page.wait_for_selector(CHART_SELECTOR, timeout=CHART_WAIT_MS)
     wait_idle(page)
     wait_painted(page)
+
+
+def open_shot(page, url: str, shot: Path, timeout_ms: int = PAINT_TIMEOUT_MS) -> list[float]:
+    """Open ``url``, wait for its first chart (``timeout_ms``) and the finished run, check that
+    no exception or error box shows, wait until every chart is painted and write a full-page
+    screenshot to ``shot``.
+
+    Returns:
+        Each chart's painted pixel fraction (:func:`wait_painted`).
+    """
+    open_page(page, url)
+    page.wait_for_selector(CHART_SELECTOR, timeout=timeout_ms)
+    wait_idle(page)
+    assert_no_errors(page)
+    painted = wait_painted(page)
+    page.screenshot(path=str(shot), full_page=True)
+    return painted
 
 
 HREFS_JS = "() => Array.from(document.querySelectorAll('a')).map(a => a.getAttribute('href'))"

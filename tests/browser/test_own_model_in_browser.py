@@ -9,15 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.browser import CHART_SELECTOR, streamlit_server, wait_idle
+from bench.browser import streamlit_server, wait_idle
 from dashboard.i18n import t_in
-from tests.browser.helpers import (
-    SLOW_PAGE_MS,
-    assert_no_errors,
-    open_page,
-    page_url,
-    wait_painted,
-)
+from tests.browser.helpers import SLOW_PAGE_MS, open_page, open_shot, page_url
 from tests.tiny_gguf import write_tiny_gguf
 
 pytestmark = pytest.mark.browser
@@ -40,12 +34,8 @@ def own_server(tmp_path_factory):
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", MODEL_PAGES)
 def test_an_own_model_opens_from_a_link_and_paints(own_server, page, screenshot_dir, name, lang):
-    open_page(page, page_url(own_server.url, name, f"lang={lang}&{name}.model={TINY}"))
-    page.wait_for_selector(CHART_SELECTOR, timeout=SLOW_PAGE_MS)
-    wait_idle(page)
-    assert_no_errors(page)
-    painted = wait_painted(page)
-    page.screenshot(path=str(screenshot_dir / f"own-{name}-{lang}.png"), full_page=True)
+    url = page_url(own_server.url, name, f"lang={lang}&{name}.model={TINY}")
+    painted = open_shot(page, url, screenshot_dir / f"own-{name}-{lang}.png", SLOW_PAGE_MS)
     assert any(fraction for fraction in painted if fraction is not None), painted
     assert page.locator("h1").first.inner_text() == t_in(lang, f"{name}.title_own")
     body = page.locator("body").inner_text()

@@ -20,6 +20,7 @@ from tests.browser.helpers import (
     assert_no_errors,
     chart_problems,
     open_page,
+    open_shot,
     page_url,
     wait_painted,
 )
@@ -36,14 +37,9 @@ MAX_SLIDERS_TRIED = 4
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", PAGES)
 def test_page_loads_paints_speaks_fits_and_moves(server, page, screenshot_dir, name, lang):
-    open_page(page, page_url(server.url, name, f"lang={lang}"))
-    page.wait_for_selector(CHART_SELECTOR, timeout=PAINT_TIMEOUT_MS)
-    wait_idle(page)
-    assert_no_errors(page)
-    charts = page.locator(CHART_SELECTOR)
-    painted = wait_painted(page) if charts.count() else []
-    page.screenshot(path=str(screenshot_dir / f"{name}-{lang}.png"), full_page=True)
-    assert charts.count() >= 1, f"page {name} shows no chart"
+    url = page_url(server.url, name, f"lang={lang}")
+    painted = open_shot(page, url, screenshot_dir / f"{name}-{lang}.png")
+    assert page.locator(CHART_SELECTOR).count() >= 1, f"page {name} shows no chart"
     assert any(frac is not None for frac in painted), f"no chart of {name} is visible"
     blank = [i for i, frac in enumerate(painted) if frac is not None and frac < MIN_PAINTED]
     assert not blank, f"charts {blank} of {name} are blank: {painted}"

@@ -331,6 +331,33 @@ class Room:
         return next(f for f in self.followers if f.lang == lang and f.origin == replica)
 
 
+def all_follow(
+    room: Room,
+    value: str,
+    since: float,
+    timing: str,
+    *,
+    tabs: list[Tab] | None = None,
+    within: float = FOLLOW_S,
+) -> None:
+    """Wait until every follower (or each of ``tabs``) shows Scaling with L at ``value``,
+    ``within`` seconds of ``since`` at the most; the slowest is ``room.timings[timing]``."""
+    tabs = room.followers if tabs is None else tabs
+    reached = [wait_view(f.page, "scaling", value, since + within, f.name) for f in tabs]
+    room.timings[timing] = max(reached) - since
+
+
+def presenter_slides(room: Room, expected: str, timing: str) -> None:
+    """The presenter moves the slider one step (to ``expected``), every follower follows
+    (timed as ``timing``), and no tab shows an exception."""
+    moved = time.monotonic()
+    value = move_slider(room.presenter.page)
+    assert value == expected
+    all_follow(room, value, moved, timing)
+    for tab in (room.presenter, *room.followers):
+        no_exception(tab.page)
+
+
 def _land(browser, base: str) -> tuple[object, str]:
     """A new context (its own cookie jar) and the replica the balancer gave it."""
     context = browser.new_context(viewport=VIEWPORT)
@@ -414,18 +441,8 @@ def test_2_followers_follow_a_page_change_and_a_slider_on_either_replica(room, s
     host.locator(NAV).get_by_text(t_in("en", "common.page_scaling"), exact=True).click()
     moved = time.monotonic()
     wait_view(host, "scaling", "10", moved + 60, "the presenter on Scaling")
-    reached = [wait_view(f.page, "scaling", "10", moved + FOLLOW_S, f.name) for f in room.followers]
-    room.timings["page_change_s"] = max(reached) - moved
-
-    moved = time.monotonic()
-    value = move_slider(host)
-    assert value == "11"
-    reached = [
-        wait_view(f.page, "scaling", value, moved + FOLLOW_S, f.name) for f in room.followers
-    ]
-    room.timings["slider_s"] = max(reached) - moved
-    for tab in (room.presenter, *room.followers):
-        no_exception(tab.page)
+    all_follow(room, "10", moved, "page_change_s")
+    presenter_slides(room, "11", "slider_s")
 
     shoot(host, screenshot_dir / "replicas-presenter-en.png")
     for lang in ("en", "zh"):
@@ -453,10 +470,7 @@ def test_3_a_killed_replica_s_followers_reconnect_to_the_live_one(room):
     killed = time.monotonic()
     value = move_slider(host)  # a move the dead replica's followers have not seen
     assert value == "12"
-    reached = [
-        wait_view(f.page, "scaling", value, killed + RECONNECT_S, f.name) for f in room.followers
-    ]
-    room.timings["reconnect_s"] = max(reached) - killed
+    all_follow(room, value, killed, "reconnect_s", within=RECONNECT_S)
     reported = stack.next_line(10)
     assert reported.startswith(f"replica {room.other[1]} exited"), reported
     for tab in moved_away:  # the balancer sent the tab to the live replica, and said so
@@ -467,15 +481,7 @@ def test_3_a_killed_replica_s_followers_reconnect_to_the_live_one(room):
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{url}/_stcore/metrics", timeout=2)
 
-    moved = time.monotonic()
-    value = move_slider(host)
-    assert value == "13"
-    reached = [
-        wait_view(f.page, "scaling", value, moved + FOLLOW_S, f.name) for f in room.followers
-    ]
-    room.timings["after_kill_slider_s"] = max(reached) - moved
-    for tab in (room.presenter, *room.followers):
-        no_exception(tab.page)
+    presenter_slides(room, "13", "after_kill_slider_s")
     print(f"\ntimings so far: {room.timings}")
 
 
@@ -540,8 +546,7 @@ def test_4_redis_down_and_back(room, redis_server, screenshot_dir):
     value = move_slider(room.presenter.page)  # the presenter's next move: the room is open
     assert value == "15"
     following = [f for f in room.followers if f is not learner]
-    reached = [wait_view(f.page, "scaling", value, moved + FOLLOW_S, f.name) for f in following]
-    room.timings["after_redis_slider_s"] = max(reached) - moved
+    all_follow(room, value, moved, "after_redis_slider_s", tabs=following)
     for f in following:
         assert ended[f.name] not in text(f.page), f"{f.name} still says the room ended"
     learner.page.get_by_text(t_in("en", "room.follow"), exact=True).click()  # rejoin

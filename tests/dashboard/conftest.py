@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -17,6 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_PATH = REPO_ROOT / "dashboard" / "app.py"
 TIMEOUT_S = 30
 CANVAS_COMPONENT = "attention_lab.heatmap"
+GRID_COLUMNS = frozenset({"layer", "head", "score", "label"})  # a head grid's table
 
 
 QUOTE_SLACK = 0.6
@@ -109,6 +111,44 @@ def canvas_heatmaps(at: AppTest) -> list[dict]:
                 spec[field] = np.frombuffer(raw, dtype="<f4").reshape(shape)
         specs.append(spec)
     return specs
+
+
+def chart_tables(chart) -> list[pa.Table]:
+    """The Arrow tables of one Vega-Lite chart element (Streamlit sends a chart's data as
+    Arrow tables beside its spec)."""
+    return [pa.ipc.open_stream(named.data.data).read_all() for named in chart.proto.datasets]
+
+
+def head_grid_rows(at: AppTest, cells: int | None = None) -> list[dict] | None:
+    """The rows (layer, head, score, label) of the page's first head grid chart, of ``cells``
+    rows when given (e5's 12 × 12 grid), or None when no such grid is drawn."""
+    for chart in at.get("vega_lite_chart"):
+        for table in chart_tables(chart):
+            frame = table.to_pandas()
+            if GRID_COLUMNS <= set(frame.columns) and cells in (None, len(frame)):
+                return frame.to_dict("records")
+    return None
+
+
+def grid_rows(at: AppTest) -> list[dict]:
+    """The rows of the page's first head grid (:func:`head_grid_rows`); fails when none is
+    drawn."""
+    rows = head_grid_rows(at)
+    if rows is None:
+        raise AssertionError("no head grid on the page")
+    return rows
+
+
+def e5_links(result, text: str, query: str, key: str) -> list:
+    """Every head's weight from ``query``'s tokens to ``key``'s in ``result``, e5's read of
+    ``text`` with its passage prefix (as the pages read it), ranked: the library's
+    ``rank_heads`` list of HeadLink, strongest first."""
+    from attention_core.pretrained import PASSAGE_PREFIX, find_span, rank_heads, tokens_in_span
+
+    full = PASSAGE_PREFIX + text
+    queries = tokens_in_span(result.offsets, *find_span(full, query))
+    keys = tokens_in_span(result.offsets, *find_span(full, key))
+    return rank_heads(result.attentions, queries, keys)
 
 
 def vega_colours(values, scale: dict) -> np.ndarray:

@@ -20,7 +20,7 @@ from attention_core.pretrained import (
     smollm2_available,
 )
 from tests.core.references import smollm2_reference
-from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, metrics
+from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, chart_tables, metrics
 
 PAGE = "decoder"
 CACHE_BYTES_PER_TOKEN = 46_080
@@ -180,24 +180,16 @@ def test_blank_custom_prompt_uses_the_first_preset():
 
 
 def test_sink_grid_shows_every_head():
-    import pyarrow as pa
-
     at = open_app(PAGE, lang="en")
     assert not at.exception, [e.message for e in at.exception]
     sink_heads = int(metrics(at)[LABELS["en"]["sink_heads"]])
     (grid,) = [c for c in at.get("vega_lite_chart") if "every head" in c.proto.spec]
-    tables = [pa.ipc.open_stream(named.data.data).read_all() for named in grid.proto.datasets]
+    tables = chart_tables(grid)
     (cells,) = [table for table in tables if table.num_rows == 270]  # 30 layers × 9 heads
     (share,) = [name for name in cells.column_names if "share" in name.lower()]
     values = np.asarray(cells.column(share))
     assert int((values > 0.5).sum()) == sink_heads
     assert 0.0 <= values.min() and values.max() <= 1.0
-
-
-def _chart_tables(chart) -> list:
-    import pyarrow as pa
-
-    return [pa.ipc.open_stream(named.data.data).read_all() for named in chart.proto.datasets]
 
 
 @pytest.mark.parametrize(
@@ -208,7 +200,7 @@ def test_top_five_are_ranked_and_readable(preset, first):
     at = open_app(PAGE, lang="en", **{"decoder.preset": preset})
     assert not at.exception, [e.message for e in at.exception]
     (top,) = [c for c in at.get("vega_lite_chart") if "5 most likely" in c.proto.spec]
-    (table,) = [t for t in _chart_tables(top) if t.num_rows == 5]
+    (table,) = [t for t in chart_tables(top) if t.num_rows == 5]
     (token,) = [name for name in table.column_names if "token" in name.lower()]
     (prob,) = [name for name in table.column_names if "prob" in name.lower()]
     labels, probs = table.column(token).to_pylist(), table.column(prob).to_pylist()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -17,7 +16,7 @@ from attention_core.pretrained import PASSAGE_PREFIX, load_e5_small, tokens_in_s
 from dashboard.data import heads_e5
 from dashboard.data.heads import HEADS_PRESETS
 from dashboard.data.model import MODEL_PRESETS
-from tests.dashboard.conftest import APP_PATH, open_app
+from tests.dashboard.conftest import APP_PATH, head_grid_rows, open_app
 
 PAGE = "heads"
 TIMEOUT_S = 600  # real models on a shared machine
@@ -46,12 +45,7 @@ def open_page(lang: str = "en", **params: str) -> AppTest:
 
 def e5_grid_rows(at: AppTest) -> list[dict] | None:
     """The rows of the page's 12 × 12 head grid (the e5 one), or None when it is not drawn."""
-    for chart in at.get("vega_lite_chart"):
-        for dataset in chart.proto.datasets:
-            frame = pa.ipc.open_stream(dataset.data.data).read_pandas()
-            if {"layer", "head", "score", "label"} <= set(frame.columns) and len(frame) == E5_CELLS:
-                return frame.to_dict("records")
-    return None
+    return head_grid_rows(at, E5_CELLS)
 
 
 def metric_values(at: AppTest) -> dict[str, str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -20,7 +19,7 @@ from attention_core.pretrained import smollm2_available
 from dashboard.data import own_models
 from dashboard.data.heads import HEADS_MAX_OFF
 from dashboard.i18n import t_in
-from tests.dashboard.conftest import APP_PATH, assert_clean
+from tests.dashboard.conftest import APP_PATH, assert_clean, grid_rows
 from tests.tiny_gguf import write_tiny_gguf
 
 PAGE = "heads"
@@ -82,16 +81,6 @@ def open_heads(lang: str, model: str) -> AppTest:
     at.query_params[f"{PAGE}.model"] = model
     at.switch_page(f"views/{PAGE}.py")
     return at.run()
-
-
-def grid_rows(at: AppTest) -> list[dict]:
-    """The rows (layer, head, score, label) of the page's first head grid."""
-    for chart in at.get("vega_lite_chart"):
-        for dataset in chart.proto.datasets:
-            frame = pa.ipc.open_stream(dataset.data.data).read_pandas()
-            if {"layer", "head", "score", "label"} <= set(frame.columns):
-                return frame.to_dict("records")
-    raise AssertionError("no head grid on the page")
 
 
 def page_texts(at: AppTest) -> list[str]:

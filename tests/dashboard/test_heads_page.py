@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -18,7 +17,7 @@ from attention_core.experiments import heads
 from attention_core.pretrained import load_smollm2, smollm2_available
 from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, token_labels
 from dashboard.data.heads import HEADS_PRESETS
-from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, metrics, open_app
+from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, grid_rows, metrics, open_app
 
 PAGE = "heads"
 TIMEOUT_S = 600  # a real model, forward and backward passes, on a shared machine
@@ -49,17 +48,6 @@ def model():
 def open_page(lang: str = "en", **params: str) -> AppTest:
     """Run the app on this page with ``heads.<key>`` query values."""
     return open_app(PAGE, lang=lang, **{f"{PAGE}.{key}": value for key, value in params.items()})
-
-
-def grid_rows(at: AppTest) -> list[dict]:
-    """The rows (layer, head, score, label) of the page's first head grid chart (Streamlit
-    sends a chart's data as Arrow tables beside its spec)."""
-    for chart in at.get("vega_lite_chart"):
-        for dataset in chart.proto.datasets:
-            frame = pa.ipc.open_stream(dataset.data.data).read_pandas()
-            if {"layer", "head", "score", "label"} <= set(frame.columns):
-                return frame.to_dict("records")
-    raise AssertionError("no head grid on the page")
 
 
 def chart_specs(at: AppTest) -> list[str]:

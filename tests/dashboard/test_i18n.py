@@ -92,6 +92,7 @@ MODEL_KEYS = (
 def test_computed_keys_exist_for_every_option():
     from attention_core import VARIANTS
     from dashboard import data
+    from dashboard.exports import MIME_TYPES
     from dashboard.views import PAGES
 
     keys = [f"common.page_{name}" for name, _ in PAGES]
@@ -105,6 +106,7 @@ def test_computed_keys_exist_for_every_option():
     for model in data.MODELS:
         keys += [f"real_model.{name}_{model}" for name in MODEL_KEYS]
     keys += [f"real_model.preset_{preset}" for preset in data.MODEL_PRESETS]
+    keys += [f"common.export_{kind}" for kind in MIME_TYPES]  # the export buttons' labels
     for page in ("playground", "step_by_step", "multihead"):
         keys += [f"{page}.title", f"{page}.intro", f"{page}.look_for"]
     missing = [(k, lang) for k in keys for lang in i18n.LANGS if i18n.lookup(k, lang) is None]

@@ -8,15 +8,8 @@ import math
 
 import pytest
 
-from attention_core.pretrained import (
-    PASSAGE_PREFIX,
-    e5_available,
-    find_span,
-    load_e5_small,
-    rank_heads,
-    tokens_in_span,
-)
-from tests.dashboard.conftest import assert_clean, metrics, open_app
+from attention_core.pretrained import PASSAGE_PREFIX, e5_available, load_e5_small
+from tests.dashboard.conftest import assert_clean, e5_links, metrics, open_app
 
 TITLE = {"en": "Intuition: what self-attention does", "zh": "直观理解：自注意力在做什么"}
 BOSS = {"en": "The boss's share", "zh": "老板的份额"}
@@ -86,10 +79,7 @@ def test_library_weights_follow_the_topic():
 def test_reading_example_matches_the_model(lang):
     at = open_app("intuition", lang=lang)
     assert_clean(at)
-    text = PASSAGE_PREFIX + "那只猫坐在垫子上，它看起来很舒服。"
-    result = load_e5_small().encode(text)
-    queries = tokens_in_span(result.offsets, *find_span(text, "它"))
-    keys = tokens_in_span(result.offsets, *find_span(text, "猫"))
-    top = rank_heads(result.attentions, queries, keys)[0]
+    text = "那只猫坐在垫子上，它看起来很舒服。"
+    top = e5_links(load_e5_small().encode(PASSAGE_PREFIX + text), text, "它", "猫")[0]
     assert float(metrics(at)[IT_CAT[lang]]) == pytest.approx(top.weight, abs=0.005)
     assert any("很软" in note.value for note in at.info)  # the honest caveat

@@ -9,15 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_core.pretrained import (
-    PASSAGE_PREFIX,
-    e5_available,
-    find_span,
-    load_e5_small,
-    rank_heads,
-    tokens_in_span,
-)
-from tests.dashboard.conftest import assert_clean, metrics, open_app
+from attention_core.pretrained import PASSAGE_PREFIX, e5_available, load_e5_small
+from tests.dashboard.conftest import assert_clean, e5_links, metrics, open_app
 
 TUTORIAL = "那只猫坐在垫子上，它看起来很舒服。"
 ENGLISH = "The cat sat on the mat. It looked very comfortable."
@@ -64,9 +57,7 @@ def test_default_is_e5_on_the_tutorial_sentence(lang, encoder):
     assert token == result.tokens[int(row.argmax())] == "猫"
     assert float(weight) == pytest.approx(float(row.max()), abs=1e-3)
     best, weight = shown[CAT_LABEL[lang]].split()
-    queries = tokens_in_span(result.offsets, *find_span(text, "它"))
-    keys = tokens_in_span(result.offsets, *find_span(text, "猫"))
-    top = rank_heads(result.attentions, queries, keys)[0]
+    top = e5_links(result, TUTORIAL, "它", "猫")[0]
     assert best == f"L{top.layer + 1}H{top.head + 1}" == "L9H9"
     assert float(weight) == pytest.approx(top.weight, abs=1e-3)
 
@@ -106,7 +97,7 @@ def test_exact_swap_keeps_all_144_maps(lang):
 
 
 @needs_e5
-def test_model_choice_changes_the_layer_range_and_stays_in_the_link():
+def test_model_choice_changes_the_layer_range_and_stays_in_thee5_links():
     at = open_page(**{"real_model.layer": "12"})
     assert_clean(at)
     assert at.slider(key="real_model.layer").max == 12
@@ -139,14 +130,6 @@ def e5_reads(encoder):
     return read
 
 
-def _link(result, text: str, query: str, key: str):
-    """Every head's weight from ``query``'s tokens to ``key``'s, ranked (a HeadLink list)."""
-    full = PASSAGE_PREFIX + text
-    queries = tokens_in_span(result.offsets, *find_span(full, query))
-    keys = tokens_in_span(result.offsets, *find_span(full, key))
-    return rank_heads(result.attentions, queries, keys)
-
-
 def _weight(links, layer: int, head: int) -> float:
     return next(link.weight for link in links if (link.layer, link.head) == (layer - 1, head - 1))
 
@@ -167,7 +150,7 @@ def test_the_texts_quote_what_e5_computes(lang, e5_reads):
     caveat = json.loads((locales / "intuition.json").read_text("utf-8"))["reading_caveat"]
     tired = "那只猫坐在垫子上，它很累。"
     cat_run, soft_run, tired_run = e5_reads(TUTORIAL), e5_reads(SOFT), e5_reads(tired)
-    to_cat = _link(cat_run, TUTORIAL, "它", "猫")
+    to_cat = e5_links(cat_run, TUTORIAL, "它", "猫")
     top = to_cat[0]
     assert (top.layer + 1, top.head + 1, f"{top.weight:.2f}") == (9, 9, "0.72")
     assert "0.72" in look_for
@@ -176,14 +159,14 @@ def test_the_texts_quote_what_e5_computes(lang, e5_reads):
     assert round(top.ratio) == 13 and "13" in look_for
     assert sum(link.ratio > 5 for link in to_cat) == 6
     assert "six heads" in look_for or "六个头" in look_for
-    assert max(link.weight for link in _link(cat_run, TUTORIAL, "它", "垫子")) < 0.25
+    assert max(link.weight for link in e5_links(cat_run, TUTORIAL, "它", "垫子")) < 0.25
     soft, tired_weight = (
-        _weight(_link(r, s, "它", "猫"), 9, 9) for r, s in ((soft_run, SOFT), (tired_run, tired))
+        _weight(e5_links(r, s, "它", "猫"), 9, 9) for r, s in ((soft_run, SOFT), (tired_run, tired))
     )
     assert (f"{soft:.2f}", f"{tired_weight:.2f}") == ("0.57", "0.64")
     assert "0.57" in look_for and "0.64" in look_for
-    soft_mat = {(x.layer, x.head): x.weight for x in _link(soft_run, SOFT, "它", "垫子")}
-    tired_mat = {(x.layer, x.head): x.weight for x in _link(tired_run, tired, "它", "垫子")}
+    soft_mat = {(x.layer, x.head): x.weight for x in e5_links(soft_run, SOFT, "它", "垫子")}
+    tired_mat = {(x.layer, x.head): x.weight for x in e5_links(tired_run, tired, "它", "垫子")}
     assert max(soft_mat[h] - tired_mat[h] for h in soft_mat) < 0.05 and "0.05" in look_for
     share = float(special_share(cat_run.attentions, cat_run.tokens, ("<s>", "</s>")).mean())
     assert f"{share:.1f}" == "0.6" and re.search(r"0\.6(?!\d)", look_for)
@@ -194,7 +177,7 @@ def test_the_texts_quote_what_e5_computes(lang, e5_reads):
     other = cosine_similarity(cat_run.sentence_embedding, unrelated.sentence_embedding)
     assert (f"{pair:.2f}", f"{other:.2f}") == ("0.84", "0.69")
     assert "0.84" in look_for and "0.69" in look_for
-    comfort = [_link(cat_run, TUTORIAL, "舒服", word)[0] for word in ("坐在", "垫子")]
+    comfort = [e5_links(cat_run, TUTORIAL, "舒服", word)[0] for word in ("坐在", "垫子")]
     assert [f"{link.weight:.2f}" for link in comfort] == ["0.13", "0.17"]
     assert f"{max(link.ratio for link in comfort):.1f}" == "2.4"
     assert all(figure in caveat for figure in ("0.13", "0.17", "2.4"))

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.pretrained import default_model_folder
-from tests.dashboard.conftest import APP_PATH, assert_clean, metrics
+from tests.dashboard.conftest import APP_PATH, assert_clean, chart_tables, metrics
 
 PAGE_FILE = "views/real_model.py"
 TIMEOUT_S = 60
@@ -44,8 +44,6 @@ def _specs(at: AppTest) -> list[str]:
 def _inline_rows(at: AppTest) -> int:
     """Data rows sent to the browser by all charts (inline values, in datasets or in a
     layer, and Arrow datasets)."""
-    import pyarrow as pa
-
     total = 0
     for chart in at.get("vega_lite_chart"):
         spec = json.loads(chart.proto.spec)
@@ -53,8 +51,7 @@ def _inline_rows(at: AppTest) -> int:
             total += len(dataset)
         for layer in spec.get("layer", []):
             total += len(layer.get("data", {}).get("values", []))
-        for named in chart.proto.datasets:
-            total += pa.ipc.open_stream(named.data.data).read_all().num_rows
+        total += sum(table.num_rows for table in chart_tables(chart))
     return total
 
 

@@ -20,6 +20,8 @@ from dashboard.views.heads_at_work.common import (
     draw_grid,
     grid_chart,
     grid_titles,
+    group_header,
+    section_intro,
 )
 from dashboard.views.heads_at_work.copying import CopyConfig
 
@@ -51,7 +53,7 @@ def attribution_controls(page: str, model: ModelChoice) -> AttributionConfig:
     """The attribution group: which text, which heads' true effects (over the model's layers
     and heads), and whether to measure."""
     picked = min(LAYERS_PICKED, model.layers)
-    st.sidebar.markdown(f"**{t('heads.attr_header')}**")
+    group_header(t("heads.attr_header"))
     source = state.radio(
         page,
         "source",
@@ -108,9 +110,8 @@ def draw_effects(ids, positions, estimates, pairs, model: str) -> None:
 
 def draw_attribution(ctl: AttributionConfig, census_text: str, copy: CopyConfig) -> None:
     """Section 3: the one-backward estimate of every head's effect, and its check."""
-    st.header(t("heads.attr_title"))
     intro = "heads.attr_intro" if ctl.smollm2 else "heads.attr_intro_own"
-    st.markdown(t(intro, most=data.HEADS_MAX_OFF))
+    section_intro(t("heads.attr_title"), t(intro, most=data.HEADS_MAX_OFF))
     if not ctl.gradients:
         st.info(t("heads.needs_float"))
         return

@@ -20,10 +20,12 @@ from dashboard.views.heads_at_work.common import (
     ModelChoice,
     grid_chart,
     grid_titles,
+    group_header,
     label_name,
     loading_text,
     score_name,
     score_text,
+    section_intro,
     show_install_hint,
 )
 
@@ -86,7 +88,7 @@ def prompt_controls(page: str) -> str:
 def census_controls(page: str, model: ModelChoice) -> CensusConfig:
     """The census group: prompt, score, and the head whose map is shown (sliders over the
     model's layers and heads)."""
-    st.sidebar.markdown(f"**{t('heads.census_header')}**")
+    group_header(t("heads.census_header"))
     text = prompt_controls(page)
     score = state.select(
         page,
@@ -139,8 +141,7 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
         The census and the map's column, or None when the prompt cannot run (the notice is
         shown).
     """
-    st.header(t("heads.census_title"))
-    st.markdown(t("heads.census_intro", maps=ctl.layers * ctl.heads))
+    section_intro(t("heads.census_title"), t("heads.census_intro", maps=ctl.layers * ctl.heads))
     try:
         with st.spinner(loading_text(ctl.model)):
             census = data.prompt_census(ctl.text, ctl.model)

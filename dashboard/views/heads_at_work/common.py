@@ -195,6 +195,17 @@ def show_install_hint() -> None:
     controls.show_install_hint(t("heads.missing"), data.DECODER_INSTALL_HINT)
 
 
+def group_header(text: str) -> None:
+    """A group of controls' header in the sidebar: ``text`` (translated) in bold."""
+    st.sidebar.markdown(f"**{text}**")
+
+
+def section_intro(title: str, intro: str) -> None:
+    """A section's opening: its header ``title`` and the paragraph ``intro`` (translated)."""
+    st.header(title)
+    st.markdown(intro)
+
+
 def draw_grid(chart, key: str) -> None:
     """Draw a grid chart from :func:`grid_chart` under the page's key ``heads.<key>``."""
     st.altair_chart(chart, theme=None, key=f"{PAGE}.{key}")

@@ -14,8 +14,10 @@ from dashboard.i18n import t
 from dashboard.views.heads_at_work.common import (
     PAGE,
     ModelChoice,
+    group_header,
     heads_off_controls,
     score_name,
+    section_intro,
 )
 
 DEFAULT_SCORE = "induction"
@@ -41,7 +43,7 @@ class CopyConfig:
 def copy_controls(page: str, model: ModelChoice) -> CopyConfig:
     """The copy test group: length and seed, the top k by a score (at most half the model's
     heads), and heads picked by name."""
-    st.sidebar.markdown(f"**{t('heads.copy_header')}**")
+    group_header(t("heads.copy_header"))
     length = state.slider_int(
         page,
         "length",
@@ -112,8 +114,7 @@ def copy_chart(ctl: CopyConfig, intact, ablated) -> None:
 
 def draw_copy(ctl: CopyConfig) -> None:
     """Section 2: the copy test with heads turned off, and its control."""
-    st.header(t("heads.copy_title"))
-    st.markdown(t("heads.copy_intro"))
+    section_intro(t("heads.copy_title"), t("heads.copy_intro"))
     off, weakest = data.copy_heads(
         ctl.length, ctl.seed, ctl.rank_score, ctl.top_k, ctl.picked, ctl.model
     )

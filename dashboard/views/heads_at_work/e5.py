@@ -18,8 +18,10 @@ from dashboard.views.heads_at_work.common import (
     draw_grid,
     grid_chart,
     grid_titles,
+    group_header,
     heads_off_controls,
     score_name,
+    section_intro,
 )
 
 DEFAULT_SOURCE = "cat_comfortable"
@@ -47,7 +49,7 @@ def source_name(source: str) -> str:
 
 def e5_controls(page: str) -> E5Config:
     """The e5 group of the sidebar: text, score, top k and heads picked by name."""
-    st.sidebar.markdown(f"**{t('heads.e5_header')}**")
+    group_header(t("heads.e5_header"))
     source = state.select(
         page,
         "e5_source",
@@ -106,8 +108,7 @@ def e5_run(ctl: E5Config, prompt: str):
 
 def draw_e5(ctl: E5Config, prompt: str) -> None:
     """The e5 section: the census grid and the heads off, on ``prompt`` or a preset."""
-    st.header(t("heads.e5_title"))
-    st.markdown(t("heads.e5_intro"))
+    section_intro(t("heads.e5_title"), t("heads.e5_intro"))
     if not data.e5_installed():
         controls.show_install_hint(t("heads.e5_missing"), data.E5_INSTALL_HINT)
         return

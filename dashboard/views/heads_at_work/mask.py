@@ -12,7 +12,13 @@ import streamlit as st
 from dashboard import charts, data, state
 from dashboard.i18n import t
 from dashboard.progress import PassProgress, confirm_long_run
-from dashboard.views.heads_at_work.common import PAGE, ModelChoice, cost_words
+from dashboard.views.heads_at_work.common import (
+    PAGE,
+    ModelChoice,
+    cost_words,
+    group_header,
+    section_intro,
+)
 
 MAX_WINDOW, MAX_SINKS, MAX_PREFIX = 64, 8, 32
 WINDOW_STEP = 2
@@ -35,7 +41,7 @@ class MaskConfig:
 
 def mask_controls(page: str, model: ModelChoice) -> MaskConfig:
     """The mask composer group: window, sinks, prefix, stride, and the per-layer switch."""
-    st.sidebar.markdown(f"**{t('heads.mask_header')}**")
+    group_header(t("heads.mask_header"))
     window = state.slider_int(
         page, "window", t("heads.ctl_window"), 0, MAX_WINDOW, DEFAULT_WINDOW, step=WINDOW_STEP
     )
@@ -54,8 +60,7 @@ def mask_controls(page: str, model: ModelChoice) -> MaskConfig:
 
 def draw_mask(ctl: MaskConfig) -> None:
     """Section 5: the composed mask's cost in every layer and in each alone."""
-    st.header(t("heads.mask_title"))
-    st.markdown(t("heads.mask_intro"))
+    section_intro(t("heads.mask_title"), t("heads.mask_intro"))
     with st.expander(t("heads.mask_paragraph")):
         st.code(data.MASK_TEXT, language=None, wrap_lines=True)
     parts = data.mask_parts(ctl.window, ctl.sinks, ctl.prefix, ctl.stride)

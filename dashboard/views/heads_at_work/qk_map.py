@@ -25,6 +25,7 @@ from dashboard.charts.qk_map import (
 )
 from dashboard.exports import export_buttons
 from dashboard.i18n import t
+from dashboard.views.heads_at_work.common import group_header, section_intro
 
 DEFAULT_MODEL = "e5"
 DEFAULT_LAYER, DEFAULT_HEAD = 5, 2
@@ -48,7 +49,7 @@ class QKMapConfig:
 
 def qk_map_controls(page: str) -> QKMapConfig:
     """The map's group of the sidebar: model, layer, head, own sentence, projection, colour."""
-    st.sidebar.markdown(f"**{t('qk_map.header')}**")
+    group_header(t("qk_map.header"))
     model = state.radio(
         page,
         "qk_model",
@@ -159,8 +160,7 @@ def draw_row(found: data.QKMapData, index: int | None) -> None:
 def draw_qk_map(ctl: QKMapConfig) -> None:
     """The map section: the joint map of one head, its figures, a clicked point's row and
     (e5) the translation pairs."""
-    st.header(t("qk_map.title"))
-    st.markdown(t("qk_map.intro"))
+    section_intro(t("qk_map.title"), t("qk_map.intro"))
     try:
         with st.spinner(t("qk_map.loading")):
             sentences = data.qk_sentences(ctl.model, ctl.own)

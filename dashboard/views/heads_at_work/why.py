@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -16,7 +17,13 @@ from dashboard import charts, data, state
 from dashboard.exports import export_buttons
 from dashboard.i18n import t
 from dashboard.literal import literal
-from dashboard.views.heads_at_work.common import PAGE, ModelChoice, label_name
+from dashboard.views.heads_at_work.common import (
+    PAGE,
+    ModelChoice,
+    group_header,
+    label_name,
+    section_intro,
+)
 from dashboard.views.heads_at_work.copying import CopyConfig
 
 PART_SEP = " · "
@@ -49,7 +56,7 @@ def why_controls(page: str, model: ModelChoice, copy: CopyConfig) -> WhyConfig:
     head of the copy sequence's census), the query (by default in the middle of the second
     copy), the key (by default where an induction head should look) and the switch that
     turns the top key part off."""
-    st.sidebar.markdown(f"**{t('heads.why_header')}**")
+    group_header(t("heads.why_header"))
     try:
         pair = data.strongest_induction_head(copy.length, copy.seed, model.name)
     except ValueError:  # the section says why when it draws
@@ -128,6 +135,22 @@ def shares_text(cell: data.WhyCell, labels) -> str:
     )
 
 
+def parts_chart(parts: pd.DataFrame, value: str, title: str, labels) -> alt.Chart:
+    """A bar per row of ``parts`` (its ``part`` named by :func:`part_label`) of height its
+    ``value`` column, titled ``title``; the y axis is ``heads.chart_why_<value>``."""
+    frame = pd.DataFrame(
+        {"part": [part_label(n, labels) for n in parts["part"]], value: parts[value]}
+    )
+    return charts.bar_chart(
+        frame,
+        x="part",
+        y=value,
+        title=title,
+        x_title=t("heads.chart_why_part"),
+        y_title=t(f"heads.chart_why_{value}"),
+    )
+
+
 def draw_parts(cell: data.WhyCell, labels):
     """The ranked bar of the key side of the contrast, and the top terms table.
 
@@ -136,17 +159,7 @@ def draw_parts(cell: data.WhyCell, labels):
     """
     top = cell.parts.reindex(cell.parts["contrast"].abs().nlargest(data.WHY_TOP_PARTS).index)
     top = top.sort_values("contrast", ascending=False)
-    frame = pd.DataFrame(
-        {"part": [part_label(n, labels) for n in top["part"]], "contrast": top["contrast"]}
-    )
-    chart = charts.bar_chart(
-        frame,
-        x="part",
-        y="contrast",
-        title=t("heads.why_bar_title", key=cell.key),
-        x_title=t("heads.chart_why_part"),
-        y_title=t("heads.chart_why_contrast"),
-    )
+    chart = parts_chart(top, "contrast", t("heads.why_bar_title", key=cell.key), labels)
     st.altair_chart(chart, theme=None, key=f"{PAGE}.why_chart")
     st.markdown(f"**{t('heads.why_terms_title')}**")
     terms = cell.terms
@@ -189,24 +202,13 @@ def draw_without(ctl: WhyConfig, ids: tuple[int, ...], cell: data.WhyCell, label
             **numbers,
         )
     )
-    frame = pd.DataFrame(
-        {"part": [part_label(n, labels) for n in repair["part"]], "change": repair["change"]}
-    )
-    chart = charts.bar_chart(
-        frame,
-        x="part",
-        y="change",
-        title=t("heads.why_repair_title", part=part),
-        x_title=t("heads.chart_why_part"),
-        y_title=t("heads.chart_why_change"),
-    )
+    chart = parts_chart(repair, "change", t("heads.why_repair_title", part=part), labels)
     st.altair_chart(chart, theme=None, key=f"{PAGE}.why_repair")
 
 
 def draw_why(ctl: WhyConfig) -> None:
     """Section 2b: the chosen cell's score split into parts, and the top part turned off."""
-    st.header(t("heads.why_title"))
-    st.markdown(t("heads.why_intro"))
+    section_intro(t("heads.why_title"), t("heads.why_intro"))
     if not ctl.gradients:
         st.info(t("heads.why_needs_float"))
         return
