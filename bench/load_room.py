@@ -79,8 +79,9 @@ class Follower:
         ended_early: how many runs after the first ended early.
     """
 
-    def __init__(self, base_url: str):
-        self.session = StreamSession(base_url, "", f"room={ROOM}")
+    def __init__(self, base_url: str, query: str = f"room={ROOM}", poll_s: float = POLL_S):
+        self.session = StreamSession(base_url, "", query)
+        self.poll_s = poll_s
         self.opened_at = 0.0
         self.ended_early = 0  # runs after the first that ended early (cut short or sent on)
         self.finished: list[tuple[float, dict[str, str]]] = []
@@ -102,11 +103,11 @@ class Follower:
         return {k: v[-1] for k, v in parse_qs(self.session.query).items()}
 
     async def _read(self) -> None:
-        socket = self.session._socket
         while True:
-            forward = ForwardMsg()
-            forward.ParseFromString(await socket.recv(decode=False))
-            kind = forward.WhichOneof("type")
+            forward, kind = await self.session.receive()
+            if forward is None:  # the browser's tab would die here ("Cached ForwardMsg MISS")
+                self.errors.append("a reference to a message the browser no longer holds")
+                continue
             if kind == "script_finished":
                 # a run that ended early (sent on to the presenter's view) showed nothing
                 if forward.script_finished in FINISHED_OK:
@@ -120,7 +121,7 @@ class Follower:
 
     async def _poll(self) -> None:
         while True:
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.poll_s)
             if not self.session.fragment_id:
                 continue
             msg = BackMsg()
@@ -129,7 +130,7 @@ class Follower:
             state.page_script_hash = self.session.page_script_hash
             state.fragment_id = self.session.fragment_id
             state.is_auto_rerun = True
-            await self.session._socket.send(msg.SerializeToString())
+            await self.session.send_rerun(msg)
 
     def joined_s(self) -> float | None:
         """From opening the link to the end of the first run that showed the presenter's

@@ -9,6 +9,12 @@ until ``script_finished``. Sliders are found in the ``Delta`` elements (their id
 and value), so a move is: send the rerun with one slider's new value, wait for the script's
 finished message. Messages are the protobufs shipped in ``streamlit.proto``.
 
+It keeps the browser's cache of large messages by the frontend's own rules
+(:class:`MessageCache`): every rerun it asks for lists the hashes it holds, so the server
+sends a reference instead of a message on that list, and a reference to a message it no
+longer holds is recorded in :attr:`MessageCache.misses` (where the browser's tab dies under
+"Cached ForwardMsg MISS").
+
 What a browser does that this client does not: draw anything, send component or other widget
 values it never touched (the server keeps the last value of a widget a rerun leaves out),
 send heartbeats (the websocket's own pings keep it open).
@@ -37,6 +43,86 @@ FINISHED_OK = (
 )
 EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
 ERROR_TEXT_LEN = 200
+
+
+@dataclass
+class _Cached:
+    """One cached message: its bytes, the run count when last used, its fragment."""
+
+    encoded: bytes
+    used_at_run: int
+    fragment_id: str
+
+
+class MessageCache:
+    """The browser's cache of large messages, by the rules of Streamlit 1.67's frontend
+    (``ForwardMessageCache`` and the app's script-finished handler):
+
+    * a message the server marks ``metadata.cacheable`` is kept under its hash; a message or
+      a reference that names a kept hash marks it used in the current run;
+    * each run that finishes (successfully, or a fragment run; not one that ended early for a
+      rerun), *if a new session message came since the client last asked for a rerun*,
+      counts one run and drops what was last used more than ``max_cached_message_age`` runs
+      ago (a fragment run only looks at that fragment's messages);
+    * a reference to a hash it does not hold is a miss: the browser stops drawing the app and
+      shows "Cached ForwardMsg MISS"; here it is recorded in :attr:`misses`.
+    """
+
+    def __init__(self) -> None:
+        self.messages: dict[str, _Cached] = {}
+        self.run_count = 0
+        self.max_age = 2  # replaced by the server's NewSession config
+        self.misses: list[str] = []
+        self.references = 0  # references received (hits and misses)
+        self._new_session_seen = False
+
+    def hashes(self) -> list[str]:
+        """The hashes a rerun request lists (every message held now)."""
+        return list(self.messages)
+
+    def asked_for_rerun(self) -> None:
+        """The client sent a rerun request: runs finishing before its new session message
+        do not age the cache (the frontend's ``hasReceivedNewSession``)."""
+        self._new_session_seen = False
+
+    def receive(self, forward: ForwardMsg, raw: bytes) -> ForwardMsg | None:
+        """Apply the cache to one incoming message: the message itself, the cached message
+        a reference names (with the reference's metadata), or ``None`` for a miss."""
+        kind = forward.WhichOneof("type")
+        if kind == "new_session":
+            self.max_age = forward.new_session.config.max_cached_message_age
+            self._new_session_seen = True
+        elif kind == "script_finished":
+            self._finished(forward)
+        elif kind == "ref_hash":
+            self.references += 1
+            held = self.messages.get(forward.ref_hash)
+            if held is None:
+                self.misses.append(forward.ref_hash)
+                return None
+            held.used_at_run = self.run_count
+            cached = ForwardMsg.FromString(held.encoded)
+            cached.metadata.CopyFrom(forward.metadata)
+            return cached
+        if forward.metadata.cacheable and forward.hash:
+            held = self.messages.get(forward.hash)
+            if held is not None:
+                held.used_at_run = self.run_count
+            else:
+                fragment = forward.delta.fragment_id if kind == "delta" else ""
+                self.messages[forward.hash] = _Cached(raw, self.run_count, fragment)
+        return forward
+
+    def _finished(self, forward: ForwardMsg) -> None:
+        if forward.script_finished == EARLY_FOR_RERUN or not self._new_session_seen:
+            return
+        fragments = set(forward.metadata.run.fragment_ids)
+        self.run_count += 1
+        for key, held in list(self.messages.items()):
+            if fragments and held.fragment_id not in fragments:
+                continue
+            if self.run_count - held.used_at_run > self.max_age:
+                del self.messages[key]
 
 
 @dataclass
@@ -88,6 +174,8 @@ class StreamSession:
         self.shown: list[str] = []  # keys of the sliders the last run drew, in page order
         self.elements: list[Element] = []  # every element the last run drew, in order sent
         self.fragment_id = ""  # the last fragment a run drew (its timer's reruns name it)
+        self.cache = MessageCache()
+        self.page_hashes: dict[str, str] = {}  # URL path -> page script hash (st.navigation)
         self._socket: ClientConnection | None = None
 
     async def open(self) -> RunResult:
@@ -144,8 +232,33 @@ class StreamSession:
         if not self.page_script_hash:
             state.page_name = self.page
         state.widget_states.widgets.extend(self._widget_states())
-        await self._socket.send(msg.SerializeToString())
+        await self.send_rerun(msg)
         return await self._finish_run()
+
+    async def switch_page(self, path: str, query: str) -> RunResult:
+        """Go to the page at URL path ``path`` with ``query`` (what a click in the sidebar's
+        navigation does); wait for the run.
+
+        Raises:
+            ValueError: when no page of the app has that path.
+        """
+        if path not in self.page_hashes:
+            raise ValueError(f"no page at {path!r}; the app has {sorted(self.page_hashes)}")
+        self.page_script_hash, self.query, self.shown = self.page_hashes[path], query, []
+        return await self.rerun()
+
+    async def send_rerun(self, msg: BackMsg) -> None:
+        """Send a rerun request listing the cached messages' hashes, as the browser does."""
+        msg.rerun_script.cached_message_hashes.extend(self.cache.hashes())
+        await self._socket.send(msg.SerializeToString())
+        self.cache.asked_for_rerun()
+
+    async def receive(self) -> tuple[ForwardMsg | None, str | None]:
+        """The next message from the server through the cache, and its kind (``None, None``
+        for a reference to a message the cache no longer holds: a miss)."""
+        raw = await self._socket.recv(decode=False)
+        forward = self.cache.receive(ForwardMsg.FromString(raw), raw)
+        return forward, None if forward is None else forward.WhichOneof("type")
 
     async def _finish_run(self) -> RunResult:
         """Read the messages of the run under way until its finished message."""
@@ -154,9 +267,10 @@ class StreamSession:
         self.shown, self.elements = [], []
         async with asyncio.timeout(RUN_TIMEOUT_S):
             while True:
-                forward = ForwardMsg()
-                forward.ParseFromString(await self._socket.recv(decode=False))
-                kind = forward.WhichOneof("type")
+                forward, kind = await self.receive()
+                if forward is None:
+                    errors.append("a reference to a message the browser no longer holds")
+                    continue
                 if kind == "script_finished":
                     return RunResult(time.perf_counter() - started, forward.script_finished, errors)
                 self._read(forward, kind, errors)
@@ -165,8 +279,10 @@ class StreamSession:
         """Keep what later runs need (page hash, query string, sliders); collect errors."""
         if kind == "new_session":
             self.page_script_hash = forward.new_session.page_script_hash
-        elif kind == "navigation":  # st.navigation names the page that ran
+        elif kind == "navigation":  # st.navigation names the page that ran, and every page
             self.page_script_hash = forward.navigation.page_script_hash
+            for app_page in forward.navigation.app_pages:
+                self.page_hashes[app_page.url_pathname] = app_page.page_script_hash
         elif kind == "page_info_changed":
             self.query = forward.page_info_changed.query_string
         if kind == "delta" and forward.delta.fragment_id:

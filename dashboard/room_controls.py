@@ -83,8 +83,10 @@ def presenting() -> bool:
 
 
 def follow_now(link: RoomLink, pages: dict, page: str) -> None:
-    """Before the page draws: a follower is sent to the presenter's view
-    (:func:`dashboard.room_follow.send_before_page`); the presenter never is.
+    """Before the page draws: a follower's run sends its messages whole
+    (:func:`dashboard.rooms.push.send_whole_messages`) and a follower is sent to the
+    presenter's view (:func:`dashboard.room_follow.send_before_page`); the presenter never
+    is.
 
     Args:
         link: from :func:`room_link`.
@@ -92,6 +94,7 @@ def follow_now(link: RoomLink, pages: dict, page: str) -> None:
         page: the name of the page this run shows.
     """
     if not presenting():
+        push.send_whole_messages()  # a wake-up may have aged the browser's cache (D1)
         with room_reach(link.code, say=False):  # the room's part after the page says it
             send_before_page(link, pages, page)
 

@@ -228,7 +228,9 @@ def follower_live_controls(link: RoomLink, pages: dict, page: str) -> None:
 
 
 def _follow_live(link: RoomLink, pages: dict, page: str) -> None:
-    """One poll of :func:`follower_live_controls`."""
+    """One poll of :func:`follower_live_controls` (its messages, and those of a run it
+    sends the follower on to, go whole: :func:`dashboard.rooms.push.send_whole_messages`)."""
+    push.send_whole_messages()
     snap = presenter.shared_store().get(link.code, voter())
     server_back()
     if snap is None:

@@ -127,3 +127,35 @@ def test_the_websocket_messages_the_stream_client_speaks(name):
     module_name, message_name, field = name.split(".")
     message = getattr(importlib.import_module(f"streamlit.proto.{module_name}"), message_name)
     assert field in message.DESCRIPTOR.fields_by_name
+
+
+def test_a_run_with_no_cached_hashes_sends_no_references():
+    """``rooms/push.send_whole_messages`` empties the run context's
+    ``cached_message_hashes``: ``ScriptRunContext.enqueue`` sends a reference only for a
+    cacheable message whose hash is on that list (issue 33 D1), and a rerun or page switch
+    asked within the run passes the list on."""
+    from streamlit.commands import execution_control
+    from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
+
+    assert "cached_message_hashes" in ScriptRunContext.__dataclass_fields__
+    enqueue = inspect.getsource(ScriptRunContext.enqueue)
+    assert "msg.hash in self.cached_message_hashes" in enqueue
+    assert "create_reference_msg(msg)" in enqueue
+    source = inspect.getsource(execution_control)
+    assert source.count("cached_message_hashes=ctx.cached_message_hashes") >= 1
+
+
+def test_send_whole_messages_empties_the_running_scripts_list(monkeypatch):
+    """The switch itself: inside a run the list is emptied; outside one nothing happens."""
+    from types import SimpleNamespace
+
+    from streamlit.runtime import scriptrunner
+
+    assert push.send_whole_messages() is False  # no script run here
+    ctx = SimpleNamespace(cached_message_hashes=frozenset({"h-old"}))
+    monkeypatch.setattr(scriptrunner, "get_script_run_ctx", lambda: ctx)
+    assert push.send_whole_messages() is True
+    assert ctx.cached_message_hashes == frozenset()
+    broken = SimpleNamespace()
+    monkeypatch.setattr(scriptrunner, "get_script_run_ctx", lambda: broken)
+    assert push.send_whole_messages() is False
