@@ -21,6 +21,7 @@ without anyone remembering to mark it:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,21 @@ MODEL_MODULES = frozenset(
 """Modules about real models as a whole, relative to ``tests/``."""
 SLOW_MODULES = frozenset({"dashboard/test_induction_lesson.py"})
 """Modules whose every test trains or measures for seconds."""
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (``-n N``), each worker gets its own share of this process's cores
+    (``sched_setaffinity``, inherited by the servers and browsers it starts) and as many
+    torch threads: two workers each spinning two threads on two cores slowed every
+    compute-bound test several times over."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    share = cores[int(worker.removeprefix("gw")) % count :: count] or cores
+    os.sched_setaffinity(0, share)
+    torch.set_num_threads(len(share))
 
 
 def pytest_addoption(parser):
