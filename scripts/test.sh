@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh machine to a full test run: system packages for the browser tests
 # and the C kernel, Python packages (each step only when something is missing), lint, then
-# every tier of the pytest suite, then the kernel-relevant library tests again with the C band
-# kernel switched off (as on a machine without a C compiler). Extra arguments go to the first
+# every tier of the pytest suite (one worker per core), then the kernel-relevant library tests
+# again with the C band kernel switched off (as on a machine without a C compiler). Extra arguments go to the first
 # pytest run. Both pytest passes always run; the script says what each gave and fails when
 # either failed.
 set -euo pipefail
@@ -41,8 +41,14 @@ fi
 python3 -m ruff check .
 python3 -m ruff format --check .
 
+# Pass 1 runs on every core this process may use (at most 4), one pytest-xdist worker per core,
+# whole test files to a worker so module-scoped servers start once; ATTENTION_LAB_TEST_WORKERS
+# overrides the count (1: one process, as before).
+workers=${ATTENTION_LAB_TEST_WORKERS:-$(python3 -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')}
+parallel=()
+[ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadfile)
 status=0
-python3 -m pytest -q --all-tiers --durations=25 "$@" || status=$?
+python3 -m pytest -q --all-tiers --durations=25 "${parallel[@]}" "$@" || status=$?
 echo "pass 1 (every tier) exited with $status"
 echo "pass 2: the kernel-relevant library tests with the band kernel switched off" \
   "(ATTENTION_CORE_NO_KERNEL=1)"

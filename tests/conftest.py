@@ -79,21 +79,45 @@ MODEL_MODULES = frozenset(
 """Modules about real models as a whole, relative to ``tests/``."""
 SLOW_MODULES = frozenset({"dashboard/test_induction_lesson.py"})
 """Modules whose every test trains or measures for seconds."""
+CORES_KEY = pytest.StashKey[tuple[list[int], list[int]]]()
+"""Under pytest-xdist: (every core this run may use, this worker's share)."""
+LIVE_MODULES_KEY = pytest.StashKey[frozenset[Path]]()
+"""The paths of the modules that hold a ``browser`` test."""
 
 
 def pytest_configure(config):
     """Under pytest-xdist (``-n N``), each worker gets its own share of this process's cores
-    (``sched_setaffinity``, inherited by the servers and browsers it starts) and as many
-    torch threads: two workers each spinning two threads on two cores slowed every
-    compute-bound test several times over."""
+    (``sched_setaffinity``) and as many torch threads: two workers each spinning two threads
+    on two cores slowed every compute-bound test several times over. Modules that start live
+    servers and browsers get every core back while they run (:func:`_live_stacks_on_every_core`)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker or not hasattr(os, "sched_setaffinity"):
         return
     cores = sorted(os.sched_getaffinity(0))
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     share = cores[int(worker.removeprefix("gw")) % count :: count] or cores
+    config.stash[CORES_KEY] = (cores, share)
     os.sched_setaffinity(0, share)
     torch.set_num_threads(len(share))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _live_stacks_on_every_core(request):
+    """A module with ``browser`` tests starts servers, replicas, Redis, a balancer and
+    Chromium, several processes that wait on each other: pinned to one worker's core they
+    missed their deadlines. Its processes (children inherit the affinity) may use every core
+    while it runs; the worker's own share comes back after it."""
+    cores = request.config.stash.get(CORES_KEY, None)
+    live = request.config.stash.get(LIVE_MODULES_KEY, frozenset())
+    if cores is None or Path(str(request.node.path)) not in live:
+        yield
+        return
+    every, share = cores
+    os.sched_setaffinity(0, every)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, share)
 
 
 def pytest_addoption(parser):
@@ -148,6 +172,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for mark in tier_marks(item):
             item.add_marker(getattr(pytest.mark, mark))
+    config.stash[LIVE_MODULES_KEY] = frozenset(
+        Path(str(item.path)) for item in items if "browser" in item.keywords
+    )
     if _fast_tier(config):
         kept, left = [], []
         for item in items:

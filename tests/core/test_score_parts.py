@@ -12,6 +12,7 @@ the stream from forward pre-hooks on the decoder's layers, the ablated row from 
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -57,12 +58,18 @@ def _ids(vocab: int, seed: int = 0, length: int = LENGTH) -> torch.Tensor:
 
 
 def _captured_qk(tiny, ids, monkeypatch) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The (q (H, L, E), k (H, L, E)) each layer of ``tiny`` hands to ``attend``."""
+    """The (q (H, L, E), k (H, L, E)) each layer of ``tiny`` hands to ``attend``.
+
+    Only this thread's calls are recorded: a background thread another test left running in
+    this process (the dashboard's Heads prefetch, under pytest-xdist) may be inside
+    ``attend`` too, and its calls would shift the layers."""
     seen = []
     original = llama_block.attend
+    this_thread = threading.get_ident()
 
     def recording(q, k, v, variant, **kwargs):
-        seen.append((q[0].double(), k[0].double()))
+        if threading.get_ident() == this_thread:
+            seen.append((q[0].double(), k[0].double()))
         return original(q, k, v, variant, **kwargs)
 
     monkeypatch.setattr(llama_block, "attend", recording)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -153,13 +155,30 @@ def test_streaming_yields_the_same_snapshots():
 THREAD_SETTERS = ("set_num_threads", "set_num_interop_threads")
 
 
+def _record_thread_setters(monkeypatch) -> list[tuple[str, int]]:
+    """Replace torch's thread-count setters with recorders of this thread's calls; another
+    thread of this process (one a dashboard test left running, under pytest-xdist) still
+    reaches the real setter and is not counted against the library."""
+    set_calls = []
+    this_thread = threading.get_ident()
+    for name in THREAD_SETTERS:
+        real = getattr(torch, name)
+
+        def setter(n, name=name, real=real):
+            if threading.get_ident() != this_thread:
+                return real(n)
+            set_calls.append((name, n))
+
+        monkeypatch.setattr(torch, name, setter)
+    return set_calls
+
+
 def _thread_settings_seen(monkeypatch):
     """Train a short run, recording every call that would set torch's thread counts and the
     thread count the training step itself runs with."""
-    set_calls, in_step = [], []
+    in_step = []
     real_step = training_module.train_step
-    for name in THREAD_SETTERS:
-        monkeypatch.setattr(torch, name, lambda n, name=name: set_calls.append((name, n)))
+    set_calls = _record_thread_setters(monkeypatch)
     monkeypatch.setattr(
         training_module,
         "train_step",
@@ -373,9 +392,7 @@ def test_runs_of_one_shape_share_a_cost_measurement():
 
 def test_measured_cost_is_a_cost_and_leaves_torch_alone(monkeypatch):
     before = torch.get_num_threads()
-    set_calls = []
-    for name in THREAD_SETTERS:
-        monkeypatch.setattr(torch, name, lambda n, name=name: set_calls.append((name, n)))
+    set_calls = _record_thread_setters(monkeypatch)
     cost = measure_step_cost(cost_config(TrainingConfig(task="shift", d_model=16)))
     assert cost.train_step_s > 0 and cost.snapshot_s > 0  # StepCost checks finite too
     assert torch.get_num_threads() == before and set_calls == []
