@@ -12,7 +12,8 @@ The groups:
 * :func:`variant_controls` (:func:`variant_select` + :func:`variant_params_controls`) — a
   variant and its own parameters → a :class:`VariantChoice`;
 * :func:`input_controls` — random vectors, a preset or a typed sentence → an
-  :class:`InputChoice`.
+  :class:`InputChoice`;
+* :func:`preset_text_controls` — a real model's text: a preset or typed text → (preset, text).
 
 Also here: the page header (:func:`page_intro`), the one error helper (:func:`show_error`),
 and variant and parameter labels and tooltips. The heatmap looks the pages share
@@ -25,6 +26,7 @@ the function that needs it), so a page that needs no tensor can draw its header 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,6 +54,7 @@ SENTENCE_MAX_CHARS = 200
 DEFAULT_SENTENCE = "the cat sat on the mat because it was comfortable"
 MIN_LAYER_LEN = 4
 DEFAULT_LAYER = LayerConfig()
+CUSTOM = "custom"  # the preset choice of :func:`preset_text_controls` that opens the text box
 
 
 @dataclass(frozen=True)
@@ -391,6 +394,48 @@ def variant_controls(
     """A variant, its explanation and its own parameters (sized for ``seq_len`` tokens)."""
     variant = variant_select(page, default, label=label)
     return VariantChoice(variant, variant_params_controls(page, variant, seq_len))
+
+
+def preset_text_controls(
+    page: str,
+    namespace: str,
+    presets: Mapping[str, str],
+    default: str,
+    *,
+    max_chars: int | None = None,
+    text_help: str | None = None,
+) -> tuple[str, str]:
+    """A preset text or a typed one: the select ``"<page>.preset"`` (``presets``' names, then
+    :data:`CUSTOM`) and, for custom, the box ``"<page>.text"``; a blank typed text warns and
+    gives ``default``. Labels are ``<namespace>.ctl_preset``, ``.preset_<name>``,
+    ``.ctl_text`` and ``.text_blank``; ``max_chars`` and ``text_help`` default to a decoder
+    prompt's (``data.DECODER_TEXT_MAX_CHARS``, ``<namespace>.ctl_text_help`` with ``n`` the
+    decoder's token limit).
+
+    Returns:
+        (preset, text): the preset and its text, or :data:`CUSTOM` and the typed text.
+    """
+    preset = state.select(
+        page,
+        "preset",
+        t(f"{namespace}.ctl_preset"),
+        [*presets, CUSTOM],
+        default,
+        format_func=lambda k: t(f"{namespace}.preset_{k}"),
+    )
+    if preset != CUSTOM:
+        return preset, presets[preset]
+    if max_chars is None:
+        max_chars = data.DECODER_TEXT_MAX_CHARS
+    if text_help is None:
+        text_help = t(f"{namespace}.ctl_text_help", n=data.DECODER_MAX_TOKENS)
+    text = state.text(
+        page, "text", t(f"{namespace}.ctl_text"), presets[default], max_chars, help=text_help
+    )
+    if not text.strip():
+        st.warning(t(f"{namespace}.text_blank"))
+        return default, presets[default]
+    return preset, text
 
 
 def input_controls(page: str, default_kind: str = "random") -> InputChoice:

@@ -26,17 +26,13 @@ import numpy as np
 import torch
 
 from attention_core.experiments.heads import (
-    BROAD_THRESHOLD,
-    LOCAL_THRESHOLD,
     PREVIOUS_THRESHOLD,
-    SELF_THRESHOLD,
-    SINK_THRESHOLD,
     HeadCensus,
     as_ids,
     label_by_rules,
+    pattern_rules,
     pattern_scores,
     readonly,
-    uniform_entropy,
 )
 from attention_core.pretrained.probe import link_weights
 
@@ -109,10 +105,7 @@ def encoder_labels(scores: Mapping[str, np.ndarray], length: int) -> np.ndarray:
     rules = (
         ("previous-token", scores["previous_token"] >= PREVIOUS_THRESHOLD),
         ("next-token", scores["next_token"] >= NEXT_THRESHOLD),
-        ("self", scores["self"] >= SELF_THRESHOLD),
-        ("first-token", scores["sink"] >= SINK_THRESHOLD),
-        ("local", scores["local"] >= LOCAL_THRESHOLD),
-        ("broad", scores["entropy"] >= BROAD_THRESHOLD * uniform_entropy(length, False)),
+        *pattern_rules(scores, length, causal=False),
     )
     return label_by_rules(rules, ENCODER_LABELS[-1])
 

@@ -207,6 +207,20 @@ def uniform_entropy(length: int, causal: bool) -> float:
     return float(np.log(np.arange(1, length + 1)).mean())
 
 
+def pattern_rules(
+    scores: Mapping[str, np.ndarray], length: int, causal: bool
+) -> tuple[tuple[str, np.ndarray], ...]:
+    """The ``(label, (N, H) mask)`` rules a decoder's and an encoder's heads share, in order
+    of precedence: ``self``, ``first-token``, ``local``, ``broad`` (rules 3 to 6 of
+    :func:`head_labels`); ``scores``, ``length`` and ``causal`` as there."""
+    return (
+        ("self", scores["self"] >= SELF_THRESHOLD),
+        ("first-token", scores["sink"] >= SINK_THRESHOLD),
+        ("local", scores["local"] >= LOCAL_THRESHOLD),
+        ("broad", scores["entropy"] >= BROAD_THRESHOLD * uniform_entropy(length, causal)),
+    )
+
+
 def head_labels(scores: Mapping[str, np.ndarray], length: int, causal: bool) -> np.ndarray:
     """One label per head from its census scores; the first rule that holds names it.
 
@@ -229,10 +243,7 @@ def head_labels(scores: Mapping[str, np.ndarray], length: int, causal: bool) -> 
     rules = (
         ("induction", np.nan_to_num(scores["induction"], nan=0.0) >= INDUCTION_THRESHOLD),
         ("previous-token", scores["previous_token"] >= PREVIOUS_THRESHOLD),
-        ("self", scores["self"] >= SELF_THRESHOLD),
-        ("first-token", scores["sink"] >= SINK_THRESHOLD),
-        ("local", scores["local"] >= LOCAL_THRESHOLD),
-        ("broad", scores["entropy"] >= BROAD_THRESHOLD * uniform_entropy(length, causal)),
+        *pattern_rules(scores, length, causal),
     )
     return label_by_rules(rules, LABELS[-1])
 

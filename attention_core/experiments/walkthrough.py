@@ -161,22 +161,13 @@ def walk_through_attention(
     weights = torch.softmax(scaled.masked_fill(~mask, float("-inf")), dim=-1)  # (n, n)
     output = weights @ v  # (n, n) @ (n, d_k) -> (n, d_k)
     check = attend(q, k, v, "scaled", mask=mask, need_weights=True)
+    matrices = (x, w_q, w_k, w_v, q, k, v, scores, scaled, mask, weights, output)
     return Walkthrough(
         tokens=tokens,
         d_k=d_k,
         causal=causal,
-        X=_readonly(x),
-        W_Q=_readonly(w_q),
-        W_K=_readonly(w_k),
-        W_V=_readonly(w_v),
-        Q=_readonly(q),
-        K=_readonly(k),
-        V=_readonly(v),
-        scores=_readonly(scores),
-        scaled=_readonly(scaled),
-        mask=_readonly(mask),
-        weights=_readonly(weights),
-        output=_readonly(output),
+        # each matrix as a read-only float64 array, under its name (MATRIX_NAMES, same order)
+        **{name: _readonly(t) for name, t in zip(MATRIX_NAMES, matrices, strict=True)},
         library_max_diff=float((check.weights - weights).abs().max()),
     )
 

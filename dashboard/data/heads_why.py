@@ -190,10 +190,7 @@ def why_cell(
         }
     )
     return WhyCell(
-        layer=split.layer,
-        head=split.head,
-        query=split.query,
-        key=split.key,
+        **{name: getattr(split, name) for name in cell},  # the cell as score_parts checked it
         score=split.score,
         weight=weight,
         names=contrast.names,

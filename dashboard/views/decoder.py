@@ -16,7 +16,6 @@ from dashboard.i18n import t
 from dashboard.views.decoder_model.about import ModelChoice, draw_about, model_controls, shown_name
 
 PAGE = "decoder"
-CUSTOM = "custom"
 DEFAULT_PRESET = "capital"
 DEFAULT_STEPS = 0
 DEFAULT_LAYER, DEFAULT_HEAD = 4, 1
@@ -109,27 +108,7 @@ def _move_steps(delta: int) -> None:
 def prompt_controls(page: str) -> str:
     """Sidebar choice of a preset prompt or typed text; returns the prompt."""
     st.sidebar.markdown(f"**{t('decoder.ctl_header')}**")
-    preset = state.select(
-        page,
-        "preset",
-        t("decoder.ctl_preset"),
-        [*data.DECODER_PRESETS, CUSTOM],
-        DEFAULT_PRESET,
-        format_func=lambda k: t(f"decoder.preset_{k}"),
-    )
-    if preset != CUSTOM:
-        return data.DECODER_PRESETS[preset]
-    text = state.text(
-        page,
-        "text",
-        t("decoder.ctl_text"),
-        data.DECODER_PRESETS[DEFAULT_PRESET],
-        data.DECODER_TEXT_MAX_CHARS,
-        help=t("decoder.ctl_text_help", n=data.DECODER_MAX_TOKENS),
-    )
-    if not text.strip():
-        st.warning(t("decoder.text_blank"))
-        return data.DECODER_PRESETS[DEFAULT_PRESET]
+    _, text = controls.preset_text_controls(page, "decoder", data.DECODER_PRESETS, DEFAULT_PRESET)
     return text
 
 

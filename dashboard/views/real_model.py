@@ -14,7 +14,7 @@ from dashboard.i18n import t
 from dashboard.literal import literal
 
 PAGE = "real_model"
-CUSTOM = "custom"
+CUSTOM = controls.CUSTOM
 DEFAULT_VARIANT = "linear"
 N_HEADS = 12
 UNK_NOTE_SHARE = 0.2
@@ -62,28 +62,14 @@ def model_controls(page: str) -> str:
 def sentence_controls(page: str, model: str) -> tuple[str, str]:
     """Sidebar choice of a preset sentence or typed text; returns (preset, text to encode)."""
     default = DEFAULTS[model].preset
-    preset = state.select(
+    return controls.preset_text_controls(
         page,
-        "preset",
-        t("real_model.ctl_preset"),
-        [*data.MODEL_PRESETS, CUSTOM],
+        "real_model",
+        data.MODEL_PRESETS,
         default,
-        format_func=lambda k: t(f"real_model.preset_{k}"),
+        max_chars=data.MODEL_TEXT_MAX_CHARS,
+        text_help=t(f"real_model.ctl_text_help_{model}"),
     )
-    if preset != CUSTOM:
-        return preset, data.MODEL_PRESETS[preset]
-    text = state.text(
-        page,
-        "text",
-        t("real_model.ctl_text"),
-        data.MODEL_PRESETS[default],
-        data.MODEL_TEXT_MAX_CHARS,
-        help=t(f"real_model.ctl_text_help_{model}"),
-    )
-    if not text.strip():
-        st.warning(t("real_model.text_blank"))
-        return default, data.MODEL_PRESETS[default]
-    return preset, text
 
 
 def draw_tokens(run: data.ModelRun) -> None:

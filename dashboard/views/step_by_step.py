@@ -89,20 +89,13 @@ def matrix_axes(tokens: tuple[str, ...], d_k: int) -> dict[str, tuple[list[str],
     labels = data.axis_labels(tokens)
     model = [f"d{i}" for i in range(data.STEP_D_MODEL)]
     head = [f"k{i}" for i in range(d_k)]
-    return {
-        "X": (labels, model),
-        "W_Q": (model, head),
-        "W_K": (model, head),
-        "W_V": (model, head),
-        "Q": (labels, head),
-        "K": (labels, head),
-        "V": (labels, head),
-        "scores": (labels, labels),
-        "scaled": (labels, labels),
-        "mask": (labels, labels),
-        "weights": (labels, labels),
-        "output": (labels, head),
-    }
+    by_shape = (  # the matrices of each shape: n × D, D × d_k, n × d_k, n × n
+        (("X",), (labels, model)),
+        (("W_Q", "W_K", "W_V"), (model, head)),
+        (("Q", "K", "V", "output"), (labels, head)),
+        (("scores", "scaled", "mask", "weights"), (labels, labels)),
+    )
+    return {name: axes for names, axes in by_shape for name in names}
 
 
 def matrix_chart(result: Walkthrough, axes: dict, name: str):

@@ -41,24 +41,25 @@ def tidy(values: np.ndarray, scores: np.ndarray | None = None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-GRID_SPEC = charts.HeatmapSpec(
+def rows_by_cols_spec(**fields) -> charts.HeatmapSpec:
+    """A heatmap spec over ROWS × COLS; ``fields``: the rest of it (titles, domain, …)."""
+    return charts.HeatmapSpec(row_order=tuple(ROWS), col_order=tuple(COLS), **fields)
+
+
+GRID_SPEC = rows_by_cols_spec(
     title="Weights",
     x_title="Key token",
     y_title="Query token",
     value_title="Weight",
     score_title="Raw score",
     panel_title="Head",
-    row_order=tuple(ROWS),
-    col_order=tuple(COLS),
     domain=(0.0, 0.9),
 )
-SIGNED_SPEC = charts.HeatmapSpec(
+SIGNED_SPEC = rows_by_cols_spec(
     title="Output",
     x_title="Dimension",
     y_title="Query token",
     value_title="Value",
-    row_order=tuple(ROWS),
-    col_order=tuple(COLS),
     diverging=True,
 )
 TINY_SPEC = charts.HeatmapSpec(

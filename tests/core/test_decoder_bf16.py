@@ -23,15 +23,8 @@ from attention_core.pretrained import (
 )
 from attention_core.pretrained.llama_block import linear
 from tests.core.mapping import mapped_file, mapped_files
-from tests.core.references import needs_smollm2, smollm2_reference
-from tests.core.stored_decoder import (
-    MATRICES,
-    PROMPTS,
-    check_cached_decoding,
-    check_next_token,
-    check_within_tolerances,
-    deviations,
-)
+from tests.core.references import needs_smollm2
+from tests.core.stored_decoder import MATRICES, ReferenceChecks, deviations
 
 BF16_MANTISSA_STEP = 2.0**-8  # relative spacing of bfloat16 numbers in [1, 2)
 LAYERS = 30
@@ -42,11 +35,6 @@ pytestmark = needs_smollm2
 @pytest.fixture(scope="module")
 def bf16():
     return load_smollm2(weights_dtype="bfloat16")
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return smollm2_reference()
 
 
 def test_matrices_are_bfloat16_and_norms_float32(bf16):
@@ -95,34 +83,16 @@ def test_linear_rounds_input_and_output_to_the_weight_dtype():
     torch.testing.assert_close(result.double(), exact, atol=1e-5, rtol=BF16_MANTISSA_STEP)
 
 
-@pytest.mark.parametrize("index", range(PROMPTS))
-def test_matches_reference_within_the_stated_tolerances(bf16, reference, index):
-    _, data = reference
-    check_within_tolerances(bf16, data, index, BF16_ATTENTION_TOLERANCE, BF16_LOGIT_TOLERANCE)
+class TestAgainstReference(ReferenceChecks):
+    MODEL_FIXTURE = "bf16"
+    ATTENTION_TOLERANCE = BF16_ATTENTION_TOLERANCE
+    LOGIT_TOLERANCE = BF16_LOGIT_TOLERANCE
 
-
-def test_half_rope_twin_matches_reference(bf16, reference):
-    _, data = reference
-    attention, logits = deviations(bf16.with_rope_style("half"), data, 1)
-    assert attention <= BF16_ATTENTION_TOLERANCE
-    assert logits <= BF16_LOGIT_TOLERANCE
-
-
-@pytest.mark.parametrize("index", range(PROMPTS))
-def test_next_token_is_the_reference_one(bf16, reference, index):
-    """The fixture's most likely next token has the bf16 model's highest logit.
-
-    Logits come out of a bfloat16 product, so two close logits can round to the same
-    value (prompt 3: 16.274 and 16.221 both become 16.25); the reference token must then be
-    among the tied best.
-    """
-    _, data = reference
-    check_next_token(bf16, data, index)
-
-
-def test_cached_decoding_equals_full_recomputation(bf16, reference):
-    meta, data = reference
-    check_cached_decoding(bf16, meta, data, BF16_LOGIT_TOLERANCE)
+    def test_half_rope_twin_matches_reference(self, bf16, reference):
+        _, data = reference
+        attention, logits = deviations(bf16.with_rope_style("half"), data, 1)
+        assert attention <= BF16_ATTENTION_TOLERANCE
+        assert logits <= BF16_LOGIT_TOLERANCE
 
 
 def test_cached_step_keeps_the_attention_row(bf16):

@@ -22,14 +22,8 @@ from attention_core.pretrained import (
     load_smollm2,
 )
 from attention_core.pretrained.int4 import Int4Matrix
-from tests.core.references import needs_smollm2, smollm2_reference
-from tests.core.stored_decoder import (
-    MATRICES,
-    PROMPTS,
-    check_cached_decoding,
-    check_next_token,
-    check_within_tolerances,
-)
+from tests.core.references import needs_smollm2
+from tests.core.stored_decoder import MATRICES, ReferenceChecks
 
 BF16_BOUND = 2.0**-7  # |int4 x·Wᵀ − x·Wᵀ| ≤ 2⁻⁷ · Σ|w x| (see attention_core.pretrained.int4)
 
@@ -52,11 +46,6 @@ def int4(int4_load):
 def test_after_layer_is_called_after_each_layer_and_the_embedding(int4_load):
     model, calls = int4_load
     assert len(calls) == model.config.num_layers + 1 == 31
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return smollm2_reference()
 
 
 def test_matrices_are_int4_and_small(int4):
@@ -91,21 +80,10 @@ def test_each_matrix_multiplies_like_the_float32_one(int4):
     gc.collect()
 
 
-@pytest.mark.parametrize("index", range(PROMPTS))
-def test_matches_reference_within_the_stated_tolerances(int4, reference, index):
-    _, data = reference
-    check_within_tolerances(int4, data, index, INT4_ATTENTION_TOLERANCE, INT4_LOGIT_TOLERANCE)
-
-
-@pytest.mark.parametrize("index", range(PROMPTS))
-def test_next_token_is_the_reference_one(int4, reference, index):
-    _, data = reference
-    check_next_token(int4, data, index)
-
-
-def test_cached_decoding_equals_full_recomputation(int4, reference):
-    meta, data = reference
-    check_cached_decoding(int4, meta, data, INT4_LOGIT_TOLERANCE)
+class TestAgainstReference(ReferenceChecks):
+    MODEL_FIXTURE = "int4"
+    ATTENTION_TOLERANCE = INT4_ATTENTION_TOLERANCE
+    LOGIT_TOLERANCE = INT4_LOGIT_TOLERANCE
 
 
 def test_a_variant_twin_shares_the_packed_codes(int4):

@@ -260,6 +260,12 @@ Q4_K_ID = int(QType.Q4_K)
 GOOD_Q4_K = _random_blocks(np.random.default_rng(3), "Q4_K", 2).tobytes()  # (2 blocks)
 
 
+def one_q4_k(dims, offset: int = 0, data: bytes = GOOD_Q4_K, *, copies: int = 1) -> bytes:
+    """A GGUF file whose tensor ``w`` (Q4_K, ``dims``, at ``offset``; ``copies`` infos of it)
+    is backed by ``data`` (by default two good Q4_K blocks)."""
+    return gguf_bytes([("w", dims, Q4_K_ID, offset)] * copies, data)
+
+
 def _refused(data: bytes, match: str) -> None:
     """parse_gguf(data) raises ValueError matching ``match``, allocating under 1 MiB."""
     tracemalloc.start()
@@ -353,41 +359,25 @@ def test_the_built_file_is_read_like_gguf_reads_it(tmp_path):
             "tensor 'w' needs bytes",
             id="2**60 values in a small file",
         ),
+        pytest.param(one_q4_k((512,), 2**63), "tensor 'w' needs bytes", id="offset 2**63"),
+        pytest.param(one_q4_k((512,), 32), "tensor 'w' needs bytes", id="data past the end"),
         pytest.param(
-            gguf_bytes([("w", (512,), Q4_K_ID, 2**63)], GOOD_Q4_K),
-            "tensor 'w' needs bytes",
-            id="offset 2**63",
-        ),
-        pytest.param(
-            gguf_bytes([("w", (512,), Q4_K_ID, 32)], GOOD_Q4_K),
-            "tensor 'w' needs bytes",
-            id="data past the end",
-        ),
-        pytest.param(
-            gguf_bytes([("w", (512,), Q4_K_ID, 8)], GOOD_Q4_K + b"\0" * 32),
+            one_q4_k((512,), 8, GOOD_Q4_K + b"\0" * 32),
             "not a multiple of",
             id="offset off the alignment",
         ),
         pytest.param(
-            gguf_bytes([("w", (512,), Q4_K_ID, 0)] * 2, GOOD_Q4_K),
+            one_q4_k((512,), copies=2),
             "name 'w' appears twice",
             id="duplicate tensor name",
         ),
+        pytest.param(one_q4_k((100,)), "rows of 100 values", id="1-D count not whole blocks"),
         pytest.param(
-            gguf_bytes([("w", (100,), Q4_K_ID, 0)], GOOD_Q4_K),
-            "rows of 100 values",
-            id="1-D count not whole blocks",
-        ),
-        pytest.param(
-            gguf_bytes([("w", (300, 2), Q4_K_ID, 0)], GOOD_Q4_K * 3),
+            one_q4_k((300, 2), 0, GOOD_Q4_K * 3),
             "block size 256",
             id="row not whole blocks",
         ),
-        pytest.param(
-            gguf_bytes([("w", (512,), Q4_K_ID, 0)], GOOD_Q4_K[:-1]),
-            "truncated",
-            id="data cut short",
-        ),
+        pytest.param(one_q4_k((512,), 0, GOOD_Q4_K[:-1]), "truncated", id="data cut short"),
     ],
 )
 def test_bad_files_are_refused_naming_the_field(data, match):

@@ -17,6 +17,13 @@ def _stochastic(rng, heads, n):
     return w / w.sum(axis=-1, keepdims=True)
 
 
+def grid_chart(heat, **fields):
+    """The Altair heatmap of ``heat`` (a ``data.heatmap_grid``) in its own row and column
+    order; ``fields``: the rest of the :class:`charts.HeatmapSpec` (titles, domain, …)."""
+    spec = charts.HeatmapSpec(row_order=heat.row_order, col_order=heat.col_order, **fields)
+    return charts.heatmap_chart(heat.frame, spec)
+
+
 def test_pool_matrix_averages_equal_blocks():
     m = np.arange(16.0).reshape(4, 4)
     pooled = data.pool_matrix(m, max_side=2)
@@ -59,20 +66,16 @@ def test_heatmap_chart_shares_domain_and_has_tooltips():
     w = _stochastic(rng, 4, 8)
     labels = data.axis_labels(data.tokens_for("the cat sat on the mat , ok"))
     heat = data.heatmap_grid(w, labels, labels, scores=np.log(w), panels=["a", "b", "c", "d"])
-    chart = charts.heatmap_chart(
-        heat.frame,
-        charts.HeatmapSpec(
-            title="T",
-            subtitle="pooled",
-            x_title="Key",
-            y_title="Query",
-            value_title="Weight",
-            score_title="Score",
-            panel_title="Head",
-            row_order=heat.row_order,
-            col_order=heat.col_order,
-            domain=(0.0, 0.5),
-        ),
+    chart = grid_chart(
+        heat,
+        title="T",
+        subtitle="pooled",
+        x_title="Key",
+        y_title="Query",
+        value_title="Weight",
+        score_title="Score",
+        panel_title="Head",
+        domain=(0.0, 0.5),
     )
     spec = chart.to_dict()
     first = spec["concat"][0]
@@ -182,17 +185,7 @@ def test_exports_npy_csv_png_svg():
     table = data.weights_table(w[None].repeat(2, 0), ["a", "b"], ["x", "y", "z"])
     assert table.splitlines()[0] == "query,x,y,z,head"
     heat = data.heatmap_grid(w, ["猫", "垫"], ["x", "y", "z"])
-    chart = charts.heatmap_chart(
-        heat.frame,
-        charts.HeatmapSpec(
-            title="注意力",
-            x_title="键",
-            y_title="查询",
-            value_title="权重",
-            row_order=heat.row_order,
-            col_order=heat.col_order,
-        ),
-    )
+    chart = grid_chart(heat, title="注意力", x_title="键", y_title="查询", value_title="权重")
     assert exports.chart_png(chart)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<svg" in exports.chart_svg(chart)
     assert exports.safe_filename("../etc/passwd weights") == "etc_passwd_weights"
@@ -202,18 +195,14 @@ def test_heatmap_panels_keep_their_order_past_nine():
     names = [f"Head {h}" for h in range(12)]
     w = np.full((12, 3, 3), 1 / 3)
     heat = data.heatmap_grid(w, ["a", "b", "c"], ["a", "b", "c"], panels=names)
-    chart = charts.heatmap_chart(
-        heat.frame,
-        charts.HeatmapSpec(
-            title="",
-            x_title="Key",
-            y_title="Query",
-            value_title="Weight",
-            panel_title="Head",
-            row_order=heat.row_order,
-            col_order=heat.col_order,
-            columns=4,
-        ),
+    chart = grid_chart(
+        heat,
+        title="",
+        x_title="Key",
+        y_title="Query",
+        value_title="Weight",
+        panel_title="Head",
+        columns=4,
     )
     parts = chart.to_dict()["concat"]
     assert [p["title"]["text"] for p in parts] == names

@@ -48,6 +48,17 @@ def pg(**kwargs) -> dict:
     return {f"{P}.{k.replace('__', '.')}": v for k, v in kwargs.items()}
 
 
+def bad_param(case_id: str, variant: str, param: str, value: str) -> Case:
+    """A Playground case with one bad value of a variant's parameter, and its notice:
+    ``bad_param("id", "local", "window_size", "0")`` sets ``playground.variant=local`` and
+    ``playground.local.window_size=0`` and expects a notice naming the latter."""
+    return Case(
+        case_id,
+        pg(variant=variant, **{f"{variant}__{param}": value}),
+        notice=f"{P}.{variant}.{param}",
+    )
+
+
 URL_CASES = [
     Case("seq_len-huge", pg(seq_len="99999999"), notice="playground.seq_len"),
     Case("seq_len-negative", pg(seq_len="-5"), notice="playground.seq_len"),
@@ -77,29 +88,11 @@ URL_CASES = [
         pg(seq_len="8", mask="padding", pad_len="50"),
         notice="playground.pad_len",
     ),
-    Case(
-        "window-zero",
-        pg(variant="local", local__window_size="0"),
-        notice="playground.local.window_size",
-    ),
-    Case(
-        "density-zero",
-        pg(variant="random", random__density="0"),
-        notice="playground.random.density",
-    ),
-    Case(
-        "density-two", pg(variant="random", random__density="2"), notice="playground.random.density"
-    ),
-    Case(
-        "causal-flag-text",
-        pg(variant="linear", linear__causal="maybe"),
-        notice="playground.linear.causal",
-    ),
-    Case(
-        "chunk-negative",
-        pg(variant="chunked", chunked__chunk_size="-1"),
-        notice="playground.chunked.chunk_size",
-    ),
+    bad_param("window-zero", "local", "window_size", "0"),
+    bad_param("density-zero", "random", "density", "0"),
+    bad_param("density-two", "random", "density", "2"),
+    bad_param("causal-flag-text", "linear", "causal", "maybe"),
+    bad_param("chunk-negative", "chunked", "chunk_size", "-1"),
     Case("input-unknown", pg(input="camera"), notice="playground.input"),
     Case("lang-unknown", {"lang": "fr"}, notice="lang"),
     Case("unknown-key-ignored", {"foo": "bar", "playground.nonsense": SCRIPT}),

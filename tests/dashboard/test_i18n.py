@@ -91,7 +91,7 @@ MODEL_KEYS = (
 
 def test_computed_keys_exist_for_every_option():
     from attention_core import VARIANTS
-    from dashboard import data
+    from dashboard import controls, data
     from dashboard.exports import MIME_TYPES
     from dashboard.views import PAGES
 
@@ -106,6 +106,13 @@ def test_computed_keys_exist_for_every_option():
     for model in data.MODELS:
         keys += [f"real_model.{name}_{model}" for name in MODEL_KEYS]
     keys += [f"real_model.preset_{preset}" for preset in data.MODEL_PRESETS]
+    # controls.preset_text_controls' labels, by each page's namespace
+    texts = {"decoder": data.DECODER_PRESETS, "real_model": data.MODEL_PRESETS}
+    texts["heads"] = data.HEADS_PRESETS
+    for namespace, presets in texts.items():
+        keys += [f"{namespace}.{name}" for name in ("ctl_preset", "ctl_text", "text_blank")]
+        keys += [f"{namespace}.preset_{preset}" for preset in (*presets, controls.CUSTOM)]
+    keys += ["decoder.ctl_text_help", "heads.ctl_text_help"]
     keys += [f"common.export_{kind}" for kind in MIME_TYPES]  # the export buttons' labels
     for page in ("playground", "step_by_step", "multihead"):
         keys += [f"{page}.title", f"{page}.intro", f"{page}.look_for"]

@@ -37,6 +37,19 @@ def open_page(**params: str) -> AppTest:
     return at.run()
 
 
+def swapped(lang: str, variant: str, **params: str) -> tuple[AppTest, dict[str, str]]:
+    """The page in ``lang`` with ``variant`` swapped in, checked clean, and its metrics.
+
+    ``params`` are the page's other query values without the page's prefix, ``__`` for a
+    dot: ``swapped("en", "local", local__window_size="3")`` sets ``real_model.variant`` and
+    ``real_model.local.window_size``.
+    """
+    query = {f"real_model.{k.replace('__', '.')}": v for k, v in params.items()}
+    at = open_page(lang=lang, **{"real_model.variant": variant, **query})
+    assert_clean(at)
+    return at, metrics(at)
+
+
 def _specs(at: AppTest) -> list[str]:
     return [chart.proto.spec for chart in at.get("vega_lite_chart")]
 
@@ -82,18 +95,14 @@ def test_layer6_head12_sends_it_to_cat_in_both_sentences():
 @needs_model
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_exact_swap_gives_cosine_one(lang):
-    at = open_page(
-        lang=lang,
-        **{
-            "real_model.variant": "chunked",
-            "real_model.chunked.chunk_size": "3",
-            "real_model.chunked.key_chunk_size": "4",
-            "real_model.layer": "2",
-            "real_model.head": "5",
-        },
+    _, shown = swapped(
+        lang,
+        "chunked",
+        chunked__chunk_size="3",
+        chunked__key_chunk_size="4",
+        layer="2",
+        head="5",
     )
-    assert_clean(at)
-    shown = metrics(at)
     assert float(shown[COSINE_LABEL[lang]]) >= 0.99999
     assert any(value == "0.000" for value in shown.values())  # largest weight change
     assert shown[SAME_LABEL[lang]] in ("yes (to float precision)", "是（在浮点精度内）")
@@ -102,16 +111,7 @@ def test_exact_swap_gives_cosine_one(lang):
 @needs_model
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_local_window_swap_and_chinese_unk(lang):
-    at = open_page(
-        lang=lang,
-        **{
-            "real_model.preset": "zh_cat",
-            "real_model.variant": "local",
-            "real_model.local.window_size": "3",
-        },
-    )
-    assert_clean(at)
-    shown = metrics(at)
+    at, shown = swapped(lang, "local", preset="zh_cat", local__window_size="3")
     assert float(shown[COSINE_LABEL[lang]]) < 0.99
     assert shown[SAME_LABEL[lang]] in ("no", "否")  # local is "exact" only under its own mask
     assert shown[UNK_LABEL[lang]] == "76%"  # 13 of 17 characters

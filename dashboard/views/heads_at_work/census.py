@@ -29,7 +29,6 @@ from dashboard.views.heads_at_work.common import (
     show_install_hint,
 )
 
-CUSTOM = "custom"
 DEFAULT_PRESET = "repeat"
 DEFAULT_SCORE = "induction"
 DEFAULT_LAYER, DEFAULT_HEAD = 18, 6  # SmolLM2's top induction head (clamped for a smaller model)
@@ -60,28 +59,7 @@ class CensusView:
 
 def prompt_controls(page: str) -> str:
     """A preset prompt or typed text (an empty one: a warning and the default preset)."""
-    presets = data.HEADS_PRESETS
-    preset = state.select(
-        page,
-        "preset",
-        t("heads.ctl_preset"),
-        [*presets, CUSTOM],
-        DEFAULT_PRESET,
-        format_func=lambda k: t(f"heads.preset_{k}"),
-    )
-    if preset != CUSTOM:
-        return presets[preset]
-    text = state.text(
-        page,
-        "text",
-        t("heads.ctl_text"),
-        presets[DEFAULT_PRESET],
-        data.DECODER_TEXT_MAX_CHARS,
-        help=t("heads.ctl_text_help", n=data.DECODER_MAX_TOKENS),
-    )
-    if not text.strip():
-        st.warning(t("heads.text_blank"))
-        return presets[DEFAULT_PRESET]
+    _, text = controls.preset_text_controls(page, "heads", data.HEADS_PRESETS, DEFAULT_PRESET)
     return text
 
 
