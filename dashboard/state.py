@@ -1,32 +1,44 @@
-"""URL state: every control lives in ``st.query_params`` so that a link reproduces the view.
+"""The view's state in the URL: every control lives in the query so that a link reproduces
+the view. Pages call the helpers with their page name, e.g.
+``seq_len = state.slider_int("scaling", "seq_len", t("common.ctl_seq_len"), 4, 512, 64)``;
+the widget key and the query key are both ``"<page>.<name>"``.
 
-The pattern, for a control ``"<page>.<name>"`` (the query key and the widget key are equal):
+**Bound by Streamlit.** :func:`slider_int`, :func:`float_input` (a slider or a number box),
+:func:`checkbox` and :func:`text` draw widgets with ``bind="query-params"``: Streamlit seeds
+them from the link, writes each change to the URL, drops a value at its default from it,
+and keeps the value across a page switch (a bound widget persists for the session, so no
+``persist_state`` is needed). What stays ours is small and named (:func:`_draw_bound`):
 
-1. **Read**: on the first run of the widget, its value comes from the URL, else from this
-   session's memory of it (query parameters are dropped when the user switches pages), else
-   the default. A missing value gives the default silently. A malformed, out-of-range,
-   unknown, over-long or repeated value gives the default *and* a notice saying why, shown
-   once on the page by :func:`render_notices` (the bad value is shown as literal text by
-   :func:`dashboard.literal.literal`: never rendered as markdown, never a link). A query key
-   that no control of the page used and that this session never wrote (a typo such as
-   ``playground.seqlen``) is named in the same notice, with the closest key the page does
-   use; the app-level keys of :data:`APP_KEYS` are always known.
-2. **Widget**: the widget is created with that initial value through ``st.session_state``.
-3. **Write back**: its current value is written to ``st.query_params`` on every run; at the
-   end of the run :func:`finish_run` drops query keys that this run did not use, so the URL
-   holds exactly the view.
+* **the notice.** Streamlit drops a value it cannot read silently, and reads some that the
+  page refuses (``12.5`` for a whole number is cut to 12, a text with a line break is kept),
+  so on a widget's first draw the link's text is checked before the widget exists
+  (:func:`dashboard.url_state.check_raws`): a refused value gets the notice and its
+  default;
+* **the nearest step.** A linked number between a slider's steps becomes the nearest step,
+  with a notice (:func:`dashboard.url_values.snap_to_step`, ``snap_float_to_step``);
+* **the corrected link.** Streamlit seeds a widget's first draw from the link as it reads
+  it, over a value put in ``st.session_state``. So a value the check changed (refused,
+  snapped, cut, or ``?x=1`` for a checkbox, which Streamlit reads only as ``true``/``false``
+  and drops) is corrected in the URL before the widget exists: a default leaves it, another
+  value replaces the link's text and the run starts again once, its notices carried. Where
+  Streamlit still reads a value the page refuses (``12.5`` as 12, the last of a repeated
+  key), the run starts again at once with the checked value in ``st.session_state``;
+* **what a room sets for a follower** (:func:`dashboard.url_state.give_values`): put into
+  ``st.session_state`` before the widget is drawn.
 
-One call does all three: :func:`slider_int`, :func:`float_input` (a slider or a number
-box), :func:`select`, :func:`radio`, :func:`multiselect`, :func:`checkbox`, :func:`text`
-(text is cut to its limit with a note, never thrown away; markup characters are text).
-Steps 1 and 3, the notices and the ``url_*`` readers of values that have no widget live in
-:mod:`dashboard.url_state`; the parsers of a URL value's text (``parse_int``,
-``parse_choice``, …) are pure functions in :mod:`dashboard.url_values`. Both are re-exported
-here, so a page needs ``state`` alone. A linked whole number between a slider's steps
+**Ours.** :func:`select`, :func:`radio` and :func:`multiselect` stay on our own code:
+Streamlit's binding writes an option's *displayed* text (what ``format_func`` returns) to the
+URL and matches the link against it, and our options are shown as translated labels
+(English/中文), so a bound choice would put "缩放点积注意力" into a link and a Chinese link
+would not open in English. Ours read the option's stable name from the URL
+(:func:`dashboard.url_state.read`) and write it back on every run
+(:func:`dashboard.url_state.write`). A linked whole number between a slider's steps
 becomes the nearest step, with a notice.
 
-Pages call the helpers with their page name, e.g.
-``seq_len = state.slider_int("scaling", "seq_len", t("common.ctl_seq_len"), 4, 512, 64)``.
+The notices, the ``read``/``write`` of our own values, the room's values and the link built
+from a run's values live in :mod:`dashboard.url_state`; the parsers of a URL value's text
+(``parse_int``, ``parse_choice``, …) are pure functions in :mod:`dashboard.url_values`. Both
+are re-exported here, so a page needs ``state`` alone.
 """
 
 from __future__ import annotations
@@ -37,26 +49,29 @@ from typing import Any
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
+from streamlit.errors import StreamlitAPIException
 
 from dashboard.i18n import t
 from dashboard.url_state import (
     APP_KEYS,
+    NOT_GIVEN,
     Parser,
     add_notice,
     begin_run,
+    check_raws,
     finish_run,
+    give_values,
+    given_raw,
     note_unknown_keys,
     notices,
     read,
+    record_bound,
     render_notices,
+    rerun_to_fix,
+    take_fix,
     touch,
     unknown_keys,
-    url_bool,
-    url_choice,
-    url_float,
-    url_int,
-    url_int_list,
-    url_text,
+    view_query,
     write,
 )
 from dashboard.url_values import (
@@ -81,6 +96,7 @@ __all__ = [
     "checkbox",
     "finish_run",
     "float_input",
+    "give_values",
     "multiselect",
     "note_unknown_keys",
     "notices",
@@ -97,23 +113,27 @@ __all__ = [
     "slider_int",
     "text",
     "unknown_keys",
-    "url_bool",
-    "url_choice",
-    "url_float",
-    "url_int",
-    "url_int_list",
-    "url_text",
+    "view_query",
     "write",
 ]
 
 _CUT = "_state.cut."
+BIND = "query-params"
+"""Streamlit's binding of a widget to the query parameter named by its key."""
+_CORRECTED = "_state.corrected"  # (key, texts) of link values corrected in the URL once
 FLOAT_WIDGETS = {"slider": "slider", "number": "number_input"}
 """The widgets :func:`float_input` draws, by name: the Streamlit method of each."""
 
 
 def _prepare(key: str, default: Any, parse: Parser, valid: Callable[[Any], bool]) -> None:
-    """Seed the widget state of ``key`` from the URL once; repair it when no longer valid."""
-    if key not in st.session_state:
+    """Seed our own widget's state of ``key`` from a room's value or the URL once; repair it
+    when no longer valid."""
+    raw = given_raw(key)
+    if raw is not NOT_GIVEN:
+        value = default if raw is None else check_raws(key, [raw], default, parse)
+        st.session_state[key] = value if valid(value) else default
+        touch(key)
+    elif key not in st.session_state:
         value = read(key, default, parse)
         st.session_state[key] = value if valid(value) else default
     else:
@@ -131,24 +151,95 @@ def _where(where: DeltaGenerator | None) -> DeltaGenerator:
     return st.sidebar if where is None else where
 
 
-def _snap_link_value(
-    key: str, snap: Callable[[Any], Any], parse: Callable[[str], Any], step: float
-) -> None:
-    """A link's number between a slider's steps becomes the nearest step (``snap``), with a
-    notice naming both (the slider could not show it); a value ``parse`` refuses is left
-    to the usual read and its notice."""
-    raws = st.query_params.get_all(key)
-    if len(raws) != 1:
+def _url_text(value: Any, default: Any) -> str | None:
+    """The URL text of a bound widget's value: ``None`` at its default (not in the URL)."""
+    return None if value == default else serialise(value)
+
+
+def _correct_link(key: str, raws: list[str], value: Any, default: Any) -> None:
+    """Before the bound widget ``key`` is first drawn: put the checked ``value`` in the URL
+    in place of the link's ``raws`` when they differ (once for a link's texts). A default
+    leaves the URL and the run goes on; another value replaces the link's text and the run
+    starts again, so that Streamlit seeds the widget from the corrected link."""
+    text = _url_text(value, default)
+    corrected = st.session_state.setdefault(_CORRECTED, set())
+    if raws == [text] or (key, tuple(raws)) in corrected:
         return
+    corrected.add((key, tuple(raws)))
     try:
-        value = parse(raws[0])
-    except ValueError:
+        if text is None:
+            del st.query_params[key]
+            return
+        st.query_params[key] = text
+    except StreamlitAPIException:  # bound by an earlier draw: the check after it corrects
         return
+    rerun_to_fix()
+
+
+def _draw_bound(
+    key: str,
+    default: Any,
+    check: Callable[[list[str]], Any],
+    draw: Callable[[], Any],
+    valid: Callable[[Any], bool],
+) -> Any:
+    """Draw the bound widget ``draw()`` under ``key`` with what stays ours, and return its
+    value (recorded for the view's link).
+
+    Before the widget is drawn: a value to correct (:func:`dashboard.url_state.take_fix`)
+    or a room's value (:func:`dashboard.url_state.given_raw`) is put into
+    ``st.session_state``; on the widget's first draw the link's texts are checked by
+    ``check`` (texts -> value, adding any notice) and corrected in the URL
+    (:func:`_correct_link`); a kept value no longer ``valid`` (a range that shrank) is
+    reset to ``default``. When Streamlit still seeded the widget with another value than
+    the checked one (it reads ``12.5`` as 12 and takes the last of a repeated key, where
+    the page refuses both), the run starts again at once with the checked value put into
+    ``st.session_state`` (:func:`dashboard.url_state.rerun_to_fix`), which then wins.
+    """
+    wanted = take_fix(key)
+    checked = False
+    if wanted is not NOT_GIVEN:
+        st.session_state[key] = wanted
+    elif (raw := given_raw(key)) is not NOT_GIVEN:
+        wanted = default if raw is None else check([raw])
+        st.session_state[key] = wanted
+    elif key not in st.session_state:
+        raws = st.query_params.get_all(key)
+        if raws:
+            wanted = check(raws)
+            checked = True
+            _correct_link(key, raws, wanted, default)
+    elif not valid(st.session_state[key]):
+        st.session_state[key] = default
+    value = draw()
+    if checked and value != wanted:
+        rerun_to_fix(key, wanted)
+    record_bound(key, _url_text(value, default))
+    return value
+
+
+def _snapped(key: str, raw: str, value: Any, snap: Callable[[Any], Any], step: float) -> Any:
+    """A link's number between a slider's steps becomes the nearest step (``snap``), with a
+    notice naming both (the slider could not show it)."""
     snapped = snap(value)
     if not math.isclose(snapped, value, rel_tol=1e-9, abs_tol=1e-12):
-        add_notice(key, raws[0], "snapped", value=snapped, step=step)
-        st.session_state[key] = snapped
-        touch(key)
+        add_notice(key, raw, "snapped", value=snapped, step=step)
+    return snapped
+
+
+def _number_check(
+    key: str, default: Any, parse: Parser, snap: Callable[[Any], Any] | None, step: float
+) -> Callable[[list[str]], Any]:
+    """The check of a link's number for ``key``: parsed by ``parse`` (a refusal gives the
+    default and its notice), then snapped to the slider's steps when ``snap`` is given."""
+
+    def check(raws: list[str]) -> Any:
+        value = check_raws(key, raws, None, parse)
+        if value is None:
+            return default
+        return value if snap is None else _snapped(key, raws[0], value, snap, step)
+
+    return check
 
 
 def slider_int(
@@ -164,12 +255,13 @@ def slider_int(
     where: DeltaGenerator | None = None,
     disabled: bool = False,
 ) -> int:
-    """An integer slider whose value lives in the URL under ``"<page>.<name>"``.
+    """An integer slider bound to the URL under ``"<page>.<name>"``.
 
     Args:
         page, name: form the widget key and query key ``"<page>.<name>"``.
         label: the translated label.
-        low, high, step: slider range; a URL value outside [low, high] is rejected.
+        low, high, step: slider range; a URL value outside [low, high] is refused, one
+            between the steps goes to the nearest step (both with a notice).
         default: value when the URL has none or a bad one (clamped into [low, high]).
         help: translated tooltip.
         where: container; default the sidebar.
@@ -185,17 +277,18 @@ def slider_int(
         raise ValueError(f"slider {page}.{name}: low {low} > high {high}")
     key = _key(page, name)
     default = snap_to_step(min(max(default, low), high), low, high, step)
-    if key not in st.session_state and step > 1:
-        _snap_link_value(
-            key,
-            lambda v: snap_to_step(v, low, high, step),
-            lambda raw: parse_int(raw, low, high),
-            step,
-        )
-    _prepare(
+    if low == high:
+        touch(key)
+        _where(where).caption(f"{label}: {low}")
+        return low
+    snap = (lambda v: snap_to_step(v, low, high, step)) if step > 1 else None
+    return _draw_bound(
         key,
         default,
-        lambda raw: parse_int(raw, low, high),
+        _number_check(key, default, lambda raw: parse_int(raw, low, high), snap, step),
+        lambda: _where(where).slider(
+            label, low, high, default, step, key=key, help=help, disabled=disabled, bind=BIND
+        ),
         lambda v: (
             isinstance(v, int)
             and not isinstance(v, bool)
@@ -203,15 +296,6 @@ def slider_int(
             and (v - low) % step == 0
         ),
     )
-    if low == high:
-        value = low
-        _where(where).caption(f"{label}: {low}")
-    else:
-        value = _where(where).slider(
-            label, low, high, step=step, key=key, help=help, disabled=disabled
-        )
-    write(key, value)
-    return value
 
 
 def float_input(
@@ -229,11 +313,11 @@ def float_input(
     disabled: bool = False,
     fmt: str | None = None,
 ) -> float:
-    """A float slider or number box whose value lives in the URL under ``"<page>.<name>"``.
+    """A float slider or number box bound to the URL under ``"<page>.<name>"``.
 
     Args:
         page, name, label, low, high, default, step, help, where, disabled: as
-            :func:`slider_int`.
+            :func:`slider_int` (a number box takes any linked number in range).
         widget: ``"slider"`` or ``"number"`` (a number box, for values typed exactly).
         fmt: printf-style display format, e.g. ``"%.2f"`` (default: Streamlit's).
 
@@ -250,25 +334,28 @@ def float_input(
     key = _key(page, name)
     low, high = float(low), float(high)
     default = min(max(float(default), low), high)
-    if widget == "slider" and key not in st.session_state:
-        _snap_link_value(
-            key,
-            lambda v: snap_float_to_step(v, low, high, float(step)),
-            lambda raw: parse_float(raw, low, high),
-            step,
-        )
-    _prepare(
+    snap = None
+    if widget == "slider":
+        snap = lambda v: snap_float_to_step(v, low, high, float(step))  # noqa: E731
+    draw = getattr(_where(where), FLOAT_WIDGETS[widget])
+    return _draw_bound(
         key,
         default,
-        lambda raw: parse_float(raw, low, high),
+        _number_check(key, default, lambda raw: parse_float(raw, low, high), snap, step),
+        lambda: draw(
+            label,
+            low,
+            high,
+            default,
+            float(step),
+            key=key,
+            help=help,
+            disabled=disabled,
+            format=fmt,
+            bind=BIND,
+        ),
         lambda v: isinstance(v, float) and low <= v <= high,
     )
-    draw = getattr(_where(where), FLOAT_WIDGETS[widget])
-    value = draw(
-        label, low, high, step=float(step), key=key, help=help, disabled=disabled, format=fmt
-    )
-    write(key, value)
-    return value
 
 
 def select(
@@ -437,22 +524,29 @@ def checkbox(
     where: DeltaGenerator | None = None,
     disabled: bool = False,
 ) -> bool:
-    """A checkbox whose value lives in the URL under ``"<page>.<name>"`` as true/false.
+    """A checkbox bound to the URL under ``"<page>.<name>"`` as true/false (a link's
+    ``1``/``0``, as links once wrote them, is read and corrected to ``true``/``false``).
 
     Returns:
         The current value.
     """
     key = _key(page, name)
-    _prepare(key, bool(default), parse_bool, lambda v: isinstance(v, bool))
-    value = _where(where).checkbox(label, key=key, help=help, disabled=disabled)
-    write(key, value)
-    return value
+    default = bool(default)
+    return _draw_bound(
+        key,
+        default,
+        lambda raws: check_raws(key, raws, default, parse_bool),
+        lambda: _where(where).checkbox(
+            label, default, key=key, help=help, disabled=disabled, bind=BIND
+        ),
+        lambda v: isinstance(v, bool),
+    )
 
 
 def _keep_text(key: str, max_len: int) -> None:
     """Make the text under ``key`` fit: control characters become spaces, a longer text is
     cut to its first ``max_len`` characters and its full length is remembered for the note
-    (the widget's ``on_change`` callback, and the first read of a link's text)."""
+    (the widget's ``on_change`` callback)."""
     full = clean_text(str(st.session_state.get(key, "")))
     st.session_state[key] = cut_text(full, max_len)
     st.session_state[_CUT + key] = len(full) if len(full) > max_len else 0
@@ -468,7 +562,7 @@ def text(
     help: str | None = None,
     where: DeltaGenerator | None = None,
 ) -> str:
-    """A text input whose value lives in the URL under ``"<page>.<name>"``.
+    """A text input bound to the URL under ``"<page>.<name>"``.
 
     Text is kept, never thrown away: markup characters (``<``, ``{``, a backtick, …) are
     text, a pasted tab or line break becomes a space, and a longer text (typed, pasted or
@@ -490,17 +584,30 @@ def text(
     """
     key = _key(page, name)
     default = cut_text(default, max_len)
-    if key not in st.session_state:
-        st.session_state[key] = read(key, default, parse_text, max_raw=None)
-        _keep_text(key, max_len)
-    else:
-        touch(key)
-        if not isinstance(st.session_state[key], str):
-            st.session_state[key] = default
+
+    def check(raws: list[str]) -> str:
+        full = check_raws(key, raws, default, parse_text, max_raw=None)
+        if len(full) > max_len:  # (the corrected link's run keeps the length for the note)
+            st.session_state[_CUT + key] = len(full)
+        return cut_text(full, max_len)
+
     box = _where(where)
-    value = box.text_input(label, key=key, help=help, on_change=_keep_text, args=(key, max_len))
+    value = _draw_bound(
+        key,
+        default,
+        check,
+        lambda: box.text_input(
+            label,
+            default,
+            key=key,
+            help=help,
+            on_change=_keep_text,
+            args=(key, max_len),
+            bind=BIND,
+        ),
+        lambda v: isinstance(v, str),
+    )
     full_len = st.session_state.get(_CUT + key, 0)
     if full_len and len(value) == max_len:
         box.info(t("common.text_cut", n=max_len, total=full_len))
-    write(key, value)
     return value

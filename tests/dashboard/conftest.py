@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -89,6 +90,23 @@ def open_app(page: str | None = None, **params: str | list[str]) -> AppTest:
     if page is not None:
         at.switch_page(f"views/{page}.py")
     return at.run()
+
+
+def link_params(at: AppTest) -> dict[str, str]:
+    """The query of the view's link as the copy-link box shows it (the sidebar's code block
+    with the page's URL): what a learner copies. The tests read the link there, not in
+    ``at.query_params``: a widget bound to the URL (``bind="query-params"``) has its moves
+    written to the address bar by the browser, which AppTest does not run."""
+    urls = [c.value for c in at.code if str(c.value).startswith("http")]
+    assert urls, "no copy-link box on the page"
+    return {key: values[-1] for key, values in parse_qs(urlsplit(urls[-1]).query).items()}
+
+
+def url_value(query, key: str, default: str) -> str | list[str]:
+    """The text a URL's ``query`` (``at.query_params`` or :func:`link_params`) gives ``key``:
+    its value, or ``default`` when the key is absent (a widget bound to the URL drops its
+    default value from it)."""
+    return query[key] if key in query else default
 
 
 def metrics(at: AppTest) -> dict[str, str]:
