@@ -109,6 +109,38 @@ def url_value(query, key: str, default: str) -> str | list[str]:
     return query[key] if key in query else default
 
 
+BOUND_KINDS = ("slider", "number_input", "checkbox", "toggle", "text_input")
+"""The AppTest element kinds of the widgets the dashboard binds to the URL."""
+
+
+def default_of(at: AppTest, key: str) -> str:
+    """The URL text of the default of the bound widget ``key`` on the page: the value a link
+    without ``key`` opens (a bound widget drops its default from the URL).
+
+    Raises:
+        AssertionError: when no bound widget has that key.
+    """
+    from dashboard.url_values import serialise
+
+    for kind in BOUND_KINDS:
+        for widget in at.get(kind):
+            if widget.proto.id.endswith(f"-{key}") or getattr(widget, "key", None) == key:
+                default = widget.proto.default
+                if kind == "slider":
+                    default = default[0]
+                    if widget.proto.data_type == widget.proto.INT:
+                        default = int(default)
+                return serialise(default)
+    raise AssertionError(f"no bound widget {key!r} on the page")
+
+
+def link_or_default(at: AppTest, key: str) -> str:
+    """The text the view's link (:func:`link_params`) gives ``key``, or its widget's default
+    when the link leaves it out (:func:`default_of`)."""
+    link = link_params(at)
+    return link[key] if key in link else default_of(at, key)
+
+
 def metrics(at: AppTest) -> dict[str, str]:
     """``{label: value}`` of every st.metric on the page."""
     return {m.label: m.value for m in at.metric}

@@ -416,3 +416,32 @@ def test_values_survive_a_page_switch_and_come_back_in_the_link():
     assert link_params(at)["playground.seq_len"] == "24"
     assert link_params(at)["playground.variant"] == "local"
     assert not at.warning, [w.value for w in at.warning]
+
+
+def _binding_app():
+    import streamlit as st
+
+    if "seen" not in st.session_state:
+        st.session_state["seen"] = True
+        st.session_state["s"] = 16  # loses to the link on the first draw
+    st.slider("S", 4, 1024, 16, key="s", bind="query-params")
+    st.checkbox("C", False, key="c", bind="query-params")
+    try:
+        st.query_params["s"] = "8"
+    except Exception as err:  # noqa: BLE001 (the refusal is what is checked)
+        st.session_state["refused"] = type(err).__name__
+
+
+def test_streamlits_binding_behaves_as_bound_py_expects():
+    """The three behaviours of ``bind="query-params"`` that dashboard/bound.py relies on
+    (CONTRIBUTING.md, URL state): an upgrade that changes one fails here first."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_binding_app)
+    at.query_params["s"] = "64"
+    at.query_params["c"] = "1"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.slider(key="s").value == 64  # the link wins over st.session_state
+    assert at.checkbox(key="c").value is False and "c" not in at.query_params  # dropped
+    assert at.session_state["refused"] == "StreamlitAPIException"  # bound: not settable
