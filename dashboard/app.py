@@ -65,10 +65,11 @@ def language_switch() -> str:
 
 
 def current_url() -> str:
-    """Return the full URL of the current view: the page address plus the query string."""
+    """Return the full URL of the current view: the page address plus the query string of
+    this run's values (:func:`dashboard.state.view_query`)."""
     base = st.context.url or DEFAULT_BASE_URL
     base = base.split("?", 1)[0]
-    query = urlencode(st.query_params.to_dict())
+    query = urlencode(state.view_query())
     return f"{base}?{query}" if query else base
 
 
@@ -140,9 +141,9 @@ def page_name(pages: dict[str, st.Page], page: st.Page) -> str:
 def main() -> None:
     """Draw the shared sidebar and run the selected page."""
     st.set_page_config(page_title="Attention Lab", page_icon=APP_ICON, layout="wide")
-    state.begin_run()
     pages, root = session_pages()
     page = st.navigation(navigation_sections(pages, root), expanded=True)
+    state.begin_run(page_name(pages, page) if page is not root else "")
     if page is root:  # the landing page, or the page a root link from before names
         landing = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
         st.switch_page(pages[landing], query_params=link_query())

@@ -8,9 +8,10 @@ learner moved a control or changed page, and following turns off (:data:`_LEFT`)
 page draws, :func:`send_before_page` sends a follower whose presenter moved on; after it,
 :func:`follower_controls` draws the switch and the polling fragment
 (:func:`follower_live_controls`, every :data:`POLL_S` seconds, the fallback for
-:mod:`dashboard.rooms.push`'s wake-ups). :func:`apply_pending`, at the start of a run, puts
-the presenter's values in the URL and forgets the follower's, so state.py seeds every control
-from the URL, with the usual checks.
+:mod:`dashboard.rooms.push`'s wake-ups). :func:`apply_pending`, at the start of a run, gives
+the page's widgets the presenter's values (:func:`dashboard.state.give_values`: through
+``st.session_state`` before each is drawn, with the usual checks; a value the presenter
+left at its default, so not in their URL, takes its default).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ _GAVE_UP = "_room.gave_up"  # the switches stopped with the follower on another 
 
 def apply_pending(page: str) -> None:
     """Put the presenter's view that this follower is being sent to into this run: the
-    URL's values of ``page`` become the presenter's and this session's widget values of it
-    are forgotten, so state.py seeds every control from the URL, with the usual checks.
+    widgets of ``page`` take the presenter's values (:func:`dashboard.state.give_values`),
+    each checked as a link's value is; one the presenter left at its default takes its
+    default.
 
     Done at the start of the run, not by the switch alone: Streamlit merges a rerun asked
     for before the last one started (the fragment's next poll) into it, with that request's
@@ -51,22 +53,17 @@ def apply_pending(page: str) -> None:
     pending = st.session_state.get(_PENDING)
     if pending is None or pending[1].page != page or not st.session_state.get(FOLLOW_KEY):
         return
-    prefix = f"{page}."
-    for key in [k for k in st.session_state if str(k).startswith(prefix)]:
-        del st.session_state[key]
-    for key in [k for k in st.query_params if k.startswith(prefix)]:
-        del st.query_params[key]
-    for key, value in pending[1].params:
-        st.query_params[key] = value
+    state.give_values(page, dict(pending[1].params))
 
 
 def view_now(page: str) -> View:
-    """This run's view: ``page`` and the URL's values without the language and room keys.
+    """This run's view: ``page`` and the values of its link (:func:`dashboard.state.view_query`)
+    without the language and room keys.
 
     Raises:
         ValueError: when the view is too large to share (see :meth:`View.of`).
     """
-    return View.of(page, shared_params(st.query_params.to_dict(), lang_key=LANG_KEY))
+    return View.of(page, shared_params(state.view_query(), lang_key=LANG_KEY))
 
 
 def follower_controls(

@@ -1,17 +1,26 @@
-"""The link's values: every setting of a view read from ``st.query_params`` with checks, and
-written back, so that a link reproduces the view (the widgets that use it are
-:mod:`dashboard.state`).
+"""The link's values that stay ours, and the link built from a run's values (the widgets
+that use it are :mod:`dashboard.state`).
 
-* :func:`read` returns a query key's validated value, else this session's memory of it
-  (query parameters are dropped when the user switches pages), else the default; a
-  malformed, out-of-range, unknown, over-long or repeated value gives the default *and* a
-  notice saying why (:func:`add_notice`), shown once by :func:`render_notices` with every
-  unknown query key (a typo, named with the closest key the page uses);
+Sliders, number boxes, checkboxes and text boxes are bound to the URL by Streamlit
+(``bind="query-params"``); select boxes, radios and multiselects, the language and the
+room's keys are read and written here:
+
+* :func:`read` returns a query key's validated value (:func:`check_raws`), else this
+  session's memory of it (query parameters are dropped when the user switches pages), else
+  the default; a malformed, out-of-range, unknown, over-long or repeated value gives the
+  default *and* a notice saying why (:func:`add_notice`), shown once by
+  :func:`render_notices` with every unknown query key (a typo, named with the closest key
+  the page uses);
 * :func:`write` puts a value in the URL and this session's memory; :func:`finish_run` drops
   the query keys this run did not use (:func:`touch`), so the URL holds exactly the view;
-* the ``url_*`` readers (:func:`url_int`, :func:`url_float`, :func:`url_choice`,
-  :func:`url_bool`, :func:`url_text`, :func:`url_int_list`) read and write back a value that
-  has no widget.
+* :func:`give_values` is what a room sets for a follower: the presenter's values of a page,
+  put into this run's widgets through ``st.session_state`` before they are drawn
+  (:func:`given_raw`);
+* :func:`view_query` is the link of the view from this run's values (the copy-link box, a
+  presenter's published view): the URL's own keys plus each bound widget's value when it is
+  not its default (:func:`record_bound`), as Streamlit's binding writes the address bar;
+* :func:`rerun_to_fix` starts the run again with its notices when :mod:`dashboard.state`
+  corrects a link's value (:func:`take_fix`).
 
 The parsers of a value's text are the pure functions of :mod:`dashboard.url_values`; the
 notice's words are :mod:`dashboard.url_notices`.
@@ -19,33 +28,30 @@ notice's words are :mod:`dashboard.url_notices`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
+from streamlit.errors import StreamlitAPIException
 
 from dashboard.url_notices import UNKNOWN_KEY, Notice, notices_markdown
-from dashboard.url_values import (
-    MAX_RAW_LEN,
-    RefusedValue,
-    cut_text,
-    parse_bool,
-    parse_choice,
-    parse_float,
-    parse_int,
-    parse_int_list,
-    parse_text,
-    serialise,
-    suggest_key,
-)
+from dashboard.url_values import MAX_RAW_LEN, RefusedValue, serialise, suggest_key
 
 _NOTICES = "_state.notices"
+_CARRIED = "_state.carried"  # notices of a run cut short to correct a link value
+_FIXES = "_state.fixes"  # {key: value} the next run puts into bound widgets (the rerun)
+_FIXING = "_state.fixing"  # this run's share of them
 _TOUCHED = "_state.touched"
 _MEMORY = "_state.memory"
+_GIVEN = "_state.given"  # (page, {key: text}): a room's values for this run's widgets
+_PAGE = "_state.page"  # the page this run draws
+_BOUND = "_state.bound"  # {page: {key: URL text, None at the default}} of bound widgets
 APP_KEYS: frozenset[str] = frozenset({"lang", "device"})
 """Query keys of the app itself (the language, the device): never reported as unknown, even
 on a run that does not draw them (the device box exists only with several devices)."""
+NOT_GIVEN = object()
+"""What :func:`given_raw` returns for a key no room gave a value for in this run."""
 
 Parser = Callable[[str], Any]
 """Turns a URL value's text into a value; raises ``ValueError`` to refuse it."""
@@ -63,10 +69,19 @@ def _memory() -> dict[str, Any]:
     return st.session_state[_MEMORY]
 
 
-def begin_run() -> None:
-    """Reset this run's notices and the set of URL keys in use (app.py calls it first)."""
-    st.session_state[_NOTICES] = []
+def begin_run(page: str = "") -> None:
+    """Start a run's bookkeeping (app.py calls it first): the notices (those carried from a
+    run cut short to correct a link value come first), the values to correct, the URL keys
+    in use, no room values.
+
+    Args:
+        page: the name of the page this run draws (the key of :func:`view_query`).
+    """
+    st.session_state[_NOTICES] = list(st.session_state.pop(_CARRIED, []))
+    st.session_state[_FIXING] = st.session_state.pop(_FIXES, {})
     st.session_state[_TOUCHED] = []
+    st.session_state[_GIVEN] = None
+    st.session_state[_PAGE] = page
 
 
 def add_notice(key: str, raw: str, reason: str = "not_accepted", **detail: Any) -> None:
@@ -83,6 +98,25 @@ def add_notice(key: str, raw: str, reason: str = "not_accepted", **detail: Any) 
     entry = Notice(key, raw, reason, tuple(sorted(detail.items())))
     if entry not in notices:
         notices.append(entry)
+
+
+def rerun_to_fix(key: str | None = None, value: Any = None) -> None:
+    """Start the run again now, with this run's notices carried to it; with a ``key``, the
+    next run puts ``value`` into that bound widget before drawing it (:func:`take_fix`).
+
+    Raises:
+        streamlit.runtime.scriptrunner.RerunException: always (``st.rerun``).
+    """
+    if key is not None:
+        st.session_state.setdefault(_FIXES, {})[key] = value
+    st.session_state[_CARRIED] = notices()
+    st.rerun()
+
+
+def take_fix(key: str) -> Any:
+    """The value this run puts into the bound widget ``key`` (:func:`rerun_to_fix`), or
+    :data:`NOT_GIVEN`."""
+    return st.session_state.get(_FIXING, {}).pop(key, NOT_GIVEN)
 
 
 def notices() -> list[Notice]:
@@ -125,11 +159,20 @@ def touch(key: str) -> None:
 
 
 def finish_run() -> None:
-    """Drop query parameters that no control used in this run, so the URL is exactly the view."""
+    """Drop query parameters that no control used in this run, so the URL is exactly the
+    view, and forget the bound values of widgets this run did not draw. A bound widget's
+    parameter cannot be deleted through ``st.query_params``: Streamlit drops it itself at
+    the end of the run that no longer draws the widget."""
     touched = set(st.session_state.get(_TOUCHED, []))
     for key in list(st.query_params.keys()):
         if key not in touched:
-            del st.query_params[key]
+            try:
+                del st.query_params[key]
+            except StreamlitAPIException:  # bound to a widget: Streamlit drops it
+                pass
+    shown = _bound_values()
+    for key in [k for k in shown if k not in touched]:
+        del shown[key]
 
 
 def write(key: str, value: Any) -> None:
@@ -141,24 +184,24 @@ def write(key: str, value: Any) -> None:
     _memory()[key] = value
 
 
-def read(key: str, default: Any, parse: Parser, *, max_raw: int | None = MAX_RAW_LEN) -> Any:
-    """Return the validated URL value of ``key`` (default on absence or rejection).
+def check_raws(
+    key: str, raws: list[str], default: Any, parse: Parser, *, max_raw: int | None = MAX_RAW_LEN
+) -> Any:
+    """Return the value of the link's texts ``raws`` for ``key``, or ``default`` with a
+    notice saying why when they are refused.
 
     Args:
         key: the query key, ``"<page>.<name>"``.
-        default: value used when the key is missing or rejected.
+        raws: every text the link gives for ``key`` (at least one).
+        default: value used when the texts are refused.
         parse: turns the raw string into a value; raises ``ValueError`` to reject it (a
             :class:`~dashboard.url_values.RefusedValue` says why in the notice).
         max_raw: a longer raw value is refused before parsing (``None``: no limit, for text
             that is cut rather than refused).
 
     Returns:
-        The parsed value, this session's remembered value, or ``default``.
+        The parsed value, or ``default``.
     """
-    touch(key)
-    raws = st.query_params.get_all(key)
-    if not raws:
-        return _memory().get(key, default)
     if len(raws) > 1:
         add_notice(key, " & ".join(raws), "repeated_key")
         return default
@@ -175,45 +218,73 @@ def read(key: str, default: Any, parse: Parser, *, max_raw: int | None = MAX_RAW
     return default
 
 
-def url_int(key: str, default: int, low: int, high: int) -> int:
-    """Read a whole number in [low, high] from the URL and write it back; see :func:`read`."""
-    value = read(key, default, lambda raw: parse_int(raw, low, high))
-    write(key, value)
-    return value
+def read(key: str, default: Any, parse: Parser, *, max_raw: int | None = MAX_RAW_LEN) -> Any:
+    """Return the validated URL value of ``key`` (default on absence or rejection).
+
+    Args:
+        key, default, parse, max_raw: as :func:`check_raws`.
+
+    Returns:
+        The parsed value, this session's remembered value, or ``default``.
+    """
+    touch(key)
+    raws = st.query_params.get_all(key)
+    if not raws:
+        return _memory().get(key, default)
+    return check_raws(key, raws, default, parse, max_raw=max_raw)
 
 
-def url_float(key: str, default: float, low: float, high: float) -> float:
-    """Read a number in [low, high] from the URL and write it back; see :func:`read`."""
-    value = read(key, default, lambda raw: parse_float(raw, low, high))
-    write(key, value)
-    return value
+def give_values(page: str, values: Mapping[str, str]) -> None:
+    """What a room sets for a follower: this run's widgets of ``page`` take ``values`` (the
+    presenter's query values of that page, as text), each checked as a link's value is, and
+    a widget of the page that ``values`` does not name takes its default. Call it before
+    the page draws; each widget puts its value into ``st.session_state`` before it is drawn
+    (:func:`given_raw`), and Streamlit's binding, or :func:`write`, puts it in the URL.
+
+    Args:
+        page: the page whose widgets take the values (their keys start ``"<page>."``).
+        values: query values by key.
+    """
+    st.session_state[_GIVEN] = (page, dict(values))
 
 
-def url_choice(key: str, default: Any, options: Sequence[Any]) -> Any:
-    """Read one of ``options`` from the URL and write it back; see :func:`read`."""
-    value = read(key, default, lambda raw: parse_choice(raw, options))
-    if value not in options:
-        value = default
-    write(key, value)
-    return value
+def given_raw(key: str) -> Any:
+    """The text a room gave ``key`` in this run (:func:`give_values`): a string, ``None``
+    for a key of the given page that the presenter left at its default, or
+    :data:`NOT_GIVEN`."""
+    given = st.session_state.get(_GIVEN)
+    if given is None or not key.startswith(f"{given[0]}."):
+        return NOT_GIVEN
+    return given[1].get(key)
 
 
-def url_bool(key: str, default: bool) -> bool:
-    """Read a boolean from the URL and write it back; see :func:`read`."""
-    value = read(key, default, parse_bool)
-    write(key, value)
-    return value
+def _bound_values() -> dict[str, str | None]:
+    bound = st.session_state.setdefault(_BOUND, {})
+    return bound.setdefault(st.session_state.get(_PAGE, ""), {})
 
 
-def url_text(key: str, default: str, max_len: int) -> str:
-    """Read text from the URL, cut to its first ``max_len`` characters, and write it back."""
-    value = cut_text(read(key, default, parse_text, max_raw=None), max_len)
-    write(key, value)
-    return value
+def record_bound(key: str, text: str | None) -> None:
+    """Note a bound widget's value as the URL shows it (``None``: at its default, so not in
+    the URL), for :func:`view_query`; the key counts as written by this session."""
+    touch(key)
+    _bound_values()[key] = text
+    _memory().setdefault(key, None)
 
 
-def url_int_list(key: str, default: list[int], low: int, high: int, max_items: int) -> list[int]:
-    """Read comma-separated whole numbers in [low, high] from the URL and write them back."""
-    value = read(key, default, lambda raw: parse_int_list(raw, low, high, max_items))
-    write(key, value)
-    return list(value)
+def view_query() -> dict[str, str]:
+    """The query of this run's view, from its values: the URL's keys (the last text of a
+    repeated one), each bound widget's value replaced by the one it holds (dropped at its
+    default). Used for the copy-link box and the view a presenter publishes; it is right
+    before the URL has caught up (a bound value the browser has not sent back yet, a test
+    runner that keeps no address bar).
+
+    Returns:
+        Query values by key.
+    """
+    query = st.query_params.to_dict()
+    for key, text in _bound_values().items():
+        if text is None:
+            query.pop(key, None)
+        else:
+            query[key] = text
+    return query

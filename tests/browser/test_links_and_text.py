@@ -100,3 +100,25 @@ def test_sentence_with_markup_is_kept_and_used(server, page):
     tokens = page.locator('[data-testid="stMetric"]', has_text="Tokens L")
     assert tokens.locator('[data-testid="stMetricValue"]').inner_text().strip() == "10"
     assert not page.errors, page.errors
+
+
+def query_of(page) -> dict[str, list[str]]:
+    """The address bar's query, every value of a key kept."""
+    from urllib.parse import parse_qs
+
+    return parse_qs(urlsplit(page.url).query, keep_blank_values=True)
+
+
+def test_the_address_bar_holds_the_links_values_as_the_bound_widgets_read_them(server, page):
+    """Widgets bound to the URL by Streamlit: a checkbox written ``1`` by an old link opens
+    checked and the address bar reads ``true``; a number between a slider's steps becomes
+    the nearest step there, with the notice; a refused value leaves the bar."""
+    url = f"{server.url}/watch?watch.compare=1&watch.steps=333&watch.seed=abc"
+    open_page(page, url)
+    query = query_of(page)
+    assert query.get("watch.compare") == ["true"], page.url
+    assert query.get("watch.steps") == ["350"], page.url
+    assert "watch.seed" not in query, page.url
+    body = page.locator("body").inner_text()
+    assert "steps of 50, so the nearest step, 350" in body
+    assert page.locator('[data-testid="stException"]').count() == 0

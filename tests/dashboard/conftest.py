@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -89,6 +90,55 @@ def open_app(page: str | None = None, **params: str | list[str]) -> AppTest:
     if page is not None:
         at.switch_page(f"views/{page}.py")
     return at.run()
+
+
+def link_params(at: AppTest) -> dict[str, str]:
+    """The query of the view's link as the copy-link box shows it (the sidebar's code block
+    with the page's URL): what a learner copies. The tests read the link there, not in
+    ``at.query_params``: a widget bound to the URL (``bind="query-params"``) has its moves
+    written to the address bar by the browser, which AppTest does not run."""
+    urls = [c.value for c in at.code if str(c.value).startswith("http")]
+    assert urls, "no copy-link box on the page"
+    return {key: values[-1] for key, values in parse_qs(urlsplit(urls[-1]).query).items()}
+
+
+def url_value(query, key: str, default: str) -> str | list[str]:
+    """The text a URL's ``query`` (``at.query_params`` or :func:`link_params`) gives ``key``:
+    its value, or ``default`` when the key is absent (a widget bound to the URL drops its
+    default value from it)."""
+    return query[key] if key in query else default
+
+
+BOUND_KINDS = ("slider", "number_input", "checkbox", "toggle", "text_input")
+"""The AppTest element kinds of the widgets the dashboard binds to the URL."""
+
+
+def default_of(at: AppTest, key: str) -> str:
+    """The URL text of the default of the bound widget ``key`` on the page: the value a link
+    without ``key`` opens (a bound widget drops its default from the URL).
+
+    Raises:
+        AssertionError: when no bound widget has that key.
+    """
+    from dashboard.url_values import serialise
+
+    for kind in BOUND_KINDS:
+        for widget in at.get(kind):
+            if widget.proto.id.endswith(f"-{key}") or getattr(widget, "key", None) == key:
+                default = widget.proto.default
+                if kind == "slider":
+                    default = default[0]
+                    if widget.proto.data_type == widget.proto.INT:
+                        default = int(default)
+                return serialise(default)
+    raise AssertionError(f"no bound widget {key!r} on the page")
+
+
+def link_or_default(at: AppTest, key: str) -> str:
+    """The text the view's link (:func:`link_params`) gives ``key``, or its widget's default
+    when the link leaves it out (:func:`default_of`)."""
+    link = link_params(at)
+    return link[key] if key in link else default_of(at, key)
 
 
 def metrics(at: AppTest) -> dict[str, str]:

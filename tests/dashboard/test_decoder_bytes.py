@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from attention_core.pretrained import smollm2_available, token_bytes
 from attention_core.pretrained.bpe import byte_alphabet
 from dashboard.data.decoder import shown_text, shown_token, token_labels
-from tests.dashboard.conftest import APP_PATH, assert_clean, canvas_heatmaps
+from tests.dashboard.conftest import APP_PATH, assert_clean, canvas_heatmaps, link_params, url_value
 
 # 那 = E9 82 A3, 只 = E5 8F AA, 猫 = E7 8C AB, 坐 = E5 9D 90
 NA_ZHI_MAO = ("é", "Ĥ", "£", "åı", "ª", "ç", "Į", "«", "åĿ", "Ĳ")
@@ -128,7 +128,7 @@ def test_the_page_shows_half_generated_characters_as_bytes(lang):
     for step in range(1, 9):
         at.button(key="decoder.next").click().run()
         assert_clean(at)
-        assert at.query_params["decoder.steps"] == str(step)
+        assert url_value(link_params(at), "decoder.steps", "0") == str(step)
         text = at.code[0].value
         rows = canvas_heatmaps(at)[0]
         title, newest = rows["title"], rows["cols"][-1]

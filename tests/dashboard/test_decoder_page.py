@@ -20,7 +20,14 @@ from attention_core.pretrained import (
     smollm2_available,
 )
 from tests.core.references import smollm2_reference
-from tests.dashboard.conftest import APP_PATH, canvas_heatmaps, chart_tables, metrics
+from tests.dashboard.conftest import (
+    APP_PATH,
+    canvas_heatmaps,
+    chart_tables,
+    link_params,
+    metrics,
+    url_value,
+)
 
 PAGE = "decoder"
 CACHE_BYTES_PER_TOKEN = 46_080
@@ -91,7 +98,7 @@ def test_default_view_matches_the_reference_model(lang):
     stated = [f"{INT4_ATTENTION_TOLERANCE:g}", f"{INT4_LOGIT_TOLERANCE:g}", "int4"]
     assert any(all(part in c.value for part in stated) for c in at.caption)
     assert rope["values"].shape == (3, 5, 5)
-    assert at.query_params["decoder.steps"] == "0"
+    assert url_value(link_params(at), "decoder.steps", "0") == "0"
 
 
 def expected_rows(reference: dict[str, np.ndarray]) -> np.ndarray:
@@ -108,7 +115,7 @@ def test_next_token_steps_through_greedy_decoding(lang):
     assert not at.exception, [e.message for e in at.exception]
     names = LABELS[lang]
     shown = metrics(at)
-    assert at.query_params["decoder.steps"] == "2"
+    assert url_value(link_params(at), "decoder.steps", "0") == "2"
     assert shown[names["generated"]] == "2 / 16"
     assert shown[names["cache_tokens"]] == "7"
     assert float(shown[names["difference"]]) < INT4_LOGIT_TOLERANCE
@@ -117,7 +124,7 @@ def test_next_token_steps_through_greedy_decoding(lang):
     assert rows["values"].shape == (9, 30, 7)
     np.testing.assert_allclose(rows["values"].sum(-1), 1.0, atol=ROW_SUM_TOLERANCE)
     at.button(key=f"{PAGE}.reset").click().run()
-    assert at.query_params["decoder.steps"] == "0"
+    assert url_value(link_params(at), "decoder.steps", "0") == "0"
 
 
 def test_url_state_reproduces_a_step_and_a_view():
@@ -169,7 +176,7 @@ def test_bad_url_values_fall_back_with_a_notice(key, value):
     at = open_app(PAGE, lang="en", **{key: value})
     assert not at.exception, [e.message for e in at.exception]
     assert at.warning, "a rejected value must be reported"
-    assert at.query_params[key] != value
+    assert link_params(at).get(key) != value
 
 
 def test_blank_custom_prompt_uses_the_first_preset():
@@ -211,7 +218,7 @@ def test_top_five_are_ranked_and_readable(preset, first):
 def test_play_generates_until_the_last_step():
     at = open_app(PAGE, lang="en", **{"decoder.steps": "14", "decoder.play": "true"})
     assert not at.exception, [e.message for e in at.exception]
-    assert at.query_params["decoder.steps"] == "16"
+    assert url_value(link_params(at), "decoder.steps", "0") == "16"
     assert metrics(at)[LABELS["en"]["generated"]] == "16 / 16"
 
 

@@ -24,7 +24,13 @@ from dashboard.data.heads import HEADS_FLOAT_DTYPE
 from dashboard.data.heads_why import induction_key, part_head, part_mlp
 from dashboard.i18n import lookup, t_in
 from tests.core.references import needs_smollm2
-from tests.dashboard.conftest import assert_clean, open_app, quoted_near
+from tests.dashboard.conftest import (
+    assert_clean,
+    link_or_default,
+    link_params,
+    open_app,
+    quoted_near,
+)
 from tests.tiny_gguf import write_tiny_gguf
 
 PAGE = "heads"
@@ -50,6 +56,21 @@ def ids(float_model) -> list[int]:
 def open_page(lang: str, **params: str) -> AppTest:
     """Run the app on the Heads page with ``heads.<key>`` query values."""
     return open_app(PAGE, lang=lang, **{f"{PAGE}.{key}": value for key, value in params.items()})
+
+
+WHY_KEYS = ("why_head", "why_query", "why_key", "why_off")
+
+
+def why_link(at: AppTest) -> dict[str, str]:
+    """The section's values as its link gives them (a bound widget's default, which the link
+    leaves out, read from the widget); the head is a select, always in the link."""
+    link = link_params(at)
+    return {
+        f"{PAGE}.{k}": link[f"{PAGE}.{k}"]
+        if k == "why_head"
+        else link_or_default(at, f"{PAGE}.{k}")
+        for k in WHY_KEYS
+    }
 
 
 def filled(at: AppTest, lang: str, key: str, kind: str = "markdown") -> dict[str, str]:
@@ -86,7 +107,7 @@ def test_the_section_quotes_the_library(float_model, page_model, ids, lang):
     assert not at.exception, [e.value for e in at.exception]
     offered = {button.label for button in at.get("download_button")}
     assert {t_in(lang, "common.export_png"), t_in(lang, "common.export_svg")} <= offered
-    params = {k: at.query_params[k] for k in at.query_params if k.startswith(f"{PAGE}.why_")}
+    params = why_link(at)
     census = heads.census(page_model, ids)  # the page's census picks the default head
     layer, head = heads.ranked_heads(census.scores["induction"], 1)[0]
     assert params == {
@@ -137,7 +158,7 @@ def test_a_key_after_the_query_gives_the_causal_notice(float_model, lang):
     assert not at.exception, [e.value for e in at.exception]
     notice = lookup("heads.why_causal", lang).format(key=20, query=10)
     assert notice in [w.value for w in at.warning]
-    assert at.query_params["heads.why_key"] == "20"
+    assert link_params(at)["heads.why_key"] == "20"
 
 
 @needs_smollm2
@@ -145,13 +166,13 @@ def test_the_url_round_trips_the_section(float_model):
     values = {"why_head": "17.8", "why_query": "40", "why_key": "17", "why_off": "false"}
     at = open_page("en", **values)
     assert not at.exception, [e.value for e in at.exception]
-    assert {k: at.query_params[f"{PAGE}.{k}"] for k in values} == values
+    assert {k: why_link(at)[f"{PAGE}.{k}"] for k in values} == values
     line = filled(at, "en", "why_cell_line")
     assert (line["head"], line["query"], line["key"]) == ("17.8", "40", "17")
     hint = filled(at, "en", "why_off_hint", "info")
     assert hint["part"]
     at.run()  # a rerun keeps every value
-    assert {k: at.query_params[f"{PAGE}.{k}"] for k in values} == values
+    assert {k: why_link(at)[f"{PAGE}.{k}"] for k in values} == values
 
 
 @pytest.fixture

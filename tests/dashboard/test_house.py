@@ -125,7 +125,8 @@ WIDGET_METHODS = frozenset(
         "toggle",
     }
 )
-WIDGET_MODULES = ("state", "exports", "controls")  # modules whose helpers draw widgets, in order
+WIDGET_MODULES = ("bound", "state", "exports", "controls")  # modules whose helpers draw widgets
+# (in order; state re-exports bound's helpers, so a page reaches them as state.<helper>)
 MAX_DRAW_LINES = 80
 VIEWS = sorted(
     [*(DASHBOARD / "views").glob("[a-z]*.py"), *(DASHBOARD / "views").glob("[a-z]*/[a-z]*.py")]
@@ -151,11 +152,11 @@ def _is_streamlit_widget(call: ast.Call) -> bool:
 
 
 def _draws_widget(call: ast.Call, local: set[str], known: dict[str, set[str]]) -> bool:
-    """A Streamlit widget, ``_where(...)`` (state.py's container for its widget), a helper
+    """A Streamlit widget, ``container(...)`` (bound.py's container for its widget), a helper
     of this module (``local``) or of a module already read (``known``, e.g. ``state.select``)."""
     func = call.func
     if isinstance(func, ast.Name):
-        return func.id == "_where" or func.id in local
+        return func.id == "container" or func.id in local
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
         if func.attr in known.get(func.value.id, set()):
             return True
@@ -185,6 +186,7 @@ def _module_helpers() -> dict[str, set[str]]:
     for module in WIDGET_MODULES:
         tree = ast.parse((DASHBOARD / f"{module}.py").read_text(encoding="utf-8"))
         known[module] = _widget_helpers(tree, known)
+    known["state"] |= known["bound"]  # re-exported: pages call state.slider_int
     return known
 
 

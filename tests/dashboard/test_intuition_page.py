@@ -9,7 +9,7 @@ import math
 import pytest
 
 from attention_core.pretrained import PASSAGE_PREFIX, e5_available, load_e5_small
-from tests.dashboard.conftest import assert_clean, e5_links, metrics, open_app
+from tests.dashboard.conftest import assert_clean, e5_links, link_params, metrics, open_app
 
 TITLE = {"en": "Intuition: what self-attention does", "zh": "直观理解：自注意力在做什么"}
 BOSS = {"en": "The boss's share", "zh": "老板的份额"}
@@ -62,7 +62,7 @@ def test_the_boss_share_follows_the_softmax(lang):
     at.slider(key="intuition.boss").set_value(5.5).run()
     assert_clean(at)
     assert float(metrics(at)[BOSS[lang]]) == pytest.approx(explicit_share(5.5), abs=1e-3)
-    assert at.query_params["intuition.boss"] == "5.5"
+    assert link_params(at)["intuition.boss"] == "5.5"
 
 
 def test_library_weights_follow_the_topic():

@@ -10,7 +10,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.pretrained import default_model_folder
-from tests.dashboard.conftest import APP_PATH, assert_clean, chart_tables, metrics
+from tests.dashboard.conftest import (
+    APP_PATH,
+    assert_clean,
+    chart_tables,
+    link_params,
+    metrics,
+    url_value,
+)
 
 PAGE_FILE = "views/real_model.py"
 TIMEOUT_S = 60
@@ -80,7 +87,7 @@ def test_default_view_renders_with_cosine(lang):
     assert len(at.get("vega_lite_chart")) == 5  # model view, head view, row bars, 2 heatmaps
     assert at.query_params["real_model.model"] == "minilm"
     assert at.query_params["real_model.variant"] == "linear"
-    assert at.query_params["real_model.token"] == "8"  # "it"
+    assert link_params(at)["real_model.token"] == "8"  # "it"
 
 
 @needs_model
@@ -133,7 +140,7 @@ def test_custom_text_and_model_view_cap():
 def test_tampered_values_fall_back_with_a_notice():
     at = open_page(**{"real_model.layer": "99", "real_model.variant": "nope"})
     assert not at.exception
-    assert at.query_params["real_model.layer"] == "6"
+    assert url_value(link_params(at), "real_model.layer", "6") == "6"
     assert at.query_params["real_model.variant"] == "linear"
     assert any("real\\_model" in w.value or "real_model" in w.value for w in at.warning)
 

@@ -7,7 +7,7 @@ import pytest
 from dashboard import state, url_values
 from dashboard.controls import SENTENCE_MAX_CHARS
 from dashboard.url_values import RefusedValue
-from tests.dashboard.conftest import assert_clean, open_app
+from tests.dashboard.conftest import assert_clean, link_params, open_app, url_value
 
 SCRIPT = "<script>alert(1)</script>"
 MARKUP_SENTENCES = [  # markup characters are text (issue 22, D5)
@@ -70,7 +70,7 @@ def test_round_trip_reproduces_the_view():
     at.selectbox(key="playground.heads").set_value(6)
     at.run()
     assert_clean(at)
-    params = {k: at.query_params[k] for k in at.query_params}
+    params = link_params(at)
     assert params["playground.local.window_size"] == ["5"] or params[
         "playground.local.window_size"
     ] in ("5", ["5"])
@@ -119,7 +119,7 @@ def test_tampered_url_gives_defaults_and_one_literal_notice():
         assert f"` {key} `" in notice
     assert f"` {SCRIPT} `" in notice  # literal text: an inline code span
     assert "<" not in notice.replace(f"` {SCRIPT} `", "")
-    assert at.query_params["playground.seq_len"] in ("16", ["16"])
+    assert url_value(at.query_params, "playground.seq_len", "16") in ("16", ["16"])
     assert "unknown.key" not in at.query_params
     at.run()
     assert not at.warning, "the notice is shown once, then the URL is clean"
@@ -154,7 +154,7 @@ def test_float_input_reads_the_url_for_both_widgets_and_rejects_out_of_range():
     assert at.slider(key="t.slide").value == 0.5
     assert at.number_input(key="t.typed").value == 1.5
     assert len(at.warning) == 1 and "` t.slide `" in at.warning[0].value
-    assert at.query_params["t.slide"] in ("0.5", ["0.5"])
+    assert url_value(at.query_params, "t.slide", "0.5") in ("0.5", ["0.5"])
     assert at.query_params["t.typed"] in ("1.5", ["1.5"])
 
 
@@ -205,7 +205,7 @@ def test_typed_markup_sentence_is_kept_and_used(text):
     assert not at.warning, [w.value for w in at.warning]
     from dashboard import data
 
-    assert at.query_params["playground.sentence"] in (text, [text])
+    assert link_params(at)["playground.sentence"] in (text, [text])
     shown = {m.label: m.value for m in at.metric}
     assert shown["Tokens L"] == str(len(data.tokens_for(text)))
 
@@ -224,7 +224,7 @@ def test_long_paste_is_cut_with_a_note_not_dropped():
     assert_clean(at)
     kept = PARAGRAPH[:SENTENCE_MAX_CHARS]
     assert _typed(at).value == kept
-    assert at.query_params["playground.sentence"] in (kept, [kept])
+    assert link_params(at)["playground.sentence"] in (kept, [kept])
     notes = [i.value for i in at.info]
     assert f"Your text was cut to its first {SENTENCE_MAX_CHARS} characters (it had 300)" in (
         " ".join(notes)
@@ -368,3 +368,80 @@ def test_a_linked_float_between_the_sliders_steps_is_snapped_with_a_notice():
         assert len(at.warning) == 1 and words in at.warning[0].value, [w.value for w in at.warning]
     on_step = open_app("intuition", **{"intuition.boss": "1.5"})
     assert not on_step.warning and on_step.slider(key="intuition.boss").value == 1.5
+
+
+# ---------------------------------------------------------------- widgets bound by Streamlit
+
+
+@pytest.mark.parametrize(("raw", "checked"), [("1", True), ("true", True), ("TRUE", True)])
+def test_a_checkbox_link_as_old_links_wrote_it_opens_checked_and_reads_true(raw, checked):
+    """Links once wrote a checkbox as ``1``; Streamlit's binding reads only true/false, so the
+    link's text is corrected to ``true`` before the widget exists (one rerun), silently."""
+    at = open_app("step_by_step", **{"step_by_step.causal": raw})
+    assert_clean(at)
+    assert at.checkbox(key="step_by_step.causal").value is checked
+    assert at.query_params["step_by_step.causal"] in ("true", ["true"])
+    assert link_params(at)["step_by_step.causal"] == "true"
+    assert not at.warning, [w.value for w in at.warning]
+
+
+def test_a_checkbox_link_of_0_opens_unchecked_and_leaves_the_url():
+    at = open_app("step_by_step", **{"step_by_step.causal": "0"})
+    assert_clean(at)
+    assert at.checkbox(key="step_by_step.causal").value is False
+    assert "step_by_step.causal" not in at.query_params  # the default is not in the URL
+    assert not at.warning, [w.value for w in at.warning]
+
+
+def test_a_bound_value_at_its_default_leaves_the_link_and_another_joins_it():
+    at = open_app("playground")
+    assert "playground.seq_len" not in link_params(at)
+    at.slider(key="playground.seq_len").set_value(24).run()
+    assert link_params(at)["playground.seq_len"] == "24"
+    at.slider(key="playground.seq_len").set_value(16).run()
+    assert "playground.seq_len" not in link_params(at)
+
+
+def test_values_survive_a_page_switch_and_come_back_in_the_link():
+    at = open_app("playground")
+    at.slider(key="playground.seq_len").set_value(24)
+    at.selectbox(key="playground.variant").set_value("local").run()
+    at.switch_page("views/multihead.py").run()
+    assert_clean(at)
+    assert not any(k.startswith("playground.") for k in link_params(at))
+    at.switch_page("views/playground.py").run()
+    assert_clean(at)
+    assert at.slider(key="playground.seq_len").value == 24
+    assert at.selectbox(key="playground.variant").value == "local"
+    assert link_params(at)["playground.seq_len"] == "24"
+    assert link_params(at)["playground.variant"] == "local"
+    assert not at.warning, [w.value for w in at.warning]
+
+
+def _binding_app():
+    import streamlit as st
+
+    if "seen" not in st.session_state:
+        st.session_state["seen"] = True
+        st.session_state["s"] = 16  # loses to the link on the first draw
+    st.slider("S", 4, 1024, 16, key="s", bind="query-params")
+    st.checkbox("C", False, key="c", bind="query-params")
+    try:
+        st.query_params["s"] = "8"
+    except Exception as err:  # noqa: BLE001 (the refusal is what is checked)
+        st.session_state["refused"] = type(err).__name__
+
+
+def test_streamlits_binding_behaves_as_bound_py_expects():
+    """The three behaviours of ``bind="query-params"`` that dashboard/bound.py relies on
+    (CONTRIBUTING.md, URL state): an upgrade that changes one fails here first."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_binding_app)
+    at.query_params["s"] = "64"
+    at.query_params["c"] = "1"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.slider(key="s").value == 64  # the link wins over st.session_state
+    assert at.checkbox(key="c").value is False and "c" not in at.query_params  # dropped
+    assert at.session_state["refused"] == "StreamlitAPIException"  # bound: not settable

@@ -10,7 +10,7 @@ import torch
 
 from attention_core.experiments import train_task as _train_task
 from dashboard.runtime import threads
-from tests.dashboard.conftest import assert_clean, canvas_heatmaps, metrics, open_app
+from tests.dashboard.conftest import assert_clean, canvas_heatmaps, link_params, metrics, open_app
 
 FAST = {"watch.steps": "100", "watch.d_model": "16"}
 
@@ -74,7 +74,7 @@ def test_window_preset_compares_full_and_local_on_reverse():
     at = preset.click().run()
     assert_clean(at)
     assert at.query_params["watch.task"] == "reverse"
-    assert at.query_params["watch.b.local.window_size"] == "3"
+    assert link_params(at)["watch.b.local.window_size"] == "3"
     finals = [float(m.value.rstrip("%")) for m in at.metric if m.label == "Final accuracy"]
     assert len(finals) == 2
     assert finals[0] >= 95 and finals[1] <= 50  # a window of 3 cannot reverse

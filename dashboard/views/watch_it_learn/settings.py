@@ -161,9 +161,8 @@ def train_controls() -> bool:
     pressed = buttons[0].button(t("watch.train"), type="primary")
     buttons[1].button(t("watch.preset_scaling"), on_click=apply_preset, args=("scaling",))
     buttons[2].button(t("watch.preset_window"), on_click=apply_preset, args=("window",))
-    wanted = state.url_bool(TRAINED, False) or pressed
-    if pressed:
-        state.write(TRAINED, True)
+    wanted = state.read(TRAINED, False, state.parse_bool) or pressed
+    state.write(TRAINED, wanted)
     return wanted
 
 
