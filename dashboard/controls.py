@@ -13,11 +13,12 @@ The groups:
   variant and its own parameters → a :class:`VariantChoice`;
 * :func:`input_controls` — random vectors, a preset or a typed sentence → an
   :class:`InputChoice`;
-* :func:`preset_text_controls` — a real model's text: a preset or typed text → (preset, text).
 
-Also here: the page header (:func:`page_intro`), the one error helper (:func:`show_error`),
-and variant and parameter labels and tooltips. The heatmap looks the pages share
-(``weights_spec``, ``head_grid_spec``, ``pooled_note``) are in :mod:`dashboard.charts.specs`.
+The real-model pages' own choices (which model, which text) are in
+:mod:`dashboard.real_model_controls`. Also here: the page header (:func:`page_intro`), the
+one error helper (:func:`show_error`), and variant and parameter labels and tooltips. The
+heatmap looks the pages share (``weights_spec``, ``head_grid_spec``, ``pooled_note``) are
+in :mod:`dashboard.charts.specs`.
 
 Importing this module imports neither torch, the library nor Altair (each is imported by
 the function that needs it), so a page that needs no tensor can draw its header with it.
@@ -25,8 +26,6 @@ the function that needs it), so a page that needs no tensor can draw its header 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,7 +34,7 @@ import streamlit as st
 from dashboard import data, state
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.i18n import current_lang, t
-from dashboard.literal import literal
+from dashboard.real_model_controls import runs_own_model
 from dashboard.runtime import threads
 
 if TYPE_CHECKING:
@@ -54,7 +53,6 @@ SENTENCE_MAX_CHARS = 200
 DEFAULT_SENTENCE = "the cat sat on the mat because it was comfortable"
 MIN_LAYER_LEN = 4
 DEFAULT_LAYER = LayerConfig()
-CUSTOM = "custom"  # the preset choice of :func:`preset_text_controls` that opens the text box
 
 
 @dataclass(frozen=True)
@@ -114,78 +112,6 @@ def param_help(variant: str, param: Param) -> str | None:
     where the locale has it (Chinese), else the registry's English ``param.help`` (English,
     and any variant registered at run time); ``None`` when there is none."""
     return translated(f"common.param_{variant}_{param.name}_help", param.help) or None
-
-
-MODEL_CHOICE_PAGES = ("decoder", "heads")
-"""Pages with a model choice (``<page>.model``): for one of the server's own models their
-title, explainer and notes are the model-neutral ones (``title_own``, …), since the usual
-ones quote SmolLM2's own measurements."""
-
-
-def runs_own_model(namespace: str) -> bool:
-    """Whether this run of a model page shows one of the server's own models.
-
-    The page's intro is drawn before its sidebar, so this reads the choice as the run will
-    find it: the widget's value from the last run, else the link's, counted only when it is
-    a listed name other than SmolLM2 (a refused link value runs SmolLM2).
-
-    Args:
-        namespace: the page's namespace.
-
-    Returns:
-        True for an own model on a page of :data:`MODEL_CHOICE_PAGES`.
-    """
-    if namespace not in MODEL_CHOICE_PAGES:
-        return False
-    key = f"{namespace}.model"
-    name = st.session_state.get(key, st.query_params.get(key))
-    if not isinstance(name, str) or not name:
-        return False
-    threads.import_torch()  # the model list's module imports the library
-    return name != data.SMOLLM2_CHOICE and name in data.decoder_choices()
-
-
-MODEL_NAME_MAX_LEN = 80
-"""Characters of an own model's listed name shown as literal text."""
-
-
-def own_model_name(namespace: str, name: str) -> str:
-    """A model's name for markdown on page ``namespace``: SmolLM2's label
-    (``<namespace>.model_smollm2``), or the listed name as literal text (a file name may hold
-    markup characters)."""
-    if name == data.SMOLLM2_CHOICE:
-        return t(f"{namespace}.model_smollm2")
-    return literal(name, MODEL_NAME_MAX_LEN)
-
-
-def model_select(page: str, *, header_key: str, label_key: str) -> str:
-    """A model page's choice at the top of its sidebar: SmolLM2, then every own file by its
-    listed name (a link's name not listed: SmolLM2, with the link notice; nothing is
-    opened), and one line on how own models appear when the server names no folder.
-
-    Args:
-        page: the page's namespace (the URL key is ``<page>.model``; the option and how-to
-            texts are ``<page>.model_smollm2`` and ``<page>.own_models_howto``).
-        header_key, label_key: the locale keys of the group's header and the select's label.
-
-    Returns:
-        The chosen model's listed name.
-    """
-    threads.import_torch()  # the model list's module imports the library
-    st.sidebar.markdown(f"**{t(header_key)}**")
-    smollm2 = data.SMOLLM2_CHOICE
-    name = state.select(
-        page,
-        "model",
-        t(label_key),
-        data.decoder_choices(),
-        smollm2,
-        format_func=lambda n: t(f"{page}.model_smollm2") if n == smollm2 else n,
-    )
-    if not data.models_configured():
-        howto = t(f"{page}.own_models_howto", env=data.MODELS_DIR_ENV, sep=os.pathsep)
-        st.sidebar.caption(howto)
-    return name
 
 
 def page_intro(namespace: str) -> None:
@@ -394,48 +320,6 @@ def variant_controls(
     """A variant, its explanation and its own parameters (sized for ``seq_len`` tokens)."""
     variant = variant_select(page, default, label=label)
     return VariantChoice(variant, variant_params_controls(page, variant, seq_len))
-
-
-def preset_text_controls(
-    page: str,
-    namespace: str,
-    presets: Mapping[str, str],
-    default: str,
-    *,
-    max_chars: int | None = None,
-    text_help: str | None = None,
-) -> tuple[str, str]:
-    """A preset text or a typed one: the select ``"<page>.preset"`` (``presets``' names, then
-    :data:`CUSTOM`) and, for custom, the box ``"<page>.text"``; a blank typed text warns and
-    gives ``default``. Labels are ``<namespace>.ctl_preset``, ``.preset_<name>``,
-    ``.ctl_text`` and ``.text_blank``; ``max_chars`` and ``text_help`` default to a decoder
-    prompt's (``data.DECODER_TEXT_MAX_CHARS``, ``<namespace>.ctl_text_help`` with ``n`` the
-    decoder's token limit).
-
-    Returns:
-        (preset, text): the preset and its text, or :data:`CUSTOM` and the typed text.
-    """
-    preset = state.select(
-        page,
-        "preset",
-        t(f"{namespace}.ctl_preset"),
-        [*presets, CUSTOM],
-        default,
-        format_func=lambda k: t(f"{namespace}.preset_{k}"),
-    )
-    if preset != CUSTOM:
-        return preset, presets[preset]
-    if max_chars is None:
-        max_chars = data.DECODER_TEXT_MAX_CHARS
-    if text_help is None:
-        text_help = t(f"{namespace}.ctl_text_help", n=data.DECODER_MAX_TOKENS)
-    text = state.text(
-        page, "text", t(f"{namespace}.ctl_text"), presets[default], max_chars, help=text_help
-    )
-    if not text.strip():
-        st.warning(t(f"{namespace}.text_blank"))
-        return default, presets[default]
-    return preset, text
 
 
 def input_controls(page: str, default_kind: str = "random") -> InputChoice:
