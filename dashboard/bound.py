@@ -115,7 +115,9 @@ def _draw_bound(
 
     Before the widget is drawn: a value to correct (:func:`dashboard.url_state.take_fix`)
     or a room's value (:func:`dashboard.url_state.given_raw`) is put into
-    ``st.session_state``; on the widget's first draw the link's texts are checked by
+    ``st.session_state`` (a room's value on the widget's first draw is also put into the
+    URL, which Streamlit would seed it from: a follower whose tab reconnected to a new
+    session still holds its old link); on the widget's first draw the link's texts are checked by
     ``check`` (texts -> value, adding any notice) and corrected in the URL
     (:func:`_correct_link`); a kept value no longer ``valid`` (a range that shrank) is
     reset to ``default``. When Streamlit still seeded the widget with another value than
@@ -129,7 +131,11 @@ def _draw_bound(
         st.session_state[key] = wanted
     elif (raw := given_raw(key)) is not NOT_GIVEN:
         wanted = default if raw is None else check([raw])
+        first_draw = key not in st.session_state
         st.session_state[key] = wanted
+        if first_draw and (raws := st.query_params.get_all(key)):
+            # a new session (a reconnected follower) would be seeded from its old link
+            _correct_link(key, raws, wanted, default)
     elif key not in st.session_state:
         raws = st.query_params.get_all(key)
         if raws:

@@ -15,7 +15,7 @@ The groups:
   :class:`InputChoice`;
 
 The real-model pages' own choices (which model, which text) are in
-:mod:`dashboard.real_model_controls`. Also here: the page header (:func:`page_intro`), the
+:mod:`dashboard.model_choices`. Also here: the page header (:func:`page_intro`), the
 one error helper (:func:`show_error`), and variant and parameter labels and tooltips. The
 heatmap looks the pages share (``weights_spec``, ``head_grid_spec``, ``pooled_note``) are
 in :mod:`dashboard.charts.specs`.
@@ -34,7 +34,7 @@ import streamlit as st
 from dashboard import data, state
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.i18n import current_lang, t
-from dashboard.real_model_controls import runs_own_model
+from dashboard.model_choices import runs_own_model
 from dashboard.runtime import threads
 
 if TYPE_CHECKING:

@@ -87,6 +87,7 @@ def follower_controls(
     st.session_state[_WAS_FOLLOWING] = following
     if following:
         push.registry().register(link.code, push.this_session())
+        push.remember_this_query()
     else:
         push.registry().forget(link.code, push.this_session())
     if following:
@@ -239,6 +240,7 @@ def _follow_live(link: RoomLink, pages: dict, page: str) -> None:
     if st.session_state.get(FOLLOW_KEY) and (_moved_on(snap, applied) or _lost(page, applied)):
         jump(link, pages, page, snap)
     presence_line(snap)
+    push.remember_this_query()
     if st.session_state.get(FOLLOW_KEY) and not snap.presenter_away:
         st.caption(t("room.following", code=literal(link.code)))
     if snap.poll is not None:

@@ -278,10 +278,17 @@ def view_query() -> dict[str, str]:
     before the URL has caught up (a bound value the browser has not sent back yet, a test
     runner that keeps no address bar).
 
+    A bound key of another page this session drew is left out: a request sent before the
+    browser's URL caught up with a page switch (a follower's poll) still carries it.
+
     Returns:
         Query values by key.
     """
-    query = st.query_params.to_dict()
+    page = st.session_state.get(_PAGE, "")
+    bound = st.session_state.get(_BOUND, {})
+    elsewhere = {key for name, keys in bound.items() if name != page for key in keys}
+    elsewhere -= set(_bound_values())
+    query = {k: v for k, v in st.query_params.to_dict().items() if k not in elsewhere}
     for key, text in _bound_values().items():
         if text is None:
             query.pop(key, None)

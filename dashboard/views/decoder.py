@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, real_model_controls, state
+from dashboard import charts, controls, data, model_choices, state
 from dashboard.charts import canvas
 from dashboard.i18n import t
 from dashboard.views.decoder_model.about import ModelChoice, draw_about, model_controls, shown_name
@@ -108,7 +108,7 @@ def _move_steps(delta: int) -> None:
 def prompt_controls(page: str) -> str:
     """Sidebar choice of a preset prompt or typed text; returns the prompt."""
     st.sidebar.markdown(f"**{t('decoder.ctl_header')}**")
-    _, text = real_model_controls.preset_text_controls(
+    _, text = model_choices.preset_text_controls(
         page, "decoder", data.DECODER_PRESETS, DEFAULT_PRESET
     )
     return text

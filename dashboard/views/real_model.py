@@ -8,13 +8,13 @@ from dataclasses import dataclass, replace
 import altair as alt
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, real_model_controls, state
+from dashboard import charts, controls, data, exports, model_choices, state
 from dashboard.charts import light
 from dashboard.i18n import t
 from dashboard.literal import literal
 
 PAGE = "real_model"
-CUSTOM = real_model_controls.CUSTOM
+CUSTOM = model_choices.CUSTOM
 DEFAULT_VARIANT = "linear"
 N_HEADS = 12
 UNK_NOTE_SHARE = 0.2
@@ -62,7 +62,7 @@ def model_controls(page: str) -> str:
 def sentence_controls(page: str, model: str) -> tuple[str, str]:
     """Sidebar choice of a preset sentence or typed text; returns (preset, text to encode)."""
     default = DEFAULTS[model].preset
-    return real_model_controls.preset_text_controls(
+    return model_choices.preset_text_controls(
         page,
         "real_model",
         data.MODEL_PRESETS,

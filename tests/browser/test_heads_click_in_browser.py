@@ -57,9 +57,16 @@ CELL_JS += """  const hasFiber = (n) => Object.keys(n).some((k) => k.startsWith(
 }"""
 
 
-def chosen_head(url: str) -> tuple[str | None, str | None]:
+OPENING_HEAD = ("18", "6")  # the sliders' defaults, which their binding leaves out of the URL
+
+
+def chosen_head(url: str) -> tuple[str, str]:
+    """The (layer, head) the URL names, each slider's default where it names none."""
     query = parse_qs(urlparse(url).query)
-    return query.get("heads.layer", [None])[0], query.get("heads.head", [None])[0]
+    return tuple(
+        query.get(key, [default])[0]
+        for key, default in zip(("heads.layer", "heads.head"), OPENING_HEAD, strict=True)
+    )
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -67,7 +74,9 @@ def test_clicking_a_grid_cell_chooses_that_head(server, page, screenshot_dir, la
     page.goto(f"{server.url}/heads?lang={lang}")
     page.wait_for_selector(f"{GRID} canvas, {GRID} svg", timeout=PAGE_MS)
     wait_idle(page, timeout_ms=PAGE_MS)
-    assert chosen_head(page.url) == ("18", "6")
+    sliders = page.locator('[data-testid="stSidebar"] [data-testid="stSlider"] input[type="range"]')
+    assert [sliders.nth(i).input_value() for i in range(2)] == list(OPENING_HEAD)
+    assert chosen_head(page.url) == OPENING_HEAD
     page.locator(GRID).scroll_into_view_if_needed()
     point = page.evaluate(CELL_JS, [GRID, *TARGET])
     assert point, "no Vega view found for the census grid"
@@ -79,7 +88,6 @@ def test_clicking_a_grid_cell_chooses_that_head(server, page, screenshot_dir, la
     )
     wait_idle(page, timeout_ms=PAGE_MS)
     assert chosen_head(page.url) == ("16", "0")
-    sliders = page.locator('[data-testid="stSidebar"] [data-testid="stSlider"] input[type="range"]')
     values = [sliders.nth(i).input_value() for i in range(2)]  # Layer, then Head
     assert values == ["16", "0"], values
     assert page.locator('[data-testid="stException"]').count() == 0

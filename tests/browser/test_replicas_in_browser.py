@@ -226,11 +226,12 @@ def active_sessions(url: str) -> int:
     return int(found.group(1))
 
 
-ON_VIEW_JS = """([page, value, slider]) => {
+SCALING_DEFAULT_L = "10"  # the Scaling slider's default, which its binding leaves out of the URL
+ON_VIEW_JS = """([page, value, slider, fallback]) => {
     const app = document.querySelector('[data-testid="stApp"]');
     const input = document.querySelector(slider);
     return location.pathname.endsWith('/' + page)
-        && new URLSearchParams(location.search).get('scaling.seq_len') === value
+        && (new URLSearchParams(location.search).get('scaling.seq_len') ?? fallback) === value
         && !!input && input.value === value
         && !!app && app.getAttribute('data-test-script-state') === 'notRunning';
 }"""
@@ -241,7 +242,9 @@ def wait_view(tab, page: str, value: str, deadline: float, what: str) -> float:
     ``deadline`` (monotonic); return when it did. The URL, the slider and an idle script."""
     left_ms = max(1.0, (deadline - time.monotonic()) * 1000)
     try:
-        tab.wait_for_function(ON_VIEW_JS, arg=[page, value, SLIDER], timeout=left_ms)
+        tab.wait_for_function(
+            ON_VIEW_JS, arg=[page, value, SLIDER, SCALING_DEFAULT_L], timeout=left_ms
+        )
     except Exception as err:  # Playwright's TimeoutError: say what the page shows instead
         raise AssertionError(
             f"{what}: not on {page} with L={value} in time: {href(tab)}\n{text(tab)[:600]}"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import i18n, real_model_controls
+from dashboard import i18n, model_choices
 
 DASHBOARD = Path(i18n.__file__).parent
 LITERAL_KEY = re.compile(r"""\bt(?:_in)?\(\s*(?:[a-z_]+\s*,\s*)?["']([a-z_]+\.[A-Za-z0-9_]+)["']""")
@@ -106,14 +106,12 @@ def test_computed_keys_exist_for_every_option():
     for model in data.MODELS:
         keys += [f"real_model.{name}_{model}" for name in MODEL_KEYS]
     keys += [f"real_model.preset_{preset}" for preset in data.MODEL_PRESETS]
-    # real_model_controls.preset_text_controls' labels, by each page's namespace
+    # model_choices.preset_text_controls' labels, by each page's namespace
     texts = {"decoder": data.DECODER_PRESETS, "real_model": data.MODEL_PRESETS}
     texts["heads"] = data.HEADS_PRESETS
     for namespace, presets in texts.items():
         keys += [f"{namespace}.{name}" for name in ("ctl_preset", "ctl_text", "text_blank")]
-        keys += [
-            f"{namespace}.preset_{preset}" for preset in (*presets, real_model_controls.CUSTOM)
-        ]
+        keys += [f"{namespace}.preset_{preset}" for preset in (*presets, model_choices.CUSTOM)]
     keys += ["decoder.ctl_text_help", "heads.ctl_text_help"]
     keys += [f"common.export_{kind}" for kind in MIME_TYPES]  # the export buttons' labels
     for page in ("playground", "step_by_step", "multihead"):

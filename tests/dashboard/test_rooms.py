@@ -586,6 +586,22 @@ def test_a_follower_in_chinese_follows_the_presenter_and_keeps_their_language():
     assert learner.slider(key="scaling.seq_len").value == 20
 
 
+def test_a_reconnected_follower_takes_the_room_s_value_over_its_old_link():
+    """A follower's tab that reconnects (its replica died, the balancer sent it to another)
+    opens a new session with its old link; Streamlit seeds a bound slider from the link on
+    its first draw, so the room's value must be put into the URL too, or the follower stays
+    on the old one (failed before: 11 against the presenter's 20)."""
+    code = new_code()
+    host = presenting(code, "scaling")
+    host.slider(key="scaling.seq_len").set_value(20).run()
+    old_link = {"room.follow": "true", "scaling.seq_len": "11"}
+    learner = open_app("scaling", room=code, **old_link)
+    assert not learner.exception
+    assert learner.slider(key="scaling.seq_len").value == 20
+    assert learner.query_params["scaling.seq_len"] == "20"
+    assert not learner.warning  # the old value is the room's business, not a refused link
+
+
 def test_a_wrong_key_is_refused_and_drives_nothing():
     code = new_code()
     at = open_app("playground", room=code)

@@ -69,6 +69,29 @@ def test_a_wake_up_sends_no_cached_message_hashes_and_keeps_the_rest():
     )
 
 
+def test_a_wake_up_carries_the_query_the_followers_last_run_left():
+    """A follower's browser query can be older than the view the room gave it since (its
+    last request crossed the run that moved it on); Streamlit takes a bound widget's changed
+    URL value as new (``query_string`` of ``AppSession.request_rerun``), so a wake-up with
+    the browser's query moved the slider back and the follower counted as having moved.
+    The wake-up carries the query the follower's last run left, noted per session."""
+    from streamlit.proto.ClientState_pb2 import ClientState
+
+    registry = push.FollowerRegistry()
+    registry.register("r1", "s1")
+    registry.remember_query("s1", "room=r1&scaling.seq_len=12")
+    last = ClientState()
+    last.query_string = "room=r1&scaling.seq_len=11"
+    state = push.wake_state(last, registry.last_query("s1"))
+    assert state.query_string == "room=r1&scaling.seq_len=12"
+    assert push.wake_state(last, registry.last_query("s2")).query_string == last.query_string
+    registry.forget("r1", "s1")
+    assert registry.last_query("s1") is None
+    assert "query_string = sanitize_query_string(client_state.query_string)" in (
+        inspect.getsource(AppSession.request_rerun)
+    )
+
+
 def test_a_wake_up_that_meets_other_internals_falls_back_to_polling(monkeypatch, caplog):
     """Any failure inside Streamlit's internals (a ``TypeError`` from a changed signature
     too) wakes nobody, is logged once, and leaves followers to their poll."""

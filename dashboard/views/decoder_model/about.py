@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from dashboard import controls, data, real_model_controls
+from dashboard import controls, data, model_choices
 from dashboard.i18n import t
 from dashboard.literal import literal
 
@@ -44,14 +44,14 @@ class ModelChoice:
 
 
 def shown_name(name: str) -> str:
-    """A model's name for markdown (:func:`dashboard.real_model_controls.own_model_name`)."""
-    return real_model_controls.own_model_name("decoder", name)
+    """A model's name for markdown (:func:`dashboard.model_choices.own_model_name`)."""
+    return model_choices.own_model_name("decoder", name)
 
 
 def model_controls(page: str) -> ModelChoice:
     """The sidebar's model part: the choice, the how-to line when the server names no folder
     of its own models, and the "Check this model" button."""
-    name = real_model_controls.model_select(
+    name = model_choices.model_select(
         page, header_key="decoder.ctl_model_header", label_key="decoder.ctl_model"
     )
     checked = st.session_state.get(CHECKED_KEY, frozenset())
@@ -85,7 +85,7 @@ def card_lines(card: data.ModelCard) -> list[str]:
         ("card_file", data.describe_bytes(file.file_bytes)),
         ("card_load", data.describe_seconds(card.load_seconds)),
     ]
-    name = literal(file.name or "—", real_model_controls.MODEL_NAME_MAX_LEN)
+    name = literal(file.name or "—", model_choices.MODEL_NAME_MAX_LEN)
     lines = [f"- **{t('decoder.card_name')}:** {name}"]
     lines += [f"- **{t(f'decoder.{key}')}:** {value}" for key, value in rows]
     weights = t("decoder.card_weights", dtype=card.weights_dtype)

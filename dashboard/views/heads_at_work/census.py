@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import charts, controls, data, real_model_controls, state
+from dashboard import charts, controls, data, model_choices, state
 from dashboard.charts import canvas
 from dashboard.charts.head_grid import PICK, picked_head
 from dashboard.i18n import t
@@ -59,9 +59,7 @@ class CensusView:
 
 def prompt_controls(page: str) -> str:
     """A preset prompt or typed text (an empty one: a warning and the default preset)."""
-    _, text = real_model_controls.preset_text_controls(
-        page, "heads", data.HEADS_PRESETS, DEFAULT_PRESET
-    )
+    _, text = model_choices.preset_text_controls(page, "heads", data.HEADS_PRESETS, DEFAULT_PRESET)
     return text
 
 

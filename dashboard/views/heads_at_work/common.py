@@ -12,7 +12,7 @@ from types import ModuleType
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data, real_model_controls, state
+from dashboard import controls, data, model_choices, state
 from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
 from dashboard.i18n import t
 from dashboard.progress import duration
@@ -56,19 +56,19 @@ def own_models() -> ModuleType:
 
 def model_controls(page: str) -> str:
     """The model choice at the top of the sidebar
-    (:func:`dashboard.real_model_controls.model_select`).
+    (:func:`dashboard.model_choices.model_select`).
 
     Returns:
         The chosen model's listed name.
     """
-    return real_model_controls.model_select(
+    return model_choices.model_select(
         page, header_key="heads.model_header", label_key="heads.ctl_model"
     )
 
 
 def shown_name(name: str) -> str:
-    """A model's name for markdown (:func:`dashboard.real_model_controls.own_model_name`)."""
-    return real_model_controls.own_model_name("heads", name)
+    """A model's name for markdown (:func:`dashboard.model_choices.own_model_name`)."""
+    return model_choices.own_model_name("heads", name)
 
 
 def loading_text(name: str | None = None) -> str:
