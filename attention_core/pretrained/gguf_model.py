@@ -3,7 +3,8 @@
 :func:`load_gguf` maps the file (copy-on-write, never a bytes copy), parses its header
 (:mod:`~attention_core.pretrained.gguf_file`), reads the architecture
 (:mod:`~attention_core.pretrained.gguf_config`) and the tokenizer
-(:mod:`~attention_core.pretrained.gguf_tokenizer`), checks the tensor table, and **before any
+(:mod:`~attention_core.pretrained.gguf_tokenizer`: every field checked now, the ``tokenizers``
+object built on first use), checks the tensor table, and **before any
 large allocation** computes the bytes the chosen weights will hold, refusing with a
 :class:`~attention_core.device.MemoryBudgetError` over the budget. Only then are the
 tensors decoded, one layer at a time, the mapped pages handed back after each.
@@ -43,7 +44,7 @@ from attention_core.pretrained.gguf_config import (
     gguf_config,
 )
 from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, dequantize, parse_gguf
-from attention_core.pretrained.gguf_tokenizer import build_gguf_tokenizer
+from attention_core.pretrained.gguf_tokenizer import read_gguf_tokenizer
 from attention_core.pretrained.int4 import (
     INT4_GROUP,
     INT4_ROW_MULTIPLE,
@@ -428,7 +429,7 @@ def load_gguf(
     gguf, config = opened.gguf, opened.config
     plan = plan_weights(gguf, config, tied=opened.tied, weights_dtype=weights_dtype)
     check_weights_budget(plan, memory_budget, str(opened.path))
-    tokenizer = build_gguf_tokenizer(gguf.metadata, max_length=config.context_length)
+    tokenizer = read_gguf_tokenizer(gguf.metadata, max_length=config.context_length)
     buffer = _buffer(plan)
     layers = []
     for layer_plan in plan.layers:
