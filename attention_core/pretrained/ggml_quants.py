@@ -238,7 +238,7 @@ def _q5_1(blocks: torch.Tensor, out: torch.Tensor, codes: torch.Tensor) -> None:
     out.mul_(_half(blocks, 0)).add_(_half(blocks, 2))
 
 
-def _k_scales_mins(packed: torch.Tensor) -> torch.Tensor:
+def k_scales_mins(packed: torch.Tensor) -> torch.Tensor:
     """Q4_K/Q5_K's 12 scale bytes (n, 12), 4-byte aligned -> (n, [scales, minimums], 8)
     float32. Read as three 32-bit words a, b, c (bytes 0-3, 4-7, 8-11; see the module
     docstring), a byte at a time in each word: the masks keep each byte's own bits."""
@@ -258,7 +258,7 @@ def _k_scales_mins(packed: torch.Tensor) -> torch.Tensor:
 def _k_apply_scales_mins(blocks: torch.Tensor, out: torch.Tensor) -> None:
     """out (n, 256) holding float codes -> (d · sc) · q − (dmin · mn) per sub-block of 32."""
     d_dmin = blocks[:, 0:4].view(torch.float16).float()  # (n, 2): d, dmin
-    factors = _k_scales_mins(blocks[:, 4:16]) * d_dmin.unsqueeze(-1)  # (n, 2, 8)
+    factors = k_scales_mins(blocks[:, 4:16]) * d_dmin.unsqueeze(-1)  # (n, 2, 8)
     sub_blocks = out.view(-1, 8, 32)  # (n, sub-block, 32)
     sub_blocks.mul_(factors[:, 0].unsqueeze(-1))  # · d · sc (n, 8, 1)
     sub_blocks.sub_(factors[:, 1].unsqueeze(-1))  # − dmin · mn (n, 8, 1)

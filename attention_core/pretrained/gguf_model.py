@@ -57,6 +57,7 @@ from attention_core.pretrained.int4 import (
     int4_parts,
     pack_int4,
 )
+from attention_core.pretrained.int4_fast import pack_stack
 from attention_core.pretrained.llama import Decoder
 from attention_core.pretrained.llama_block import LlamaConfig
 from attention_core.validation import check_choice
@@ -300,8 +301,11 @@ def _materialise(gguf: GGUFFile, stack: Stack):
     """The decoder's tensor for one stack: an :class:`Int4Matrix` or a float tensor; the
     file pages it was read from are handed back at once (:func:`release_range`)."""
     if stack.form == "int4":
-        parts = concat_parts([int4_parts(gguf.data, info) for info in stack.parts])  # (rows, D)
-        tensor = Int4Matrix(pack_int4(parts))
+        packed = pack_stack(gguf.data, stack.parts)  # torch's layout from the nibbles at once
+        if packed is None:  # the readable path: codes, then torch's own packing
+            parts = concat_parts([int4_parts(gguf.data, info) for info in stack.parts])
+            packed = pack_int4(parts)  # (rows, D)
+        tensor = Int4Matrix(packed)
     else:
         tensor = _decode_float(gguf, stack)
     for info in stack.parts:
