@@ -12,7 +12,9 @@ tensors decoded, one layer at a time, the mapped pages handed back after each.
 How the weights are held (``weights_dtype``):
 
 * ``"auto"`` (default): a matrix stored in 4 bits with 32-value groups (Q4_0, Q4_1, Q4_K)
-  keeps its codes on torch's int4 kernel (:mod:`~attention_core.pretrained.int4`); every
+  keeps its codes on torch's int4 kernel (:mod:`~attention_core.pretrained.int4`; packed
+  straight from the file's nibbles by :mod:`~attention_core.pretrained.int4_fast` where
+  torch's layout is the one it checks at run time, the same bytes); every
   other matrix, and the embedding, is decoded to bfloat16. q, k and v (and gate and up) are
   stacked into one matrix, so they share one form: int4 only when all parts are 4-bit.
 * ``"int4"``: the same, refusing a file whose layer matrices are not all 4-bit (SmolLM2's
