@@ -88,7 +88,8 @@ CLEAR_REFS = Path("/proc/self/clear_refs")
 RESET_PEAK = "5"  # written to clear_refs: VmHWM := VmRSS
 PHASES = (  # (label, file in attention_core/pretrained, function): the load's parts
     ("map, parse header", "gguf_file.py", "parse_gguf"),
-    ("tokenizer build", "gguf_tokenizer.py", "build_gguf_tokenizer"),
+    ("tokenizer: check fields", "gguf_tokenizer.py", "read_gguf_tokenizer"),
+    ("int4: packed from the nibbles", "int4_fast.py", "pack_stack"),
     ("int4: codes from blocks", "int4.py", "int4_parts"),
     ("int4: stack q/k/v, gate/up", "int4.py", "concat_parts"),
     ("int4: torch packing", "int4.py", "pack_int4"),

@@ -216,6 +216,72 @@ def _merge_pairs(merges: list[str], vocab: dict[str, int]) -> list[tuple[str, st
     return pairs
 
 
+def check_bpe_fields(
+    tokens: list[str],
+    merges: list[str],
+    token_types,
+    *,
+    model: str = BYTE_LEVEL_MODEL,
+    pre_tokenizer: str = "smollm",
+) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Check a GGUF file's byte-level BPE fields without building anything from them.
+
+    Args:
+        tokens, merges, token_types, model, pre_tokenizer: as for :func:`build_bpe_tokenizer`.
+
+    Returns:
+        (vocab, pairs): token -> id, and the merges as ``(left, right)`` pairs, what
+        :func:`bpe_tokenizer_from` builds the tokenizer from.
+
+    Raises:
+        ValueError: as :func:`build_bpe_tokenizer` does.
+    """
+    if model != BYTE_LEVEL_MODEL:
+        raise ValueError(f"tokenizer.ggml.model must be {BYTE_LEVEL_MODEL!r} here, got {model!r}")
+    if pre_tokenizer not in PRE_TOKENIZERS:
+        raise ValueError(
+            f"tokenizer.ggml.pre {pre_tokenizer!r} is not supported; "
+            f"supported: {', '.join(PRE_TOKENIZERS)}"
+        )
+    if len(token_types) != len(tokens):
+        raise ValueError(f"{len(token_types)} token types for a vocabulary of {len(tokens)} tokens")
+    vocab = {token: index for index, token in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        raise ValueError(f"the vocabulary repeats {len(tokens) - len(vocab)} tokens")
+    return vocab, _merge_pairs(merges, vocab)
+
+
+def bpe_tokenizer_from(
+    vocab: dict[str, int],
+    pairs: list[tuple[str, str]],
+    token_types,
+    *,
+    pre_tokenizer: str = "smollm",
+    max_length: int | None = None,
+) -> tokenizers.Tokenizer:
+    """Build the tokenizer from fields :func:`check_bpe_fields` checked (the slow part: the
+    BPE model and its added tokens, a fraction of a second for 128k tokens).
+
+    Args:
+        vocab, pairs: :func:`check_bpe_fields`'s. token_types, pre_tokenizer, max_length: as
+            for :func:`build_bpe_tokenizer`.
+
+    Returns:
+        The tokenizer, as :func:`build_bpe_tokenizer` returns it.
+    """
+    spec = PRE_TOKENIZERS[pre_tokenizer]
+    bpe = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, ignore_merges=spec.ignore_merges)
+    tokenizer = tokenizers.Tokenizer(bpe)
+    if spec.nfc:
+        tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = _byte_level_pre_tokenizer(spec)
+    tokenizer.decoder = decoders.ByteLevel()
+    add_whole_tokens(tokenizer, list(vocab), token_types)
+    if max_length is not None:
+        tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
 def build_bpe_tokenizer(
     tokens: list[str],
     merges: list[str],
@@ -225,7 +291,8 @@ def build_bpe_tokenizer(
     pre_tokenizer: str = "smollm",
     max_length: int | None = None,
 ) -> tokenizers.Tokenizer:
-    """Build a byte-level BPE ``tokenizers.Tokenizer`` from a GGUF file's tokenizer fields.
+    """Build a byte-level BPE ``tokenizers.Tokenizer`` from a GGUF file's tokenizer fields
+    (:func:`check_bpe_fields`, then :func:`bpe_tokenizer_from`).
 
     Args:
         tokens: ``tokenizer.ggml.tokens``, the vocabulary in id order (V strings).
@@ -245,34 +312,12 @@ def build_bpe_tokenizer(
             the vocabulary joining into a third, a token-type list of another length than
             the vocabulary, or a duplicate token.
     """
-    if model != BYTE_LEVEL_MODEL:
-        raise ValueError(f"tokenizer.ggml.model must be {BYTE_LEVEL_MODEL!r} here, got {model!r}")
-    if pre_tokenizer not in PRE_TOKENIZERS:
-        raise ValueError(
-            f"tokenizer.ggml.pre {pre_tokenizer!r} is not supported; "
-            f"supported: {', '.join(PRE_TOKENIZERS)}"
-        )
-    if len(token_types) != len(tokens):
-        raise ValueError(f"{len(token_types)} token types for a vocabulary of {len(tokens)} tokens")
-    vocab = {token: index for index, token in enumerate(tokens)}
-    if len(vocab) != len(tokens):
-        raise ValueError(f"the vocabulary repeats {len(tokens) - len(vocab)} tokens")
-    spec = PRE_TOKENIZERS[pre_tokenizer]
-    bpe = models.BPE(
-        vocab=vocab,
-        merges=_merge_pairs(merges, vocab),
-        fuse_unk=False,
-        ignore_merges=spec.ignore_merges,
+    vocab, pairs = check_bpe_fields(
+        tokens, merges, token_types, model=model, pre_tokenizer=pre_tokenizer
     )
-    tokenizer = tokenizers.Tokenizer(bpe)
-    if spec.nfc:
-        tokenizer.normalizer = normalizers.NFC()
-    tokenizer.pre_tokenizer = _byte_level_pre_tokenizer(spec)
-    tokenizer.decoder = decoders.ByteLevel()
-    add_whole_tokens(tokenizer, tokens, token_types)
-    if max_length is not None:
-        tokenizer.enable_truncation(max_length=max_length)
-    return tokenizer
+    return bpe_tokenizer_from(
+        vocab, pairs, token_types, pre_tokenizer=pre_tokenizer, max_length=max_length
+    )
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,10 @@ __all__ = [
     "GGML_Q8_0",
     "GGML_Q8_K",
     "GGMLType",
+    "OUT_DTYPES",
     "SUPPORTED_TYPES",
     "decode",
+    "scratch_bytes",
     "stored_bytes",
 ]
 
@@ -236,7 +238,7 @@ def _q5_1(blocks: torch.Tensor, out: torch.Tensor, codes: torch.Tensor) -> None:
     out.mul_(_half(blocks, 0)).add_(_half(blocks, 2))
 
 
-def _k_scales_mins(packed: torch.Tensor) -> torch.Tensor:
+def k_scales_mins(packed: torch.Tensor) -> torch.Tensor:
     """Q4_K/Q5_K's 12 scale bytes (n, 12), 4-byte aligned -> (n, [scales, minimums], 8)
     float32. Read as three 32-bit words a, b, c (bytes 0-3, 4-7, 8-11; see the module
     docstring), a byte at a time in each word: the masks keep each byte's own bits."""
@@ -256,7 +258,7 @@ def _k_scales_mins(packed: torch.Tensor) -> torch.Tensor:
 def _k_apply_scales_mins(blocks: torch.Tensor, out: torch.Tensor) -> None:
     """out (n, 256) holding float codes -> (d · sc) · q − (dmin · mn) per sub-block of 32."""
     d_dmin = blocks[:, 0:4].view(torch.float16).float()  # (n, 2): d, dmin
-    factors = _k_scales_mins(blocks[:, 4:16]) * d_dmin.unsqueeze(-1)  # (n, 2, 8)
+    factors = k_scales_mins(blocks[:, 4:16]) * d_dmin.unsqueeze(-1)  # (n, 2, 8)
     sub_blocks = out.view(-1, 8, 32)  # (n, sub-block, 32)
     sub_blocks.mul_(factors[:, 0].unsqueeze(-1))  # · d · sc (n, 8, 1)
     sub_blocks.sub_(factors[:, 1].unsqueeze(-1))  # − dmin · mn (n, 8, 1)
@@ -279,11 +281,21 @@ def _q5_k(blocks: torch.Tensor, out: torch.Tensor, codes: torch.Tensor) -> None:
 
 
 def _q6_k(blocks: torch.Tensor, out: torch.Tensor, codes: torch.Tensor) -> None:
-    """Q6_K: (n, 210) -> (n, 256); y = (d · scale) · (q − 32), a scale per 16 values."""
-    low = blocks[:, 0:128].view(-1, 2, 64)  # (n, half, 64 bytes of ql)
-    _nibbles(low, codes.view(-1, 2, 2, 64))  # quarters 0-1 low nibbles, 2-3 high ones
-    high = _bit_fields(blocks[:, 128:192].view(-1, 2, 32), _shifts(0, 2, 4, 6), 0x03)
-    codes.view(-1, 2, 4, 32).bitwise_or_(high << 4)  # (n, half, quarter, 32)
+    """Q6_K: (n, 210) -> (n, 256); y = (d · scale) · (q − 32), a scale per 16 values.
+
+    The bit fields are taken two bytes at a time, as 16-bit words (a 210-byte block holds
+    whole words; no four-byte ones): each mask repeats per byte (0x0F0F, 0x3030), so a shift
+    of the word moves each byte's bits as a shift of the byte would, and the masks drop
+    what crosses from one byte into the other (or the sign bits an int16 shift brings in).
+    """
+    ql = blocks[:, 0:128].view(torch.int16).view(-1, 2, 32)  # (n, half, 32 words of ql)
+    low = codes.view(torch.int16).view(-1, 2, 2, 32)  # (n, half, low/high nibbles, 32 words)
+    torch.bitwise_and(ql, 0x0F0F, out=low[:, :, 0])  # quarters 0-1: low nibbles
+    torch.bitwise_and(ql >> 4, 0x0F0F, out=low[:, :, 1])  # quarters 2-3: high nibbles
+    qh = blocks[:, 128:192].view(torch.int16).view(-1, 2, 16)  # (n, half, 16 words of qh)
+    quarters = codes.view(torch.int16).view(-1, 2, 4, 16)  # (n, half, quarter, 16 words)
+    for k, moved in enumerate((qh << 4, qh << 2, qh, qh >> 2)):  # bits 2k, 2k+1 -> 4, 5
+        quarters[:, :, k].bitwise_or_(moved & 0x3030)
     _codes_to_float(codes, out, offset=32)
     scales = blocks[:, 192:208].view(torch.int8).float()  # (n, 16)
     out.view(-1, 16, 16).mul_((_half(blocks, 208) * scales).unsqueeze(-1))  # · (n, 16, 1)
@@ -402,6 +414,26 @@ def stored_bytes(type_id: int, count: int) -> int:
     return count // entry.block_values * entry.block_bytes
 
 
+def scratch_bytes(type_id: int, out_dtype: torch.dtype = torch.float32) -> int:
+    """Bytes :func:`decode` holds besides its output while decoding a type: one step's
+    staged bytes and integer codes, and for a bfloat16 output its float32 values.
+
+    Args:
+        type_id: a ggml type id of :data:`SUPPORTED_TYPES`. out_dtype: one of
+            :data:`OUT_DTYPES`.
+
+    Returns:
+        The bytes (about :data:`CHUNK_BYTES` of staging plus the step's values).
+
+    Raises:
+        ValueError: for an unsupported type.
+    """
+    entry = _type(type_id)
+    values = CHUNK_BYTES // entry.block_bytes * entry.block_values  # one step's values
+    rounded = values * torch.float32.itemsize if out_dtype != torch.float32 else 0
+    return CHUNK_BYTES + values * torch.uint8.itemsize + rounded
+
+
 def _byte_array(raw) -> np.ndarray:
     """``raw`` as a 1-D uint8 numpy array over the same memory (no copy)."""
     if isinstance(raw, np.ndarray):
@@ -413,19 +445,23 @@ def _byte_array(raw) -> np.ndarray:
     raise ValueError(f"raw must be bytes, a memory map or a uint8 array, got {type(raw).__name__}")
 
 
+OUT_DTYPES = (torch.float32, torch.bfloat16)
+"""What :func:`decode` writes: float32, or bfloat16 (the float32 values rounded)."""
+
+
 def _output(out: torch.Tensor | None, count: int) -> torch.Tensor:
-    """(count,) float32: a view of ``out`` (checked) or a new tensor."""
+    """(count,) float32 or bfloat16: a view of ``out`` (checked) or a new float32 tensor."""
     if out is None:
         return torch.empty(count, dtype=torch.float32)
     if (
-        out.dtype != torch.float32
+        out.dtype not in OUT_DTYPES
         or out.device.type != "cpu"
         or not out.is_contiguous()
         or out.numel() != count
     ):
         raise ValueError(
-            f"out must be a contiguous float32 tensor of {count} values on the CPU, got "
-            f"{out.dtype} {tuple(out.shape)} on {out.device}"
+            f"out must be a contiguous float32 or bfloat16 tensor of {count} values on the "
+            f"CPU, got {out.dtype} {tuple(out.shape)} on {out.device}"
         )
     return out.view(count)
 
@@ -439,11 +475,13 @@ def decode(type_id: int, raw, count: int, out: torch.Tensor | None = None) -> to
             map at the tensor's offset, read-only is fine), ``bytes``, a ``memoryview`` or a
             ``mmap``; read a megabyte at a time, never copied whole.
         count: its number of values (the product of its dims).
-        out: optional contiguous CPU float32 tensor of ``count`` values (any shape) to write
-            into.
+        out: optional contiguous CPU tensor of ``count`` values (any shape) to write into,
+            float32, or bfloat16: then each step's float32 values are rounded into it while
+            they are in cache (the same bits as decoding to float32, then ``.to(bfloat16)``),
+            and no float32 copy of the tensor is made.
 
     Returns:
-        (count,) float32 tensor (a view of ``out`` when given).
+        (count,) float32 tensor, or a view of ``out`` when given.
 
     Raises:
         ValueError: for an unsupported type (listing the supported ones), a ``count`` not a
@@ -462,10 +500,17 @@ def decode(type_id: int, raw, count: int, out: torch.Tensor | None = None) -> to
     staging = torch.empty(step * size, dtype=torch.uint8)  # the step's bytes, reused
     codes = torch.empty((step, width), dtype=torch.uint8)  # integer codes scratch, reused
     staged = staging.numpy()  # the same memory, for numpy's copy from a read-only buffer
+    rounding = values.dtype != torch.float32
+    scratch = torch.empty((step, width), dtype=torch.float32) if rounding else None
     decoder = _DECODERS[type_id]
     for first in range(0, total, step):
         n = min(step, total - first)
         staged[: n * size] = data[first * size : (first + n) * size]
         blocks = staging[: n * size].view(n, size)  # (n, block bytes)
-        decoder(blocks, values[first * width : (first + n) * width].view(n, width), codes[:n])
+        target = values[first * width : (first + n) * width].view(n, width)
+        if rounding:  # decode in float32, then round the step's values into the output
+            decoder(blocks, scratch[:n], codes[:n])
+            target.copy_(scratch[:n])
+        else:
+            decoder(blocks, target, codes[:n])
     return values

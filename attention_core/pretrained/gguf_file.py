@@ -367,8 +367,9 @@ def dequantize(data: FileData, info: TensorInfo, out: torch.Tensor | None = None
     Args:
         data: the whole file.
         info: the tensor's :class:`TensorInfo`.
-        out: optional contiguous float32 tensor of ``info.numel`` values to write into (e.g.
-            rows of a stacked matrix), saving a copy.
+        out: optional contiguous float32 or bfloat16 tensor of ``info.numel`` values to
+            write into (e.g. rows of a stacked matrix), saving a copy; bfloat16 receives the
+            float32 values rounded.
 
     Returns:
         float32 tensor of shape ``info.shape`` (``out`` viewed in that shape when given).

@@ -3,7 +3,8 @@
 :func:`load_gguf` maps the file (copy-on-write, never a bytes copy), parses its header
 (:mod:`~attention_core.pretrained.gguf_file`), reads the architecture
 (:mod:`~attention_core.pretrained.gguf_config`) and the tokenizer
-(:mod:`~attention_core.pretrained.gguf_tokenizer`), checks the tensor table, and **before any
+(:mod:`~attention_core.pretrained.gguf_tokenizer`: every field checked now, the ``tokenizers``
+object built on first use), checks the tensor table, and **before any
 large allocation** computes the bytes the chosen weights will hold, refusing with a
 :class:`~attention_core.device.MemoryBudgetError` over the budget. Only then are the
 tensors decoded, one layer at a time, the mapped pages handed back after each.
@@ -11,7 +12,9 @@ tensors decoded, one layer at a time, the mapped pages handed back after each.
 How the weights are held (``weights_dtype``):
 
 * ``"auto"`` (default): a matrix stored in 4 bits with 32-value groups (Q4_0, Q4_1, Q4_K)
-  keeps its codes on torch's int4 kernel (:mod:`~attention_core.pretrained.int4`); every
+  keeps its codes on torch's int4 kernel (:mod:`~attention_core.pretrained.int4`; packed
+  straight from the file's nibbles by :mod:`~attention_core.pretrained.int4_fast` where
+  torch's layout is the one it checks at run time, the same bytes); every
   other matrix, and the embedding, is decoded to bfloat16. q, k and v (and gate and up) are
   stacked into one matrix, so they share one form: int4 only when all parts are 4-bit.
 * ``"int4"``: the same, refusing a file whose layer matrices are not all 4-bit (SmolLM2's
@@ -32,6 +35,7 @@ import torch
 
 from attention_core.device import MemoryBudgetError, format_bytes
 from attention_core.pretrained.checks import map_verified, release_pages, release_range
+from attention_core.pretrained.ggml_quants import scratch_bytes
 from attention_core.pretrained.gguf_config import (
     EMBEDDING_TENSOR,
     FINAL_NORM_TENSOR,
@@ -43,7 +47,7 @@ from attention_core.pretrained.gguf_config import (
     gguf_config,
 )
 from attention_core.pretrained.gguf_file import GGUFFile, TensorInfo, dequantize, parse_gguf
-from attention_core.pretrained.gguf_tokenizer import build_gguf_tokenizer
+from attention_core.pretrained.gguf_tokenizer import read_gguf_tokenizer
 from attention_core.pretrained.int4 import (
     INT4_GROUP,
     INT4_ROW_MULTIPLE,
@@ -55,6 +59,7 @@ from attention_core.pretrained.int4 import (
     int4_parts,
     pack_int4,
 )
+from attention_core.pretrained.int4_fast import pack_stack
 from attention_core.pretrained.llama import Decoder
 from attention_core.pretrained.llama_block import LlamaConfig
 from attention_core.validation import check_choice
@@ -66,7 +71,7 @@ DEFAULT_BUDGET_SHARE = 0.5
 """Without ``memory_budget``, the weights may take half of the memory the system reports
 available (``MemAvailable``): a 7B file on a laptop is refused instead of taking the machine
 down."""
-CONVERT_ROWS = 1024  # rows decoded to float32 at a time when storing bfloat16
+CONVERT_ROWS = 1024  # rows decoded at a time into bfloat16, their file pages handed back after
 INT4_TRANSIENT_BYTES = 6  # per value while packing: uint8 codes, int32 for the kernel, scales
 MEMINFO = Path("/proc/meminfo")
 MEMINFO_KEY = "MemAvailable:"
@@ -114,9 +119,8 @@ class Stack:
         """Bytes of the temporaries made while it loads."""
         if self.form == "int4":
             return self.shape[0] * self.shape[1] * INT4_TRANSIENT_BYTES
-        if self.form == "bfloat16":
-            return CONVERT_ROWS * self.shape[-1] * FLOAT_DTYPES["float32"].itemsize
-        return 0
+        dtype = FLOAT_DTYPES[self.form]
+        return max(scratch_bytes(part.ggml_type, dtype) for part in self.parts)
 
 
 @dataclass(frozen=True)
@@ -274,8 +278,9 @@ def check_weights_budget(plan: WeightsPlan, memory_budget: int | None, source: s
     )
 
 
-def _decode_float(gguf: GGUFFile, stack: Stack, buffer: torch.Tensor | None) -> torch.Tensor:
-    """Decode a stack's parts straight into their rows of one float32 or bfloat16 tensor."""
+def _decode_float(gguf: GGUFFile, stack: Stack) -> torch.Tensor:
+    """Decode a stack's parts straight into their rows of one float32 or bfloat16 tensor
+    (bfloat16: rounded a decoding step at a time, no float32 copy of the matrix)."""
     dtype = FLOAT_DTYPES[stack.form]
     target = torch.empty(stack.shape, dtype=dtype)  # (rows, D) or (D,)
     first = 0
@@ -284,38 +289,30 @@ def _decode_float(gguf: GGUFFile, stack: Stack, buffer: torch.Tensor | None) -> 
         part = target[first : first + rows]
         if dtype == torch.float32:
             dequantize(gguf.data, info, out=part)
-        else:  # a block of rows at a time through the float32 buffer: no float32 copy
-            width = info.numel // rows
+        else:  # a block of rows at a time, each block's file pages handed back after it
             for start in range(0, rows, CONVERT_ROWS):
                 stop = min(start + CONVERT_ROWS, rows)
-                block = buffer[: (stop - start) * width]  # (rows · D,) float32
                 rows_info = info.rows(start, stop)
-                dequantize(gguf.data, rows_info, out=block)
-                part[start:stop].copy_(block.view(stop - start, width))  # rounded
+                dequantize(gguf.data, rows_info, out=part[start:stop])
                 release_range(gguf.data, rows_info.start, rows_info.nbytes)
         first += rows
     return target
 
 
-def _materialise(gguf: GGUFFile, stack: Stack, buffer: torch.Tensor | None):
+def _materialise(gguf: GGUFFile, stack: Stack):
     """The decoder's tensor for one stack: an :class:`Int4Matrix` or a float tensor; the
     file pages it was read from are handed back at once (:func:`release_range`)."""
     if stack.form == "int4":
-        parts = concat_parts([int4_parts(gguf.data, info) for info in stack.parts])  # (rows, D)
-        tensor = Int4Matrix(pack_int4(parts))
+        packed = pack_stack(gguf.data, stack.parts)  # torch's layout from the nibbles at once
+        if packed is None:  # the readable path: codes, then torch's own packing
+            parts = concat_parts([int4_parts(gguf.data, info) for info in stack.parts])
+            packed = pack_int4(parts)  # (rows, D)
+        tensor = Int4Matrix(packed)
     else:
-        tensor = _decode_float(gguf, stack, buffer)
+        tensor = _decode_float(gguf, stack)
     for info in stack.parts:
         release_range(gguf.data, info.start, info.nbytes)
     return tensor
-
-
-def _buffer(plan: WeightsPlan) -> torch.Tensor | None:
-    """The one float32 buffer bfloat16 stacks decode through (None when none is bfloat16)."""
-    widths = [s.shape[-1] for s in plan.stacks() if s.form == "bfloat16"]
-    if not widths:
-        return None
-    return torch.empty(CONVERT_ROWS * max(widths), dtype=torch.float32)  # (rows · widest,)
 
 
 @dataclass(frozen=True)
@@ -428,17 +425,16 @@ def load_gguf(
     gguf, config = opened.gguf, opened.config
     plan = plan_weights(gguf, config, tied=opened.tied, weights_dtype=weights_dtype)
     check_weights_budget(plan, memory_budget, str(opened.path))
-    tokenizer = build_gguf_tokenizer(gguf.metadata, max_length=config.context_length)
-    buffer = _buffer(plan)
+    tokenizer = read_gguf_tokenizer(gguf.metadata, max_length=config.context_length)
     layers = []
     for layer_plan in plan.layers:
-        layers.append({name: _materialise(gguf, s, buffer) for name, s in layer_plan.items()})
+        layers.append({name: _materialise(gguf, s) for name, s in layer_plan.items()})
         release_pages(opened.mapped)
         if after_layer is not None:
             after_layer()  # the layer's temporaries are freed: before the next layer's
-    embedding = _materialise(gguf, plan.embedding, buffer)
-    output = _materialise(gguf, plan.output, buffer) if plan.output is not None else None
-    final_norm = _materialise(gguf, plan.final_norm, buffer)
+    embedding = _materialise(gguf, plan.embedding)
+    output = _materialise(gguf, plan.output) if plan.output is not None else None
+    final_norm = _materialise(gguf, plan.final_norm)
     release_pages(opened.mapped)
     if after_layer is not None:
         after_layer()

@@ -15,11 +15,18 @@ BOS added for ``"llama"`` files and for ``"llama-bpe"`` (Llama 3), not for the o
 byte-level families; EOS not added. The built tokenizer adds them itself (a
 ``TemplateProcessing`` post-processor), so ``tokenizer.encode(text).ids`` are the ids the
 model expects. Control, unknown and user-defined tokens are matched whole in the text.
+
+:func:`read_gguf_tokenizer` does the same checks but leaves the ``tokenizers`` object to be
+built on first use (:class:`LazyTokenizer`): a 128k-token vocabulary takes a tenth of a
+second or more to build, which a model load need not wait for.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,9 +39,10 @@ from attention_core.pretrained.bpe import (
     NORMAL_TOKEN_TYPE,
     PRE_TOKENIZERS,
     SENTENCEPIECE,
-    build_bpe_tokenizer,
+    bpe_tokenizer_from,
+    check_bpe_fields,
 )
-from attention_core.pretrained.spm import SPM_MODEL, build_spm_tokenizer
+from attention_core.pretrained.spm import SPM_MODEL, build_spm_tokenizer, check_spm_fields
 from attention_core.validation import check_int
 
 MODEL_KEY = "tokenizer.ggml.model"
@@ -61,13 +69,51 @@ INTEGER_KINDS = "iu"  # numpy dtype kinds of token types
 NUMBER_KINDS = "fiu"  # numpy dtype kinds of scores (llama.cpp reads float32 or int32)
 
 
+class LazyTokenizer:
+    """A ``tokenizers.Tokenizer`` built on first use, once, even when several threads ask
+    at the same moment; any attribute (``encode``, ``decode``, ``token_to_id``, …) is the
+    built tokenizer's.
+
+    Args:
+        build: makes the tokenizer (called at most once; the fields it reads were checked
+            before).
+    """
+
+    def __init__(self, build: Callable[[], tokenizers.Tokenizer]) -> None:
+        self._build: Callable[[], tokenizers.Tokenizer] | None = build
+        self._tokenizer: tokenizers.Tokenizer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def is_built(self) -> bool:
+        """Whether the tokenizer has been built yet."""
+        return self._tokenizer is not None
+
+    def get(self) -> tokenizers.Tokenizer:
+        """The tokenizer, built now if this is its first use."""
+        tokenizer = self._tokenizer
+        if tokenizer is None:
+            with self._lock:
+                if self._tokenizer is None:
+                    self._tokenizer = self._build()
+                    self._build = None  # let the fields it captured go
+                tokenizer = self._tokenizer
+        return tokenizer
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # copy, pickle and our own fields: never build for them
+            raise AttributeError(name)
+        return getattr(self.get(), name)
+
+
 @dataclass(frozen=True)
 class GGUFTokenizer:
     """A GGUF file's tokenizer and what the metadata says about it.
 
     Attributes:
-        tokenizer: the ``tokenizers.Tokenizer``; ``encode(text)`` adds BOS (and EOS) when
-            the file asks for them.
+        tokenizer: the ``tokenizers.Tokenizer`` (a :class:`LazyTokenizer` from
+            :func:`read_gguf_tokenizer`); ``encode(text)`` adds BOS (and EOS) when the file
+            asks for them.
         spelling: how its tokens spell bytes, ``"byte_level"`` or ``"sentencepiece"``
             (for :func:`~attention_core.pretrained.bpe.token_bytes`).
         model: ``tokenizer.ggml.model`` (``"gpt2"`` or ``"llama"``).
@@ -77,7 +123,7 @@ class GGUFTokenizer:
         vocab_size: V, the number of tokens.
     """
 
-    tokenizer: tokenizers.Tokenizer
+    tokenizer: tokenizers.Tokenizer | LazyTokenizer
     spelling: str
     model: str
     pre: str | None
@@ -106,7 +152,7 @@ def _pre_name(metadata: dict) -> str:
         warnings.warn(
             f"GGUF metadata lacks {PRE_KEY!r}; using llama.cpp's {DEFAULT_PRE!r} split, "
             "which may not be the one the model was trained with",
-            stacklevel=4,  # the caller of build_gguf_tokenizer
+            stacklevel=4,  # the caller of read_gguf_tokenizer (load_gguf)
         )
         return DEFAULT_PRE
     pre = metadata[PRE_KEY]
@@ -219,24 +265,71 @@ def _specials(metadata: dict, model: str, pre: str | None, count: int) -> dict:
     return ids
 
 
-def _build_model(metadata: dict, model: str, tokens: list[str], types: np.ndarray):
-    """The bare tokenizer, its spelling and pre-tokeniser name for ``model``."""
+def _model_builder(metadata: dict, model: str, tokens: list[str], types: np.ndarray):
+    """Check the fields of ``model``; return what builds the bare tokenizer from them, its
+    spelling and its pre-tokeniser name."""
     if model == SPM_MODEL:
         unk_id = _token_id(metadata, UNK_KEY, model, len(tokens))
         if unk_id is None:
             raise ValueError(f"GGUF metadata lacks {UNK_KEY!r} and the default 0 is not a token")
-        tokenizer = build_spm_tokenizer(
-            tokens,
-            _scores(metadata, len(tokens)),
-            types,
-            unk_id=unk_id,
-            add_space_prefix=_flag(metadata, SPACE_PREFIX_KEY, True),
-        )
-        return tokenizer, SENTENCEPIECE, None
+        scores = _scores(metadata, len(tokens))
+        space_prefix = _flag(metadata, SPACE_PREFIX_KEY, True)
+        check_spm_fields(tokens, scores, types, unk_id=unk_id)
+
+        def build_spm() -> tokenizers.Tokenizer:
+            return build_spm_tokenizer(
+                tokens, scores, types, unk_id=unk_id, add_space_prefix=space_prefix
+            )
+
+        return build_spm, SENTENCEPIECE, None
     pre = _pre_name(metadata)
     merges = _string_list(metadata, MERGES_KEY)
-    tokenizer = build_bpe_tokenizer(tokens, merges, types, model=model, pre_tokenizer=pre)
-    return tokenizer, BYTE_LEVEL, pre
+    vocab, pairs = check_bpe_fields(tokens, merges, types, model=model, pre_tokenizer=pre)
+    return lambda: bpe_tokenizer_from(vocab, pairs, types, pre_tokenizer=pre), BYTE_LEVEL, pre
+
+
+def read_gguf_tokenizer(metadata: dict, *, max_length: int | None = None) -> GGUFTokenizer:
+    """Check a GGUF file's tokenizer fields now and build its tokenizer on first use.
+
+    Args:
+        metadata, max_length: as for :func:`build_gguf_tokenizer`.
+
+    Returns:
+        :class:`GGUFTokenizer` whose ``tokenizer`` is a :class:`LazyTokenizer`: the same
+        tokenizer :func:`build_gguf_tokenizer` returns, built the first time it is used.
+
+    Raises:
+        ValueError: as :func:`build_gguf_tokenizer` does, for every field (only building the
+            ``tokenizers`` object is left for later).
+    """
+    if max_length is not None:
+        max_length = check_int("max_length", max_length, low=MIN_MAX_LENGTH)
+    model = _model_name(metadata)
+    tokens = _tokens(metadata)
+    types = _token_types(metadata, len(tokens))
+    build_model, spelling, pre = _model_builder(metadata, model, tokens, types)
+    specials = _specials(metadata, model, pre, len(tokens))
+
+    def build() -> tokenizers.Tokenizer:
+        tokenizer = build_model()
+        if specials["add_bos"] or specials["add_eos"]:
+            tokenizer.post_processor = _post_processor(
+                tokens,
+                specials["bos_id"] if specials["add_bos"] else None,
+                specials["eos_id"] if specials["add_eos"] else None,
+            )
+        if max_length is not None:
+            tokenizer.enable_truncation(max_length=max_length)
+        return tokenizer
+
+    return GGUFTokenizer(
+        tokenizer=LazyTokenizer(build),
+        spelling=spelling,
+        model=model,
+        pre=pre,
+        vocab_size=len(tokens),
+        **specials,
+    )
 
 
 def build_gguf_tokenizer(metadata: dict, *, max_length: int | None = None) -> GGUFTokenizer:
@@ -261,26 +354,5 @@ def build_gguf_tokenizer(metadata: dict, *, max_length: int | None = None) -> GG
             not one per token, a special id outside the vocabulary, a flag that is not a
             bool, BOS or EOS to be added but not named), or a ``max_length`` below 1.
     """
-    if max_length is not None:
-        max_length = check_int("max_length", max_length, low=MIN_MAX_LENGTH)
-    model = _model_name(metadata)
-    tokens = _tokens(metadata)
-    types = _token_types(metadata, len(tokens))
-    tokenizer, spelling, pre = _build_model(metadata, model, tokens, types)
-    specials = _specials(metadata, model, pre, len(tokens))
-    if specials["add_bos"] or specials["add_eos"]:
-        tokenizer.post_processor = _post_processor(
-            tokens,
-            specials["bos_id"] if specials["add_bos"] else None,
-            specials["eos_id"] if specials["add_eos"] else None,
-        )
-    if max_length is not None:
-        tokenizer.enable_truncation(max_length=max_length)
-    return GGUFTokenizer(
-        tokenizer=tokenizer,
-        spelling=spelling,
-        model=model,
-        pre=pre,
-        vocab_size=len(tokens),
-        **specials,
-    )
+    read = read_gguf_tokenizer(metadata, max_length=max_length)
+    return dataclasses.replace(read, tokenizer=read.tokenizer.get())

@@ -60,13 +60,16 @@ __all__ = [
     "Q41Parts",
     "Q4_0_BLOCK",
     "Q4_K_BLOCK",
+    "check_int4_matrix",
     "concat_parts",
     "int4_available",
     "int4_bytes",
     "int4_linear",
     "int4_parts",
     "pack_int4",
+    "pack_int4_codes",
     "q4_1_parts",
+    "scale_zero",
 ]
 
 INT4_GROUP = BLOCK_VALUES
@@ -132,6 +135,8 @@ Q41Parts = Int4Parts
 BlockFields = tuple[np.ndarray, np.ndarray, np.ndarray]
 """What a type's reader makes of n blocks: codes (n, values per block) uint8, and scale and
 minimum (n, groups per block) float32."""
+BlockScales = tuple[np.ndarray, np.ndarray]
+"""Scale and minimum (n, groups per block) float32 of n blocks."""
 
 
 def _nibbles(packed: np.ndarray) -> np.ndarray:
@@ -142,18 +147,28 @@ def _nibbles(packed: np.ndarray) -> np.ndarray:
     return codes  # (..., 2, k)
 
 
-def _q4_0_fields(blocks: np.ndarray) -> BlockFields:
+def _q4_0_scales(blocks: np.ndarray) -> BlockScales:
     """Q4_0 blocks (n,): y = d·(q − 8) = d·q + (−8·d)."""
-    codes = _nibbles(blocks["packed"]).reshape(len(blocks), BLOCK_VALUES)  # (n, 32)
     scale = blocks["scale"].astype(np.float32)[:, None]  # (n, 1)
-    return codes, scale, scale * np.float32(-INT4_CODE_OFFSET)  # −8·d, exact
+    return scale, scale * np.float32(-INT4_CODE_OFFSET)  # −8·d, exact
+
+
+def _q4_0_fields(blocks: np.ndarray) -> BlockFields:
+    """Q4_0 blocks (n,): codes of values j (low nibbles) and j + 16 (high), then scales."""
+    codes = _nibbles(blocks["packed"]).reshape(len(blocks), BLOCK_VALUES)  # (n, 32)
+    return codes, *_q4_0_scales(blocks)
+
+
+def _q4_1_scales(blocks: np.ndarray) -> BlockScales:
+    """Q4_1 blocks (n,): y = d·q + m."""
+    scale = blocks["scale"].astype(np.float32)[:, None]  # (n, 1)
+    return scale, blocks["minimum"].astype(np.float32)[:, None]
 
 
 def _q4_1_fields(blocks: np.ndarray) -> BlockFields:
-    """Q4_1 blocks (n,): y = d·q + m."""
+    """Q4_1 blocks (n,): codes as Q4_0's, then scales."""
     codes = _nibbles(blocks["packed"]).reshape(len(blocks), BLOCK_VALUES)  # (n, 32)
-    scale = blocks["scale"].astype(np.float32)[:, None]  # (n, 1)
-    return codes, scale, blocks["minimum"].astype(np.float32)[:, None]
+    return codes, *_q4_1_scales(blocks)
 
 
 def _q4_k_scales_mins(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -168,17 +183,22 @@ def _q4_k_scales_mins(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sc, mn  # (n, 8) each
 
 
-def _q4_k_fields(blocks: np.ndarray) -> BlockFields:
-    """Q4_K super-blocks (n,): y = (d·sc[s])·q − (dmin·mn[s]) in sub-block s of 32 values;
-    values 64g … 64g + 63 are the low, then the high nibbles of bytes 32g … 32g + 31."""
-    n = len(blocks)
-    packed = blocks["packed"].reshape(n, _Q4_K_SUB_BLOCKS // 2, BLOCK_VALUES)  # (n, 4, 32)
-    codes = _nibbles(packed).reshape(n, _Q4_K_SUB_BLOCKS * BLOCK_VALUES)  # (n, 256)
+def _q4_k_scales(blocks: np.ndarray) -> BlockScales:
+    """Q4_K super-blocks (n,): y = (d·sc[s])·q − (dmin·mn[s]) in sub-block s of 32 values."""
     sc, mn = _q4_k_scales_mins(blocks["scales"])  # (n, 8) each
     scale = blocks["scale"].astype(np.float32)[:, None] * sc.astype(np.float32)  # d·sc (n, 8)
     min_scale = blocks["min_scale"].astype(np.float32)[:, None]  # dmin (n, 1)
     minimum = -(min_scale * mn.astype(np.float32))  # −(dmin·mn) (n, 8)
-    return codes, scale, minimum
+    return scale, minimum
+
+
+def _q4_k_fields(blocks: np.ndarray) -> BlockFields:
+    """Q4_K super-blocks (n,): values 64g … 64g + 63 are the low, then the high nibbles of
+    bytes 32g … 32g + 31; then the scales."""
+    n = len(blocks)
+    packed = blocks["packed"].reshape(n, _Q4_K_SUB_BLOCKS // 2, BLOCK_VALUES)  # (n, 4, 32)
+    codes = _nibbles(packed).reshape(n, _Q4_K_SUB_BLOCKS * BLOCK_VALUES)  # (n, 256)
+    return codes, *_q4_k_scales(blocks)
 
 
 _READERS: dict[int, tuple[np.dtype, Callable[[np.ndarray], BlockFields]]] = {
@@ -210,12 +230,30 @@ def int4_parts(data: FileData, info: TensorInfo) -> Int4Parts:
         ValueError: naming the tensor, for another storage type (listing the int4-able
             ones), a tensor that is not a matrix of whole blocks, or bytes outside ``data``.
     """
+    rows, cols = check_int4_matrix(data, info)
+    codes, scale, minimum = _READERS[info.ggml_type][1](_blocks(data, info))
+    return Int4Parts(
+        codes=torch.from_numpy(codes.reshape(rows, cols)),
+        scale=torch.from_numpy(scale.reshape(rows, cols // INT4_GROUP)),
+        minimum=torch.from_numpy(minimum.reshape(rows, cols // INT4_GROUP)),
+    )
+
+
+def _blocks(data: FileData, info: TensorInfo) -> np.ndarray:
+    """The blocks of a checked 4-bit matrix, as a (blocks,) structured array over ``data``."""
+    count = info.numel // SUPPORTED_TYPES[info.ggml_type].block_values
+    return np.frombuffer(data, dtype=_READERS[info.ggml_type][0], count=count, offset=info.start)
+
+
+def check_int4_matrix(data: FileData, info: TensorInfo) -> tuple[int, int]:
+    """(rows, cols) of a tensor stored as one of :data:`INT4_TYPES`, a matrix of whole blocks
+    within ``data``; ValueError naming the tensor otherwise (as :func:`int4_parts` raises)."""
     if info.ggml_type not in INT4_TYPES:
         raise ValueError(
             f"tensor {info.name!r} is stored as {info.type_name}, which torch's int4 kernel "
             f"cannot hold as 4-bit codes; int4-able types: {_int4_type_names()}"
         )
-    block, fields = _READERS[info.ggml_type]
+    block = _READERS[info.ggml_type][0]
     entry = SUPPORTED_TYPES[info.ggml_type]
     if len(info.shape) != 2 or min(info.shape) < 1 or info.shape[1] % entry.block_values:
         raise ValueError(
@@ -229,13 +267,7 @@ def int4_parts(data: FileData, info: TensorInfo) -> Int4Parts:
             f"tensor {info.name!r} ({entry.name} {info.shape}) needs {count * block.itemsize} "
             f"bytes from offset {info.start}; it claims {info.nbytes}, the file has {len(data)}"
         )
-    blocks = np.frombuffer(data, dtype=block, count=count, offset=info.start)  # (blocks,)
-    codes, scale, minimum = fields(blocks)
-    return Int4Parts(
-        codes=torch.from_numpy(codes.reshape(rows, cols)),
-        scale=torch.from_numpy(scale.reshape(rows, cols // INT4_GROUP)),
-        minimum=torch.from_numpy(minimum.reshape(rows, cols // INT4_GROUP)),
-    )
+    return rows, cols
 
 
 def q4_1_parts(data: FileData, info: TensorInfo) -> Int4Parts:
@@ -353,12 +385,27 @@ def pack_int4(parts: Int4Parts) -> PackedInt4:
         raise ValueError(f"minimums {tuple(parts.minimum.shape)} differ from the scales' shape")
     if int(parts.codes.max()) > NIBBLE_MASK:
         raise ValueError(f"codes must lie in 0..{NIBBLE_MASK}, got {int(parts.codes.max())}")
-    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
-        parts.codes.to(torch.int32).contiguous(), _INNER_K_TILES
+    packed = pack_int4_codes(parts.codes)  # (N, K/2) uint8
+    return PackedInt4(packed, scale_zero(parts.scale, parts.minimum), (rows, cols))
+
+
+def pack_int4_codes(codes: torch.Tensor) -> torch.Tensor:
+    """torch's own packing of (N, K) codes in 0..15 (any integer dtype) into its (N, K/2)
+    uint8 layout; it takes them as int32, so an int32 copy (4 bytes a code) is made here."""
+    return torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+        codes.to(torch.int32).contiguous(), _INNER_K_TILES
     )  # (N, K/2) uint8
-    zero = parts.minimum + INT4_CODE_OFFSET * parts.scale  # (N, K/32): d·q + m = d·(q−8) + zero
-    scale_zero = torch.stack((parts.scale.t(), zero.t()), dim=-1)  # (K/32, N, 2)
-    return PackedInt4(packed, scale_zero.to(torch.bfloat16).contiguous(), (rows, cols))
+
+
+def scale_zero(scale: torch.Tensor, minimum: torch.Tensor) -> torch.Tensor:
+    """The kernel's (K/32, N, 2) bfloat16 scales and zeros of (N, K/32) scales and minimums:
+    zero = minimum + 8·scale, so that d·q + m = d·(q − 8) + zero."""
+    zero = minimum + INT4_CODE_OFFSET * scale  # (N, K/32)
+    rows, groups = scale.shape
+    pairs = torch.empty(groups, rows, 2, dtype=torch.bfloat16)  # (K/32, N, [scale, zero])
+    pairs[..., 0].copy_(scale.t())  # rounded to bfloat16 as they are written
+    pairs[..., 1].copy_(zero.t())
+    return pairs
 
 
 def int4_linear(x: torch.Tensor, weight: PackedInt4) -> torch.Tensor:

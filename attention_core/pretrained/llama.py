@@ -134,7 +134,9 @@ class Decoder(nn.Module):
 
     Attributes:
         config: the :class:`LlamaConfig`.
-        tokenizer: a ``tokenizers.Tokenizer`` (byte-level or SentencePiece BPE).
+        tokenizer: a ``tokenizers.Tokenizer`` (byte-level or SentencePiece BPE), or an object
+            that stands for one (:func:`load_gguf` gives a
+            :class:`~attention_core.pretrained.gguf_tokenizer.LazyTokenizer`, built on first use).
         token_spelling: how its tokens spell bytes: ``"byte_level"`` (``Ġ`` is a space) or
             ``"sentencepiece"`` (``▁`` is a space, ``<0xE7>`` a byte).
         output: the (V, D) output matrix when it is not the embedding (untied), else None.

@@ -80,6 +80,33 @@ def _decoder(add_space_prefix: bool) -> decoders.Decoder:
     return decoders.Sequence(steps)
 
 
+def check_spm_fields(
+    tokens: list[str], scores, token_types, *, unk_id: int
+) -> tuple[dict[str, int], np.ndarray]:
+    """Check a GGUF file's SentencePiece fields without building anything from them.
+
+    Args:
+        tokens, scores, token_types, unk_id: as for :func:`build_spm_tokenizer`.
+
+    Returns:
+        (vocab, scores): piece -> id, and the scores as a (V,) float64 array.
+
+    Raises:
+        ValueError: as :func:`build_spm_tokenizer` does.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.shape != (len(tokens),):
+        raise ValueError(f"{scores.shape} scores for a vocabulary of {len(tokens)} pieces")
+    if len(token_types) != len(tokens):
+        raise ValueError(f"{len(token_types)} token types for a vocabulary of {len(tokens)} pieces")
+    vocab = {token: index for index, token in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        raise ValueError(f"the vocabulary repeats {len(tokens) - len(vocab)} pieces")
+    if not 0 <= unk_id < len(tokens):
+        raise ValueError(f"unk_id must be in [0, {len(tokens)}), got {unk_id}")
+    return vocab, scores
+
+
 def build_spm_tokenizer(
     tokens: list[str],
     scores,
@@ -106,16 +133,7 @@ def build_spm_tokenizer(
         ValueError: when scores or token types are not one per piece, a piece repeats, or
             ``unk_id`` lies outside the vocabulary.
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.shape != (len(tokens),):
-        raise ValueError(f"{scores.shape} scores for a vocabulary of {len(tokens)} pieces")
-    if len(token_types) != len(tokens):
-        raise ValueError(f"{len(token_types)} token types for a vocabulary of {len(tokens)} pieces")
-    vocab = {token: index for index, token in enumerate(tokens)}
-    if len(vocab) != len(tokens):
-        raise ValueError(f"the vocabulary repeats {len(tokens) - len(vocab)} pieces")
-    if not 0 <= unk_id < len(tokens):
-        raise ValueError(f"unk_id must be in [0, {len(tokens)}), got {unk_id}")
+    vocab, scores = check_spm_fields(tokens, scores, token_types, unk_id=unk_id)
     bpe = models.BPE(
         vocab=vocab,
         merges=spm_merges(tokens, scores, token_types),

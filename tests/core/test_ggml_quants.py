@@ -154,6 +154,24 @@ def test_every_type_decodes_bit_for_bit_like_gguf(all_types, monkeypatch, chunk_
         assert np.array_equal(_bits(decoded.numpy()), _bits(expected)), name
 
 
+@pytest.mark.parametrize("chunk_blocks", [None, 3], ids=["one step", "3 blocks a step"])
+def test_every_type_decodes_into_bfloat16_as_gguf_s_values_rounded(
+    all_types, monkeypatch, chunk_blocks
+):
+    data, names, reference = all_types
+    parsed = parse_gguf(data)
+    for name in names:
+        info = parsed.tensors[name]
+        entry = SUPPORTED_TYPES[info.ggml_type]
+        if chunk_blocks is not None:  # several steps, the last one shorter
+            monkeypatch.setattr(ggml_quants, "CHUNK_BYTES", chunk_blocks * entry.block_bytes)
+        expected = torch.from_numpy(_reference(reference[name])).to(torch.bfloat16)
+        out = torch.full(info.shape, float("nan"), dtype=torch.bfloat16)
+        decoded = dequantize(data, info, out=out)
+        assert decoded.data_ptr() == out.data_ptr() and decoded.dtype == torch.bfloat16
+        assert torch.equal(out.view(torch.int16), expected.view(torch.int16)), name
+
+
 def test_tensor_table_matches_gguf_reader(all_types):
     data, names, reference = all_types
     parsed = parse_gguf(data)
@@ -214,8 +232,15 @@ def test_decode_refuses_bad_arguments():
         decode(q4_k, raw.view(np.int8), 512)
     with pytest.raises(ValueError, match="raw must be"):
         decode(q4_k, list(raw), 512)
-    for out in (torch.empty(511), torch.empty(512, dtype=torch.float64), torch.empty(2, 256).T):
-        with pytest.raises(ValueError, match="contiguous float32"):
+    bad_outs = (
+        torch.empty(511),
+        torch.empty(512, dtype=torch.float64),
+        torch.empty(512, dtype=torch.float16),
+        torch.empty(2, 256).T,
+        torch.empty(256, 2, dtype=torch.bfloat16).T,
+    )
+    for out in bad_outs:
+        with pytest.raises(ValueError, match="contiguous float32 or bfloat16"):
             decode(q4_k, raw, 512, out=out)
     assert stored_bytes(q4_k, 512) == 288
     assert decode(q4_k, b"", 0).shape == (0,)

@@ -204,6 +204,8 @@ def test_the_card_reads_the_header_alone(tmp_path):
         ({"extra": (("llama.rope.dimension_count", 8),)}, r"rope\.dimension_count.* 8"),
         ({"extra": (("general.architecture", "gemma"),)}, r"general\.architecture.*'gemma'"),
         ({"extra": (("llama.attention.head_count", [4, 4]),)}, r"head_count.*per-layer"),
+        ({"extra": (("tokenizer.ggml.unknown_token_id", 10**6),)}, r"unknown_token_id"),
+        ({"tokenizer": "llama", "extra": (("tokenizer.ggml.add_space_prefix", 1),)}, "prefix"),
     ],
     ids=[
         "missing-layer",
@@ -214,6 +216,8 @@ def test_the_card_reads_the_header_alone(tmp_path):
         "partial-rope",
         "architecture",
         "per-layer-heads",
+        "tokenizer-id",
+        "tokenizer-flag",
     ],  # fmt: skip
 )
 def test_unsupported_or_broken_models_are_refused_by_name(tmp_path, options, match):
@@ -252,6 +256,15 @@ def test_handing_back_a_decoded_range_leaves_the_file_s_bytes_as_they_were(tmp_p
     release_range(mapped, 0, 10)  # inside one page: nothing to drop
     assert mapped[:] == data  # dropped pages are read again from the file
     release_range(data, 0, len(data))  # bytes, not a map: nothing to do
+
+
+def test_the_tokenizer_is_built_on_first_use(tmp_path):
+    loaded = load_gguf(_written(tmp_path).path, weights_dtype="float32")
+    assert not loaded.tokenizer.is_built  # checked at load, built when first needed
+    ids = loaded.tokenize(TEXT).input_ids
+    assert loaded.tokenizer.is_built and loaded.decode(ids) == TEXT
+    twin = loaded.with_variant("scaled")
+    assert twin.tokenizer is loaded.tokenizer
 
 
 def test_a_sentencepiece_llama_file_tokenizes_like_sentencepiece_and_runs(tmp_path):

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -30,7 +32,11 @@ from attention_core.pretrained.bpe import (
     token_bytes,
 )
 from attention_core.pretrained.gguf_file import parse_gguf
-from attention_core.pretrained.gguf_tokenizer import build_gguf_tokenizer
+from attention_core.pretrained.gguf_tokenizer import (
+    LazyTokenizer,
+    build_gguf_tokenizer,
+    read_gguf_tokenizer,
+)
 from attention_core.pretrained.smollm2 import default_gguf_path
 from attention_core.pretrained.tokenizer import tokenize
 from tests.tiny_gguf import train_sentencepiece
@@ -489,12 +495,50 @@ REFUSED = {
 }
 
 
+@pytest.mark.parametrize("read", [build_gguf_tokenizer, read_gguf_tokenizer])
 @pytest.mark.parametrize("case", sorted(REFUSED))
-def test_bad_metadata_is_refused_naming_the_key(spm_metadata, byte_level, case):
+def test_bad_metadata_is_refused_naming_the_key(spm_metadata, byte_level, case, read):
     family, change, key = REFUSED[case]
     base = spm_metadata if family == "spm" else byte_level[family][1]
     with pytest.raises(ValueError, match=re.escape(key)):
-        build_gguf_tokenizer(change(base))
+        read(change(base))  # the lazy reader refuses too, before anything is built
+
+
+@pytest.mark.parametrize("family", ["spm", *FAMILIES])
+def test_the_lazy_tokenizer_is_built_on_first_use_and_gives_the_same_ids(
+    spm_metadata, byte_level, family
+):
+    metadata = spm_metadata if family == "spm" else byte_level[family][1]
+    built = build_gguf_tokenizer(metadata, max_length=8)
+    read = read_gguf_tokenizer(metadata, max_length=8)
+    assert isinstance(read.tokenizer, LazyTokenizer) and not read.tokenizer.is_built
+    assert {f: getattr(read, f) for f in ("spelling", "model", "pre", "bos_id", "add_bos")} == {
+        f: getattr(built, f) for f in ("spelling", "model", "pre", "bos_id", "add_bos")
+    }
+    for text in TEXTS:
+        assert read.tokenizer.encode(text).ids == built.tokenizer.encode(text).ids
+    assert read.tokenizer.is_built
+    assert read.tokenizer.decode([5, 6]) == built.tokenizer.decode([5, 6])
+
+
+def test_the_lazy_tokenizer_is_built_once_across_threads():
+    calls = []
+    release = threading.Event()
+
+    def build():
+        calls.append(1)
+        release.wait(5)
+        return Tokenizer(models.BPE())
+
+    lazy = LazyTokenizer(build)
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(lazy.get) for _ in range(8)]
+        release.set()
+        results = [future.result() for future in futures]
+    assert len(calls) == 1 and all(r is results[0] for r in results)
+    assert lazy.get_vocab_size() == 0  # attributes are the built tokenizer's
+    with pytest.raises(AttributeError):
+        lazy._missing  # noqa: B018
 
 
 def test_refusals_list_the_supported_values(byte_level):
