@@ -137,8 +137,9 @@ def test_the_file_holds_every_type(all_types):
     assert len(names) == len(FLOAT_TYPES) + len(QUANTIZABLE) + len(RANDOM_BLOCK_TYPES)
 
 
-@pytest.mark.parametrize("chunk_blocks", [None, 3], ids=["one step", "3 blocks a step"])
-def test_every_type_decodes_bit_for_bit_like_gguf(all_types, monkeypatch, chunk_blocks):
+def _each_tensor(all_types, monkeypatch, chunk_blocks):
+    """Each stored tensor as (name, info, gguf's values), with the decoder's step set to
+    ``chunk_blocks`` of the tensor's blocks (``None``: one step)."""
     data, names, reference = all_types
     parsed = parse_gguf(data)
     for name in names:
@@ -146,7 +147,13 @@ def test_every_type_decodes_bit_for_bit_like_gguf(all_types, monkeypatch, chunk_
         entry = SUPPORTED_TYPES[info.ggml_type]
         if chunk_blocks is not None:  # several steps, the last one shorter
             monkeypatch.setattr(ggml_quants, "CHUNK_BYTES", chunk_blocks * entry.block_bytes)
-        expected = _reference(reference[name])
+        yield name, info, _reference(reference[name])
+
+
+@pytest.mark.parametrize("chunk_blocks", [None, 3], ids=["one step", "3 blocks a step"])
+def test_every_type_decodes_bit_for_bit_like_gguf(all_types, monkeypatch, chunk_blocks):
+    parsed = parse_gguf(all_types[0])
+    for name, info, expected in _each_tensor(all_types, monkeypatch, chunk_blocks):
         decoded = parsed.tensor(name)
         assert decoded.dtype == torch.float32
         assert tuple(decoded.shape) == expected.shape == info.shape, name
@@ -158,14 +165,9 @@ def test_every_type_decodes_bit_for_bit_like_gguf(all_types, monkeypatch, chunk_
 def test_every_type_decodes_into_bfloat16_as_gguf_s_values_rounded(
     all_types, monkeypatch, chunk_blocks
 ):
-    data, names, reference = all_types
-    parsed = parse_gguf(data)
-    for name in names:
-        info = parsed.tensors[name]
-        entry = SUPPORTED_TYPES[info.ggml_type]
-        if chunk_blocks is not None:  # several steps, the last one shorter
-            monkeypatch.setattr(ggml_quants, "CHUNK_BYTES", chunk_blocks * entry.block_bytes)
-        expected = torch.from_numpy(_reference(reference[name])).to(torch.bfloat16)
+    data = all_types[0]
+    for name, info, values in _each_tensor(all_types, monkeypatch, chunk_blocks):
+        expected = torch.from_numpy(values).to(torch.bfloat16)
         out = torch.full(info.shape, float("nan"), dtype=torch.bfloat16)
         decoded = dequantize(data, info, out=out)
         assert decoded.data_ptr() == out.data_ptr() and decoded.dtype == torch.bfloat16
