@@ -20,7 +20,7 @@ import os
 
 import torch
 
-from attention_core.experiments import heads
+from attention_core.experiments import head_ablation, heads
 from attention_core.pretrained import load_smollm2
 from bench import process
 from bench.decoder import Timing, round_robin
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     process.set_torch_threads(args.threads)
     int4 = load_smollm2(weights_dtype="int4")
     bf16 = load_smollm2(weights_dtype="bfloat16")
-    ids = heads.repeated_tokens(int4, TOKENS // 2, 0)[:TOKENS]
+    ids = head_ablation.repeated_tokens(int4, TOKENS // 2, 0)[:TOKENS]
     batch = heads.as_ids(ids)
     calls = {
         "forward": lambda: int4(batch),
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         "census": lambda: heads.census(int4, ids),
         "ablated": lambda: int4(batch, ablate=ABLATED),
         "bf16_forward": lambda: bf16(batch),
-        "attribution": lambda: heads.attribution(bf16, ids),
+        "attribution": lambda: head_ablation.attribution(bf16, ids),
     }
     times = round_robin(calls, args.repeats)
     print(

@@ -21,7 +21,7 @@ import os
 
 import torch
 
-from attention_core.experiments import heads
+from attention_core.experiments import head_ablation, heads
 from attention_core.experiments.score_parts import key_contrast, score_parts
 from attention_core.experiments.score_run import record_run, score_run
 from attention_core.pretrained import load_smollm2
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     process.set_torch_threads(args.threads)
     decoder = load_smollm2(weights_dtype=args.dtype)
-    ids = list(heads.repeated_tokens(decoder, COPY_LENGTH, SEED))
+    ids = list(head_ablation.repeated_tokens(decoder, COPY_LENGTH, SEED))
     batch = heads.as_ids(ids)
     query, key = _cell(COPY_LENGTH)
     cell = {"layer": LAYER, "head": HEAD, "query": query, "key": key}

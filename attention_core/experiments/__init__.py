@@ -17,7 +17,8 @@ No plotting here: the dashboard turns these tables into charts.
 
 On the real decoder (import the module; its names are not re-exported here, so importing
 this package loads no checkpoint code): :mod:`~attention_core.experiments.decoding`,
-:mod:`~attention_core.experiments.heads` (head census, copy test, ablation, attribution),
+:mod:`~attention_core.experiments.heads` (head census),
+:mod:`~attention_core.experiments.head_ablation` (copy test, ablation, attribution),
 :mod:`~attention_core.experiments.explain` (saliency vs attention vs rollout, Spearman),
 :mod:`~attention_core.experiments.mask_effects` (the mask composer's cost per layer),
 :mod:`~attention_core.experiments.model_check` (a loaded model's one-click check) and

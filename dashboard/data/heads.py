@@ -28,7 +28,7 @@ import streamlit as st
 import torch
 
 from attention_core import pretrained
-from attention_core.experiments import explain, heads, mask_effects
+from attention_core.experiments import explain, head_ablation, heads, mask_effects
 from attention_core.validation import check_choice, check_int
 from dashboard.data import own_models
 from dashboard.data.decoder import (
@@ -210,8 +210,8 @@ def census_table(census: PromptCensus, score: str) -> pd.DataFrame:
 @st.cache_resource(max_entries=64, show_spinner=False)
 def copy_run(
     length: int, seed: int, ablate: tuple[tuple[int, int], ...] = (), model: str = SMOLLM2
-) -> heads.CopyTest:
-    """The copy test (:func:`~attention_core.experiments.heads.copy_test`) with the heads
+) -> head_ablation.CopyTest:
+    """The copy test (:func:`~attention_core.experiments.head_ablation.copy_test`) with the heads
     of ``ablate`` zero-ablated.
 
     Raises:
@@ -221,7 +221,7 @@ def copy_run(
     check_int("seed", seed, low=0, high=HEADS_MAX_SEED)
     if len(ablate) > HEADS_MAX_OFF:
         raise ValueError(f"at most {HEADS_MAX_OFF} heads can be off, got {len(ablate)}")
-    return heads.copy_test(_decoder(model), length, seed, ablate=ablate)
+    return head_ablation.copy_test(_decoder(model), length, seed, ablate=ablate)
 
 
 @_one_key
@@ -232,10 +232,10 @@ def copy_pair(
     off: tuple[tuple[int, int], ...],
     weakest: tuple[tuple[int, int], ...],
     model: str = SMOLLM2,
-) -> tuple[heads.CopyTest, heads.CopyTest]:
+) -> tuple[head_ablation.CopyTest, head_ablation.CopyTest]:
     """The copy test with the heads of ``off`` turned off and with those of ``weakest``
     turned off (the control), in one batched forward pass
-    (:func:`~attention_core.experiments.heads.copy_tests`).
+    (:func:`~attention_core.experiments.head_ablation.copy_tests`).
 
     Raises:
         ValueError: for a length, seed or head out of range, or too many heads.
@@ -244,7 +244,7 @@ def copy_pair(
     check_int("seed", seed, low=0, high=HEADS_MAX_SEED)
     if max(len(off), len(weakest)) > HEADS_MAX_OFF:
         raise ValueError(f"at most {HEADS_MAX_OFF} heads can be off, got {len(off)}")
-    first, second = heads.copy_tests(_decoder(model), length, seed, (off, weakest))
+    first, second = head_ablation.copy_tests(_decoder(model), length, seed, (off, weakest))
     return first, second
 
 
@@ -257,7 +257,7 @@ def copy_census(length: int, seed: int, model: str = SMOLLM2) -> heads.HeadCensu
         ValueError: for a length or seed out of range.
     """
     check_int("length", length, low=HEADS_COPY_MIN, high=HEADS_COPY_MAX)
-    ids = heads.repeated_tokens(_decoder(model), length, seed)
+    ids = head_ablation.repeated_tokens(_decoder(model), length, seed)
     return heads.census(_decoder(model), ids)
 
 
@@ -272,7 +272,7 @@ def top_heads(
     if count == 0:
         return ()
     scores = copy_census(length, seed, model).scores[check_choice("score", score, HEADS_SCORES)]
-    return heads.ranked_heads(scores, count)
+    return head_ablation.ranked_heads(scores, count)
 
 
 def weakest_heads(
@@ -280,7 +280,7 @@ def weakest_heads(
 ) -> tuple[tuple[int, int], ...]:
     """As many heads as ``chosen``, the lowest by ``score`` in the same layers and not among
     them, the rest from the nearest layers where those have too few: the control of the
-    copy test (:func:`~attention_core.experiments.heads.control_heads`).
+    copy test (:func:`~attention_core.experiments.head_ablation.control_heads`).
 
     Raises:
         ValueError: for an unknown score.
@@ -288,7 +288,7 @@ def weakest_heads(
     if not chosen:
         return ()
     scores = copy_census(length, seed, model).scores[check_choice("score", score, HEADS_SCORES)]
-    return heads.control_heads(scores, chosen)
+    return head_ablation.control_heads(scores, chosen)
 
 
 def copy_heads(
@@ -348,7 +348,7 @@ def attribution_ids(
         ValueError: for an unknown source, a bad text, length, seed or model.
     """
     if check_choice("source", source, HEADS_SOURCES) == "copy":
-        ids = heads.repeated_tokens(_decoder(model), length, seed)
+        ids = head_ablation.repeated_tokens(_decoder(model), length, seed)
         return tuple(int(i) for i in ids), tuple(range(length, 2 * length))
     _, ids, _ = prompt_ids(text, model)
     if len(ids) < ATTRIBUTION_MIN_TOKENS:
@@ -365,10 +365,10 @@ def head_attribution(
     pass on the bfloat16 twin (SmolLM2) or the own model.
 
     Raises:
-        ValueError: as :func:`~attention_core.experiments.heads.attribution`, or for an own
+        ValueError: as :func:`~attention_core.experiments.head_ablation.attribution`, or for an own
             model with 4-bit weights.
     """
-    return heads.attribution(_float_decoder(model), ids, positions=positions)
+    return head_ablation.attribution(_float_decoder(model), ids, positions=positions)
 
 
 @_one_key
@@ -389,7 +389,7 @@ def head_effects(
     """
     if not pairs or len(pairs) > HEADS_MAX_OFF:
         raise ValueError(f"between 1 and {HEADS_MAX_OFF} heads, got {len(pairs)}")
-    return heads.ablation_effects(
+    return head_ablation.ablation_effects(
         _float_decoder(model), ids, pairs, positions=positions, on_pass=_on_pass
     )
 

@@ -18,7 +18,7 @@ import streamlit as st
 import torch
 
 from attention_core import masks
-from attention_core.experiments import heads, mask_effects
+from attention_core.experiments import head_ablation, mask_effects
 from dashboard.data.decoder import SMOLLM2
 from dashboard.data.heads import (
     _decoder,
@@ -107,10 +107,10 @@ def _mask_call_seconds(model: str) -> float:
 def _effect_call_seconds(length: int, model: str) -> tuple[float, float]:
     """The forward call of the model attribution runs on (SmolLM2's bfloat16 twin) on
     ``length`` tokens, timed here: batch 1 (the intact pass) and batch
-    :data:`~attention_core.experiments.heads.ATTRIBUTION_BATCH` (heads off)."""
+    :data:`~attention_core.experiments.head_ablation.ATTRIBUTION_BATCH` (heads off)."""
     decoder = _float_decoder(model)
     ids = torch.zeros(1, length, dtype=torch.long)  # (1, L): the cost depends on L only
-    batch = ids.expand(heads.ATTRIBUTION_BATCH, -1)  # (B, L)
+    batch = ids.expand(head_ablation.ATTRIBUTION_BATCH, -1)  # (B, L)
     return _timed_call(lambda: decoder(ids)), _timed_call(lambda: decoder(batch))
 
 
@@ -142,7 +142,7 @@ def effects_estimate(
     """
     if ("effects", model, ids, positions, pairs) in _DONE:
         return RunEstimate(0, 0.0)
-    calls = heads.ablation_forward_calls(len(pairs))
+    calls = head_ablation.ablation_forward_calls(len(pairs))
     single, batched = _effect_call_seconds(len(ids), model)
     return RunEstimate(calls, single + (calls - 1) * batched)
 

@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from attention_core import pretrained
-from attention_core.experiments import encoder_heads, heads
+from attention_core.experiments import encoder_heads, head_ablation
 from attention_core.validation import check_choice, check_int
 from dashboard.data.model import MODEL_INSTALL_HINTS, MODEL_PRESETS, e5_encoder, model_installed
 from dashboard.data.probe import PRESET_WORDS, default_words
@@ -211,7 +211,7 @@ def e5_off_heads(
     if not top_k:
         return tuple(dict.fromkeys(chosen))
     values = e5_census_table(census, score)["score"].to_numpy()  # (144,) layer by layer
-    top = heads.ranked_heads(values.reshape(E5_LAYERS, E5_HEADS), top_k)
+    top = head_ablation.ranked_heads(values.reshape(E5_LAYERS, E5_HEADS), top_k)
     return tuple(dict.fromkeys((*top, *chosen)))
 
 

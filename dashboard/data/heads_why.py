@@ -21,7 +21,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attention_core.experiments import heads
+from attention_core.experiments import head_ablation
 from attention_core.experiments.score_parts import BIAS, key_contrast, score_parts
 from attention_core.experiments.score_run import score_run
 from attention_core.experiments.score_without import AttentionWithout, predicted_attention_without
@@ -107,7 +107,7 @@ def strongest_induction_head(length: int, seed: int, model: str = SMOLLM2) -> tu
         ValueError: for a length or seed out of range, or a model not listed.
     """
     scores = copy_census(length, seed, model).scores["induction"]
-    return heads.ranked_heads(scores, 1)[0]
+    return head_ablation.ranked_heads(scores, 1)[0]
 
 
 def copy_ids(length: int, seed: int, model: str = SMOLLM2) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from attention_core.experiments import heads
+from attention_core.experiments import head_ablation, heads
 from attention_core.pretrained import load_minilm, model_available
 from tests.core.references import encoder_with_heads_zeroed, needs_smollm2
 
@@ -93,11 +93,11 @@ def test_uniform_entropy_is_the_mean_log_of_visible_keys():
 
 def test_ranked_heads_orders_and_filters():
     scores = np.array([[0.1, 0.9, np.nan], [0.5, 0.2, 0.7]])
-    assert heads.ranked_heads(scores, 2) == ((0, 1), (1, 2))
-    assert heads.ranked_heads(scores, 2, largest=False) == ((0, 0), (1, 1))
-    assert heads.ranked_heads(scores, 1, layers=[1]) == ((1, 2),)
+    assert head_ablation.ranked_heads(scores, 2) == ((0, 1), (1, 2))
+    assert head_ablation.ranked_heads(scores, 2, largest=False) == ((0, 0), (1, 1))
+    assert head_ablation.ranked_heads(scores, 1, layers=[1]) == ((1, 2),)
     with pytest.raises(ValueError, match="layers"):
-        heads.ranked_heads(scores, 1, layers=[2])
+        head_ablation.ranked_heads(scores, 1, layers=[2])
 
 
 @pytest.mark.parametrize("bad", [[], [[1, 2], [3, 4]], [0.5, 1.5]])
@@ -123,7 +123,7 @@ def _zeroed_twin(decoder, pairs):
 @needs_smollm2
 @pytest.mark.slow
 def test_census_equals_loops_over_float32_maps(decoder32):
-    ids = heads.repeated_tokens(decoder32, 6, 1)
+    ids = head_ablation.repeated_tokens(decoder32, 6, 1)
     census = heads.census(decoder32, ids)
     weights = torch.cat(decoder32(heads.as_ids(ids), need_weights=True).attentions)
     _check_against_loops(weights, list(ids), census.scores)
@@ -135,12 +135,12 @@ def test_census_equals_loops_over_float32_maps(decoder32):
 
 @needs_smollm2
 def test_repeated_tokens_are_seeded_and_avoid_control_tokens(decoder4):
-    ids = heads.repeated_tokens(decoder4, 24, 5)
-    assert ids.shape == (49,) and ids[0] == decoder4.tokenizer.token_to_id(heads.BOS_TOKEN)
+    ids = head_ablation.repeated_tokens(decoder4, 24, 5)
+    assert ids.shape == (49,) and ids[0] == decoder4.tokenizer.token_to_id(head_ablation.BOS_TOKEN)
     assert (ids[1:25] == ids[25:]).all() and len(set(ids[1:25].tolist())) == 24
     assert min(ids[1:]) >= 17  # ids 0..16 are SmolLM2's control tokens
-    assert (heads.repeated_tokens(decoder4, 24, 5) == ids).all()
-    assert not (heads.repeated_tokens(decoder4, 24, 6) == ids).all()
+    assert (head_ablation.repeated_tokens(decoder4, 24, 5) == ids).all()
+    assert not (head_ablation.repeated_tokens(decoder4, 24, 6) == ids).all()
 
 
 @needs_smollm2
@@ -179,15 +179,15 @@ def test_bad_ablation_and_head_scale_are_refused(decoder4):
     with pytest.raises(ValueError, match="head_scale"):
         decoder4(ids, head_scale=torch.ones(9, 30))
     with pytest.raises(ValueError, match="int4"):
-        heads.attribution(decoder4, [1, 2, 3])
+        head_ablation.attribution(decoder4, [1, 2, 3])
 
 
 @needs_smollm2
 @pytest.mark.slow
 def test_attribution_equals_central_difference(decoder32):
-    ids = heads.repeated_tokens(decoder32, 8, 2)
+    ids = head_ablation.repeated_tokens(decoder32, 8, 2)
     positions = list(range(8, 16))  # the second copy's predictions
-    estimate = heads.attribution(decoder32, ids, positions=positions)
+    estimate = head_ablation.attribution(decoder32, ids, positions=positions)
     chosen = ((17, 4), (18, 6), (2, 1), (25, 3))
     step = 1e-2
     scale = torch.ones(2 * len(chosen), 30, 9)
@@ -208,36 +208,38 @@ def test_attribution_equals_central_difference(decoder32):
 @needs_smollm2
 @pytest.mark.slow
 def test_ablation_effects_equal_single_ablations(decoder4):
-    ids = heads.repeated_tokens(decoder4, 8, 2)
+    ids = head_ablation.repeated_tokens(decoder4, 8, 2)
     pairs = ((18, 6), (0, 0), (17, 4))
     passes, calls = [], []
     hook = decoder4.register_forward_hook(lambda *_: calls.append(1))
     try:
-        effects = heads.ablation_effects(
+        effects = head_ablation.ablation_effects(
             decoder4, ids, pairs, on_pass=lambda *done: passes.append(done)
         )
     finally:
         hook.remove()
     assert passes[0] == (1, 4) and passes[-1] == (4, 4)  # the intact pass, then the heads
-    assert len(calls) == heads.ablation_forward_calls(len(pairs)) == 2  # the page's estimate
+    assert (
+        len(calls) == head_ablation.ablation_forward_calls(len(pairs)) == 2
+    )  # the page's estimate
     assert [done for done, _ in passes] == sorted({done for done, _ in passes})
-    base = heads.token_losses(decoder4, ids).mean()
+    base = head_ablation.token_losses(decoder4, ids).mean()
     for k, pair in enumerate(pairs):
-        alone = heads.token_losses(decoder4, ids, ablate=(pair,)).mean()
+        alone = head_ablation.token_losses(decoder4, ids, ablate=(pair,)).mean()
         assert effects[k] == pytest.approx(alone - base, abs=1e-4)
 
 
 @needs_smollm2
 @pytest.mark.slow
 def test_copy_test_breaks_without_induction_heads_only(decoder4):
-    ids = heads.repeated_tokens(decoder4, COPY_LENGTH, COPY_SEED)
+    ids = head_ablation.repeated_tokens(decoder4, COPY_LENGTH, COPY_SEED)
     induction = heads.census(decoder4, ids).scores["induction"]
-    top = heads.ranked_heads(induction, 5)
+    top = head_ablation.ranked_heads(induction, 5)
     layers = sorted({layer for layer, _ in top})
-    weakest = heads.ranked_heads(induction, 5, largest=False, layers=layers)
-    plain = heads.copy_test(decoder4, COPY_LENGTH, COPY_SEED)
-    broken = heads.copy_test(decoder4, COPY_LENGTH, COPY_SEED, ablate=top)
-    kept = heads.copy_test(decoder4, COPY_LENGTH, COPY_SEED, ablate=weakest)
+    weakest = head_ablation.ranked_heads(induction, 5, largest=False, layers=layers)
+    plain = head_ablation.copy_test(decoder4, COPY_LENGTH, COPY_SEED)
+    broken = head_ablation.copy_test(decoder4, COPY_LENGTH, COPY_SEED, ablate=top)
+    kept = head_ablation.copy_test(decoder4, COPY_LENGTH, COPY_SEED, ablate=weakest)
     assert plain.second < plain.first - 5  # the model copies
     assert broken.second > plain.second + COPY_BREAK_RISE
     assert kept.second < plain.second + COPY_KEEP_RISE
@@ -248,17 +250,17 @@ def test_copy_test_breaks_without_induction_heads_only(decoder4):
 def test_batched_copy_tests_equal_the_readable_path(decoder4):
     """One batched forward (the page's) gives what one copy_test per set of heads gives."""
     sets = ((), ((18, 6), (17, 5), (17, 3)), ((17, 0), (18, 1)))
-    batched = heads.copy_tests(decoder4, COPY_LENGTH, COPY_SEED, sets)
+    batched = head_ablation.copy_tests(decoder4, COPY_LENGTH, COPY_SEED, sets)
     for result, pairs in zip(batched, sets, strict=True):
-        alone = heads.copy_test(decoder4, COPY_LENGTH, COPY_SEED, ablate=pairs)
+        alone = head_ablation.copy_test(decoder4, COPY_LENGTH, COPY_SEED, ablate=pairs)
         np.testing.assert_allclose(result.losses, alone.losses, rtol=0, atol=1e-6)
         assert f"{result.second:.2f}" == f"{alone.second:.2f}"
         assert f"{result.first:.2f}" == f"{alone.first:.2f}"
     assert batched[1].second > batched[0].second + 2  # 3 of the 5 induction heads off
     with pytest.raises(ValueError, match=r"\(30, 0\)"):
-        heads.copy_tests(decoder4, COPY_LENGTH, COPY_SEED, ((), ((30, 0),)))
+        head_ablation.copy_tests(decoder4, COPY_LENGTH, COPY_SEED, ((), ((30, 0),)))
     with pytest.raises(ValueError, match="at least one"):
-        heads.copy_tests(decoder4, COPY_LENGTH, COPY_SEED, ())
+        head_ablation.copy_tests(decoder4, COPY_LENGTH, COPY_SEED, ())
 
 
 needs_minilm = pytest.mark.skipif(not model_available(), reason="all-MiniLM-L6-v2 not installed")
@@ -320,20 +322,22 @@ def _control_by_loop(scores: np.ndarray, chosen) -> list[tuple[int, int]]:
 )
 def test_control_heads_are_matched_in_number_and_nearest_in_layer(chosen):
     scores = np.random.default_rng(len(chosen)).normal(size=(6, 4))
-    control = heads.control_heads(scores, chosen)
+    control = head_ablation.control_heads(scores, chosen)
     assert len(control) == len(chosen) and not set(control) & set(chosen)
     assert list(control) == _control_by_loop(scores, chosen)
 
 
 def test_control_heads_refuse_a_bad_pair():
     with pytest.raises(ValueError, match="9"):
-        heads.control_heads(np.zeros((6, 4)), ((9, 0),))
-    assert heads.control_heads(np.zeros((6, 4)), ()) == ()
+        head_ablation.control_heads(np.zeros((6, 4)), ((9, 0),))
+    assert head_ablation.control_heads(np.zeros((6, 4)), ()) == ()
 
 
 @pytest.mark.parametrize(("count", "calls"), [(0, 1), (1, 2), (4, 2), (5, 3), (30, 9)])
 def test_ablation_forward_calls_count_the_intact_pass_and_each_batch(count, calls):
-    assert heads.ablation_forward_calls(count) == 1 + math.ceil(count / heads.ATTRIBUTION_BATCH)
-    assert heads.ablation_forward_calls(count) == calls
+    assert head_ablation.ablation_forward_calls(count) == 1 + math.ceil(
+        count / head_ablation.ATTRIBUTION_BATCH
+    )
+    assert head_ablation.ablation_forward_calls(count) == calls
     with pytest.raises(ValueError, match="heads"):
-        heads.ablation_forward_calls(-1)
+        head_ablation.ablation_forward_calls(-1)

@@ -21,7 +21,8 @@ import torch
 from attention_core.experiments import score_parts as sp
 from attention_core.experiments import score_run as sr
 from attention_core.experiments import score_without as sw
-from attention_core.experiments.heads import as_ids, repeated_tokens
+from attention_core.experiments.head_ablation import repeated_tokens
+from attention_core.experiments.heads import as_ids
 from attention_core.pretrained import llama_block, load_gguf
 from attention_core.pretrained.int4 import int4_available
 from tests.tiny_gguf import write_tiny_gguf

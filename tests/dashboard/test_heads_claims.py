@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from attention_core.experiments import explain, heads, mask_effects
+from attention_core.experiments import explain, head_ablation, heads, mask_effects
 from attention_core.pretrained import load_smollm2
 from dashboard.data.decoder import SINK_PARAGRAPH
 from dashboard.data.heads import HEADS_FLOAT_DTYPE
@@ -59,16 +59,16 @@ def _spearman(a, b) -> float:
 
 
 def test_copy_test_figures_are_quoted(page_model):
-    ids = heads.repeated_tokens(page_model, LENGTH, SEED)
+    ids = head_ablation.repeated_tokens(page_model, LENGTH, SEED)
     induction = heads.census(page_model, ids).scores["induction"]
-    top = heads.ranked_heads(induction, TOP)
+    top = head_ablation.ranked_heads(induction, TOP)
     assert top[0] == (18, 6)
     layers = sorted({layer for layer, _ in top})
-    lowest = heads.ranked_heads(induction, induction.size, largest=False, layers=layers)
+    lowest = head_ablation.ranked_heads(induction, induction.size, largest=False, layers=layers)
     weakest = tuple(pair for pair in lowest if pair not in top)[:TOP]
-    intact = heads.copy_test(page_model, LENGTH, SEED)
-    off = heads.copy_test(page_model, LENGTH, SEED, ablate=top)
-    control = heads.copy_test(page_model, LENGTH, SEED, ablate=weakest)
+    intact = head_ablation.copy_test(page_model, LENGTH, SEED)
+    off = head_ablation.copy_test(page_model, LENGTH, SEED, ablate=top)
+    control = head_ablation.copy_test(page_model, LENGTH, SEED, ablate=weakest)
     assert off.second > intact.second + 3 and control.second < intact.second + 1
     _quoted_in_both(
         {
@@ -83,11 +83,11 @@ def test_copy_test_figures_are_quoted(page_model):
 
 
 def test_attribution_figures_are_quoted(page_model, float_model):
-    ids = heads.repeated_tokens(page_model, LENGTH, SEED)
+    ids = head_ablation.repeated_tokens(page_model, LENGTH, SEED)
     positions = list(range(LENGTH, 2 * LENGTH))  # the second copy, as the page
-    estimates = heads.attribution(float_model, ids, positions=positions)
+    estimates = head_ablation.attribution(float_model, ids, positions=positions)
     pairs = [(layer, head) for layer in FIRST_LAYERS for head in range(9)]
-    effects = heads.ablation_effects(float_model, ids, pairs, positions=positions)
+    effects = head_ablation.ablation_effects(float_model, ids, pairs, positions=positions)
     rho = _spearman([estimates[p] for p in pairs], effects)
     miss = pairs.index((16, 0))
     assert estimates[16, 0] < 0 < effects[miss]  # the estimate gets even the sign wrong

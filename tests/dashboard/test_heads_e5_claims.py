@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from attention_core.experiments import encoder_heads, heads
+from attention_core.experiments import encoder_heads, head_ablation
 from attention_core.pretrained import PASSAGE_PREFIX, e5_available, load_e5_small, tokens_in_span
 from dashboard.data.model import MODEL_PRESETS
 from tests.dashboard.conftest import APP_PATH
@@ -37,8 +37,8 @@ def measured():
         tokens_in_span(tokenized.offsets, cat, cat + 3),
     )
     census = encoder_heads.encoder_census(model, tokenized.input_ids, link=link)
-    by_link = heads.ranked_heads(census.scores["link"], TOP)
-    by_sink = heads.ranked_heads(census.scores["sink"], TOP)
+    by_link = head_ablation.ranked_heads(census.scores["link"], TOP)
+    by_sink = head_ablation.ranked_heads(census.scores["sink"], TOP)
     return {
         "census": census,
         "by_link": by_link,

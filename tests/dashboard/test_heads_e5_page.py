@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core import pretrained
-from attention_core.experiments import encoder_heads, heads
+from attention_core.experiments import encoder_heads, head_ablation
 from attention_core.pretrained import PASSAGE_PREFIX, load_e5_small, tokens_in_span
 from dashboard.data import heads_e5
 from dashboard.data.heads import HEADS_PRESETS
@@ -82,7 +82,7 @@ def test_the_section_is_the_librarys_census_and_ablation(lang, e5):
         )  # float32, other threads
         label = census.labels[pair]
         assert row["label"] == words[f"label_{label.split('-')[0]}"]
-    off = heads.ranked_heads(census.scores["link"], TOP)
+    off = head_ablation.ranked_heads(census.scores["link"], TOP)
     effect = encoder_heads.ablation_effect(e5, ids, off, link=link)
     shown = metric_values(at)
     assert shown[words["e5_metric_cosine"].format(n=TOP)] == f"{effect.cosine:.4f}"

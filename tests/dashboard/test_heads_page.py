@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.experiments import heads
+from attention_core.experiments import head_ablation, heads
 from attention_core.pretrained import load_smollm2, smollm2_available
 from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, token_labels
 from dashboard.data.heads import HEADS_PRESETS
@@ -76,10 +76,10 @@ def test_page_opens_and_its_grid_is_the_librarys_census(lang, model):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_top_induction_heads_off_raise_the_second_copys_loss(lang, model):
-    ids = heads.repeated_tokens(model, LENGTH, SEED)
-    top = heads.ranked_heads(heads.census(model, ids).scores["induction"], 5)
-    intact = heads.copy_test(model, LENGTH, SEED)
-    off = heads.copy_test(model, LENGTH, SEED, ablate=top)
+    ids = head_ablation.repeated_tokens(model, LENGTH, SEED)
+    top = head_ablation.ranked_heads(heads.census(model, ids).scores["induction"], 5)
+    intact = head_ablation.copy_test(model, LENGTH, SEED)
+    off = head_ablation.copy_test(model, LENGTH, SEED, ablate=top)
     shown = metrics(open_page(lang, top_k="5", rank_score="induction"))
     labels = LABELS[lang]
     assert shown[labels["second"]] == f"{intact.second:.2f}"
@@ -182,8 +182,8 @@ def test_the_copy_tests_control_matches_the_heads_off_in_number(lang, model):
     layer_18 = ",".join(f"18.{head}" for head in range(9))
     at = open_page(lang, off=layer_18)
     assert not at.exception and not at.error
-    ids = heads.repeated_tokens(model, LENGTH, SEED)
-    top = heads.ranked_heads(heads.census(model, ids).scores["induction"], 5)
+    ids = head_ablation.repeated_tokens(model, LENGTH, SEED)
+    top = head_ablation.ranked_heads(heads.census(model, ids).scores["induction"], 5)
     off = tuple(dict.fromkeys((*top, *((18, h) for h in range(9)))))
     shown = metrics(at)
     texts = json.loads((APP_PATH.parent / "locales" / lang / "heads.json").read_text("utf-8"))
@@ -243,6 +243,6 @@ def test_the_true_effects_switch_says_their_cost_before_they_run(lang, model):
     shown = [i.value for i in at.info if i.value.startswith(head)]
     assert len(shown) == 1, [i.value for i in at.info]
     count = int(shown[0][len(head) :].split()[0])
-    calls = heads.ablation_forward_calls(count)
+    calls = head_ablation.ablation_forward_calls(count)
     cost = words["cost_to_run"].split("{time}")[0].format(calls=calls)
     assert cost in shown[0], shown[0]

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from attention_core.experiments import heads
+from attention_core.experiments import head_ablation
 from attention_core.pretrained import smollm2_available
 from dashboard.data import heads as heads_data
 from dashboard.data import heads_prefetch
@@ -101,7 +101,7 @@ def test_copy_pair_and_its_prefetch_equal_copy_test(decoder4, monkeypatch):
     assert {layer for layer, _ in weakest} <= {layer for layer, _ in off}
     ablated, control = heads_data.copy_pair(24, 0, off, weakest)
     for result, pairs in ((ablated, off), (control, weakest)):
-        alone = heads.copy_test(decoder4, 24, 0, ablate=pairs)
+        alone = head_ablation.copy_test(decoder4, 24, 0, ablate=pairs)
         assert result.losses == pytest.approx(alone.losses, abs=1e-6)
         assert f"{result.second:.2f}" == f"{alone.second:.2f}"
     assert heads_prefetch.prefetch_copy(24, 0, "induction", 3, ((0, 0),), range(2, 5))
@@ -110,7 +110,7 @@ def test_copy_pair_and_its_prefetch_equal_copy_test(decoder4, monkeypatch):
     def no_forward(*args, **kwargs):
         raise AssertionError("a prefetched value was computed again")
 
-    monkeypatch.setattr(heads_data.heads, "copy_tests", no_forward)
+    monkeypatch.setattr(heads_data.head_ablation, "copy_tests", no_forward)
     for k in range(2, 5):
         heads_data.copy_pair(24, 0, *heads_data.copy_heads(24, 0, "induction", k, ((0, 0),)))
     with pytest.raises(AssertionError, match="computed again"):  # not prefetched: computed

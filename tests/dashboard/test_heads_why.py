@@ -15,7 +15,7 @@ import string
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.experiments import heads
+from attention_core.experiments import head_ablation, heads
 from attention_core.experiments.score_parts import key_contrast, score_parts
 from attention_core.experiments.score_without import predicted_attention_without
 from attention_core.pretrained import load_smollm2
@@ -50,7 +50,7 @@ def float_model():
 
 @pytest.fixture(scope="module")
 def ids(float_model) -> list[int]:
-    return [int(i) for i in heads.repeated_tokens(float_model, LENGTH, SEED)]
+    return [int(i) for i in head_ablation.repeated_tokens(float_model, LENGTH, SEED)]
 
 
 def open_page(lang: str, **params: str) -> AppTest:
@@ -109,7 +109,7 @@ def test_the_section_quotes_the_library(float_model, page_model, ids, lang):
     assert {t_in(lang, "common.export_png"), t_in(lang, "common.export_svg")} <= offered
     params = why_link(at)
     census = heads.census(page_model, ids)  # the page's census picks the default head
-    layer, head = heads.ranked_heads(census.scores["induction"], 1)[0]
+    layer, head = head_ablation.ranked_heads(census.scores["induction"], 1)[0]
     assert params == {
         "heads.why_head": f"{layer}.{head}",
         "heads.why_query": str(QUERY),
