@@ -77,7 +77,13 @@ def follower_controls(
         snap = presenter.shared_store().get(link.code, voter())
     applied = _landed(page)
     was_following = st.session_state.get(_WAS_FOLLOWING, False)
-    settled = applied is not None and _PENDING not in st.session_state
+    # a view counted as shown after MAX_TRIES cut-short switches never landed: a run
+    # elsewhere is not the learner's move (the next poll sends the follower on)
+    settled = (
+        applied is not None
+        and _PENDING not in st.session_state
+        and not st.session_state.get(_GAVE_UP)
+    )
     if was_following and st.session_state.get(FOLLOW_KEY) and settled:
         if _safe_view(page) != applied[1]:
             st.session_state[FOLLOW_KEY] = False

@@ -629,6 +629,31 @@ def test_a_learner_who_moves_stops_following_and_turning_it_on_jumps_back():
     assert learner.query_params["room.follow"] == "true"
 
 
+def test_a_follower_left_on_another_page_by_cut_short_switches_keeps_following():
+    """Switches cut short :data:`~dashboard.room_follow.MAX_TRIES` times (polls of the page
+    before overtaking them, as CI's load once did) leave the follower on another page with
+    the view counted as shown. Its next full run is no move of the learner's: before, it
+    turned following off (test_room_cache: a follower stuck on an old page, following off);
+    now it keeps following and the poll sends it on to the presenter's page."""
+    from dashboard import room_follow
+
+    code = new_code()
+    presenting(code, "scaling")
+    learner = open_app(None, room=code)  # following, on Scaling
+    assert learner.toggle(key="room.follow").value is True
+    presenting(code, "multihead")  # the presenter (a newer tab) moves to Multi-head
+    snap = presenter.shared_store().get(code)
+    assert snap.view.page == "multihead"
+    # what jump() leaves after MAX_TRIES switches were cut short on Scaling
+    learner.session_state[room_follow._APPLIED] = (snap.version, snap.view)
+    learner.session_state[room_follow._GAVE_UP] = True
+    learner.run()
+    assert not learner.exception
+    assert learner.toggle(key="room.follow").value is True
+    assert "following is off" not in all_text(learner)
+    assert learner.session_state[room_follow._APPLIED] == (snap.version, snap.view)
+
+
 def test_a_question_answered_by_three_followers_is_tallied_and_revealed():
     code = new_code()
     host = presenting(code, "scaling")
