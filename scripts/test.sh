@@ -42,13 +42,10 @@ python3 -m ruff check .
 python3 -m ruff format --check .
 
 # Pass 1 runs on every core this process may use (at most 4), one pytest-xdist worker per core,
-# whole test files to a worker so module-scoped servers start once; ATTENTION_LAB_TEST_WORKERS
-# overrides the count (1: one process, as before).
-workers=${ATTENTION_LAB_TEST_WORKERS:-$(python3 -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')}
-parallel=()
-[ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadfile)
+# whole test files to a worker, the longest first (pyproject's -n auto --dist loadfile and
+# tests/conftest.py); ATTENTION_LAB_TEST_WORKERS overrides the count (1: one process).
 status=0
-python3 -m pytest -q --all-tiers --durations=25 "${parallel[@]}" "$@" || status=$?
+python3 -m pytest -q --all-tiers --durations=25 "$@" || status=$?
 echo "pass 1 (every tier) exited with $status"
 echo "pass 2: the kernel-relevant library tests with the band kernel switched off" \
   "(ATTENTION_CORE_NO_KERNEL=1)"

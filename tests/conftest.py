@@ -85,11 +85,58 @@ LIVE_MODULES_KEY = pytest.StashKey[frozenset[Path]]()
 """The paths of the modules that hold a ``browser`` test."""
 
 
+WORKERS_ENV = "ATTENTION_LAB_TEST_WORKERS"
+MAX_WORKERS = 4
+TEST_COST_S = {"browser": 10.0, "slow": 4.0, "model": 2.0}
+"""A rough cost of one test of each tier, in seconds (from ``--durations``): the order in
+which whole files are handed to workers (:func:`_longest_files_first`)."""
+OTHER_TEST_COST_S = 0.07
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (the default, in ``pyproject.toml``): one worker per core this process may
+    use, at most :data:`MAX_WORKERS`; :data:`WORKERS_ENV` overrides the count, and ``1`` or
+    ``0`` there (or ``-n 0`` on the command line) runs the tests in this one process."""
+    wanted = os.environ.get(WORKERS_ENV)
+    if wanted is not None:
+        try:
+            count = int(wanted)
+        except ValueError:
+            raise pytest.UsageError(
+                f"{WORKERS_ENV}={wanted!r} is not a number of workers"
+            ) from None
+    else:
+        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        count = min(MAX_WORKERS, len(usable) if usable else os.cpu_count() or 1)
+    return count if count > 1 else 0
+
+
+def _file_cost_s(items) -> dict[Path, float]:
+    """The rough cost of each file's tests, by their tiers (:data:`TEST_COST_S`)."""
+    cost: dict[Path, float] = {}
+    for item in items:
+        tiers = [TEST_COST_S[m] for m in TEST_COST_S if m in item.keywords]
+        path = Path(str(item.path))
+        cost[path] = cost.get(path, 0.0) + max(tiers, default=OTHER_TEST_COST_S)
+    return cost
+
+
+def _longest_files_first(items) -> None:
+    """Order ``items`` by their file's cost, longest first, each file's own order kept:
+    pytest-xdist's ``loadfile`` hands whole files out in this order (its own reorder, by
+    count of tests, is switched off in :func:`pytest_configure`), so the few long browser
+    files no longer start last and leave one worker running them alone at the end."""
+    cost = _file_cost_s(items)
+    items.sort(key=lambda item: -cost[Path(str(item.path))])
+
+
 def pytest_configure(config):
     """Under pytest-xdist (``-n N``), each worker gets its own share of this process's cores
     (``sched_setaffinity``) and as many torch threads: two workers each spinning two threads
     on two cores slowed every compute-bound test several times over. Modules that start live
     servers and browsers get every core back while they run (:func:`_live_stacks_on_every_core`)."""
+    if getattr(config.option, "dist", "no") in ("loadfile", "loadscope"):
+        config.option.loadscopereorder = False  # the files come longest first instead
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker or not hasattr(os, "sched_setaffinity"):
         return
@@ -182,6 +229,8 @@ def pytest_collection_modifyitems(config, items):
         if left:
             config.hook.pytest_deselected(items=left)
             items[:] = kept
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _longest_files_first(items)
     if torch.cuda.is_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs CUDA")
