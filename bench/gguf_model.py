@@ -16,7 +16,8 @@ The issue's four goals, measured side by side in one run (2 to 4 printed with PA
    scales in the smallest normal f16 binade (no subnormal, NaN or infinity). Without
    ``--file`` it goes to a temporary folder; with it, an existing file is reused (delete it
    after changing ``--vocab``).
-2. ``load_gguf(path)`` (``"auto"``: Q4_K as int4 codes, the rest bfloat16) and
+2. ``load_gguf(path)`` (``"auto"``: Q4_K as int4 codes, the rest bfloat16), the same with
+   the C kernels of ``attention_core._ggml`` off (the torch decoders) and
    ``weights_dtype="bfloat16"``, timed round-robin with reading the file's bytes from the page
    cache (``read_bytes``, and ``readinto`` one preallocated buffer), medians after a warm-up;
    goal: auto load ≤ 3× ``read_bytes``. One auto load under cProfile says where its time goes.
@@ -54,7 +55,7 @@ import gguf
 import numpy as np
 import torch
 
-from attention_core.pretrained import load_gguf, weights_bytes
+from attention_core.pretrained import ggml_kernel, load_gguf, weights_bytes
 from attention_core.pretrained.ggml_quants import HALF_SCALE_OFFSETS
 from attention_core.pretrained.int4 import INT4_GROUP, Int4Parts, int4_linear, pack_int4
 from bench import process
@@ -86,14 +87,17 @@ FILE_TYPE_Q4_K_M = 15  # llama.cpp's LLAMA_FTYPE_MOSTLY_Q4_K_M
 PROC_STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")
 RESET_PEAK = "5"  # written to clear_refs: VmHWM := VmRSS
+PART = "  of which "  # a phase inside the one above it
 PHASES = (  # (label, file in attention_core/pretrained, function): the load's parts
     ("map, parse header", "gguf_file.py", "parse_gguf"),
     ("tokenizer: check fields", "gguf_tokenizer.py", "read_gguf_tokenizer"),
     ("int4: packed from the nibbles", "int4_fast.py", "pack_stack"),
+    (f"{PART}the C kernel", "ggml_kernel.py", "pack_int4"),
     ("int4: codes from blocks", "int4.py", "int4_parts"),
     ("int4: stack q/k/v, gate/up", "int4.py", "concat_parts"),
     ("int4: torch packing", "int4.py", "pack_int4"),
     ("bf16: decode + round", "gguf_model.py", "_decode_float"),
+    (f"{PART}the C kernel", "ggml_kernel.py", "q6_k_to_bfloat16"),
     ("hand back mapped pages", "checks.py", "release_pages"),
     ("Decoder()", "llama.py", "__init__"),
 )
@@ -268,6 +272,12 @@ def _ratio_line(label: str, ratio: float, goal: float) -> str:
     return f"{label}: {ratio:.2f}× {verdict} (goal ≤ {goal:g}×)"
 
 
+def load_without_kernels(path: Path):
+    """The auto load with the C kernels of ``attention_core._ggml`` off: the torch decoders."""
+    with ggml_kernel.disabled():
+        return load_gguf(path)
+
+
 def measure_loads(path: Path, repeats: int) -> dict[str, Timing]:
     """Round-robin medians of the two loads and the two ways of reading the file."""
     buffer = bytearray(path.stat().st_size)
@@ -275,6 +285,7 @@ def measure_loads(path: Path, repeats: int) -> dict[str, Timing]:
         "read_bytes": path.read_bytes,
         "readinto": lambda: read_into(path, buffer),
         "auto": lambda: load_gguf(path),
+        "auto, torch": lambda: load_without_kernels(path),
         "bfloat16": lambda: load_gguf(path, weights_dtype="bfloat16"),
     }
     return round_robin(calls, repeats)
@@ -309,12 +320,18 @@ def print_loads(path: Path, repeats: int) -> None:
     read = times["read_bytes"].wall
     print("   " + _ratio_line("auto load / read_bytes", times["auto"].wall / read, LOAD_GOAL))
     print(f"   auto load / readinto: {times['auto'].wall / times['readinto'].wall:.2f}×")
+    kernels = "on" if ggml_kernel.available() else "not built or switched off"
+    torch_only = times["auto, torch"].wall
+    print(
+        f"   auto load with the torch decoders / read_bytes: {torch_only / read:.2f}× "
+        f"(the C kernels {kernels}; auto / auto with torch {times['auto'].wall / torch_only:.2f}×)"
+    )
     print(f"   bfloat16 load / read_bytes: {times['bfloat16'].wall / read:.2f}×")
     total, phases = profile_load(path)
     print(f"   one auto load under cProfile: {total:.3f} s, of which (cumulative):")
     for label, seconds in phases:
         print(f"     {label:<28} {seconds:7.3f} s {seconds / total:6.1%}")
-    rest = total - sum(seconds for _, seconds in phases)
+    rest = total - sum(seconds for label, seconds in phases if not label.startswith(PART))
     print(f"     {'the rest':<28} {rest:7.3f} s {rest / total:6.1%}")
 
 

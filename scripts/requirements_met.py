@@ -60,8 +60,9 @@ def this_checkout_installed() -> str | None:
         if not Path(origin).resolve().is_relative_to(REPO):
             return f"the installed project is another checkout ({origin})"
     has_compiler = shutil.which("cc") or shutil.which("gcc")
-    if has_compiler and not list((REPO / "attention_core").glob("_band*.so")):
-        return "the C band kernel is not built in this checkout"
+    for kernel in ("_band", "_ggml"):
+        if has_compiler and not list((REPO / "attention_core").glob(f"{kernel}*.so")):
+            return f"the C kernel attention_core.{kernel} is not built in this checkout"
     return None
 
 

@@ -8,10 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The library tests that can differ with the C band kernel off: the variants, their fast
-# paths, the kernel itself, the module that runs them.
+# The library tests that can differ with the C kernels off: the variants, their fast paths,
+# the band kernel itself, the module that runs them; the GGUF decoders, the int4 packing and
+# their kernel.
 KERNEL_TESTS=(tests/core/test_variants.py tests/core/test_variant_paths.py
-  tests/core/test_band_kernel.py tests/core/test_modules.py)
+  tests/core/test_band_kernel.py tests/core/test_modules.py
+  tests/core/test_ggml_quants.py tests/core/test_int4_fast.py tests/core/test_ggml_kernel.py)
 
 need_apt=()
 for pkg in chromium fonts-noto-cjk fonts-noto-color-emoji redis-server haproxy; do
@@ -47,7 +49,7 @@ python3 -m ruff format --check .
 status=0
 python3 -m pytest -q --all-tiers --durations=25 "$@" || status=$?
 echo "pass 1 (every tier) exited with $status"
-echo "pass 2: the kernel-relevant library tests with the band kernel switched off" \
+echo "pass 2: the kernel-relevant library tests with the C kernels switched off" \
   "(ATTENTION_CORE_NO_KERNEL=1)"
 kernel_status=0
 ATTENTION_CORE_NO_KERNEL=1 python3 -m pytest -q --all-tiers "${KERNEL_TESTS[@]}" || kernel_status=$?

@@ -57,7 +57,9 @@ megabyte of file per step, copied into one reused buffer that stays in cache), n
 block at a time: each bit field of a block is one shift and one mask over all the batch's
 bytes (several fields at once by broadcasting the shifts), the integer codes are turned into
 float32 once, straight into the output, and the scales are applied in place. Assumes a
-little-endian host (x86, ARM), as ggml does.
+little-endian host (x86, ARM), as ggml does. Q6_K into bfloat16 (the 4-bit files' embedding
+and their more-bits matrices) goes to the C kernel where it is built and on
+(:mod:`attention_core.pretrained.ggml_kernel`): the same bits, in one pass over the file.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from attention_core.pretrained import ggml_kernel
 
 __all__ = [
     "HALF_SCALE_OFFSETS",
@@ -494,6 +498,9 @@ def decode(type_id: int, raw, count: int, out: torch.Tensor | None = None) -> to
     if data.size != nbytes:
         raise ValueError(f"{count} {entry.name} values take {nbytes} bytes, raw has {data.size}")
     values = _output(out, count)
+    if type_id == GGML_Q6_K and values.dtype == torch.bfloat16:
+        if ggml_kernel.q6_k_to_bfloat16(data, values):
+            return values  # the C kernel: the same bits in one pass over the file
     size, width = entry.block_bytes, entry.block_values
     total = count // width  # blocks
     step = max(1, min(total, CHUNK_BYTES // size))  # blocks per step

@@ -16,7 +16,10 @@ group of 16 per block of 32; Q4_K: four groups of 32 per block of 256). So with 
 (= bB + j) and b (= a + B/2), byte l of a group gives two packed bytes:
 ``(a & 15) | (b << 4)`` for value l and ``(a >> 4) | (b & 0xF0)`` for value L + l.
 
-Switch it off with ``with int4_fast.disabled():`` (the tests compare both paths).
+Switch it off with ``with int4_fast.disabled():`` (the tests compare both paths). Where
+``attention_core._ggml`` is built, :func:`_pack_part`'s torch ops give way to its C kernel
+(:mod:`attention_core.pretrained.ggml_kernel`), the same bytes in one pass over the file;
+``with ggml_kernel.disabled():`` runs the torch ops.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
+from attention_core.pretrained import ggml_kernel
 from attention_core.pretrained.binary import FileData
 from attention_core.pretrained.ggml_quants import (
     CHUNK_BYTES,
@@ -118,14 +122,17 @@ def _pack_part(
     """Write one matrix's nibbles into ``out`` (its N/B blocks of (K, B/2) bytes) and its
     scales and minimums into ``scales`` (2, K/32, its N rows) float32, as the kernel lays
     them out, a few blocks of rows (about :data:`CHUNK_BYTES` of the file) at a time
-    through a staging copy."""
+    through a staging copy; or, where it is built and on, by the C kernel
+    (:func:`~attention_core.pretrained.ggml_kernel.pack_int4`) in one pass over the file."""
+    raw = np.frombuffer(data, dtype=np.uint8, count=info.nbytes, offset=info.start)
+    if ggml_kernel.pack_int4(raw, info.ggml_type, info.shape, block_rows, out, scales):
+        return  # the C kernel wrote the same bytes in one pass
     rows, cols = info.shape
     entry = SUPPORTED_TYPES[info.ggml_type]
     offset, groups, group_bytes = NIBBLE_GROUPS[info.ggml_type]
     per_row = cols // entry.block_values  # blocks in a row
     row_bytes = per_row * entry.block_bytes
     step = max(1, CHUNK_BYTES // (row_bytes * block_rows))  # blocks of B rows per step
-    raw = np.frombuffer(data, dtype=np.uint8, count=info.nbytes, offset=info.start)
     staging = torch.empty(step * block_rows * row_bytes, dtype=torch.uint8)
     staged = staging.numpy()  # the same memory, for numpy's copy from a read-only buffer
     half = block_rows // 2

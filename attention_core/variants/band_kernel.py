@@ -19,24 +19,14 @@ were not built (the test suite runs once this way).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
+from attention_core.native import NO_KERNEL_ENV, switched_off_by_env, torch_openmp_parallel
 from attention_core.types import AttentionResult
 from attention_core.variants.common import records_grad
-
-NO_KERNEL_ENV = "ATTENTION_CORE_NO_KERNEL"
-
-
-def switched_off_by_env(environ=os.environ) -> bool:
-    """True when ``ATTENTION_CORE_NO_KERNEL`` is set to anything but "", "0" or "false"."""
-    return environ.get(NO_KERNEL_ENV, "").strip().lower() not in ("", "0", "false")
-
 
 _SWITCHED_OFF = switched_off_by_env()
 _band = None
@@ -51,39 +41,6 @@ KERNEL_VERSION = 3  # must equal the built extension's VERSION (a stale build is
 MIN_THREADED_WORK = 1 << 22
 
 _enabled = True
-OPENMP_NAMES = ("libgomp", "libiomp", "libomp")  # GNU, Intel, LLVM: all export GOMP_parallel
-
-
-def _loaded_openmp_libraries(maps_text: str) -> list[str]:
-    """Paths of the OpenMP runtimes mapped into this process (from /proc/self/maps text),
-    PyTorch's own first."""
-    paths = {
-        line.split()[-1]
-        for line in maps_text.splitlines()
-        if "/" in line and any(name in line.rsplit("/", 1)[-1] for name in OPENMP_NAMES)
-    }
-    torch_dir = str(Path(torch.__file__).parent)
-    return sorted(paths, key=lambda path: (not path.startswith(torch_dir), path))
-
-
-def _torch_openmp_parallel() -> int:
-    """Address of ``GOMP_parallel`` in the OpenMP runtime PyTorch loaded, or 0 (none found:
-    not Linux, or PyTorch built without OpenMP). The kernel then runs its work on PyTorch's
-    own thread team: those threads spin for milliseconds after every parallel op, and a
-    thread of our own would share a core with one of them (5 ms of an 11 ms call measured
-    at L=8192 on 2 cores)."""
-    if not torch.backends.openmp.is_available():
-        return 0
-    try:
-        maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return 0
-    for path in _loaded_openmp_libraries(maps):
-        try:
-            return ctypes.cast(ctypes.CDLL(path).GOMP_parallel, ctypes.c_void_p).value or 0
-        except (OSError, AttributeError):
-            continue
-    return 0
 
 
 def _built() -> bool:
@@ -92,7 +49,7 @@ def _built() -> bool:
 
 
 if _built():
-    _band.use_openmp(_torch_openmp_parallel())
+    _band.use_openmp(torch_openmp_parallel())
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_core import attend, masks
+from attention_core import attend, masks, native
 from attention_core.variants import band_kernel, local_fast
 
 ISAS = ("avx512", "avx2", "portable")
@@ -130,7 +130,7 @@ def test_instruction_sets_thread_counts_and_thread_kinds_agree():
     POSIX threads of the kernel's own, gives the same bits."""
     q, k, v = _inputs(3, 1500, 64, 64, seed=1)
     runs = [_band64(q, k, v, threads=t) for t in (1, 2, 3, 7)]
-    openmp = band_kernel._torch_openmp_parallel()
+    openmp = native.torch_openmp_parallel()
     assert openmp != 0, "PyTorch's OpenMP runtime was not found"
     try:
         band_kernel._band.use_openmp(0)  # POSIX threads
@@ -229,7 +229,7 @@ def test_openmp_runtimes_are_found_in_the_process_map():
         "7f3 rw-p 0 00:00 0 [heap]\n"
         "7f4 r-xp 0 08:01 7 /usr/lib/libgompish_not_omp_dir/libc.so.6\n"
     )
-    found = band_kernel._loaded_openmp_libraries(maps)
+    found = native.loaded_openmp_libraries(maps)
     assert found == [torch_lib, "/usr/lib/x86_64-linux-gnu/libiomp5.so"]
 
 
@@ -317,8 +317,8 @@ def test_weights_of_local_come_from_the_kernel(kernel_calls):
     ("value", "off"), [("1", True), ("yes", True), ("", False), ("0", False), ("false", False)]
 )
 def test_the_environment_switch_reads_its_value(value, off):
-    assert band_kernel.switched_off_by_env({band_kernel.NO_KERNEL_ENV: value}) is off
-    assert band_kernel.switched_off_by_env({}) is False
+    assert native.switched_off_by_env({native.NO_KERNEL_ENV: value}) is off
+    assert native.switched_off_by_env({}) is False
 
 
 def test_the_environment_switch_turns_the_kernel_off_in_a_fresh_process():
@@ -337,7 +337,7 @@ def test_the_environment_switch_turns_the_kernel_off_in_a_fresh_process():
         "print(s.available, band_kernel.can_run(q, k, v), repr(s.reason),\n"
         "      float((out - ref).abs().max()) < 1e-5)\n"
     )
-    env = {**os.environ, band_kernel.NO_KERNEL_ENV: "1"}
+    env = {**os.environ, native.NO_KERNEL_ENV: "1"}
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     )
