@@ -9,8 +9,11 @@ kernel-relevant tests once this way. The kernels run on PyTorch's own OpenMP thr
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -18,6 +21,7 @@ import torch
 __all__ = [
     "NO_KERNEL_ENV",
     "OPENMP_NAMES",
+    "ThreadSwitch",
     "loaded_openmp_libraries",
     "switched_off_by_env",
     "torch_openmp_parallel",
@@ -64,3 +68,26 @@ def torch_openmp_parallel() -> int:
         except (OSError, AttributeError):
             continue
     return 0
+
+
+class ThreadSwitch:
+    """A fast path's switch for one thread: on, except inside ``with switch.disabled():``
+    in the thread that entered it (the tests run both paths side by side)."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    @property
+    def off(self) -> bool:
+        """Whether this thread is inside a :meth:`disabled` block."""
+        return getattr(self._local, "off", False)
+
+    @contextlib.contextmanager
+    def disabled(self) -> Iterator[None]:
+        """Within the block (this thread), :attr:`off` is True; nested blocks restore it."""
+        before = self.off
+        self._local.off = True
+        try:
+            yield
+        finally:
+            self._local.off = before

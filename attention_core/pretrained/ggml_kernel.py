@@ -21,14 +21,10 @@ band kernel.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
-
 import numpy as np
 import torch
 
-from attention_core.native import switched_off_by_env, torch_openmp_parallel
+from attention_core.native import ThreadSwitch, switched_off_by_env, torch_openmp_parallel
 
 __all__ = ["available", "disabled", "pack_int4", "q6_k_to_bfloat16", "KERNEL_VERSION"]
 
@@ -49,23 +45,13 @@ if _ggml is not None and getattr(_ggml, "VERSION", None) != KERNEL_VERSION:
 if _ggml is not None:
     _ggml.use_openmp(torch_openmp_parallel())
 
-_switch = threading.local()
-
-
-@contextlib.contextmanager
-def disabled() -> Iterator[None]:
-    """Within the block (this thread), :func:`available` is False: the torch paths run."""
-    before = getattr(_switch, "off", False)
-    _switch.off = True
-    try:
-        yield
-    finally:
-        _switch.off = before
+_switch = ThreadSwitch()
+disabled = _switch.disabled
 
 
 def available() -> bool:
     """The extension is built, of this version, and not switched off (here or by env)."""
-    return _ggml is not None and not getattr(_switch, "off", False)
+    return _ggml is not None and not _switch.off
 
 
 def _address(data: np.ndarray) -> int:

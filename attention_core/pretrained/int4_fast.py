@@ -24,14 +24,13 @@ Switch it off with ``with int4_fast.disabled():`` (the tests compare both paths)
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
+from attention_core.native import ThreadSwitch
 from attention_core.pretrained import ggml_kernel
 from attention_core.pretrained.binary import FileData
 from attention_core.pretrained.ggml_quants import (
@@ -64,18 +63,8 @@ HIGH_NIBBLE = 0xF0
 NIBBLE_GROUPS = {GGML_Q4_0: (2, 1, 16), GGML_Q4_1: (4, 1, 16), GGML_Q4_K: (16, 4, 32)}
 """ggml type -> (offset of the nibble bytes in a block, groups per block, bytes per group)."""
 
-_switch = threading.local()
-
-
-@contextlib.contextmanager
-def disabled() -> Iterator[None]:
-    """Within the block (this thread), :func:`pack_stack` returns None: the readable path."""
-    before = getattr(_switch, "off", False)
-    _switch.off = True
-    try:
-        yield
-    finally:
-        _switch.off = before
+_switch = ThreadSwitch()
+disabled = _switch.disabled
 
 
 def pack_halves(codes: torch.Tensor, block_rows: int) -> torch.Tensor:
@@ -173,7 +162,7 @@ def pack_stack(data: FileData, parts: Sequence[TensorInfo]) -> PackedInt4 | None
         ValueError: as :func:`~attention_core.pretrained.int4.int4_parts` does for a part.
     """
     block_rows = torch_layout_rows()
-    if getattr(_switch, "off", False) or block_rows is None:
+    if _switch.off or block_rows is None:
         return None
     if any(p.ggml_type not in NIBBLE_GROUPS or len(p.shape) != 2 for p in parts):
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -279,3 +280,16 @@ def test_the_environment_switch_runs_the_process_without_the_kernel():
 def test_bad_arguments_are_refused_naming_them(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_a_switch_turned_off_in_one_thread_stays_on_in_another():
+    switch = native.ThreadSwitch()
+    seen = []
+    with switch.disabled():
+        with switch.disabled():
+            assert switch.off
+        assert switch.off  # the inner block gives back the outer one's state
+        other = threading.Thread(target=lambda: seen.append(switch.off))
+        other.start()
+        other.join()
+    assert seen == [False] and not switch.off
