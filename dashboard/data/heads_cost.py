@@ -1,9 +1,10 @@
 """How long the Heads page's long computations take before they start: the per-layer mask
 (one forward pass per layer, and two more) and the true effects of up to 30 heads, on the
-model the page runs (its listed name, ``model``). Each estimate is the library's
-count of forward calls times the cost of one such call, timed on this server (as the Watch
-page times a training step), and a computation already done in this process is known as
-done (its result is cached), so a page says "about 5 s" only for work it will really do.
+model the page runs (its listed name, ``model``). Each estimate is the library's count of
+forward calls times the cost of one such call, timed on this server (as the Watch page times
+a training step; the true effects' call at two lengths, once per model, any other length
+read off the line through them), and a computation already done in this process is known
+as done (its result is cached), so a page says "about 5 s" only for work it will really do.
 """
 
 from __future__ import annotations
@@ -103,15 +104,55 @@ def _mask_call_seconds(model: str) -> float:
     return _timed_call(lambda: decoder(ids, mask=mask))
 
 
-@st.cache_data(ttl=PACE_TTL_S, max_entries=64, show_spinner=False)
-def _effect_call_seconds(length: int, model: str) -> tuple[float, float]:
-    """The forward call of the model attribution runs on (SmolLM2's bfloat16 twin) on
-    ``length`` tokens, timed here: batch 1 (the intact pass) and batch
+PACE_LENGTHS = (16, 128)
+"""The token counts a forward call of the attribution model is timed at; any other length's
+cost is read off the line through the two (the cost is close to linear in the tokens at
+these lengths: the matrix products dominate the L² scores), so moving the copy test's
+length times nothing new."""
+
+
+@dataclass(frozen=True)
+class LinearPace:
+    """Seconds of one forward call on ``length`` tokens: ``fixed + per_token · length``."""
+
+    fixed: float
+    per_token: float
+
+    def seconds(self, length: int) -> float:
+        """The call's cost on ``length`` tokens (never below the fixed part or 0)."""
+        return max(0.0, self.fixed + self.per_token * length)
+
+
+def line_through(short: tuple[int, float], long: tuple[int, float]) -> LinearPace:
+    """The pace through two timed calls ``(tokens, seconds)`` (a slope below 0, from noise,
+    counts as 0: the longer call then stands for every length).
+
+    Raises:
+        ValueError: when the two token counts are not increasing.
+    """
+    (l0, s0), (l1, s1) = short, long
+    if not 0 < l0 < l1:
+        raise ValueError(f"pace lengths must increase, got {l0} and {l1}")
+    slope = (s1 - s0) / (l1 - l0)
+    if slope <= 0:
+        return LinearPace(max(s0, s1), 0.0)
+    return LinearPace(s0 - slope * l0, slope)
+
+
+@st.cache_data(ttl=PACE_TTL_S, max_entries=8, show_spinner=False)
+def _effect_paces(model: str) -> tuple[LinearPace, LinearPace]:
+    """The forward call of the model attribution runs on (SmolLM2's bfloat16 twin), timed
+    here at :data:`PACE_LENGTHS` tokens: the pace of batch 1 (the intact pass) and of batch
     :data:`~attention_core.experiments.head_ablation.ATTRIBUTION_BATCH` (heads off)."""
     decoder = _float_decoder(model)
-    ids = torch.zeros(1, length, dtype=torch.long)  # (1, L): the cost depends on L only
-    batch = ids.expand(head_ablation.ATTRIBUTION_BATCH, -1)  # (B, L)
-    return _timed_call(lambda: decoder(ids)), _timed_call(lambda: decoder(batch))
+    paces = []
+    for batch in (1, head_ablation.ATTRIBUTION_BATCH):
+        timed = []
+        for length in PACE_LENGTHS:
+            ids = torch.zeros(batch, length, dtype=torch.long)  # (B, L): cost depends on B, L
+            timed.append((length, _timed_call(lambda ids=ids: decoder(ids))))
+        paces.append(line_through(*timed))
+    return paces[0], paces[1]
 
 
 def mask_estimate(
@@ -143,8 +184,9 @@ def effects_estimate(
     if ("effects", model, ids, positions, pairs) in _DONE:
         return RunEstimate(0, 0.0)
     calls = head_ablation.ablation_forward_calls(len(pairs))
-    single, batched = _effect_call_seconds(len(ids), model)
-    return RunEstimate(calls, single + (calls - 1) * batched)
+    single, batched = _effect_paces(model)
+    seconds = single.seconds(len(ids)) + (calls - 1) * batched.seconds(len(ids))
+    return RunEstimate(calls, seconds)
 
 
 def measured_mask_effect(

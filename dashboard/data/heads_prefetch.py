@@ -1,19 +1,40 @@
 """Heads at work's background prefetch: the likely next moves of the copy test and the mask
 composer, computed into the page's caches while no script run is going.
 
-*What* to prefetch lives here (every top k nearest the current first, the sink counts, the
-nearby windows); *how* (a thread at the lowest priority, paused during script runs, one
-torch thread) is :mod:`dashboard.runtime.prefetch`'s. Prefetching runs for SmolLM2, the
-model whose moves a room makes together; an own model computes on demand.
+*What* to prefetch lives here (the copy test one length away, every top k nearest the
+current first, the sink counts, the nearby windows); *how* (a thread at the lowest priority,
+paused during script runs, one torch thread) is :mod:`dashboard.runtime.prefetch`'s.
+Prefetching runs for SmolLM2, the model whose moves a room makes together; an own model
+computes on demand.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from attention_core.experiments import mask_effects
 from dashboard.data.decoder import SMOLLM2
-from dashboard.data.heads import copy_heads, copy_pair, mask_effect, mask_parts
+from dashboard.data.heads import (
+    HEADS_COPY_MAX,
+    HEADS_COPY_MIN,
+    attribution_ids,
+    copy_census,
+    copy_heads,
+    copy_pair,
+    copy_run,
+    head_attribution,
+    mask_effect,
+    mask_parts,
+)
+from dashboard.data.heads_why import (
+    copy_ids,
+    copy_tokens,
+    default_query,
+    induction_key,
+    strongest_induction_head,
+    why_cell,
+)
 from dashboard.runtime import prefetch as fillers
 
 
@@ -66,6 +87,92 @@ def prefetch_copy(
         off, weakest = copy_heads(length, seed, score, k, picked, model)
         calls.append((copy_pair, (length, seed, off, weakest, model)))
     return prefetch(("copy", model, length, seed, score, picked), tuple(calls))
+
+
+@dataclass(frozen=True)
+class CopyView:
+    """What the page draws from the copy test's sequence besides its length: the seed, the
+    heads off (``top_k`` by ``score``, then ``picked``), attribution on the copy sequence or
+    not, the "why" cell ``(layer, head, query, key)`` or ``None`` (no float model to split
+    with), and the model's listed name."""
+
+    seed: int
+    score: str
+    top_k: int
+    picked: tuple[tuple[int, int], ...]
+    attribution: bool
+    why: tuple[int, int, int, int] | None
+    model: str = SMOLLM2
+
+
+def length_neighbours(length: int, reach: int = 1) -> tuple[int, ...]:
+    """The copy test's lengths within ``reach`` steps of ``length`` (itself excluded), nearest
+    first, within the slider's range."""
+    near = nearest_first(range(length - reach, length + reach + 1), length)
+    return tuple(n for n in near if n != length and HEADS_COPY_MIN <= n <= HEADS_COPY_MAX)
+
+
+def fill_copy(length: int, view: CopyView) -> None:
+    """Fill the copy test section at ``length``: the census ranking the heads, the intact
+    run, and the heads off with their control."""
+    copy_census(length, view.seed, view.model)
+    copy_run(length, view.seed, (), view.model)
+    off, weakest = copy_heads(length, view.seed, view.score, view.top_k, view.picked, view.model)
+    copy_pair(length, view.seed, off, weakest, view.model)
+
+
+def fill_attribution(length: int, view: CopyView) -> None:
+    """Fill attribution's one backward pass on the copy sequence at ``length`` (nothing when
+    the section runs on the prompt)."""
+    if view.attribution:
+        ids, positions = attribution_ids("copy", "", length, view.seed, view.model)
+        head_attribution(ids, positions, view.model)
+
+
+def why_candidates(length: int, view: CopyView) -> tuple[tuple[int, int, int, int], ...]:
+    """The "why" cells the page may ask for after a move to ``length``: the head chosen now
+    and the strongest induction head there (the select's default), each at the query and key
+    sliders' defaults there, at the query kept (within the sequence) with its key kept, and
+    with the induction key there. Which the sliders show after their range changed depends
+    on what the learner moved before; each extra cell costs a few hundredths of a second
+    once the sequence's forward pass is cached, so the likely ones are all filled."""
+    if view.why is None:
+        return ()
+    layer, head, query, key = view.why
+    query = min(query, 2 * length)  # the copy sequence has 1 + 2 · length tokens
+    start = default_query(length)
+    cells = (
+        (start, induction_key(start, length)),
+        (query, min(key, query)),
+        (query, induction_key(query, length)),
+    )
+    strongest = strongest_induction_head(length, view.seed, view.model)
+    chosen = dict.fromkeys((strongest, (layer, head)))
+    return tuple(dict.fromkeys((*pair, *cell) for pair in chosen for cell in cells))
+
+
+def fill_why(length: int, view: CopyView) -> None:
+    """Fill the "why" cells of :func:`why_candidates` at ``length`` and the tokens shown."""
+    ids = copy_ids(length, view.seed, view.model)
+    for cell in why_candidates(length, view):
+        why_cell(ids, *cell, view.model)
+    copy_tokens(length, view.seed, view.model)
+
+
+def prefetch_lengths(length: int, view: CopyView, reach: int = 1) -> bool:
+    """Start filling what the page draws for the copy test's lengths ``reach`` steps from
+    ``length`` (:func:`length_neighbours`): the copy test, attribution and the "why" cell,
+    one call each so that a learner's run goes between them.
+
+    Returns:
+        True when a thread was started.
+    """
+    calls = tuple(
+        (fill, (near, view))
+        for near in length_neighbours(length, reach)
+        for fill in (fill_copy, fill_attribution, fill_why)
+    )
+    return prefetch(("length", length, reach, view), calls)
 
 
 def window_neighbours(window: int, step: int, high: int, reach: int = 2) -> tuple[int, ...]:

@@ -120,6 +120,12 @@ def copy_ids(length: int, seed: int, model: str = SMOLLM2) -> tuple[int, ...]:
     return tuple(int(i) for i in copy_census(length, seed, model).input_ids)
 
 
+def default_query(length: int) -> int:
+    """The "why" query a copy sequence of ``length`` starts at: the middle of the second copy
+    (position ``length + ceil(length / 2)``)."""
+    return length + (length + 1) // 2
+
+
 def induction_key(query: int, length: int) -> int:
     """Where an induction head should look from ``query`` on the copy sequence: the position
     after the earlier occurrence of the query's token (``query - length + 1``), or the query

@@ -142,9 +142,26 @@ def render(ctl: HeadsConfig) -> None:
 
 
 def prefetch_moves(ctl: HeadsConfig) -> None:
-    """After the page is drawn: fill, in the background, what the next slider moves need."""
+    """After the page is drawn: fill, in the background, what the next slider moves need
+    (the copy test one length away first: a length move redraws three sections)."""
+    data.prefetch_lengths(ctl.copy.length, copy_view(ctl))
     prefetch_copy_moves(ctl.copy)
     prefetch_mask_moves(ctl.mask)
+
+
+def copy_view(ctl: HeadsConfig) -> data.CopyView:
+    """What the sections drawn from the copy sequence show besides its length, as the
+    prefetch of a length move needs it."""
+    why = ctl.why
+    return data.CopyView(
+        ctl.copy.seed,
+        ctl.copy.rank_score,
+        ctl.copy.top_k,
+        ctl.copy.picked,
+        ctl.attribution.gradients and ctl.attribution.source == "copy",
+        (why.layer, why.head, why.query, why.key) if why.gradients else None,
+        ctl.copy.model,
+    )
 
 
 controls.page_intro(PAGE)

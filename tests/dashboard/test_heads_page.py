@@ -246,3 +246,42 @@ def test_the_true_effects_switch_says_their_cost_before_they_run(lang, model):
     calls = head_ablation.ablation_forward_calls(count)
     cost = words["cost_to_run"].split("{time}")[0].format(calls=calls)
     assert cost in shown[0], shown[0]
+
+
+def test_a_copy_length_move_after_the_prefetch_computes_nothing(model, monkeypatch):
+    """Issue 30: on a busy server a move of the copy test's length took 2 s (the copy test,
+    attribution's backward pass, the "why" cell and a timing of the true effects' call,
+    all at the new length). After the page's background prefetch, a move one length away
+    runs no forward pass and times nothing; a move two lengths away is not prefetched, and
+    computes (the refusals below reach the page)."""
+    from attention_core.experiments import heads as census_module
+    from dashboard.data import heads_cost, heads_prefetch, heads_why
+
+    seed = "913"  # a sequence no other test of this process computes
+    at = open_page("en", length="30", seed=seed)
+    assert not at.exception and not at.error
+    assert heads_prefetch.prefetch_wait(TIMEOUT_S)
+
+    def computed(name):
+        def refuse(*args, **kwargs):
+            raise ValueError(f"computed at the move: {name}")
+
+        return refuse
+
+    for module, name in (
+        (head_ablation, "copy_test"),
+        (head_ablation, "copy_tests"),
+        (head_ablation, "attribution"),
+        (census_module, "census"),
+        (heads_why, "score_parts"),
+        (heads_cost, "_timed_call"),
+    ):
+        monkeypatch.setattr(module, name, computed(name))
+    words = json.loads((APP_PATH.parent / "locales" / "en" / "heads.json").read_text("utf-8"))
+    for length in (31, 30, 29):
+        at.sidebar.slider(key="heads.length").set_value(length).run()
+        assert not at.exception, [e.message for e in at.exception]
+        assert not at.error, (length, [e.value for e in at.error])
+        assert words["metric_first"] in metrics(at)
+    at.sidebar.slider(key="heads.length").set_value(27).run()
+    assert any("computed at the move" in e.value for e in at.error), "27 was not prefetched"

@@ -78,7 +78,7 @@ def why_controls(page: str, model: ModelChoice, copy: CopyConfig) -> WhyConfig:
         t("heads.ctl_why_query", last=last),
         1,
         last,
-        copy.length + (copy.length + 1) // 2,
+        data.default_query(copy.length),
     )
     target = data.induction_key(query, copy.length)
     key = state.slider_int(
