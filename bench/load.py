@@ -1,12 +1,15 @@
 """Workshop load: N learners moving sliders on different pages against one server.
 
 Usage: ``python -m bench.load [--sessions 30] [--seconds 60] [--interval 5]
-[--client stream|browser] [--mode spread|room] [--replicas 1,2 | --base URL --server-pid PID]``
+[--client stream|browser] [--mode spread|room] [--replicas 1,2 [--cold] | --base URL
+--server-pid PID]``
 
 Where: by default one Streamlit server on loopback, started here. ``--replicas 1,2`` runs the
 mode against the real stack (``scripts/serve.py --replicas N``: redis-server, N replicas and
 HAProxy, :mod:`bench.replicas`) for each N in turn, in the same run, and prints the figures
 side by side at the end; the server counted (CPU, memory) is serve.py's whole process tree.
+serve.py warms every replica (each page opened once) before the balancer starts, as it does
+for a workshop; ``--cold`` passes ``--no-warm`` (learners then pay the models' loading).
 ``--base URL --server-pid PID`` drives any address, counting the process tree of PID.
 
 ``--mode landing``: every learner opens the root link (the landing page) at once, as a room
@@ -24,6 +27,7 @@ every 0.25 s and its CPU time read before and after the moves.
   sliders by one step every ``--interval`` seconds (random slider and direction, a random
   first moment; the next move waits for the last one to finish) and times widget change →
   the script's finished message. Prints moves, errors (goal 0), p50/p95 (goal p95 ≤ 1 s), the
+  slowest moves (page, slider, seconds after the first move), the
   server's CPU-seconds per move and cores busy, peak RSS (goal < 1 GiB), and learners per core
   at one move per interval: interval ÷ CPU-seconds per move (goal ≥ 15).
 * ``--client browser`` (up to 16 sessions): one headless Chromium with N contexts; each
@@ -73,6 +77,7 @@ P95_GOAL_S = 1.0
 OPEN_GOAL_S = 2.5  # thirty learners opening the same link at once: first page, p95
 LEARNERS_PER_CORE_GOAL = 15
 SLIDERS_MOVED = 3  # a learner moves one of the first three sliders of its page
+SLOWEST_SHOWN = 6
 
 
 class RssSampler(threading.Thread):
@@ -189,6 +194,7 @@ async def learner(
             result = await learner_session.move_slider(key, steps)
             moves += 1
             stats["move_s"].append(result.seconds)
+            stats["slowest"].append((result.seconds, page, key, time.monotonic() - start))
             stats["by_page"].setdefault(page, []).append(result.seconds)
             if not result.ok:
                 stats["errors"].append(
@@ -222,7 +228,7 @@ async def drive_stream(
 ) -> dict:
     """Open every learner's page (``links``: URL paths) at once, then let them move sliders
     for ``seconds``."""
-    stats = {"errors": [], "move_s": [], "open_s": [], "moves": 0, "by_page": {}}
+    stats = {"errors": [], "move_s": [], "open_s": [], "moves": 0, "by_page": {}, "slowest": []}
     if len(set(links)) == 1:  # one link for all: the instructor opened it first
         first = {"errors": [], "open_s": []}
         instructor = await open_session(base_url, links[0], first)
@@ -277,6 +283,11 @@ def report_stream(
         "  by page (p50/p95 s): "
         + ", ".join(f"{page} {mid:.2f}/{tail:.2f}" for page, (mid, tail) in by_page.items())
     )
+    slowest = sorted(stats["slowest"], reverse=True)[:SLOWEST_SHOWN]
+    print(
+        "  slowest moves: "
+        + ", ".join(f"{page} {key} {s:.2f} s at {t:.0f} s" for s, page, key, t in slowest)
+    )
     per_move = stats["cpu_s"] / max(stats["moves"], 1)
     busy = stats["cpu_s"] / stats["elapsed_s"]
     print(
@@ -315,8 +326,13 @@ def target(args: argparse.Namespace, env: dict[str, str], replicas: int | None):
     if args.base:
         yield args.base.rstrip("/"), args.server_pid, None
     elif replicas is not None:
-        with tempfile.TemporaryDirectory() as logs, serve_stack(replicas, Path(logs), env) as stack:
-            print(f"--- {replicas} replica(s) behind HAProxy: {stack.url} ---", flush=True)
+        warm = not args.cold
+        with (
+            tempfile.TemporaryDirectory() as logs,
+            serve_stack(replicas, Path(logs), env, warm=warm) as stack,
+        ):
+            state = "warmed by serve.py" if warm else "cold (--no-warm)"
+            print(f"--- {replicas} replica(s) behind HAProxy, {state}: {stack.url} ---", flush=True)
             yield stack.url, stack.pid, None
             for log in sorted(Path(logs).glob("replica-*.log")):
                 print(f"{log.stem}:", end=" ")
@@ -408,6 +424,7 @@ def main() -> None:
         "then move sliders there; room: one presenter and N followers",
     )
     parser.add_argument("--replicas", type=parse_replicas, default=None, help="e.g. 1,2")
+    parser.add_argument("--cold", action="store_true", help="with --replicas: serve.py --no-warm")
     parser.add_argument("--base", default="", help="drive this address instead")
     parser.add_argument("--server-pid", type=int, default=None, help="with --base: its pid")
     args = parser.parse_args()

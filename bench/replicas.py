@@ -49,12 +49,16 @@ def parse_replicas(text: str) -> tuple[int, ...]:
 
 
 @contextlib.contextmanager
-def serve_stack(replicas: int, logs: Path, env: dict[str, str] | None = None) -> Iterator[Stack]:
+def serve_stack(
+    replicas: int, logs: Path, env: dict[str, str] | None = None, *, warm: bool = True
+) -> Iterator[Stack]:
     """Run ``scripts/serve.py --replicas N`` on a free port until the block ends.
 
     Args:
         replicas: N. logs: the folder for the parts' logs.
         env: extra environment for serve.py (and so for the replicas).
+        warm: let serve.py open every page on each replica before the balancer starts (its
+            default); False passes ``--no-warm``.
 
     Yields:
         The :class:`Stack`, once serve.py printed the balancer's line.
@@ -65,7 +69,8 @@ def serve_stack(replicas: int, logs: Path, env: dict[str, str] | None = None) ->
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, str(SERVE), "--replicas", str(replicas), "--port", str(port)]
-        + ["--logs", str(logs)],
+        + ["--logs", str(logs)]
+        + ([] if warm else ["--no-warm"]),
         cwd=REPO_ROOT,
         env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,

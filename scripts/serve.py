@@ -1,6 +1,6 @@
 """Run Attention Lab as several replicas behind a real load balancer, on one machine.
 
-Usage: ``python scripts/serve.py --replicas N --port P [--address A] [--logs DIR]``
+Usage: ``python scripts/serve.py --replicas N --port P [--address A] [--logs DIR] [--no-warm]``
 
 Starts, each as its own process and stopped by its own pid:
 
@@ -11,6 +11,11 @@ Starts, each as its own process and stopped by its own pid:
    among them (each replica's CPU affinity, which its torch threads follow);
 3. HAProxy on ``A:P`` with ``deploy/haproxy.cfg`` (cookie affinity, websockets passed through,
    health checks on ``/_stcore/health``), its server lines appended for the replicas.
+
+Before the balancer starts, every replica is warmed (``python -m scripts.warm``, its output in
+``warm.log``): each page opened once through the replica's own port, so that the models and
+the default views are loaded before the first learner arrives (``--no-warm`` skips it). A
+page that fails to warm is said in one line on stderr, and the replicas serve anyway.
 
 Every replica gets the same presenter key (``ATTENTION_LAB_PRESENTER_KEY``, else one made now
 and printed last), so a presenter's key works whichever replica their tab reaches. It waits
@@ -47,6 +52,7 @@ BIND_ENV = "ATTENTION_LAB_BIND"
 LOOPBACK = "127.0.0.1"
 HEALTH_PATH = "/_stcore/health"
 START_TIMEOUT_S = 120.0
+WARM_TIMEOUT_S = 600.0
 POLL_S = 0.5
 STOP_TIMEOUT_S = 15.0
 SECRET_BYTES = 32
@@ -166,6 +172,23 @@ def start_replica(index: int, cores: set[int], env: dict, logs: Path) -> Part:
     return part
 
 
+def warm(replicas: list[Part], logs: Path) -> None:
+    """Open every page once on each replica (``python -m scripts.warm``, all replicas at once,
+    its own process, stopped by its pid if it runs over :data:`WARM_TIMEOUT_S` or serve.py is
+    stopped meanwhile); a failure is one line on stderr, and serving goes on."""
+    cmd = [sys.executable, "-m", "scripts.warm", *(part.url for part in replicas)]
+    part = _start("warm", cmd, logs, cwd=REPO_ROOT)
+    try:
+        code = part.process.wait(timeout=WARM_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        stop([part])  # by its pid, when it ran over or serve.py was told to stop
+    if code != 0:
+        why = "ran over its time" if code is None else f"exit code {code}"
+        print(f"warm-up: {why}, see {part.log}; the replicas serve cold", file=sys.stderr)
+
+
 def balancer_config(replicas: list[Part], folder: Path) -> Path:
     """``deploy/haproxy.cfg`` with one server line per replica appended to its backend."""
     lines = [HAPROXY_CONFIG.read_text()]
@@ -237,6 +260,9 @@ def serve(args: argparse.Namespace, logs: Path) -> None:
         parts += replicas
         for part in replicas:
             wait_until(lambda p=part: _healthy(p.url), part, "healthy")
+        if args.warm:
+            warm(replicas, logs)
+        for part in replicas:
             print(f"{part.name}: {part.url} pid {part.process.pid}", flush=True)
         balancer = start_balancer(replicas, args.address, args.port, logs)
         parts.append(balancer)
@@ -260,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the balancer's port")
     parser.add_argument("--address", default=LOOPBACK, help="the balancer's address")
     parser.add_argument("--logs", type=Path, default=None, help="keep each part's log here")
+    parser.add_argument(
+        "--no-warm",
+        dest="warm",
+        action="store_false",
+        help="serve at once, without opening every page on each replica first",
+    )
     args = parser.parse_args(argv)
     if args.replicas < 1 or not 0 < args.port < 65536:
         parser.error(f"--replicas must be at least 1 and --port 1..65535, got {args}")

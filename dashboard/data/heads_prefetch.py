@@ -2,10 +2,10 @@
 composer, computed into the page's caches while no script run is going.
 
 *What* to prefetch lives here (the copy test one length away, every top k nearest the
-current first, the sink counts, the nearby windows); *how* (a thread at the lowest priority,
-paused during script runs, one torch thread) is :mod:`dashboard.runtime.prefetch`'s.
-Prefetching runs for SmolLM2, the model whose moves a room makes together; an own model
-computes on demand.
+current first, the sink counts, the nearby windows); *how* (one worker thread at the lowest
+priority, the newest job first, paused during script runs, one torch thread) is
+:mod:`dashboard.runtime.prefetch`'s. Prefetching runs for SmolLM2, the model whose moves a
+room makes together; an own model computes on demand.
 """
 
 from __future__ import annotations
@@ -40,10 +40,11 @@ from dashboard.runtime import prefetch as fillers
 
 def prefetch(name: tuple, calls: tuple[tuple[Callable, tuple], ...]) -> bool:
     """Fill the caches of likely next moves in the background, once per ``name``
-    (:func:`dashboard.runtime.prefetch.start_filling`: a thread at the lowest priority, only
-    while no script run is going, each call on one torch thread).
+    (:func:`dashboard.runtime.prefetch.start_filling`: a worker thread at the lowest
+    priority, the newest job first, only while no script run is going, each call on one
+    torch thread).
 
-    The page never waits for it: a value the thread has not reached is computed by the run
+    The page never waits for it: a value the worker has not reached is computed by the run
     that asks for it (one still being computed is waited for, as any cache entry).
 
     Args:
@@ -51,13 +52,13 @@ def prefetch(name: tuple, calls: tuple[tuple[Callable, tuple], ...]) -> bool:
         calls: (cached function, arguments) pairs, most likely first.
 
     Returns:
-        True when a thread was started.
+        True when the job was queued.
     """
-    return fillers.start_filling(("heads", *name), calls, thread_name="heads-prefetch")
+    return fillers.start_filling(("heads", *name), calls)
 
 
 def prefetch_wait(timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for the prefetch threads; True when none is running
+    """Wait up to ``timeout`` seconds for every prefetch queued; True when none is left
     (the bench times moves after the page's head start)."""
     return fillers.wait_for_fillers(timeout)
 
@@ -80,7 +81,7 @@ def prefetch_copy(
     """Start filling the copy test for every top k of ``top_ks`` (nearest the current first).
 
     Returns:
-        True when a thread was started.
+        True when the job was queued.
     """
     calls = []
     for k in nearest_first(top_ks, top_k):
@@ -165,7 +166,7 @@ def prefetch_lengths(length: int, view: CopyView, reach: int = 1) -> bool:
     one call each so that a learner's run goes between them.
 
     Returns:
-        True when a thread was started.
+        True when the job was queued.
     """
     calls = tuple(
         (fill, (near, view))
@@ -189,7 +190,7 @@ def prefetch_masks(
     window of ``windows``, the other parts as in ``parts`` (all layers only).
 
     Returns:
-        True when a thread was started.
+        True when the job was queued.
     """
     calls = [
         (mask_effect, (mask_parts(parts.window, s, parts.prefix, parts.stride), False, model))

@@ -2,7 +2,9 @@
 ``redis-server``, two Streamlit replicas and HAProxy with ``deploy/haproxy.cfg``; the balancer
 gives each new browser a cookie naming its replica and keeps it there, passes the websocket
 upgrade through, sends a tab whose replica died to a live one; SIGTERM stops every process by
-its pid; a missing program is refused in one line with the apt-get that fixes it.
+its pid; a missing program is refused in one line with the apt-get that fixes it. Before the
+balancer starts, every page has run once on each replica (``scripts/warm.py``), and a page
+that cannot be opened is named.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.browser import free_port
+from bench.browser import free_port, page_names
 
 pytestmark = pytest.mark.browser
 
@@ -38,13 +40,18 @@ def _read_line(process: subprocess.Popen, deadline: float) -> str:
 
 
 @pytest.fixture(scope="module")
-def stack():
+def logs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("serve-logs")
+
+
+@pytest.fixture(scope="module")
+def stack(logs):
     """serve.py with two replicas on a free port; its printed lines."""
     if not all(os.path.exists(p) for p in ("/usr/bin/redis-server", "/usr/sbin/haproxy")):
         pytest.skip("redis-server and haproxy are installed by scripts/test.sh")
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(SERVE), "--replicas", "2", "--port", str(port)],
+        [sys.executable, str(SERVE), "--replicas", "2", "--port", str(port), "--logs", str(logs)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -96,6 +103,42 @@ def test_the_stack_starts_prints_its_parts_and_keeps_a_tab_on_its_replica(stack)
     assert {first, second} == {"r1", "r2"}  # new browsers are spread over the replicas
     assert _get(port, cookie="r2") == (200, "")  # a known browser keeps its replica
     assert _upgrade(port, "r1").startswith("HTTP/1.1 101")  # the websocket goes through
+
+
+def test_every_page_ran_on_each_replica_before_the_balancer_started(stack, logs):
+    """serve.py warms each replica (each page opened once on its own port) before it prints
+    the replicas' lines; a page that failed would be a line of its own in the log, and a
+    failed warm-up a line before the replicas' lines (the fixture's first line)."""
+    _, _, lines = stack
+    summary = re.compile(rf"warmed http://127\.0\.0\.1:(\d+): {len(page_names())} pages in .* s")
+    warmed = [summary.fullmatch(line) for line in (logs / "warm.log").read_text().splitlines()]
+    assert all(warmed), "a page that did not run cleanly, or a line of another kind"
+    assert [m.group(1) for m in warmed] == [REPLICA_LINE.match(s).group(2) for s in lines[:2]]
+
+
+def test_warm_names_each_page_it_could_not_open():
+    port = free_port()  # nothing listens there
+    result = subprocess.run(
+        [sys.executable, "-m", "scripts.warm", f"http://127.0.0.1:{port}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"warmed http://127.0.0.1:{port}: {len(page_names())} pages")
+    assert len(lines) == 1 + len(page_names())
+    assert all("Connect" in line or "refused" in line for line in lines[1:]), lines
+    refused = subprocess.run(
+        [sys.executable, "-m", "scripts.warm", f"127.0.0.1:{port}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert "an address starts with http://" in refused.stderr
 
 
 def test_a_dead_replica_sends_its_tabs_to_a_live_one(stack):

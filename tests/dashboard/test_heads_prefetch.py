@@ -1,8 +1,9 @@
 """The Heads page's background prefetch: what dashboard.data.heads asks for, run by the
-filler threads of dashboard.runtime.prefetch: calls run once per name, in the order given,
-off the calling thread, at the lowest priority, only while no learner's run is going; a
-failing call is skipped; at exit the call in progress finishes. The copy test's batched pair
-equals the library's one-set-at-a-time copy_test on the page's model."""
+filler worker of dashboard.runtime.prefetch: calls run once per name, in the order given,
+off the calling thread, at the lowest priority, the newest job first, only while no
+learner's run is going; a failing call is skipped; at exit the call in progress finishes.
+The copy test's batched pair equals the library's one-set-at-a-time copy_test on the page's
+model."""
 
 from __future__ import annotations
 
@@ -36,6 +37,27 @@ def test_prefetch_runs_each_call_once_per_name_in_order_off_thread():
     assert heads_prefetch.prefetch_wait(60)
     assert seen == [1, 3]
     assert threading.get_ident() not in threads
+
+
+def test_the_newest_job_goes_first_and_an_older_one_then_goes_on():
+    """A learner's next move is next to where they are now: a job queued while another runs
+    takes the worker at the next call, and the older job's calls follow."""
+    seen: list[str] = []
+    running, release = threading.Event(), threading.Event()
+
+    def first(value):
+        running.set()
+        release.wait(60)
+        seen.append(value)
+
+    older = ((first, ("a1",)), (seen.append, ("a2",)), (seen.append, ("a3",)))
+    assert heads_prefetch.prefetch(("test", "older"), older)
+    assert running.wait(60)  # a1 is running
+    newer = ((seen.append, ("b1",)), (seen.append, ("b2",)))
+    assert heads_prefetch.prefetch(("test", "newer"), newer)
+    release.set()
+    assert heads_prefetch.prefetch_wait(60)
+    assert seen == ["a1", "b1", "b2", "a2", "a3"]
 
 
 def test_prefetch_waits_while_a_learner_run_is_going():
