@@ -10,7 +10,6 @@ room makes together; an own model computes on demand.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from attention_core.experiments import mask_effects
@@ -36,9 +35,24 @@ from dashboard.data.heads_why import (
     why_cell,
 )
 from dashboard.runtime import prefetch as fillers
+from dashboard.runtime.prefetch import Calls
+
+Job = tuple[tuple, Calls]
+"""A job: its name (hashable; once per name) and its calls."""
 
 
-def prefetch(name: tuple, calls: tuple[tuple[Callable, tuple], ...]) -> bool:
+def prefetch_all(jobs: tuple[Job, ...]) -> bool:
+    """Fill the caches of a page's likely next moves in the background: ``jobs`` as one unit
+    (:func:`dashboard.runtime.prefetch.start_group`), in their order, before what earlier
+    runs queued.
+
+    Returns:
+        True when at least one job was new.
+    """
+    return fillers.start_group(tuple((("heads", *name), calls) for name, calls in jobs))
+
+
+def prefetch(name: tuple, calls: Calls) -> bool:
     """Fill the caches of likely next moves in the background, once per ``name``
     (:func:`dashboard.runtime.prefetch.start_filling`: a worker thread at the lowest
     priority, the newest job first, only while no script run is going, each call on one
@@ -54,7 +68,7 @@ def prefetch(name: tuple, calls: tuple[tuple[Callable, tuple], ...]) -> bool:
     Returns:
         True when the job was queued.
     """
-    return fillers.start_filling(("heads", *name), calls)
+    return prefetch_all(((name, calls),))
 
 
 def prefetch_wait(timeout: float) -> bool:
@@ -68,7 +82,7 @@ def nearest_first(values, current) -> list:
     return sorted(values, key=lambda v: (abs(v - current), v))
 
 
-def prefetch_copy(
+def copy_job(
     length: int,
     seed: int,
     score: str,
@@ -77,17 +91,14 @@ def prefetch_copy(
     top_ks: range,
     *,
     model: str = SMOLLM2,
-) -> bool:
-    """Start filling the copy test for every top k of ``top_ks`` (nearest the current first).
-
-    Returns:
-        True when the job was queued.
-    """
+) -> Job:
+    """The job filling the copy test for every top k of ``top_ks`` (nearest the current
+    first); the heads each turns off are chosen now, from the cached census."""
     calls = []
     for k in nearest_first(top_ks, top_k):
         off, weakest = copy_heads(length, seed, score, k, picked, model)
         calls.append((copy_pair, (length, seed, off, weakest, model)))
-    return prefetch(("copy", model, length, seed, score, picked), tuple(calls))
+    return ("copy", model, length, seed, score, picked), tuple(calls)
 
 
 @dataclass(frozen=True)
@@ -160,20 +171,16 @@ def fill_why(length: int, view: CopyView) -> None:
     copy_tokens(length, view.seed, view.model)
 
 
-def prefetch_lengths(length: int, view: CopyView, reach: int = 1) -> bool:
-    """Start filling what the page draws for the copy test's lengths ``reach`` steps from
-    ``length`` (:func:`length_neighbours`): the copy test, attribution and the "why" cell,
-    one call each so that a learner's run goes between them.
-
-    Returns:
-        True when the job was queued.
-    """
+def length_job(length: int, view: CopyView, reach: int = 1) -> Job:
+    """The job filling what the page draws for the copy test's lengths ``reach`` steps from
+    ``length`` (:func:`length_neighbours`): the copy test, attribution and the "why" cells,
+    one call each so that a learner's run goes between them."""
     calls = tuple(
         (fill, (near, view))
         for near in length_neighbours(length, reach)
         for fill in (fill_copy, fill_attribution, fill_why)
     )
-    return prefetch(("length", length, reach, view), calls)
+    return ("length", length, reach, view), calls
 
 
 def window_neighbours(window: int, step: int, high: int, reach: int = 2) -> tuple[int, ...]:
@@ -183,15 +190,11 @@ def window_neighbours(window: int, step: int, high: int, reach: int = 2) -> tupl
     return tuple(w for w in near if w == 0 or 2 <= w <= high)
 
 
-def prefetch_masks(
+def mask_job(
     parts: mask_effects.MaskParts, sinks: range, windows: tuple, model: str = SMOLLM2
-) -> bool:
-    """Start filling the mask composer's cost for every sink count of ``sinks``, then each
-    window of ``windows``, the other parts as in ``parts`` (all layers only).
-
-    Returns:
-        True when the job was queued.
-    """
+) -> Job:
+    """The job filling the mask composer's cost for every sink count of ``sinks``, then each
+    window of ``windows``, the other parts as in ``parts`` (all layers only)."""
     calls = [
         (mask_effect, (mask_parts(parts.window, s, parts.prefix, parts.stride), False, model))
         for s in nearest_first(sinks, parts.sinks)
@@ -200,4 +203,4 @@ def prefetch_masks(
         (mask_effect, (mask_parts(w, parts.sinks, parts.prefix, parts.stride), False, model))
         for w in nearest_first(windows, parts.window)
     ]
-    return prefetch(("mask", model, parts), tuple(calls))
+    return ("mask", model, parts), tuple(calls)

@@ -5,10 +5,12 @@ slider values, :func:`dashboard.data.heads_prefetch.prefetch`); this module owns
 state a background thread touches:
 
 * the thread: one daemon worker per process, started with the first job
-  (:func:`start_filling`, once per job name), each call on one torch thread
+  (:func:`start_filling`, or several as one unit with :func:`start_group`, once per job
+  name), each call on one torch thread
   (:func:`dashboard.runtime.threads.single_threaded`), a failing call logged and skipped;
-* the order: the newest job first. Between two calls the worker takes the next call of the
-  job started last, and an older job goes on when the newer ones are done: the moves next
+* the order: the newest unit first. Between two calls the worker takes the next call of the
+  unit queued last (a page's jobs of one run, in its order), and an older unit goes on when
+  the newer ones are done: the moves next
   to where a learner is *now* come before those next to where they were (measured with
   ``bench.load``: a learner's second copy-length move in a row waited behind the previous
   value's sixteen top-k fills, 3.2 s at p95 on the Heads page);
@@ -54,8 +56,19 @@ _STOP = threading.Event()
 
 
 def start_filling(name: Hashable, calls: Calls) -> bool:
-    """Queue ``calls`` for the background worker (lowest priority), once per ``name``; it
-    runs them in turn, before the rest of any job queued earlier.
+    """Queue ``calls`` for the background worker (lowest priority), once per ``name``: one
+    job, as :func:`start_group` queues several.
+
+    Returns:
+        True when the job was queued (False: one of that name was queued before).
+    """
+    return start_group(((name, calls),))
+
+
+def start_group(jobs: tuple[tuple[Hashable, Calls], ...]) -> bool:
+    """Queue several jobs as one unit for the background worker (lowest priority): their
+    calls in the order given, each job once per name, the unit before the rest of any unit
+    queued earlier (what a page asks in one run, most likely first).
 
     The caller never waits for it: a value the worker has not reached is computed by the run
     that asks for it (one still being computed is waited for, as any cache entry). Each call
@@ -63,24 +76,24 @@ def start_filling(name: Hashable, calls: Calls) -> bool:
     logged and skipped; none starts once the process is stopping.
 
     Args:
-        name: what is being filled (hashable); a second call with it does nothing.
-        calls: (cached function, arguments) pairs, most likely first.
+        jobs: (name, calls) pairs: ``name`` is hashable (a job whose name was queued before
+            is left out), ``calls`` its (cached function, arguments) pairs.
 
     Returns:
-        True when the job was queued (False: one of that name was queued before).
+        True when at least one job was queued.
     """
     with _STATE:
-        if name in _STARTED:
-            return False
-        _STARTED.add(name)
-        if calls:
-            _JOBS.append(deque(calls))
+        new = [(name, calls) for name, calls in jobs if name not in _STARTED]
+        _STARTED.update(name for name, _ in new)
+        unit = deque(call for _, calls in new for call in calls)
+        if unit:
+            _JOBS.append(unit)
         if not _WORKER:
             worker = threading.Thread(target=_work, name=WORKER_NAME, daemon=True)
             _WORKER.append(worker)
             worker.start()
         _STATE.notify_all()
-    return True
+        return bool(new)
 
 
 def wait_for_fillers(timeout: float) -> bool:

@@ -35,8 +35,8 @@ from dashboard.views.heads_at_work.common import (
 from dashboard.views.heads_at_work.copying import (
     CopyConfig,
     copy_controls,
+    copy_moves,
     draw_copy,
-    prefetch_copy_moves,
 )
 from dashboard.views.heads_at_work.e5 import E5Config, draw_e5, e5_controls
 from dashboard.views.heads_at_work.explanation import draw_explanation
@@ -44,7 +44,7 @@ from dashboard.views.heads_at_work.mask import (
     MaskConfig,
     draw_mask,
     mask_controls,
-    prefetch_mask_moves,
+    mask_moves,
 )
 from dashboard.views.heads_at_work.qk_map import QKMapConfig, draw_qk_map, qk_map_controls
 from dashboard.views.heads_at_work.why import WhyConfig, draw_why, why_controls
@@ -142,11 +142,11 @@ def render(ctl: HeadsConfig) -> None:
 
 
 def prefetch_moves(ctl: HeadsConfig) -> None:
-    """After the page is drawn: fill, in the background, what the next slider moves need
-    (the copy test one length away first: a length move redraws three sections)."""
-    data.prefetch_lengths(ctl.copy.length, copy_view(ctl))
-    prefetch_copy_moves(ctl.copy)
-    prefetch_mask_moves(ctl.mask)
+    """After the page is drawn: fill, in the background, what the next slider moves need, as
+    one unit in this order (the copy test one length away first: a length move redraws
+    three sections; then every top k; then the masks)."""
+    length = data.length_job(ctl.copy.length, copy_view(ctl))
+    data.prefetch_all((length, copy_moves(ctl.copy), *mask_moves(ctl.mask)))
 
 
 def copy_view(ctl: HeadsConfig) -> data.CopyView:

@@ -53,11 +53,16 @@ def test_the_newest_job_goes_first_and_an_older_one_then_goes_on():
     older = ((first, ("a1",)), (seen.append, ("a2",)), (seen.append, ("a3",)))
     assert heads_prefetch.prefetch(("test", "older"), older)
     assert running.wait(60)  # a1 is running
-    newer = ((seen.append, ("b1",)), (seen.append, ("b2",)))
-    assert heads_prefetch.prefetch(("test", "newer"), newer)
+    newer = (  # one run's jobs, one unit: in their order, a name queued before left out
+        (("test", "newer"), ((seen.append, ("b1",)), (seen.append, ("b2",)))),
+        (("test", "older"), ((seen.append, ("again",)),)),
+        (("test", "newest"), ((seen.append, ("c1",)),)),
+    )
+    assert heads_prefetch.prefetch_all(newer)
     release.set()
     assert heads_prefetch.prefetch_wait(60)
-    assert seen == ["a1", "b1", "b2", "a2", "a3"]
+    assert seen == ["a1", "b1", "b2", "c1", "a2", "a3"]
+    assert not heads_prefetch.prefetch_all(newer[1:2])  # nothing new
 
 
 def test_prefetch_waits_while_a_learner_run_is_going():
@@ -126,7 +131,8 @@ def test_copy_pair_and_its_prefetch_equal_copy_test(decoder4, monkeypatch):
         alone = head_ablation.copy_test(decoder4, 24, 0, ablate=pairs)
         assert result.losses == pytest.approx(alone.losses, abs=1e-6)
         assert f"{result.second:.2f}" == f"{alone.second:.2f}"
-    assert heads_prefetch.prefetch_copy(24, 0, "induction", 3, ((0, 0),), range(2, 5))
+    job = heads_prefetch.copy_job(24, 0, "induction", 3, ((0, 0),), range(2, 5))
+    assert heads_prefetch.prefetch_all((job,))
     assert heads_prefetch.prefetch_wait(600)
 
     def no_forward(*args, **kwargs):

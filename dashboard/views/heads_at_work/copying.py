@@ -141,9 +141,10 @@ def borrowed_line(off: tuple, control: tuple) -> str:
     return t("heads.control_borrowed", layers=names, own=own, rest=len(control) - own)
 
 
-def prefetch_copy_moves(ctl: CopyConfig) -> None:
-    """After the page is drawn: fill, in the background, the copy test of every top k."""
-    data.prefetch_copy(
+def copy_moves(ctl: CopyConfig) -> data.Job:
+    """What to fill in the background after the page is drawn: the copy test of every
+    top k."""
+    return data.copy_job(
         ctl.length,
         ctl.seed,
         ctl.rank_score,

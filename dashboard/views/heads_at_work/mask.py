@@ -98,11 +98,12 @@ def draw_mask(ctl: MaskConfig) -> None:
     st.caption(t("heads.mask_caption", layer=worst, ppl=f"{effect.layer_perplexity[worst]:.2f}"))
 
 
-def prefetch_mask_moves(ctl: MaskConfig) -> None:
-    """After the page is drawn: fill, in the background, the masks one move of the sinks or
-    the window away (not with every layer measured alone: 30 forward passes a value)."""
+def mask_moves(ctl: MaskConfig) -> tuple[data.Job, ...]:
+    """What to fill in the background after the page is drawn: the masks one move of the
+    sinks or the window away (none with every layer measured alone: 30 forward passes a
+    value, nor when the mask cuts nothing)."""
     parts = data.mask_parts(ctl.window, ctl.sinks, ctl.prefix, ctl.stride)
     if ctl.per_layer or data.mask_kept(parts, ctl.model) == 1.0:
-        return
+        return ()
     windows = data.window_neighbours(ctl.window, WINDOW_STEP, MAX_WINDOW)
-    data.prefetch_masks(parts, range(MAX_SINKS + 1), windows, ctl.model)
+    return (data.mask_job(parts, range(MAX_SINKS + 1), windows, ctl.model),)
