@@ -107,6 +107,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "copy_job",
         "fill_attribution",
         "fill_copy",
+        "fill_top_k",
         "fill_why",
         "length_job",
         "length_neighbours",

@@ -337,11 +337,14 @@ class TooFewTokens(ValueError):
         self.need, self.got = need, got
 
 
+@_one_key
+@st.cache_resource(max_entries=64, show_spinner=False)
 def attribution_ids(
     source: str, text: str, length: int, seed: int, model: str = SMOLLM2
 ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """The token ids attribution runs on, and the positions whose loss counts: the copy
-    sequence's second copy, or every position of the prompt (None).
+    sequence's second copy, or every position of the prompt (None). Cached: drawing the copy
+    sequence sets the vocabulary apart from its control tokens, a tenth of the page's rerun.
 
     Raises:
         TooFewTokens: for a prompt of one token.

@@ -93,12 +93,19 @@ def copy_job(
     model: str = SMOLLM2,
 ) -> Job:
     """The job filling the copy test for every top k of ``top_ks`` (nearest the current
-    first); the heads each turns off are chosen now, from the cached census."""
-    calls = []
-    for k in nearest_first(top_ks, top_k):
-        off, weakest = copy_heads(length, seed, score, k, picked, model)
-        calls.append((copy_pair, (length, seed, off, weakest, model)))
-    return ("copy", model, length, seed, score, picked), tuple(calls)
+    first); the heads each turns off are ranked by the worker, not the page's run."""
+    calls = tuple(
+        (fill_top_k, (length, seed, score, k, picked, model)) for k in nearest_first(top_ks, top_k)
+    )
+    return ("copy", model, length, seed, score, picked), calls
+
+
+def fill_top_k(
+    length: int, seed: int, score: str, top_k: int, picked: tuple, model: str = SMOLLM2
+) -> None:
+    """Fill the copy test with the ``top_k`` heads by ``score`` (then ``picked``) off, and
+    its control."""
+    copy_pair(length, seed, *copy_heads(length, seed, score, top_k, picked, model), model)
 
 
 @dataclass(frozen=True)
@@ -129,8 +136,7 @@ def fill_copy(length: int, view: CopyView) -> None:
     run, and the heads off with their control."""
     copy_census(length, view.seed, view.model)
     copy_run(length, view.seed, (), view.model)
-    off, weakest = copy_heads(length, view.seed, view.score, view.top_k, view.picked, view.model)
-    copy_pair(length, view.seed, off, weakest, view.model)
+    fill_top_k(length, view.seed, view.score, view.top_k, view.picked, view.model)
 
 
 def fill_attribution(length: int, view: CopyView) -> None:
