@@ -168,6 +168,14 @@ async def drive_room(
     joined = await host.become_presenter()
     if not joined.ok:
         stats["errors"].append(f"presenter: status {joined.status} {joined.errors}")
+    # off the slider's default first: a view at a default leaves that value out of the URL,
+    # so a follower's URL names the presenter's value only when it is not the default (the
+    # moves below never come back to it)
+    first = await host.move_slider(
+        MOVED, 1 if host.sliders[MOVED].moved(1) != host.sliders[MOVED].value else -1
+    )
+    if not first.ok:
+        stats["errors"].append(f"presenter: status {first.status} {first.errors}")
     crowd = [Follower(base_url) for _ in range(followers)]
     await asyncio.gather(*(f.start() for f in crowd))
     deadline = time.monotonic() + JOIN_TIMEOUT_S

@@ -181,3 +181,30 @@ def test_a_missing_program_is_one_line_with_its_apt_get(env, program):
     assert result.stderr.strip() == (
         f"{program} is missing: install it with `apt-get install -y {program}`"
     )
+
+
+def test_a_replica_settles_when_its_cpu_time_stops_growing():
+    """serve.py waits for the warmed replicas' background work by their CPU time, read from
+    /proc: it equals the kernel's own count for this process, and a busy child is not
+    settled while a sleeping one is."""
+    import runpy
+    from types import SimpleNamespace
+
+    serve = SimpleNamespace(**runpy.run_path(str(SERVE)))  # its functions, not its main
+    before = serve.cpu_seconds(os.getpid())
+    times = os.times()
+    assert abs(before - (times.user + times.system)) < 0.05
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.5)
+        used = {}
+        for name, process in (("busy", busy), ("idle", idle)):
+            start = serve.cpu_seconds(process.pid)
+            time.sleep(serve.SETTLE_WINDOW_S)
+            used[name] = serve.cpu_seconds(process.pid) - start
+        assert used["busy"] > serve.SETTLE_CORES * serve.SETTLE_WINDOW_S > used["idle"]
+    finally:
+        for process in (busy, idle):
+            process.kill()
+            process.wait()
