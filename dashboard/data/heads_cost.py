@@ -104,7 +104,7 @@ def _mask_call_seconds(model: str) -> float:
     return _timed_call(lambda: decoder(ids, mask=mask))
 
 
-PACE_LENGTHS = (16, 128)
+PACE_LENGTHS = (16, 64)
 """The token counts a forward call of the attribution model is timed at; any other length's
 cost is read off the line through the two (the cost is close to linear in the tokens at
 these lengths: the matrix products dominate the L² scores), so moving the copy test's

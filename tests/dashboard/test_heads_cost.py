@@ -46,4 +46,5 @@ def test_the_true_effects_estimate_times_two_lengths_once_then_reads_the_line(mo
         single, batched = 0.010 + 0.001 * length, 0.010 + 0.001 * batch * length
         assert estimate.calls == calls
         assert estimate.seconds == pytest.approx(single + (calls - 1) * batched)
-    assert shapes == [(1, 16), (1, 128), (batch, 16), (batch, 128)]
+    short, long = heads_cost.PACE_LENGTHS
+    assert shapes == [(1, short), (1, long), (batch, short), (batch, long)]
