@@ -18,9 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.browser import REPO_ROOT, free_port
+from bench.load_figures import cpu_seconds
 
 SERVE = REPO_ROOT / "scripts" / "serve.py"
 START_TIMEOUT_S = 240.0
+QUIET_TIMEOUT_S = 180.0
+QUIET_WINDOW_S = 1.0
+QUIET_CORES = 0.1
+"""The stack is quiet when its process tree used less than this many cores over a window:
+what the warm-up's pages started in the background (the Heads page's prefetch) is done, so
+the CPU a bench counts is its learners'."""
 STOP_TIMEOUT_S = 30.0
 BALANCER_PREFIX = "balancer: "
 
@@ -48,6 +55,18 @@ def parse_replicas(text: str) -> tuple[int, ...]:
     return counts
 
 
+def wait_until_quiet(pid: int, timeout_s: float = QUIET_TIMEOUT_S) -> bool:
+    """Wait until the process tree of ``pid`` uses under :data:`QUIET_CORES` cores over
+    :data:`QUIET_WINDOW_S` (at most ``timeout_s``); True when it did."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(QUIET_WINDOW_S)
+        if cpu_seconds(pid) - before < QUIET_CORES * QUIET_WINDOW_S:
+            return True
+    return False
+
+
 @contextlib.contextmanager
 def serve_stack(
     replicas: int, logs: Path, env: dict[str, str] | None = None, *, warm: bool = True
@@ -58,7 +77,8 @@ def serve_stack(
         replicas: N. logs: the folder for the parts' logs.
         env: extra environment for serve.py (and so for the replicas).
         warm: let serve.py open every page on each replica before the balancer starts (its
-            default); False passes ``--no-warm``.
+            default), and wait until what those pages started in the background is done
+            (:func:`wait_until_quiet`); False passes ``--no-warm``.
 
     Yields:
         The :class:`Stack`, once serve.py printed the balancer's line.
@@ -86,6 +106,8 @@ def serve_stack(
                 raise RuntimeError(f"serve.py did not start: {' | '.join(lines)}")
             lines.append(line.strip())
         balancer = next(line for line in lines if line.startswith(BALANCER_PREFIX))
+        if warm:
+            wait_until_quiet(process.pid)
         yield Stack(balancer.removeprefix(BALANCER_PREFIX), process.pid, tuple(lines), logs)
     finally:
         if process.poll() is None:

@@ -14,10 +14,10 @@ Starts, each as its own process and stopped by its own pid:
 
 Before the balancer starts, every replica is warmed (``python -m scripts.warm``, its output in
 ``warm.log``): each page opened once through the replica's own port, so that the models and
-the default views are loaded before the first learner arrives, and then left to settle (the
-background work those pages started, finished: its CPU use falls under a tenth of a core);
-``--no-warm`` skips both. A page that fails to warm is said in one line on stderr, and the
-replicas serve anyway.
+the default views are loaded before the first learner arrives (``--no-warm`` skips it); what
+those pages start in the background (the Heads page's prefetch) goes on at the lowest
+priority while learners arrive. A page that fails to warm is said in one line on stderr, and
+the replicas serve anyway.
 
 Every replica gets the same presenter key (``ATTENTION_LAB_PRESENTER_KEY``, else one made now
 and printed last), so a presenter's key works whichever replica their tab reaches. It waits
@@ -55,11 +55,6 @@ LOOPBACK = "127.0.0.1"
 HEALTH_PATH = "/_stcore/health"
 START_TIMEOUT_S = 120.0
 WARM_TIMEOUT_S = 600.0
-SETTLE_TIMEOUT_S = 180.0
-SETTLE_WINDOW_S = 1.0
-SETTLE_CORES = 0.1
-"""A warmed replica has settled when it used less than this many cores over a window (its
-pages' background prefetch, started by the warm-up, is done)."""
 POLL_S = 0.5
 STOP_TIMEOUT_S = 15.0
 SECRET_BYTES = 32
@@ -194,30 +189,6 @@ def warm(replicas: list[Part], logs: Path) -> None:
     if code != 0:
         why = "ran over its time" if code is None else f"exit code {code}"
         print(f"warm-up: {why}, see {part.log}; the replicas serve cold", file=sys.stderr)
-        return
-    settle(replicas)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid`` (Linux: ``/proc/PID/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
-def settle(replicas: list[Part]) -> None:
-    """Wait (up to :data:`SETTLE_TIMEOUT_S`) until every replica is quiet: what the warm-up's
-    pages started in the background (the Heads page's prefetch) has finished, so the first
-    learners find the cores free. Where ``/proc`` cannot be read it does not wait."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    try:
-        while time.monotonic() < deadline:
-            before = [cpu_seconds(part.process.pid) for part in replicas]
-            time.sleep(SETTLE_WINDOW_S)
-            used = [cpu_seconds(p.process.pid) - b for p, b in zip(replicas, before, strict=True)]
-            if max(used) < SETTLE_CORES * SETTLE_WINDOW_S:
-                return
-    except (OSError, ValueError, IndexError):  # not Linux, or a replica exited
-        return
 
 
 def balancer_config(replicas: list[Part], folder: Path) -> Path:

@@ -161,7 +161,8 @@ def stack(redis_server, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "ATTENTION_LAB_PRESENTER_KEY"}
     env["ATTENTION_LAB_REDIS_URL"] = redis_server.url
     port = free_port()
-    cmd = [sys.executable, str(SERVE), "--replicas", "2", "--port", str(port)]
+    # cold replicas, as a restarted stack has them (serve.py's warm-up is test_serve.py's)
+    cmd = [sys.executable, str(SERVE), "--replicas", "2", "--port", str(port), "--no-warm"]
     process = subprocess.Popen(
         [*cmd, "--logs", str(logs)],
         cwd=REPO,

@@ -4,7 +4,7 @@ gives each new browser a cookie naming its replica and keeps it there, passes th
 upgrade through, sends a tab whose replica died to a live one; SIGTERM stops every process by
 its pid; a missing program is refused in one line with the apt-get that fixes it. Before the
 balancer starts, every page has run once on each replica (``scripts/warm.py``), and a page
-that cannot be opened is named.
+that cannot be opened is named; the benches wait for the warmed stack to be quiet.
 """
 
 from __future__ import annotations
@@ -183,28 +183,25 @@ def test_a_missing_program_is_one_line_with_its_apt_get(env, program):
     )
 
 
-def test_a_replica_settles_when_its_cpu_time_stops_growing():
-    """serve.py waits for the warmed replicas' background work by their CPU time, read from
-    /proc: it equals the kernel's own count for this process, and a busy child is not
-    settled while a sleeping one is."""
-    import runpy
-    from types import SimpleNamespace
+def test_a_stack_is_quiet_once_its_process_tree_stops_using_cpu():
+    """The load benches wait for the warmed stack's background work (bench.replicas) by the
+    CPU time of serve.py's process tree: a tree with a busy child is not quiet, one whose
+    children sleep is."""
+    from bench import replicas
 
-    serve = SimpleNamespace(**runpy.run_path(str(SERVE)))  # its functions, not its main
-    before = serve.cpu_seconds(os.getpid())
-    times = os.times()
-    assert abs(before - (times.user + times.system)) < 0.05
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    spinner = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'while 1: pass']);"
+    busy = subprocess.Popen([sys.executable, "-c", spinner + " import time; time.sleep(60)"])
+    idle = subprocess.Popen(sleeper)
     try:
-        time.sleep(0.5)
-        used = {}
-        for name, process in (("busy", busy), ("idle", idle)):
-            start = serve.cpu_seconds(process.pid)
-            time.sleep(serve.SETTLE_WINDOW_S)
-            used[name] = serve.cpu_seconds(process.pid) - start
-        assert used["busy"] > serve.SETTLE_CORES * serve.SETTLE_WINDOW_S > used["idle"]
+        time.sleep(1.0)
+        assert not replicas.wait_until_quiet(busy.pid, timeout_s=3.0)
+        assert replicas.wait_until_quiet(idle.pid, timeout_s=3.0)
     finally:
+        import psutil
+
         for process in (busy, idle):
+            for child in psutil.Process(process.pid).children(recursive=True):
+                child.kill()
             process.kill()
             process.wait()
