@@ -9,11 +9,13 @@ of the room's fragment (``rerun_script`` with its ``fragment_id``, ``is_auto_rer
 reads everything the server sends, on its own task.
 
 Measured, for each presenter move and each follower: the time from the presenter sending the
-move to the end of the follower's first run whose URL holds the new value (its view then
-equals the presenter's), and the follower's lag behind the presenter: the same end less the
-end of the presenter's own run (the goal: the presenter's screen shows the new view at the
-end of that run, and a follower cannot show it before the presenter's run made it). The goal
-(p95 ≤ 1 s) is judged on the first, the presenter's own run included. Also: errors (goal 0),
+move to the end of the follower's first run that drew the new value (the slider's value in
+that run's elements: its view then equals the presenter's), the same to the first run whose
+URL holds it (the address bar can lag behind the view: reported beside it), and the
+follower's lag behind the presenter: the same end less the end of the presenter's own run
+(the goal: the presenter's screen shows the new view at the end of that run, and a follower
+cannot show it before the presenter's run made it). The goal (p95 ≤ 1 s) is judged on the
+first, the presenter's own run included. Also: errors (goal 0),
 the presenter's own run time, and the server's CPU time during an idle stretch (followers
 only polling) and during the moves, per presenter move.
 """
@@ -84,7 +86,8 @@ class Follower:
         self.poll_s = poll_s
         self.opened_at = 0.0
         self.ended_early = 0  # runs after the first that ended early (cut short or sent on)
-        self.finished: list[tuple[float, dict[str, str]]] = []
+        self.finished: list[tuple[float, dict[str, str], str | None]] = []
+        self.drawn: str | None = None  # the MOVED slider's value as last drawn
         self.errors: list[str] = []
         self._tasks: list[asyncio.Task] = []
 
@@ -92,8 +95,10 @@ class Follower:
         """Open the link (first run) and start reading and polling."""
         self.opened_at = time.monotonic()
         result = await self.session.open()
+        for element in self.session.elements:
+            self._note_drawn(element)
         if result.status in FINISHED_OK:
-            self.finished.append((time.monotonic(), self.query()))
+            self.finished.append((time.monotonic(), self.query(), self.drawn))
         # the first run ends early when it sends the follower on to the presenter's page
         if result.errors or result.status not in (*FINISHED_OK, EARLY_FOR_RERUN):
             self.errors.append(f"open: status {result.status} {result.errors}")
@@ -111,13 +116,25 @@ class Follower:
             if kind == "script_finished":
                 # a run that ended early (sent on to the presenter's view) showed nothing
                 if forward.script_finished in FINISHED_OK:
-                    self.finished.append((time.monotonic(), self.query()))
+                    self.finished.append((time.monotonic(), self.query(), self.drawn))
                 else:
                     self.ended_early += 1
             else:
                 errors: list[str] = []
                 self.session._read(forward, kind, errors)
                 self.errors += errors
+                if kind == "delta" and forward.delta.WhichOneof("type") == "new_element":
+                    self._note_drawn(forward.delta.new_element)
+
+    def _note_drawn(self, element) -> None:
+        """Keep the value the MOVED slider shows after ``element`` (a slider drawn without a
+        value set keeps the one the browser shows)."""
+        if element.WhichOneof("type") != "slider" or not element.slider.id.endswith(MOVED):
+            return
+        if element.slider.set_value:
+            self.drawn = str(int(element.slider.value[0]))
+        elif self.drawn is None:
+            self.drawn = str(int(element.slider.default[0]))
 
     async def _poll(self) -> None:
         while True:
@@ -135,15 +152,17 @@ class Follower:
     def joined_s(self) -> float | None:
         """From opening the link to the end of the first run that showed the presenter's
         view (``None`` when none did)."""
-        for moment, query in self.finished:
+        for moment, query, _drawn in self.finished:
             if query.get(MOVED):
                 return moment - self.opened_at
         return None
 
-    def seen_at(self, value: str, after: float) -> float | None:
-        """When the first run that ended after ``after`` held ``MOVED = value``."""
-        for moment, query in self.finished:
-            if moment >= after and query.get(MOVED) == value:
+    def seen_at(self, value: str, after: float, *, by_url: bool = False) -> float | None:
+        """When the first run that ended after ``after`` drew ``MOVED = value`` (``by_url``:
+        whose URL held it)."""
+        for moment, query, drawn in self.finished:
+            shown = query.get(MOVED) if by_url else drawn
+            if moment >= after and shown == value:
                 return moment
         return None
 
@@ -217,6 +236,7 @@ async def move_phase(
     room's own). Returns the phase's figures."""
 
     stats: dict = {"errors": [], "follow_s": [], "lag_s": [], "presenter_s": [], "missed": 0}
+    stats |= {"url_s": [], "url_missed": 0}
     cpu_before, start = cpu_seconds(server_pid), time.monotonic()
     client_before = time.process_time()
     moves: list[tuple[float, float, str]] = []
@@ -246,6 +266,9 @@ async def move_phase(
             stats.setdefault("last_s", []).append(max(seen_all) - sent)
         stats["follow_s"] += [seen - sent for seen in seen_all]
         stats["lag_s"] += [max(0.0, seen - shown) for seen in seen_all]
+        in_url = [f.seen_at(value, sent, by_url=True) for f in crowd]
+        stats["url_missed"] += sum(seen is None for seen in in_url)
+        stats["url_s"] += [seen - sent for seen in in_url if seen is not None]
     return stats
 
 
@@ -280,10 +303,15 @@ def report_phase(name: str, phase: dict, followers: int, polling_cpu_s: float) -
     p50, p95 = percentiles(phase["follow_s"])
     held = p95 <= FOLLOW_GOAL_S and not phase["missed"]
     print(
-        f"  move sent -> follower's run with the same value finished (the presenter's own run "
+        f"  move sent -> follower's run drawing the same value finished (the presenter's own run "
         f"included): p50 {p50:.3f} s, p95 {p95:.3f} s over {len(phase['follow_s'])} "
         f"(move, follower) pairs, {phase['missed']} never seen (goal p95 <= "
         f"{FOLLOW_GOAL_S:g} s, 0 missed) {verdict(held)}"
+    )
+    p50, p95 = percentiles(phase["url_s"])
+    print(
+        f"  move sent -> follower's URL holding the value: p50 {p50:.3f} s, p95 {p95:.3f} s, "
+        f"{phase['url_missed']} never (the address bar, which can lag behind the view)"
     )
     p50, p95 = percentiles(phase.get("last_s", []))
     print(f"  the last of {followers} followers, per move: p50 {p50:.3f} s, p95 {p95:.3f} s")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import time
 
 import pytest
@@ -88,9 +89,10 @@ def test_a_follower_that_never_polls_follows_the_presenter():
             assert await runs_started(host, within_s=1.0) == 0
             value = str(int(host.sliders[load_room.MOVED].value[0]))
             deadline = time.monotonic() + FOLLOW_DEADLINE_S
-            while follower.seen_at(value, sent) is None and time.monotonic() < deadline:
+            in_url = functools.partial(follower.seen_at, value, sent, by_url=True)
+            while in_url() is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-            assert follower.seen_at(value, sent) is not None, (
+            assert in_url() is not None, (
                 f"move {len(seen) + 1} to {value}: the follower never showed it within "
                 f"{FOLLOW_DEADLINE_S} s; its runs: {follower.finished[-4:]}"
             )
