@@ -31,12 +31,25 @@ from streamlit.delta_generator import DeltaGenerator
 from dashboard import state
 from dashboard.i18n import t
 from dashboard.literal import literal
-from dashboard.room_follow import apply_pending, follower_controls, send_before_page, view_now
+from dashboard.room_follow import (
+    apply_pending,
+    follower_controls,
+    send_before_page,
+    shown_version,
+    view_now,
+)
 from dashboard.room_questions import ask_controls, tally_controls
 from dashboard.room_reach import UNREACHABLE, room_reach, server_back
 from dashboard.rooms import presenter, push
 from dashboard.rooms.codes import parse_room_code
-from dashboard.rooms.link import FOLLOW_KEY, ROOM_KEY, SERVER_KEY, RoomLink, parse_marker
+from dashboard.rooms.link import (
+    FOLLOW_KEY,
+    ROOM_KEY,
+    SERVER_KEY,
+    VIEW_KEY,
+    RoomLink,
+    parse_marker,
+)
 from dashboard.rooms.store import RoomLimitError
 
 KEY_WIDGET = "_room.presenter_key"
@@ -73,7 +86,7 @@ def room_link(page: str) -> RoomLink:
     if FOLLOW_KEY not in st.session_state:
         st.session_state[FOLLOW_KEY] = state.read(FOLLOW_KEY, True, state.parse_bool)
     state.write(FOLLOW_KEY, bool(st.session_state[FOLLOW_KEY]))
-    return RoomLink(code, marker)
+    return RoomLink(code, marker, shown_version(notice=True))
 
 
 def presenting() -> bool:
@@ -188,6 +201,8 @@ def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main:
     except ValueError:
         sidebar.warning(t("room.view_too_big"))
     state.write(SERVER_KEY, presenter.SERVER_ID)
+    if VIEW_KEY in st.query_params:  # a follower's own key, from before the key was typed
+        del st.query_params[VIEW_KEY]
     sidebar.success(t("room.presenting", code=literal(link.code)))
     with main:
         presenter_heartbeat(link.code)

@@ -12,6 +12,16 @@ page draws, :func:`send_before_page` sends a follower whose presenter moved on; 
 the page's widgets the presenter's values (:func:`dashboard.state.give_values`: through
 ``st.session_state`` before each is drawn, with the usual checks; a value the presenter
 left at its default, so not in their URL, takes its default).
+
+A request the browser sent before it had the view a run gave it is no move of the
+learner's. The browser's poll timer can fire while the server's run sending the follower on
+is queued or under way; Streamlit then runs the poll's request, or merges the two into one
+run, with the query, page and widget values the browser still had, and that run shows the
+old view. Each follower run writes the version of the view it shows to the link
+(``room.view``, :func:`shown_version`), so such a request carries an older version than the
+one this follower was sent to (:func:`_behind`): the follower is sent again instead of
+being told that it moved, and a poll whose link lags behind the view its tab shows runs the
+page again, which writes the link again.
 """
 
 from __future__ import annotations
@@ -25,8 +35,17 @@ from dashboard.literal import literal
 from dashboard.room_questions import answer_controls, voter
 from dashboard.room_reach import room_reach, server_back
 from dashboard.rooms import presenter, push
-from dashboard.rooms.link import FOLLOW_KEY, ROOM_KEY, SERVER_KEY, RoomLink, shared_params
+from dashboard.rooms.link import (
+    FOLLOW_KEY,
+    ROOM_KEY,
+    SERVER_KEY,
+    VIEW_KEY,
+    RoomLink,
+    parse_view_version,
+    shared_params,
+)
 from dashboard.rooms.store import RoomSnapshot, View
+from dashboard.url_state import check_raws
 
 POLL_S = 5.0  # the fallback: the presenter's moves and questions wake followers at once
 # (rooms/push.py); thirty followers polling every 2 s kept 0.1-0.2 of a core busy
@@ -66,6 +85,37 @@ def view_now(page: str) -> View:
     return View.of(page, shared_params(state.view_query(), lang_key=LANG_KEY))
 
 
+def shown_version(*, notice: bool = False) -> int | None:
+    """The version of the presenter's view that this run's request says its tab shows (the
+    link's ``room.view``, written by each follower run).
+
+    Args:
+        notice: the key counts as used by this run, and a bad value gets the usual notice
+            (the follower's next run writes the right one); without it a bad value is
+            quietly ``None`` (a poll, which draws no notices).
+
+    Returns:
+        The version, or ``None`` when the link names none or a bad one.
+    """
+    raws = st.query_params.get_all(VIEW_KEY)
+    if notice:
+        state.touch(VIEW_KEY)
+    if not raws:
+        return None
+    if notice:
+        return check_raws(VIEW_KEY, raws, None, parse_view_version)
+    try:
+        return parse_view_version(raws[0]) if len(raws) == 1 else None
+    except ValueError:
+        return None
+
+
+def _behind(shown: int | None, applied: tuple[int, View] | None) -> bool:
+    """Whether a request's link (``shown``, :func:`shown_version`) names an older view than
+    the one this follower was sent to: the browser sent it before it had that view."""
+    return shown is not None and applied is not None and shown != applied[0]
+
+
 def follower_controls(
     link: RoomLink, pages: dict, page: str, sidebar: DeltaGenerator, main: DeltaGenerator
 ) -> None:
@@ -84,26 +134,35 @@ def follower_controls(
         and _PENDING not in st.session_state
         and not st.session_state.get(_GAVE_UP)
     )
-    if was_following and st.session_state.get(FOLLOW_KEY) and settled:
-        if _safe_view(page) != applied[1]:
-            st.session_state[FOLLOW_KEY] = False
-            st.session_state[_LEFT] = True
+    # a view other than the one sent: the learner's move, unless the browser sent the
+    # request before it had that view (then the follower is sent again)
+    elsewhere = settled and _safe_view(page) != applied[1]
+    stale = elsewhere and _behind(link.shown, applied)
+    if was_following and st.session_state.get(FOLLOW_KEY) and elsewhere and not stale:
+        st.session_state[FOLLOW_KEY] = False
+        st.session_state[_LEFT] = True
     following = sidebar.toggle(t("room.follow"), key=FOLLOW_KEY, help=t("room.follow_help"))
     state.write(FOLLOW_KEY, following)
     st.session_state[_WAS_FOLLOWING] = following
     if following:
         push.registry().register(link.code, push.this_session())
-        push.remember_this_query()
     else:
         push.registry().forget(link.code, push.this_session())
     if following:
         st.session_state[_LEFT] = False
-        if snap is not None and (not was_following or _moved_on(snap, applied)):
-            jump(link, pages, page, snap)
-    elif st.session_state.get(_LEFT):
-        sidebar.info(t("room.left_notice"))
+        if snap is not None and (not was_following or stale or _moved_on(snap, applied)):
+            jump(link, pages, page, snap)  # ends the run unless the view is shown already
+        shown = st.session_state.get(_APPLIED)
+        if shown is not None:
+            state.write(VIEW_KEY, shown[0])
+        push.remember_this_query()
     else:
-        sidebar.caption(t("room.not_following"))
+        if VIEW_KEY in st.query_params:
+            del st.query_params[VIEW_KEY]
+        if st.session_state.get(_LEFT):
+            sidebar.info(t("room.left_notice"))
+        else:
+            sidebar.caption(t("room.not_following"))
     if snap is not None:
         state.write(SERVER_KEY, presenter.SERVER_ID)
     with main:
@@ -243,10 +302,12 @@ def _follow_live(link: RoomLink, pages: dict, page: str) -> None:
         return
     st.session_state[_SEEN] = True
     applied = st.session_state.get(_APPLIED)
-    if st.session_state.get(FOLLOW_KEY) and (_moved_on(snap, applied) or _lost(page, applied)):
-        jump(link, pages, page, snap)
+    if st.session_state.get(FOLLOW_KEY):
+        if _moved_on(snap, applied) or _lost(page, applied):
+            jump(link, pages, page, snap)
+        elif _behind(shown_version(), applied):
+            st.rerun()  # the browser's link lags behind its view: the page's run writes it
     presence_line(snap)
-    push.remember_this_query()
     if st.session_state.get(FOLLOW_KEY) and not snap.presenter_away:
         st.caption(t("room.following", code=literal(link.code)))
     if snap.poll is not None:

@@ -119,6 +119,13 @@ def test_copied_link_reproduces_controls(server, browser, page):
     fresh = browser.new_context().new_page()
     try:
         open_page(fresh, link)
+        # every slider drawn before they are read (a run can end with the title drawn first)
+        fresh.wait_for_function(
+            "([sel, n]) => document.querySelectorAll(sel).length >= n",
+            arg=[SLIDER, len(values)],
+            timeout=PAINT_TIMEOUT_MS,
+        )
+        wait_idle(fresh)
         assert _slider_values(fresh) == values
     finally:
         fresh.context.close()

@@ -247,9 +247,8 @@ def wait_view(tab, page: str, value: str, deadline: float, what: str) -> float:
             ON_VIEW_JS, arg=[page, value, SLIDER, SCALING_DEFAULT_L], timeout=left_ms
         )
     except Exception as err:  # Playwright's TimeoutError: say what the page shows instead
-        raise AssertionError(
-            f"{what}: not on {page} with L={value} in time: {href(tab)}\n{text(tab)[:600]}"
-        ) from err
+        shows = described(tab)
+        raise AssertionError(f"{what}: not on {page} with L={value} in time: {shows}") from err
     return time.monotonic()
 
 
@@ -261,15 +260,45 @@ def wait_text(tab, words: str, deadline: float, what: str, *, gone: bool = False
         tab.wait_for_function(js, arg=[words, gone], timeout=left_ms)
     except Exception as err:
         state = "still there" if gone else "not shown"
-        raise AssertionError(f"{what}: {words!r} {state} in time\n{text(tab)[:600]}") from err
+        raise AssertionError(f"{what}: {words!r} {state} in time: {described(tab)}") from err
     return time.monotonic()
+
+
+STATE_JS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return {url: location.href, app: !!app,
+            script: app ? app.getAttribute('data-test-script-state') : null,
+            stale: document.querySelectorAll('[data-stale="true"]').length,
+            sliders: document.querySelectorAll('[data-testid="stSlider"]').length,
+            text: document.body ? document.body.innerText.slice(0, 400) : ''};
+}"""
+
+
+def described(tab) -> str:
+    """What ``tab`` shows, for a failed wait: its URL, whether the app is there, the
+    script's state, how many elements are stale, its sliders, its first words and the last
+    console lines (a screenshot goes to ``artifacts/screenshots``)."""
+    try:
+        seen = tab.evaluate(STATE_JS)
+    except Exception as err:  # a tab that no longer answers says so
+        seen = {"evaluate": repr(err)[:200]}
+    shot = REPO / "artifacts" / "screenshots" / "replicas-failed.png"
+    try:
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        tab.screenshot(path=str(shot))
+    except Exception as err:
+        seen["screenshot"] = repr(err)[:200]
+    return f"{seen}\nconsole: {getattr(tab, 'console', [])[-8:]}"
 
 
 def move_slider(tab, key: str = "ArrowRight") -> str:
     """Move the page's first slider (L) one step; its new value once the run ended."""
-    tab.locator(SLIDER).first.focus()
-    tab.keyboard.press(key)
-    wait_idle(tab)
+    try:
+        tab.locator(SLIDER).first.focus()
+        tab.keyboard.press(key)
+        wait_idle(tab)
+    except Exception as err:  # Playwright's TimeoutError: say what the page shows instead
+        raise AssertionError(f"the slider's move did not end: {described(tab)}") from err
     return query(tab)[SEQ]
 
 
@@ -374,7 +403,9 @@ def _land(browser, base: str) -> tuple[object, str]:
 def _open(tab: Tab, url: str) -> None:
     tab.page = tab.context.new_page()
     tab.page.errors = []
+    tab.page.console = []
     tab.page.on("pageerror", lambda exc: tab.page.errors.append(str(exc)))
+    tab.page.on("console", lambda msg: tab.page.console.append(f"{msg.type}: {msg.text[:200]}"))
     tab.page.goto(url)
     tab.page.wait_for_selector("h1", timeout=60_000)
     wait_idle(tab.page)
