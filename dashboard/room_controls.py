@@ -33,6 +33,7 @@ from dashboard.i18n import t
 from dashboard.literal import literal
 from dashboard.room_follow import (
     apply_pending,
+    drop_shown_version,
     follower_controls,
     send_before_page,
     shown_version,
@@ -46,7 +47,6 @@ from dashboard.rooms.link import (
     FOLLOW_KEY,
     ROOM_KEY,
     SERVER_KEY,
-    VIEW_KEY,
     RoomLink,
     parse_marker,
 )
@@ -201,8 +201,7 @@ def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main:
     except ValueError:
         sidebar.warning(t("room.view_too_big"))
     state.write(SERVER_KEY, presenter.SERVER_ID)
-    if VIEW_KEY in st.query_params:  # a follower's own key, from before the key was typed
-        del st.query_params[VIEW_KEY]
+    drop_shown_version()  # kept from before the key was typed
     sidebar.success(t("room.presenting", code=literal(link.code)))
     with main:
         presenter_heartbeat(link.code)

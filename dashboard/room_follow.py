@@ -110,6 +110,13 @@ def shown_version(*, notice: bool = False) -> int | None:
         return None
 
 
+def drop_shown_version() -> None:
+    """Take ``room.view`` out of the link of a run that shows no presenter's view (a learner
+    who stopped following, or the presenter): the key is a follower's own."""
+    if VIEW_KEY in st.query_params:
+        del st.query_params[VIEW_KEY]
+
+
 def _behind(shown: int | None, applied: tuple[int, View] | None) -> bool:
     """Whether a request's link (``shown``, :func:`shown_version`) names an older view than
     the one this follower was sent to: the browser sent it before it had that view."""
@@ -157,8 +164,7 @@ def follower_controls(
             state.write(VIEW_KEY, shown[0])
         push.remember_this_query()
     else:
-        if VIEW_KEY in st.query_params:
-            del st.query_params[VIEW_KEY]
+        drop_shown_version()
         if st.session_state.get(_LEFT):
             sidebar.info(t("room.left_notice"))
         else:
