@@ -23,6 +23,7 @@ SCHEME_STOPS = {
     "yellowgreenblue": "eff9bddbf1b4bde5b594d5b969c5be45b4c22c9ec02182b82163aa23479c1c3185",
     "redblue": "8c0d25bf363adf745ef4ae91fbdbc9f2efeed2e5ef9dcae15da2cb2f78b3134b85",
 }
+CHOSEN_STROKE = "#e4572e"  # the outline of the cell or head a page takes apart
 PANEL_WIDTH = 220
 SINGLE_WIDTH = 520
 MIN_CELL_PX = 3

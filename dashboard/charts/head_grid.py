@@ -10,12 +10,11 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
-from dashboard.charts.base import SEQUENTIAL_SCHEME, check_rows, finish
+from dashboard.charts.base import CHOSEN_STROKE, SEQUENTIAL_SCHEME, check_rows, finish
 
 CELL_PX = 26
 PICK = "pick"
 """The name of the grid's click selection (its fields: ``layer`` and ``head``)."""
-CHOSEN_STROKE = "#e4572e"
 SCATTER_SIZE = 360
 SCATTER_LABELS = 8  # heads named in text on the scatter; the rest on hover
 LABEL_FONT = 10

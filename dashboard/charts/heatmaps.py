@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dashboard.charts.base import (
+    CHOSEN_STROKE,
     DIVERGING_SCHEME,
     FAST_RENDER_META,
     FONT_SIZE,
@@ -38,12 +39,12 @@ from dashboard.charts.base import (
 )
 
 TITLE_LABEL_ALLOWANCE_PX = 40  # a single map's title may also span its row labels
-# Streamlit fits a map to its column, often narrower than its cells ask: the Step-by-step
-# matrices (44 px cells) show 28 px cells in a 1,440 px window. A single map's title and
-# subtitle wrap as if each cell had this width, so they are not clipped.
-FIT_CELL_PX = 24
+# A heatmap is drawn at the cell size its builder chose: Streamlit's default autosize ("fit")
+# would squeeze the cells, title, labels and legend into the plot's own width and height.
+PAD_AUTOSIZE = alt.AutoSizeParams(type="pad", contains="padding")
 ANNOTATED_LEGEND_PX = 120  # the colour bar under an annotated matrix
 ANNOTATION_FONT_PX = FONT_SIZE - 3  # "−0.45" in 28 px: a gap in a 32 px cell
+OUTLINE_PX = 2.5  # the highlighted cell's outline, as the head grid's chosen head
 WIDE_VALUE = 9.995  # from here on a ".2f" value prints as 10.00: five digits and a sign
 
 
@@ -127,6 +128,8 @@ class HeatmapSpec:
         annotate: print each value in its cell (Altair only; small matrices).
         value_format: d3 format of values in tooltips and annotations.
         width: total width in pixels of one panel (default depends on panels).
+        highlight: (row label, column label) of one cell outlined in :data:`CHOSEN_STROKE`,
+            the cell a page takes apart (Altair only), or None.
     """
 
     title: str
@@ -145,6 +148,7 @@ class HeatmapSpec:
     annotate: bool = False
     value_format: str = ".3f"
     width: int | None = None
+    highlight: tuple[str, str] | None = None
 
 
 def heatmap_chart(df: pd.DataFrame, spec: HeatmapSpec) -> alt.Chart:
@@ -189,12 +193,13 @@ def heatmap_chart(df: pd.DataFrame, spec: HeatmapSpec) -> alt.Chart:
             _annotation_test(names["value"], lo, hi, spec.diverging) if spec.annotate else None
         ),
         axis_scales=(ordered_scale(row_order), ordered_scale(col_order)),
+        highlight=_highlight(spec),
     )
     # a single map's title wraps to its cells and y labels (Vega clips it at the chart)
-    shown_cell = min(cell_w, FIT_CELL_PX)
-    width_px = None if faceted else shown_cell * len(col_order) + TITLE_LABEL_ALLOWANCE_PX
+    width_px = None if faceted else cell_w * len(col_order) + TITLE_LABEL_ALLOWANCE_PX
     top = {
         "title": title_params(spec.title, spec.subtitle, width_px),
+        "autosize": PAD_AUTOSIZE,
         "usermeta": FAST_RENDER_META,
         "config": alt.Config(mark=alt.MarkConfig(aria=False)),
     }
@@ -341,6 +346,32 @@ class _CellStyle:
     order: tuple[tuple[str, ...], tuple[str, ...]]
     annotate: str | None
     axis_scales: tuple[alt.Scale, alt.Scale]
+    highlight: tuple[str, str] | None = None
+
+
+def _highlight(spec: HeatmapSpec) -> tuple[str, str] | None:
+    """The spec's outlined cell, checked against its axes.
+
+    Raises:
+        ValueError: for a row or column label that is not on the axes.
+    """
+    if spec.highlight is None:
+        return None
+    row, col = (str(label) for label in spec.highlight)
+    if row not in spec.row_order or col not in spec.col_order:
+        raise ValueError(
+            f"highlighted cell {spec.highlight!r} is not on the axes "
+            f"{list(spec.row_order)} x {list(spec.col_order)}"
+        )
+    return row, col
+
+
+def _outline_layer(cells: _CellStyle, position: dict) -> alt.Chart:
+    """One unfilled rect around the highlighted cell, on the same axes as the cells."""
+    row, col = cells.highlight
+    one = pd.DataFrame({cells.names["row"]: [row], cells.names["col"]: [col]})
+    mark = alt.MarkDef(type="rect", fill=None, stroke=CHOSEN_STROKE, strokeWidth=OUTLINE_PX)
+    return alt.Chart(one, mark=mark, encoding=alt.FacetedEncoding(**position))
 
 
 def _annotation_test(value_name: str, lo: float, hi: float, diverging: bool) -> str:
@@ -375,8 +406,12 @@ def _heatmap_layer(
 
     The tooltip is the cell's row itself, its columns named by the translated titles:
     per-field tooltips would make Vega evaluate a formatted object for every cell on every
-    repaint (about 50 ms for 16k cells in Streamlit's expression interpreter). Width and
-    height are constants for the same reason (no ``bandwidth()`` call per cell).
+    repaint (about 50 ms for 16k cells in Streamlit's expression interpreter).
+
+    A rect fills its band, whatever size the chart is drawn at: a constant mark size is right
+    only at the size the builder chose, and a chart fitted to a narrower box (Streamlit's
+    default ``autosize``) then painted each 44 px rect over its 14 px band's neighbours, the
+    colours a row away from their printed numbers.
     """
     names, (cell_w, cell_h), (row_order, col_order) = cells.names, cells.cell, cells.order
     x_labels = len(col_order) <= MAX_TICK_LABELS and x_title is not None
@@ -403,15 +438,22 @@ def _heatmap_layer(
     size = {"width": cell_w * len(col_order), "height": cell_h * len(row_order)}
     # built with constructors, not .mark_*/.encode/.properties: each of those deep-copies
     # the chart, 64-label domains included
-    rect_mark = alt.MarkDef(
-        type="rect", tooltip=alt.TooltipContent("data"), width=cell_w, height=cell_h
-    )
+    rect_mark = alt.MarkDef(type="rect", tooltip=alt.TooltipContent("data"))
     if cells.annotate is None:
         color = alt.Color(
             field=value_field, type="quantitative", scale=cells.scale, title=cells.value_title
         )
-        return alt.Chart(
-            shown, mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color), **size
+        if cells.highlight is None:
+            return alt.Chart(
+                shown, mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color), **size
+            )
+        return alt.LayerChart(
+            data=shown,
+            layer=[
+                alt.Chart(mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color)),
+                _outline_layer(cells, position),
+            ],
+            **size,
         )
     # an annotated matrix sits in a narrow column: its colour bar goes underneath, so the
     # cells get the width, and values of 10 or more lose a decimal to stay inside their cell
@@ -434,11 +476,10 @@ def _heatmap_layer(
         **position,
         color=alt.condition(cells.annotate, alt.value("white"), alt.value("black")),
     )
-    return alt.LayerChart(
-        data=shown,
-        layer=[
-            alt.Chart(mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color)),
-            alt.Chart(mark=text_mark, encoding=text),
-        ],
-        **size,
-    )
+    layers = [
+        alt.Chart(mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color)),
+        alt.Chart(mark=text_mark, encoding=text),
+    ]
+    if cells.highlight is not None:
+        layers.append(_outline_layer(cells, position))
+    return alt.LayerChart(data=shown, layer=layers, **size)

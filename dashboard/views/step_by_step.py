@@ -32,6 +32,7 @@ MATRIX_ROWS = (
 # (up to 8 columns) has half the page
 CHART_WIDTH = 256
 WIDE_CHART_WIDTH = 352
+CELL_MATRICES = ("scores", "scaled", "mask", "weights")  # n × n: where the cell (i, j) is
 TWO_DECIMALS_CELL_PX = 36  # "−1.32" is 29 px at 10 px: narrower cells print one decimal
 
 
@@ -98,9 +99,11 @@ def matrix_axes(tokens: tuple[str, ...], d_k: int) -> dict[str, tuple[list[str],
     return {name: axes for names, axes in by_shape for name in names}
 
 
-def matrix_chart(result: Walkthrough, axes: dict, name: str):
-    """Annotated heatmap of one intermediate matrix."""
+def matrix_chart(result: Walkthrough, axes: dict, name: str, cell: tuple[int, int] = (0, 0)):
+    """Annotated heatmap of one intermediate matrix; on the n × n matrices, the cell
+    ``cell`` = (query i, key j) taken apart below is outlined."""
     rows, cols = axes[name]
+    outlined = (rows[cell[0]], cols[cell[1]]) if name in CELL_MATRICES else None
     heat = data.heatmap_grid(result.matrices[name], rows, cols)
     shape = "×".join(str(s) for s in result.matrices[name].shape)
     width = WIDE_CHART_WIDTH if name == "X" else CHART_WIDTH
@@ -117,14 +120,16 @@ def matrix_chart(result: Walkthrough, axes: dict, name: str):
         annotate=True,
         value_format=".2f" if width // len(cols) >= TWO_DECIMALS_CELL_PX else ".1f",
         width=width,
+        highlight=outlined,
     )
     return charts.heatmap_chart(heat.frame, spec)
 
 
 @replayed
-def draw_matrices(walk: StepConfig) -> None:
-    """Every intermediate matrix, one row of charts per stage of the computation (drawn once
-    per values and language, then replayed: :mod:`dashboard.replay`)."""
+def draw_matrices(walk: StepConfig, cell: tuple[int, int]) -> None:
+    """Every intermediate matrix, one row of charts per stage of the computation, the cell
+    (i, j) taken apart outlined (drawn once per values and language, then replayed:
+    :mod:`dashboard.replay`)."""
     result = data.step_by_step(walk)
     axes = matrix_axes(result.tokens, walk.d_k)
     for group in MATRIX_ROWS:
@@ -133,7 +138,9 @@ def draw_matrices(walk: StepConfig) -> None:
             if name is not None:
                 with col:
                     # at its own size: stretched to the column, Vega would squeeze the rows
-                    st.altair_chart(matrix_chart(result, axes, name), theme=None, width="content")
+                    st.altair_chart(
+                        matrix_chart(result, axes, name, cell), theme=None, width="content"
+                    )
 
 
 def cell_table(cell: CellBreakdown, i: int, j: int) -> pd.DataFrame:
@@ -186,7 +193,7 @@ def render(ctl: StepPageConfig) -> None:
         controls.show_error(err)
         return
     axes = matrix_axes(result.tokens, ctl.walk.d_k)
-    draw_matrices(ctl.walk)
+    draw_matrices(ctl.walk, (ctl.query, ctl.key))
     st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
     draw_cell(result, ctl.query, ctl.key)
     labels = data.axis_labels(result.tokens)

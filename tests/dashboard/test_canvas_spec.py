@@ -85,7 +85,7 @@ def test_scale_and_cell_size_match_the_altair_heatmap():
         assert spec["scale"]["type"] == scale.get("type", "linear")
         assert spec["scale"]["reverse"] == scale.get("reverse", False)
         assert spec["scale"]["colors"] == charts.SCHEME_STOPS[scale["scheme"]]
-        assert spec["cell"] == [chart["mark"]["width"], chart["mark"]["height"]]
+        assert spec["cell"] == [chart["width"] / len(cols), chart["height"] / len(rows)]
 
 
 def _stops_ramp(stops: str, n: int) -> np.ndarray:

@@ -98,9 +98,10 @@ def test_heatmap_chart_shares_domain_and_has_tooltips():
 
 def test_a_small_heatmap_wraps_a_long_subtitle_to_its_width():
     """Vega clips a title wider than its chart: a 4-column map wraps its subtitle into lines
-    that fit FIT_CELL_PX-wide cells and the row labels, and keeps a short one as it is."""
+    that fit its cells (drawn at the size the builder chose) and the row labels, and keeps a
+    short one as it is."""
     from dashboard.charts.base import SUBTITLE_PX_PER_UNIT
-    from dashboard.charts.heatmaps import FIT_CELL_PX, TITLE_LABEL_ALLOWANCE_PX
+    from dashboard.charts.heatmaps import TITLE_LABEL_ALLOWANCE_PX
     from dashboard.charts.title_wrap import display_units
 
     rows, cols = [f"d{i}" for i in range(8)], [f"k{j}" for j in range(4)]
@@ -121,14 +122,16 @@ def test_a_small_heatmap_wraps_a_long_subtitle_to_its_width():
             annotate=True,
             width=240,
         )
-        return charts.heatmap_chart(frame, spec).to_dict()["title"]
+        return charts.heatmap_chart(frame, spec).to_dict()
 
-    lines = title(subtitle)["subtitle"]
-    units = (FIT_CELL_PX * len(cols) + TITLE_LABEL_ALLOWANCE_PX) // SUBTITLE_PX_PER_UNIT
+    chart = title(subtitle)
+    lines = chart["title"]["subtitle"]
+    assert chart["autosize"]["type"] == "pad"  # drawn at its cells' size, not fitted
+    units = (chart["width"] + TITLE_LABEL_ALLOWANCE_PX) // SUBTITLE_PX_PER_UNIT
     assert isinstance(lines, list) and len(lines) >= 2
     assert " ".join(lines) == subtitle
     assert all(display_units(line) <= units for line in lines)
-    assert title("q · k")["subtitle"] == "q · k"
+    assert title("q · k")["title"]["subtitle"] == "q · k"
 
 
 def test_heatmap_chart_refuses_too_many_rows():

@@ -1,0 +1,145 @@
+"""Pictures as pixels: on every page that prints values or labels in heatmap cells, the colour
+Vega paints under each printed cell is the colour the chart's own scale gives that cell's
+value, and the cell a page says it takes apart is the one outlined (tests/pictures.py reads
+the charts as Streamlit sends them, drawn by Vega through vl-convert)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dashboard import charts
+from tests.dashboard.conftest import open_app
+from tests.pictures import (
+    COLOUR_TOLERANCE,
+    cell_layers,
+    element_spec,
+    hex_rgb,
+    outlines,
+    painted_cells,
+    printed_digits,
+    printed_number,
+    rank_agreement,
+)
+
+ROUNDING_SLACK = 0.5 + 1e-9  # a printed value is within half a unit of its last digit
+# (page, query): the views whose printed heatmaps are checked; the real-model pages' grids
+# run in the model tier (tests/conftest.py marks a `page` in MODEL_PAGES)
+VIEWS = [
+    ("step_by_step", {}),
+    (
+        "step_by_step",
+        {
+            "step_by_step.tokens": "8",
+            "step_by_step.d_k": "8",
+            "step_by_step.causal": "true",
+            "step_by_step.sentence": "preset_en",
+            "step_by_step.query": "5",
+            "step_by_step.key": "2",
+        },
+    ),
+    ("step_by_step", {"step_by_step.tokens": "4", "step_by_step.d_k": "1"}),
+    ("heads", {}),
+]
+
+
+def printed_charts(at) -> list[tuple[str, dict]]:
+    """(title, spec) of every chart on the page that prints text over coloured cells."""
+    found = []
+    for element in at.get("vega_lite_chart"):
+        spec = element_spec(element)
+        if cell_layers(spec) is not None:
+            title = spec.get("title", {})
+            found.append((title.get("text") if isinstance(title, dict) else str(title), spec))
+    return found
+
+
+def check_cells(title, cells) -> list[str]:
+    """Readable lines for every cell painted off its colour or printing another row's value."""
+    problems = []
+    for cell in cells:
+        if cell.distance > COLOUR_TOLERANCE:
+            problems.append(
+                f"{title}: {cell.text!r} (value {cell.value:.4f}) painted on {cell.painted}, "
+                f"its colour is {cell.expected}"
+            )
+        number = printed_number(cell.text)
+        unit = 10.0 ** -printed_digits(cell.text)
+        if number is not None and abs(number - cell.value) > ROUNDING_SLACK * unit:
+            problems.append(f"{title}: {cell.text!r} printed over the row of {cell.value:.4f}")
+    return problems
+
+
+@pytest.mark.parametrize(("page", "query"), VIEWS, ids=lambda v: str(v) if v else "default")
+def test_every_printed_cell_sits_on_its_own_colour(page, query):
+    at = open_app(page, **query)
+    printed = printed_charts(at)
+    assert printed, f"{page} drew no chart with printed cells"
+    problems, worst, outlined = [], 1.0, 0
+    stroke = np.array(hex_rgb(charts.CHOSEN_STROKE))
+    for title, spec in printed:
+        cells = painted_cells(spec)
+        problems += check_cells(title, cells)
+        worst = min(worst, rank_agreement(cells))
+        for outline in outlines(spec):  # a chosen cell's outline is painted where it says
+            outlined += 1
+            if np.abs(np.array(outline.edge) - stroke).max() > COLOUR_TOLERANCE:
+                problems.append(f"{title}: the outline of {outline.row} is not painted")
+    print(
+        f"{page} {query}: {len(printed)} printed heatmaps ({outlined} outlined cells), "
+        f"worst rank agreement {worst:.3f}"
+    )
+    assert not problems, "\n".join(problems[:20])
+    assert worst >= 0.99
+
+
+def test_step_by_step_outlines_the_cell_it_takes_apart():
+    i, j = 3, 1
+    at = open_app("step_by_step", **{"step_by_step.query": str(i), "step_by_step.key": str(j)})
+    outlined = {}
+    for title, spec in printed_charts(at):
+        for outline in outlines(spec):
+            outlined[title] = outline
+    # the four n × n matrices: scores, scaled scores, mask and weights
+    assert len(outlined) == 4, sorted(outlined)
+    stroke = np.array(hex_rgb(charts.CHOSEN_STROKE))
+    for title, outline in outlined.items():
+        assert outline.row["row"].startswith(f"{i} ") and outline.row["col"].startswith(f"{j} ")
+        assert np.abs(np.array(outline.edge) - stroke).max() <= COLOUR_TOLERANCE, title
+        others = np.abs(np.array(outline.other_edges) - stroke).max(axis=1)
+        # the cell's neighbours below and right share part of its edge: none other is painted
+        assert (others > COLOUR_TOLERANCE).sum() >= len(others) - 1, title
+
+
+def test_a_heatmap_drawn_smaller_than_its_cells_keeps_each_colour_under_its_number():
+    """Whatever box the browser fits a chart into, each rect fills its own band: the class of
+    bug where constant-size rects overlapped their neighbours and the colours slid a row."""
+    rows, cols = [f"r{i}" for i in range(6)], [f"c{j}" for j in range(4)]
+    values = np.random.default_rng(3).normal(size=(6, 4))
+    frame = pd.DataFrame(
+        {
+            "row": np.repeat(rows, 4),
+            "col": np.tile(cols, 6),
+            "value": values.ravel(),
+        }
+    )
+    look = charts.HeatmapSpec(
+        title="T",
+        x_title="",
+        y_title="",
+        value_title="v",
+        row_order=tuple(rows),
+        col_order=tuple(cols),
+        diverging=True,
+        annotate=True,
+        value_format=".2f",
+        width=176,
+    )
+    spec = charts.heatmap_chart(frame, look).to_dict()
+    # Streamlit's default autosize: title, labels and legend fitted inside the cells' own
+    # width and height, so each band is far smaller than the cell size the builder chose
+    spec["autosize"] = {"type": "fit", "contains": "padding"}
+    cells = painted_cells(spec)
+    assert len(cells) == 24
+    assert not check_cells("squeezed", cells)
