@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard import controls, room_controls, state
+from dashboard import controls, presentation, room_controls, state
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, current_lang, t
 from dashboard.runtime import startup, threads
 from dashboard.views import APP_ICON, PAGES, SECTIONS, default_page
@@ -140,7 +140,13 @@ def page_name(pages: dict[str, st.Page], page: st.Page) -> str:
 
 def main() -> None:
     """Draw the shared sidebar and run the selected page."""
-    st.set_page_config(page_title="Attention Lab", page_icon=APP_ICON, layout="wide")
+    sidebar = "collapsed" if presentation.link_presents() else "auto"
+    st.set_page_config(
+        page_title="Attention Lab",
+        page_icon=APP_ICON,
+        layout="wide",
+        initial_sidebar_state=sidebar,
+    )
     pages, root = session_pages()
     page = st.navigation(navigation_sections(pages, root), expanded=True)
     state.begin_run(page_name(pages, page) if page is not root else "")
@@ -148,13 +154,16 @@ def main() -> None:
         landing = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
         st.switch_page(pages[landing], query_params=link_query())
     language_switch()  # after the redirect, so that the landed page reads the link's lang
+    present = presentation.present_switch()
     room = room_controls.room_link(page_name(pages, page))  # room=CODE stays across pages
     room_controls.follow_now(room, pages, page_name(pages, page))  # before the page draws
     startup.before_page(page_name(pages, page))  # torch imported while the page draws
     controls.reserve_device_line()  # drawn when the page first asks for the device
     notice_box = st.container()
     room_box, room_sidebar = st.container(), st.sidebar.container()
+    presentation.begin_page(present)  # the page's controls: the sidebar, or a box on top
     page.run()
+    controls.page_notes(page_name(pages, page))  # what to look for, and more, after it
     controls.current_device()  # the device line, if the page did not ask for it
     state.render_notices(notice_box)
     state.finish_run()

@@ -73,9 +73,20 @@ def widget_key(page: str, name: str) -> str:
     return f"{page}.{name}" if page else name
 
 
+CONTROLS_BOX = "_bound.controls_box"
+"""This run's box for a page's controls, when not the sidebar (the presentation view's
+"Controls" box above the page, set by :func:`dashboard.presentation.begin_page`)."""
+
+
+def controls_box() -> DeltaGenerator:
+    """Where a page's controls go this run: the sidebar, or the box set under
+    :data:`CONTROLS_BOX`."""
+    return st.session_state.get(CONTROLS_BOX) or st.sidebar
+
+
 def container(where: DeltaGenerator | None) -> DeltaGenerator:
     """Where a widget goes: ``where``, or the sidebar when it is ``None``."""
-    return st.sidebar if where is None else where
+    return controls_box() if where is None else where
 
 
 def _url_text(value: Any, default: Any) -> str | None:

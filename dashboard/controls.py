@@ -115,17 +115,36 @@ def param_help(variant: str, param: Param) -> str | None:
 
 
 def page_intro(namespace: str) -> None:
-    """Draw a page's title, explainer and "what to look for" note.
+    """Draw a page's title and its purpose in a line or two: the picture comes next, the
+    longer explanation after it (:func:`page_notes`).
 
-    Uses the keys ``<namespace>.title``, ``<namespace>.intro`` and ``<namespace>.look_for``,
-    or their ``_own`` forms when the page runs one of the server's own models
-    (:func:`runs_own_model`).
+    Uses the keys ``<namespace>.title`` and ``<namespace>.purpose``, or their ``_own`` forms
+    when the page runs one of the server's own models (:func:`runs_own_model`).
     """
-    suffix = "_own" if runs_own_model(namespace) else ""
+    suffix = _own_suffix(namespace)
     st.title(t(f"{namespace}.title{suffix}"))
-    st.markdown(t(f"{namespace}.intro{suffix}"))
-    with st.expander(t("common.what_to_look_for"), expanded=True):
+    st.markdown(t(f"{namespace}.purpose{suffix}"))
+
+
+def page_notes(namespace: str) -> None:
+    """Draw what follows a page's pictures, folded: "What to look for" asks its questions
+    (the answers behind one more click) and "About this page" holds the full explanation.
+
+    Uses ``<namespace>.look_for``, ``.look_for_answers`` and ``.intro`` (``_own`` forms as
+    :func:`page_intro`).
+    """
+    suffix = _own_suffix(namespace)
+    with st.expander(t("common.what_to_look_for"), expanded=False):
         st.markdown(t(f"{namespace}.look_for{suffix}"))
+        with st.popover(t("common.show_answers")):
+            st.markdown(t(f"{namespace}.look_for_answers{suffix}"))
+    with st.expander(t("common.about_this_page"), expanded=False):
+        st.markdown(t(f"{namespace}.intro{suffix}"))
+
+
+def _own_suffix(namespace: str) -> str:
+    """``"_own"`` when the page runs one of the server's own models, else ``""``."""
+    return "_own" if runs_own_model(namespace) else ""
 
 
 def show_error(err: Exception) -> None:
@@ -270,7 +289,7 @@ def variant_select(
         format_func=variant_label,
     )
     if explain:
-        st.sidebar.caption(variant_explanation(variant))
+        state.controls_box().caption(variant_explanation(variant))
     return variant
 
 
@@ -286,7 +305,9 @@ def variant_params_controls(page: str, variant: str, seq_len: int) -> ParamPairs
     info = data.variant_catalogue()[variant]
     if not info.params:
         return ()
-    st.sidebar.markdown(f"**{t('common.ctl_params_header', variant=variant_label(variant))}**")
+    state.controls_box().markdown(
+        f"**{t('common.ctl_params_header', variant=variant_label(variant))}**"
+    )
     values = []
     for p in info.params:
         name = f"{variant}.{p.name}"
@@ -401,7 +422,7 @@ def _dropout_control(page: str, variant: str) -> float:
         return state.float_input(
             page, "dropout", t("common.ctl_dropout"), 0.0, MAX_DROPOUT, 0.0, step=DROPOUT_STEP
         )
-    st.sidebar.caption(t("common.ctl_dropout_unsupported"))
+    state.controls_box().caption(t("common.ctl_dropout_unsupported"))
     return 0.0
 
 
@@ -428,10 +449,10 @@ def layer_controls(
         )
     else:
         seq_len = len(data.input_tokens(source.input_kind, source.sentence, defaults.seq_len))
-        st.sidebar.caption(f"{t('common.metric_seq_len')}: {seq_len}")
+        state.controls_box().caption(f"{t('common.metric_seq_len')}: {seq_len}")
     params = variant_params_controls(page, variant, seq_len)
     d_model, heads = width_controls(page, defaults.d_model, defaults.heads)
-    st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
+    state.controls_box().caption(t("common.ctl_d_k", d_k=d_model // heads))
     mask_kind, pad_len = _mask_controls(page, seq_len)
     dropout = _dropout_control(page, variant)
     seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, MAX_SEED, 0)

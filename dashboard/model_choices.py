@@ -79,7 +79,7 @@ def model_select(page: str, *, header_key: str, label_key: str) -> str:
         The chosen model's listed name.
     """
     threads.import_torch()  # the model list's module imports the library
-    st.sidebar.markdown(f"**{t(header_key)}**")
+    state.controls_box().markdown(f"**{t(header_key)}**")
     smollm2 = data.SMOLLM2_CHOICE
     name = state.select(
         page,
@@ -91,7 +91,7 @@ def model_select(page: str, *, header_key: str, label_key: str) -> str:
     )
     if not data.models_configured():
         howto = t(f"{page}.own_models_howto", env=data.MODELS_DIR_ENV, sep=os.pathsep)
-        st.sidebar.caption(howto)
+        state.controls_box().caption(howto)
     return name
 
 

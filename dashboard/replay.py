@@ -18,7 +18,8 @@ Rules for a replayed function (Streamlit's own, see "Caching" in its docs):
   page's frozen config, tuples, numbers, strings. Not a data frame: hashing one costs as
   much as drawing (Arrow-backed columns). Fetch the data inside from :mod:`dashboard.data`,
   whose cache answers the second call;
-* whatever the section says depends only on its arguments and the language.
+* whatever the section says depends only on its arguments, the language and the look of
+  the tab's charts (:func:`dashboard.presentation.chart_look`: the presentation view).
 
 Switch it off with ``ATTENTION_LAB_NO_REPLAY=1`` (the section is then drawn on every run,
 as the readable code says).
@@ -35,6 +36,7 @@ from typing import ParamSpec
 import streamlit as st
 
 from dashboard.i18n import current_lang
+from dashboard.presentation import chart_look
 
 MAX_ENTRIES = 128
 """Recorded drawings kept per section (oldest first out); each is a few tens of KiB."""
@@ -51,7 +53,8 @@ def replay_enabled() -> bool:
 
 
 def replayed(draw: Callable[P, None]) -> Callable[P, None]:
-    """Decorator: draw ``draw(*args)`` once per (arguments, language), replay it after.
+    """Decorator: draw ``draw(*args)`` once per (arguments, language, chart look), replay it
+    after.
 
     Args:
         draw: a function that only draws (no widgets, no return value) with ``st.*`` calls.
@@ -70,7 +73,7 @@ def replayed(draw: Callable[P, None]) -> Callable[P, None]:
     @functools.wraps(draw)
     def section(*args: P.args, **kwargs: P.kwargs) -> None:
         if replay_enabled():
-            cached(current_lang(), *args, **kwargs)
+            cached((current_lang(), chart_look()), *args, **kwargs)
         else:
             draw(*args, **kwargs)
 
@@ -85,8 +88,8 @@ def _cached_recorder(draw: Callable[P, None]) -> tuple[Callable[..., None], list
     """
     current: list[Callable[P, None]] = [draw]
 
-    def record(lang: str, *args: P.args, **kwargs: P.kwargs) -> None:
-        del lang  # part of the cache key: the drawing's text is in this language
+    def record(view: tuple, *args: P.args, **kwargs: P.kwargs) -> None:
+        del view  # part of the cache key: the drawing's language and chart look
         current[0](*args, **kwargs)
 
     # Streamlit's caches key a function by its module, qualified name and source; every

@@ -32,6 +32,7 @@ from streamlit.delta_generator import DeltaGenerator
 from dashboard import state
 from dashboard.i18n import LANG_KEY, current_lang, t
 from dashboard.literal import literal
+from dashboard.presentation import PRESENT_KEY, presenting
 from dashboard.room_questions import answer_controls, voter
 from dashboard.room_reach import room_reach, server_back
 from dashboard.rooms import presenter, push
@@ -47,6 +48,7 @@ from dashboard.rooms.link import (
 from dashboard.rooms.store import RoomSnapshot, View
 from dashboard.url_state import check_raws
 
+OWN_KEYS = (LANG_KEY, PRESENT_KEY)  # each learner's own: never shared by a room
 POLL_S = 5.0  # the fallback: the presenter's moves and questions wake followers at once
 # (rooms/push.py); thirty followers polling every 2 s kept 0.1-0.2 of a core busy
 _APPLIED = "_room.applied"  # (version, View) of the presenter's view this follower shows
@@ -82,7 +84,7 @@ def view_now(page: str) -> View:
     Raises:
         ValueError: when the view is too large to share (see :meth:`View.of`).
     """
-    return View.of(page, shared_params(state.view_query(), lang_key=LANG_KEY))
+    return View.of(page, shared_params(state.view_query(), own_keys=OWN_KEYS))
 
 
 def shown_version(*, notice: bool = False) -> int | None:
@@ -269,6 +271,7 @@ def jump(
     query.update(
         {
             LANG_KEY: current_lang(),
+            **({PRESENT_KEY: "true"} if presenting() else {}),
             ROOM_KEY: link.code,
             FOLLOW_KEY: "true",
             SERVER_KEY: presenter.SERVER_ID,

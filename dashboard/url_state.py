@@ -47,9 +47,10 @@ _MEMORY = "_state.memory"
 _GIVEN = "_state.given"  # (page, {key: text}): a room's values for this run's widgets
 _PAGE = "_state.page"  # the page this run draws
 _BOUND = "_state.bound"  # {page: {key: URL text, None at the default}} of bound widgets
-APP_KEYS: frozenset[str] = frozenset({"lang", "device"})
-"""Query keys of the app itself (the language, the device): never reported as unknown, even
-on a run that does not draw them (the device box exists only with several devices)."""
+APP_KEYS: frozenset[str] = frozenset({"lang", "device", "present"})
+"""Query keys of the app itself (the language, the device, the presentation view): never
+reported as unknown, even on a run that does not draw them (the device box exists only with
+several devices)."""
 NOT_GIVEN = object()
 """What :func:`given_raw` returns for a key no room gave a value for in this run."""
 

@@ -17,7 +17,7 @@ run sending the follower on) is told from a learner's own move
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 ROOM_KEY = "room"
@@ -66,12 +66,13 @@ def parse_view_version(raw: str) -> int:
     return int(raw)
 
 
-def shared_params(query: Mapping[str, str], *, lang_key: str) -> dict[str, str]:
-    """The query values a presenter shares: all but the language and the room's own keys.
+def shared_params(query: Mapping[str, str], *, own_keys: Collection[str]) -> dict[str, str]:
+    """The query values a presenter shares: all but each learner's own and the room's keys.
 
     Args:
         query: a run's query values by key.
-        lang_key: the language's query key (each learner keeps their own language).
+        own_keys: the keys each learner keeps for themselves (the language, the
+            presentation view).
 
     Returns:
         The values of ``query`` under every other key.
@@ -79,5 +80,5 @@ def shared_params(query: Mapping[str, str], *, lang_key: str) -> dict[str, str]:
     return {
         key: value
         for key, value in query.items()
-        if key != lang_key and key != ROOM_KEY and not key.startswith(f"{ROOM_KEY}.")
+        if key not in own_keys and key != ROOM_KEY and not key.startswith(f"{ROOM_KEY}.")
     }

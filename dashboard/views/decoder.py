@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, model_choices, state
+from dashboard import charts, controls, data, model_choices, presentation, state
 from dashboard.charts import canvas
 from dashboard.i18n import t
 from dashboard.views.decoder_model.about import ModelChoice, draw_about, model_controls, shown_name
@@ -107,7 +107,7 @@ def _move_steps(delta: int) -> None:
 
 def prompt_controls(page: str) -> str:
     """Sidebar choice of a preset prompt or typed text; returns the prompt."""
-    st.sidebar.markdown(f"**{t('decoder.ctl_header')}**")
+    state.controls_box().markdown(f"**{t('decoder.ctl_header')}**")
     _, text = model_choices.preset_text_controls(
         page, "decoder", data.DECODER_PRESETS, DEFAULT_PRESET
     )
@@ -132,7 +132,7 @@ def decoder_controls(page: str) -> DecoderConfig:
     steps = state.slider_int(
         page, "steps", t("decoder.ctl_steps"), 0, data.DECODER_MAX_STEPS, DEFAULT_STEPS
     )
-    left, right = st.sidebar.columns(2)
+    left, right = state.controls_box().columns(2)
     left.button(t("decoder.ctl_next"), key=f"{page}.next", on_click=_move_steps, args=(1,))
     right.button(t("decoder.ctl_reset"), key=f"{page}.reset", on_click=_move_steps, args=(-1,))
     play = state.checkbox(
@@ -204,7 +204,8 @@ def draw_generation(step: data.DecodeStep, shape: Shape) -> None:
                 "probability": step.top_probs,
             }
         )
-        st.altair_chart(
+        presentation.show_chart(
+            st,
             charts.bar_chart(
                 table,
                 x="token",
@@ -282,7 +283,8 @@ def draw_sinks(table: pd.DataFrame, shares: np.ndarray, shape: Shape) -> None:
     shown = table.assign(
         series=table["series"].map(names), layer=table["layer"].astype(str)
     )  # categorical axes
-    st.altair_chart(
+    presentation.show_chart(
+        st,
         charts.grouped_bar_chart(
             shown,
             x="layer",
@@ -312,7 +314,9 @@ def draw_sinks(table: pd.DataFrame, shares: np.ndarray, shape: Shape) -> None:
         value_format=".2f",
         width=SINK_GRID_WIDTH,
     )
-    st.altair_chart(charts.heatmap_chart(grid.frame, spec), theme=None, key=f"{PAGE}.sink_heads")
+    presentation.show_chart(
+        st, charts.heatmap_chart(grid.frame, spec), theme=None, key=f"{PAGE}.sink_heads"
+    )
     mean = table.groupby("series")["share"].mean()
     cols = st.columns(3)
     cols[0].metric(t("decoder.metric_sink_heads"), int(table["sink_heads"].iloc[0]))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, state
+from dashboard import charts, controls, data, presentation, state
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.replay import replayed
@@ -81,7 +81,7 @@ def dk_controls(page: str) -> DkSweep:
     """The d_k section's controls, under its heading in the sidebar: variant, the typed d_k
     list (a bad one falls back to the default, with the warning kept for the section) and
     the trials per d_k."""
-    st.sidebar.markdown(f"**{t('gradients.dk_header')}**")
+    state.controls_box().markdown(f"**{t('gradients.dk_header')}**")
     variant = state.select(
         page,
         "dk_variant",
@@ -169,7 +169,8 @@ def variant_section(ctl: GradientsConfig) -> None:
                 delta_color="off",
             )
     positive = by_variant[by_variant["grad_norm"] > 0]
-    st.altair_chart(
+    presentation.show_chart(
+        st,
         charts.grouped_bar_chart(
             positive,
             x="label",
@@ -224,7 +225,8 @@ def dk_charts(vs_dk: pd.DataFrame) -> None:
     chart_cols = st.columns(len(TENSORS))
     for col, name in zip(chart_cols, TENSORS, strict=True):
         part = vs_dk[(vs_dk["tensor"] == name) & (vs_dk["grad_norm"] > 0)]
-        col.altair_chart(
+        presentation.show_chart(
+            col,
             charts.layered_line_chart(
                 part,
                 x="d_k",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import charts, controls, data, state
+from dashboard import charts, controls, data, presentation, state
 from dashboard.charts import light
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
@@ -45,7 +45,7 @@ class IntuitionConfig:
 
 def intuition_controls(page: str) -> IntuitionConfig:
     """Sidebar: one control per live element (every value is in the link)."""
-    st.sidebar.markdown(f"**{t('intuition.ctl_header')}**")
+    state.controls_box().markdown(f"**{t('intuition.ctl_header')}**")
     seed = state.slider_int(page, "seed", t("intuition.ctl_seed"), 0, 99, 0)
     boss = state.float_input(
         page, "boss", t("intuition.ctl_boss"), BOSS_LOW, BOSS_HIGH, BOSS_DEFAULT, step=BOSS_STEP
@@ -82,7 +82,7 @@ def bars(keys: list[str], weights, title: str) -> None:
         token_title=t("intuition.chart_who"),
         weight_title=t("common.chart_weight"),
     )
-    st.vega_lite_chart(spec, theme=None, width="stretch")
+    presentation.show_chart(st, spec, theme=None, width="stretch")
 
 
 def waiting_slot(live: DeltaGenerator) -> DeltaGenerator:
@@ -110,7 +110,7 @@ def draw_dance(live: DeltaGenerator, seed: int) -> None:
         )
         upright = all(len(label) == 1 for label in labels)
         chart = readable_ticks(charts.heatmap_chart(grid.frame, spec), upright=upright)
-        st.vega_lite_chart(chart, theme=None)
+        presentation.show_chart(st, chart, theme=None)
         st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
 
 

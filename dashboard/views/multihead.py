@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, state
+from dashboard import charts, controls, data, exports, presentation, state
 from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
@@ -50,7 +50,7 @@ def stats_charts(stats: pd.DataFrame, key: str) -> None:
             x_title=t("multihead.col_head"),
             y_title=t(f"multihead.col_{name}"),
         )
-        column.altair_chart(chart, theme=None, key=f"{key}.{name}")
+        presentation.show_chart(column, chart, theme=None, key=f"{key}.{name}")
 
 
 # ---------------------------------------------------------------- gallery
@@ -89,7 +89,7 @@ def gallery(ctl: MultiheadConfig) -> None:
 
 def gallery_controls(page: str) -> tuple[int, int]:
     """The gallery's own sliders, under its heading in the sidebar: length and seed."""
-    st.sidebar.markdown(f"**{t('multihead.gallery_header')}**")
+    state.controls_box().markdown(f"**{t('multihead.gallery_header')}**")
     length = state.slider_int(
         page, "gallery_len", t("multihead.gallery_len"), 4, GALLERY_MAX_LEN, 10
     )
@@ -103,7 +103,7 @@ def multihead_controls(page: str) -> MultiheadConfig:
     """The sidebar in the page's order: the gallery's two sliders, then the layer whose real
     heads are drawn, each under its section's heading."""
     gallery_len, gallery_seed = gallery_controls(page)
-    st.sidebar.markdown(f"**{t('multihead.real_header')}**")
+    state.controls_box().markdown(f"**{t('multihead.real_header')}**")
     layer = controls.layer_controls(page, REAL_DEFAULTS, max_seq_len=REAL_MAX_SEQ_LEN)
     return MultiheadConfig(layer=layer, gallery_len=gallery_len, gallery_seed=gallery_seed)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, state
+from dashboard import charts, controls, data, presentation, state
 from dashboard.i18n import t
 from dashboard.replay import replayed
 
@@ -87,7 +87,8 @@ def overflow_chart(ctl: PracticeConfig) -> None:
         )
         naive = sweep[sweep["method"] == "naive"]
         stable_ok = bool((sweep[sweep["method"] == "stable"]["nonfinite_fraction"] == 0).all())
-        st.altair_chart(
+        presentation.show_chart(
+            st,
             charts.layered_line_chart(
                 naive,
                 x="logit_scale",
@@ -185,7 +186,8 @@ def chunk_estimates(ctl: PracticeConfig) -> None:
             mib=estimates["estimated_bytes"] / MIB,
             series=[t(f"practice.strategy_{s.replace(' ', '_')}") for s in estimates["strategy"]],
         )
-        st.altair_chart(
+        presentation.show_chart(
+            st,
             charts.layered_line_chart(
                 estimates,
                 x="L",

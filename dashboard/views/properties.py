@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, state
+from dashboard import charts, controls, data, presentation, state
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
@@ -52,7 +52,8 @@ def show_with_and_without_mask(
             "mask": [series for _label, series, _r in results for _ in range(seq_len)],
         }
     )
-    st.altair_chart(
+    presentation.show_chart(
+        st,
         charts.grouped_bar_chart(
             per_position,
             x="position",
@@ -131,7 +132,7 @@ def check_layer_controls(page: str) -> LayerConfig:
     params = controls.variant_params_controls(page, variant, seq_len)
     d_model, heads = controls.width_controls(page, 8, 2, d_model_options=D_MODEL_OPTIONS)
     seed = state.slider_int(page, "seed", t("common.ctl_seed"), 0, controls.MAX_SEED, 0)
-    st.sidebar.caption(t("properties.layer_caption", d_model=d_model, heads=heads))
+    state.controls_box().caption(t("properties.layer_caption", d_model=d_model, heads=heads))
     return LayerConfig(
         variant=variant,
         params=params,
@@ -146,7 +147,7 @@ def check_layer_controls(page: str) -> LayerConfig:
 
 def section_heading(key: str) -> None:
     """A section's name over its controls in the sidebar."""
-    st.sidebar.markdown(f"**{t(f'properties.{key}')}**")
+    state.controls_box().markdown(f"**{t(f'properties.{key}')}**")
 
 
 def equivariance_controls(page: str, seq_len: int) -> PermChoice:

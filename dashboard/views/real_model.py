@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import altair as alt
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, model_choices, state
+from dashboard import charts, controls, data, exports, model_choices, presentation, state
 from dashboard.charts import light
 from dashboard.i18n import t
 from dashboard.literal import literal
@@ -48,7 +48,7 @@ def show_install_hint(model: str, detail: str | None = None) -> None:
 
 def model_controls(page: str) -> str:
     """Sidebar choice of the model (multilingual e5-small first, the default)."""
-    st.sidebar.markdown(f"**{t('real_model.ctl_header')}**")
+    state.controls_box().markdown(f"**{t('real_model.ctl_header')}**")
     return state.select(
         page,
         "model",
@@ -111,7 +111,7 @@ def draw_model_view(run: data.ModelRun) -> None:
         key_title=t("common.chart_key"),
         weight_title=t("common.chart_weight"),
     )
-    st.altair_chart(grid_chart, theme=None, key=f"{PAGE}.grid_chart")
+    presentation.show_chart(st, grid_chart, theme=None, key=f"{PAGE}.grid_chart")
     st.caption(t(f"real_model.grid_caption_{run.model}"))
 
 
@@ -147,10 +147,11 @@ def draw_head_view(run: data.ModelRun, layer: int, head: int, token: int) -> alt
         weight_title=t("common.chart_weight"),
     )
     with left:
-        st.altair_chart(head_chart, theme=None, key=f"{PAGE}.head_chart")
+        presentation.show_chart(st, head_chart, theme=None, key=f"{PAGE}.head_chart")
     with right:
         row = run.attentions[layer - 1, head - 1, token]  # (L,)
-        st.vega_lite_chart(
+        presentation.show_chart(
+            st,
             light.token_bars_spec(
                 labels,
                 row.tolist(),
@@ -195,8 +196,8 @@ def draw_swap(
         variant_hm = data.heatmap_grid(swapped_map, labels, labels)
         title = t("real_model.variant_map_title", variant=variant_name, layer=layer, head=head)
         spec = charts.weights_spec(variant_hm, title, domain=(0.0, 1.0), width=HEATMAP_WIDTH)
-        st.altair_chart(
-            charts.heatmap_chart(variant_hm.frame, spec), theme=None, key=f"{PAGE}.variant_map"
+        presentation.show_chart(
+            st, charts.heatmap_chart(variant_hm.frame, spec), theme=None, key=f"{PAGE}.variant_map"
         )
     with right:
         diff_hm = data.heatmap_grid(difference, labels, labels)
@@ -208,8 +209,8 @@ def draw_swap(
             domain=(-1.0, 1.0),
             width=HEATMAP_WIDTH,
         )
-        st.altair_chart(
-            charts.heatmap_chart(diff_hm.frame, diff_spec), theme=None, key=f"{PAGE}.diff_map"
+        presentation.show_chart(
+            st, charts.heatmap_chart(diff_hm.frame, diff_spec), theme=None, key=f"{PAGE}.diff_map"
         )
     st.caption(t("real_model.diff_caption"))
 
@@ -357,7 +358,7 @@ def view_controls(page: str, run: data.ModelRun) -> MapChoice:
 def probe_controls(page: str, preset: str, text: str) -> Probe:
     """The pronoun and the nouns (comma-separated, ASCII or Chinese commas), under the
     pronoun section's heading; the preset's words by default."""
-    st.sidebar.markdown(f"**{t('real_model.pronoun_header')}**")
+    state.controls_box().markdown(f"**{t('real_model.pronoun_header')}**")
     pronoun_default, nouns_default = data.default_words(preset, text)
     pronoun = state.text(
         page, "pronoun", t("real_model.ctl_pronoun"), pronoun_default, data.MODEL_TEXT_MAX_CHARS

@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, state
+from dashboard import charts, controls, data, presentation, state
 from dashboard.config import ScalingConfig
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
@@ -173,9 +173,11 @@ def draw_spread(table: pd.DataFrame) -> None:
     theory = t("scaling.series_theory")
     left, right = st.columns(2)
     std = {"std_unscaled": unscaled, "std_scaled": scaled, "theory_std_unscaled": theory}
-    left.altair_chart(d_k_chart(table, "std", std, [theory]), theme=None, width="stretch")
+    presentation.show_chart(
+        left, d_k_chart(table, "std", std, [theory]), theme=None, width="stretch"
+    )
     mean = {"mean_unscaled": unscaled, "mean_scaled": scaled}
-    right.altair_chart(d_k_chart(table, "mean", mean), theme=None, width="stretch")
+    presentation.show_chart(right, d_k_chart(table, "mean", mean), theme=None, width="stretch")
 
 
 def draw_saturation(table: pd.DataFrame) -> None:
@@ -199,7 +201,7 @@ def draw_saturation(table: pd.DataFrame) -> None:
     sat_cols = st.columns(CHART_COLUMNS)
     for col, (name, columns, dashed) in zip(sat_cols, saturation, strict=True):
         chart = d_k_chart(table, name, columns, dashed, height=SATURATION_HEIGHT)
-        col.altair_chart(chart, theme=None, width="stretch")
+        presentation.show_chart(col, chart, theme=None, width="stretch")
         col.caption(t(f"scaling.caption_{name}"))
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, state
+from dashboard import charts, controls, data, exports, presentation, state
 from dashboard.config import StepConfig
 from dashboard.i18n import t
 from dashboard.replay import replayed
@@ -70,7 +70,7 @@ def cell_controls(page: str, walk: StepConfig) -> tuple[int, int]:
     """The query and key of the cell taken apart, named by their tokens (the walkthrough is
     cached, so :func:`render` gets the same one; on refusal the positions are shown bare and
     :func:`render` reports the error)."""
-    st.sidebar.markdown(f"**{t('step_by_step.cell_header')}**")
+    state.controls_box().markdown(f"**{t('step_by_step.cell_header')}**")
     try:
         labels = data.axis_labels(data.step_by_step(walk).tokens)
     except ValueError:
@@ -138,8 +138,8 @@ def draw_matrices(walk: StepConfig, cell: tuple[int, int]) -> None:
             if name is not None:
                 with col:
                     # at its own size: stretched to the column, Vega would squeeze the rows
-                    st.altair_chart(
-                        matrix_chart(result, axes, name, cell), theme=None, width="content"
+                    presentation.show_chart(
+                        st, matrix_chart(result, axes, name, cell), theme=None, width="content"
                     )
 
 
@@ -185,8 +185,8 @@ def draw_cell(result: Walkthrough, i: int, j: int) -> None:
 
 
 def render(ctl: StepPageConfig) -> None:
-    """Compute and draw the page (returns early, without st.stop, on refusal)."""
-    st.info(t("step_by_step.analogy"))
+    """Compute and draw the page (returns early, without st.stop, on refusal): the matrices
+    first, then the analogy and the one weight taken apart."""
     try:
         result = data.step_by_step(ctl.walk)
     except ValueError as err:
@@ -194,6 +194,7 @@ def render(ctl: StepPageConfig) -> None:
         return
     axes = matrix_axes(result.tokens, ctl.walk.d_k)
     draw_matrices(ctl.walk, (ctl.query, ctl.key))
+    st.info(t("step_by_step.analogy"))
     st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
     draw_cell(result, ctl.query, ctl.key)
     labels = data.axis_labels(result.tokens)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, state
+from dashboard import charts, controls, data, presentation, state
 from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
@@ -60,11 +60,11 @@ def variants_controls(page: str) -> VariantsConfig:
         MAX_COLUMNS,
         format_func=controls.variant_label,
         help=t("variants.ctl_variants_help", n=MAX_COLUMNS),
-        where=st.sidebar,
+        where=state.controls_box(),
     )
     seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 4, 128, 32)
     d_model, heads = controls.width_controls(page, 64, 4)
-    st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
+    state.controls_box().caption(t("common.ctl_d_k", d_k=d_model // heads))
     mask_kind = state.select(
         page,
         "mask",
@@ -95,7 +95,7 @@ def variants_controls(page: str) -> VariantsConfig:
 def cost_controls(page: str) -> tuple[int, bool]:
     """The cost section's controls, under its heading in the sidebar: the longest L, and the
     Measure button (once pressed, the cost stays on while other controls change)."""
-    st.sidebar.markdown(f"**{t('variants.cost_header')}**")
+    state.controls_box().markdown(f"**{t('variants.cost_header')}**")
     max_l = state.select(
         page,
         "max_l",
@@ -104,7 +104,7 @@ def cost_controls(page: str) -> tuple[int, bool]:
         1024,
         help=t("variants.ctl_max_l_help"),
     )
-    if st.sidebar.button(t("variants.measure_button"), type="primary"):
+    if state.controls_box().button(t("variants.measure_button"), type="primary"):
         st.session_state[_MEASURED] = True
     return max_l, bool(st.session_state.get(_MEASURED))
 
@@ -288,7 +288,8 @@ def cost_charts(ok: pd.DataFrame) -> None:
         (left, "time_ms", ok, "time"),
         (right, "peak_kib", ok[ok["peak_kib"] > 0], "memory"),
     ):
-        col.altair_chart(
+        presentation.show_chart(
+            col,
             charts.layered_line_chart(
                 frame,
                 x="L",

@@ -159,6 +159,17 @@ FIT_JS = (
           + `text ${JSON.stringify(l.text)}`);
       }
     }
+    const ticks = all.filter((t) => t.role === 'axis-label');
+    for (let i = 0; i < ticks.length; i++) {
+      for (let j = i + 1; j < ticks.length; j++) {
+        if (ticks[i].mark === ticks[j].mark && meet(ticks[i], ticks[j], slack)) {
+          problems.push(`tick labels ${JSON.stringify(ticks[i].text)} and `
+            + `${JSON.stringify(ticks[j].text)} overlap`);
+          i = ticks.length;
+          break;
+        }
+      }
+    }
     const cellText = all.filter((t) => t.role === 'mark');
     for (let i = 0; i < cellText.length; i++) {
       for (let j = i + 1; j < cellText.length; j++) {
@@ -177,6 +188,31 @@ FIT_JS = (
   });
 }"""
 )
+
+
+TEXT_ABOVE_CHART_JS = """(sel) => {
+  const main = document.querySelector('[data-testid="stMain"]') || document.body;
+  const first = main.querySelector(sel);
+  if (!first) return null;
+  const top = first.getBoundingClientRect().top;
+  // every leaf element of text in the main block that stands above the first chart
+  let chars = 0;
+  for (const el of main.querySelectorAll('[data-testid="stElementContainer"]')) {
+    if (el.contains(first) || el.querySelector(sel)) continue;
+    const box = el.getBoundingClientRect();
+    if (box.height === 0 || box.bottom > top + 1) continue;
+    chars += (el.innerText || '').trim().length;
+  }
+  return chars;
+}"""
+"""Characters of text a reader meets in the main block before the page's first chart."""
+MAX_TEXT_ABOVE_CHART = 600
+
+
+def text_above_first_chart(page) -> int | None:
+    """How many characters of text stand above the page's first chart, or None when the
+    page draws no chart."""
+    return page.evaluate(TEXT_ABOVE_CHART_JS, CHART_SELECTOR)
 
 
 def chart_problems(page) -> list[str]:

@@ -40,7 +40,8 @@ def test_an_own_model_opens_from_a_link_and_paints(own_server, page, screenshot_
     assert page.locator("h1").first.inner_text() == t_in(lang, f"{name}.title_own")
     body = page.locator("body").inner_text()
     assert TINY in body  # the note that names the running model
-    assert t_in(lang, f"{name}.look_for") not in body  # SmolLM2's measured figures
+    assert t_in(lang, f"{name}.look_for") not in body  # SmolLM2's questions
+    assert t_in(lang, f"{name}.look_for_answers") not in body  # and its measured figures
 
 
 @pytest.mark.parametrize("name", MODEL_PAGES)

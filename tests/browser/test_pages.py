@@ -2,7 +2,8 @@
 
 For each page, in one visit per (page, language): it loads with no exception or error box,
 every chart is painted (canvas pixels, not only the element), a screenshot is written, the
-heading speaks the language, and no chart's text is cut off (``helpers.chart_problems``); in
+heading speaks the language, no chart's text is cut off and no two tick labels overlap
+(``helpers.chart_problems``), at most 600 characters of text stand above the first chart; in
 the English visit, moving a slider with the keyboard then changes a chart. The 中文 switch
 shows Chinese; a copied link reproduces the controls.
 """
@@ -15,6 +16,7 @@ import pytest
 
 from bench.browser import CHART_SELECTOR, chart_signatures, wait_idle
 from tests.browser.helpers import (
+    MAX_TEXT_ABOVE_CHART,
     PAGES,
     PAINT_TIMEOUT_MS,
     assert_no_errors,
@@ -22,6 +24,7 @@ from tests.browser.helpers import (
     open_page,
     open_shot,
     page_url,
+    text_above_first_chart,
     wait_painted,
 )
 
@@ -50,6 +53,10 @@ def test_page_loads_paints_speaks_fits_and_moves(server, page, screenshot_dir, n
         assert not CJK.search(heading), f"Chinese in the English {name} heading: {heading!r}"
     problems = chart_problems(page)
     assert not problems, "\n".join(problems)
+    above = text_above_first_chart(page)
+    assert above is not None and above <= MAX_TEXT_ABOVE_CHART, (
+        f"{above} characters of text above the first chart of {name}"
+    )
     if lang == "en":  # the keyboard check once per page: a move repaints in either language
         # the sidebar's sliders can land a moment after the run reads as finished
         page.wait_for_selector(SLIDER, timeout=SLIDER_WAIT_MS)

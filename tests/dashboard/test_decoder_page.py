@@ -233,7 +233,7 @@ def test_the_look_for_numbers_are_the_model_s(lang):
     from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, SINK_PARAGRAPH, SINK_TOKENS
 
     text = json.loads((APP_PATH.parent / "locales" / lang / "decoder.json").read_text("utf-8"))
-    look_for = text["look_for"]
+    look_for = text["look_for_answers"]
     decoder = load_smollm2(weights_dtype=DECODER_WEIGHTS_DTYPE)
     paragraph = decoder.decode(decoder.tokenize(SINK_PARAGRAPH).input_ids[:SINK_TOKENS])
     plain = decoding.measure_sinks(decoder, paragraph)

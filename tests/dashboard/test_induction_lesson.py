@@ -1,6 +1,6 @@
 """Where the induction lesson of "Watch it learn" holds, measured with the page's defaults
 (d_model 32, one head, learning rate 0.01, batch 64, 300 steps, seed 0, one thread): every
-figure the lesson quotes (dashboard/locales/*/watch.json, "look_for") comes from one of
+figure the lesson quotes (dashboard/locales/*/watch.json, "look_for_answers") comes from one of
 these runs.
 
 The lesson quotes only what holds on every CPU: training is chaotic enough that float32 sums
@@ -131,7 +131,7 @@ QUOTED = (
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_lesson_quotes_the_measured_figures(lang):
     path = APP_PATH.parent / "locales" / lang / "watch.json"
-    look_for = json.loads(path.read_text(encoding="utf-8"))["look_for"]
+    look_for = json.loads(path.read_text(encoding="utf-8"))["look_for_answers"]
     # the English line names the task **induction**; the Chinese one its name, then (induction)
     (induction,) = [line for line in look_for.splitlines() if "induction" in line]
     shown = induction.replace(" %", "%")  # "70 %" in English, "70%" in Chinese

@@ -129,7 +129,9 @@ def test_the_page_lists_an_own_file_and_a_link_opens_it(own_env, no_smollm2, lan
     assert at.title[0].value == i18n.t_in(lang, "decoder.title_own")
     assert i18n.t_in(lang, "decoder.intro_own") in shown
     assert i18n.t_in(lang, "decoder.look_for_own") in shown
+    assert i18n.t_in(lang, "decoder.look_for_answers_own") in shown
     assert i18n.t_in(lang, "decoder.look_for") not in shown
+    assert i18n.t_in(lang, "decoder.look_for_answers") not in shown
 
 
 def test_the_card_shows_the_file_s_numbers(own_env, no_smollm2):

@@ -146,7 +146,7 @@ def test_the_texts_quote_what_e5_computes(lang, e5_reads):
     from dashboard.data.model import UNRELATED_TEXT
 
     locales = Path(__file__).parents[2] / "dashboard" / "locales" / lang
-    look_for = json.loads((locales / "real_model.json").read_text("utf-8"))["look_for"]
+    look_for = json.loads((locales / "real_model.json").read_text("utf-8"))["look_for_answers"]
     caveat = json.loads((locales / "intuition.json").read_text("utf-8"))["reading_caveat"]
     tired = "那只猫坐在垫子上，它很累。"
     cat_run, soft_run, tired_run = e5_reads(TUTORIAL), e5_reads(SOFT), e5_reads(tired)

@@ -29,7 +29,8 @@ def test_a_presenter_shares_every_value_but_the_language_and_the_rooms_keys():
         "playground.seq_len": "12",
         "roomy.value": "kept",  # a key that only starts with the word is a page's own
     }
-    assert shared_params(query, lang_key=LANG_KEY) == {
+    query["present"] = "true"  # each learner's own choice, as the language
+    assert shared_params(query, own_keys=(LANG_KEY, "present")) == {
         "playground.seq_len": "12",
         "roomy.value": "kept",
     }

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from dashboard import controls, data, model_choices
+from dashboard import controls, data, model_choices, state
 from dashboard.i18n import t
 from dashboard.literal import literal
 
@@ -55,7 +55,7 @@ def model_controls(page: str) -> ModelChoice:
         page, header_key="decoder.ctl_model_header", label_key="decoder.ctl_model"
     )
     checked = st.session_state.get(CHECKED_KEY, frozenset())
-    pressed = st.sidebar.button(
+    pressed = state.controls_box().button(
         t("decoder.ctl_check"), key=f"{page}.check", help=t("decoder.ctl_check_help")
     )
     if pressed:

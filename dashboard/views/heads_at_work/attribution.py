@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, state
+from dashboard import data, presentation, state
 from dashboard.charts.head_grid import effect_scatter_chart
 from dashboard.i18n import t
 from dashboard.progress import PassProgress, confirm_long_run
@@ -104,7 +104,7 @@ def draw_effects(ids, positions, estimates, pairs, model: str) -> None:
         y_title=t("heads.chart_effect"),
         head_title=t("common.chart_head"),
     )
-    st.altair_chart(chart, theme=None, key=f"{PAGE}.scatter")
+    presentation.show_chart(st, chart, theme=None, key=f"{PAGE}.scatter")
     st.caption(t("heads.scatter_caption"))
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import charts, controls, data, model_choices, state
+from dashboard import charts, controls, data, model_choices, presentation, state
 from dashboard.charts import canvas
 from dashboard.charts.head_grid import PICK, picked_head
 from dashboard.i18n import t
@@ -102,7 +102,8 @@ def grid_pick_controls(chart, chosen: tuple[int, int], shape: tuple[int, int]) -
     layers × heads). The key names the chosen head, so the grid starts with no selection
     after every change of head (a click on the same cell again still counts)."""
     key = f"{PAGE}.grid.{chosen[0]}.{chosen[1]}"
-    st.altair_chart(
+    presentation.show_chart(
+        st,
         chart,
         theme=None,
         key=key,

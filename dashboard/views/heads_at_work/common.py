@@ -12,7 +12,7 @@ from types import ModuleType
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data, model_choices, state
+from dashboard import controls, data, model_choices, presentation, state
 from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
 from dashboard.i18n import t
 from dashboard.progress import duration
@@ -200,7 +200,7 @@ def show_install_hint() -> None:
 
 def group_header(text: str) -> None:
     """A group of controls' header in the sidebar: ``text`` (translated) in bold."""
-    st.sidebar.markdown(f"**{text}**")
+    state.controls_box().markdown(f"**{text}**")
 
 
 def section_intro(title: str, intro: str) -> None:
@@ -211,4 +211,4 @@ def section_intro(title: str, intro: str) -> None:
 
 def draw_grid(chart, key: str) -> None:
     """Draw a grid chart from :func:`grid_chart` under the page's key ``heads.<key>``."""
-    st.altair_chart(chart, theme=None, key=f"{PAGE}.{key}")
+    presentation.show_chart(st, chart, theme=None, key=f"{PAGE}.{key}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, state
+from dashboard import charts, data, presentation, state
 from dashboard.i18n import t
 from dashboard.views.heads_at_work.common import (
     PAGE,
@@ -109,7 +109,7 @@ def copy_chart(ctl: CopyConfig, intact, ablated) -> None:
         color_title=t("heads.chart_setting"),
         height=260,
     )
-    st.altair_chart(chart, theme=None, key=f"{PAGE}.copy_chart")
+    presentation.show_chart(st, chart, theme=None, key=f"{PAGE}.copy_chart")
 
 
 def draw_copy(ctl: CopyConfig) -> None:

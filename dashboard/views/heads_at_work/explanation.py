@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import charts, data, presentation
 from dashboard.i18n import t
 from dashboard.views.heads_at_work.common import PAGE, ModelChoice
 
@@ -40,5 +40,5 @@ def draw_explanation(text: str, model: ModelChoice) -> None:
         value_format=".3f",
         width=max(360, 18 * len(labels)),
     )
-    st.altair_chart(chart, theme=None, key=f"{PAGE}.explain_chart")
+    presentation.show_chart(st, chart, theme=None, key=f"{PAGE}.explain_chart")
     st.caption(t("heads.explain_caption"))

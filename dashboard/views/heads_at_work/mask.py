@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, state
+from dashboard import charts, data, presentation, state
 from dashboard.i18n import t
 from dashboard.progress import PassProgress, confirm_long_run
 from dashboard.views.heads_at_work.common import (
@@ -93,7 +93,7 @@ def draw_mask(ctl: MaskConfig) -> None:
         y_title=t("heads.chart_kl"),
         value_format=".4f",
     )
-    st.altair_chart(chart, theme=None, key=f"{PAGE}.mask_chart")
+    presentation.show_chart(st, chart, theme=None, key=f"{PAGE}.mask_chart")
     worst = int(effect.layer_kl.argmax())
     st.caption(t("heads.mask_caption", layer=worst, ppl=f"{effect.layer_perplexity[worst]:.2f}"))
 

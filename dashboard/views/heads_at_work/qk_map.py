@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data, state
+from dashboard import controls, data, presentation, state
 from dashboard.charts.qk_map import (
     POINT,
     QKMapTitles,
@@ -154,7 +154,7 @@ def draw_row(found: data.QKMapData, index: int | None) -> None:
     chart = attention_row_chart(
         data.attention_row(found, index), t(name, token=token), t("qk_map.weight")
     )
-    st.altair_chart(chart, theme=None)
+    presentation.show_chart(st, chart, theme=None)
 
 
 def draw_qk_map(ctl: QKMapConfig) -> None:
@@ -172,7 +172,8 @@ def draw_qk_map(ctl: QKMapConfig) -> None:
     table = data.qk_map_table(found, kinds)
     chart = qk_map_chart(table, map_titles(found), colour=ctl.colour)
     key = f"{ctl.page}.qk_map.{ctl.model}.{ctl.layer}.{ctl.head}.{ctl.method}"
-    st.altair_chart(
+    presentation.show_chart(
+        st,
         chart,
         theme=None,
         key=key,

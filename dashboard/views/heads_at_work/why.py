@@ -13,7 +13,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, state
+from dashboard import charts, data, presentation, state
 from dashboard.exports import export_buttons
 from dashboard.i18n import t
 from dashboard.literal import literal
@@ -160,7 +160,7 @@ def draw_parts(cell: data.WhyCell, labels):
     top = cell.parts.reindex(cell.parts["contrast"].abs().nlargest(data.WHY_TOP_PARTS).index)
     top = top.sort_values("contrast", ascending=False)
     chart = parts_chart(top, "contrast", t("heads.why_bar_title", key=cell.key), labels)
-    st.altair_chart(chart, theme=None, key=f"{PAGE}.why_chart")
+    presentation.show_chart(st, chart, theme=None, key=f"{PAGE}.why_chart")
     st.markdown(f"**{t('heads.why_terms_title')}**")
     terms = cell.terms
     shown = pd.DataFrame(
@@ -203,7 +203,7 @@ def draw_without(ctl: WhyConfig, ids: tuple[int, ...], cell: data.WhyCell, label
         )
     )
     chart = parts_chart(repair, "change", t("heads.why_repair_title", part=part), labels)
-    st.altair_chart(chart, theme=None, key=f"{PAGE}.why_repair")
+    presentation.show_chart(st, chart, theme=None, key=f"{PAGE}.why_repair")
 
 
 def draw_why(ctl: WhyConfig) -> None:

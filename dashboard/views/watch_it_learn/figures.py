@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data
+from dashboard import charts, controls, data, presentation
 from dashboard.charts import canvas
 from dashboard.i18n import t
 from dashboard.views.watch_it_learn.settings import LEARNING_RATES
@@ -72,7 +72,8 @@ def line_chart(
     series = frame["series"].nunique()
     legend = series <= MAX_LEGEND_SERIES
     rows = math.ceil(series / columns) if legend else 0
-    st.altair_chart(
+    presentation.show_chart(
+        st,
         charts.layered_line_chart(
             frame,
             x="step",

@@ -124,7 +124,7 @@ def watch_controls(page: str) -> WatchConfig:
     lr = state.select(page, "lr", t("watch.ctl_lr"), LEARNING_RATES, 0.01)
     d_model = state.select(page, "d_model", t("common.ctl_d_model"), D_MODELS, 32)
     heads = state.select(page, "heads", t("common.ctl_heads"), controls.head_options(d_model), 1)
-    st.sidebar.caption(t("common.ctl_d_k", d_k=d_model // heads))
+    state.controls_box().caption(t("common.ctl_d_k", d_k=d_model // heads))
     layers = state.slider_int(page, "layers", t("watch.ctl_layers"), 1, MAX_LAYERS, 1)
     positions = state.checkbox(
         page, "positions", t("watch.ctl_positions"), True, help=t("watch.ctl_positions_help")

@@ -1,0 +1,81 @@
+"""The presentation view and the look every chart is drawn with.
+
+``present=true`` in a tab's link (the sidebar's switch writes it; ``present=1`` is read too)
+turns on the view for a room's projector: the sidebar starts collapsed, the page's controls
+move into a "Controls" box above the page, chart text grows to at least 16 px and titles
+to 22 px (:mod:`dashboard.charts.readable`), and explanations fold away behind the chart.
+It is each tab's own choice: a room never passes it on (``room_follow`` shares every query
+key but the language and this one).
+
+Every chart a page draws goes through :func:`show_chart`, which also stands Chinese y
+titles upright.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import streamlit as st
+
+from dashboard import state
+from dashboard.bound import CONTROLS_BOX
+from dashboard.charts.readable import ChartLook, readable_chart, readable_spec
+from dashboard.i18n import current_lang, t
+
+if TYPE_CHECKING:
+    pass
+
+PRESENT_KEY = "present"
+_LINK_TRUE = ("1", "true")
+UPRIGHT_LANGS = frozenset({"zh"})
+"""Languages whose chart titles are written in CJK characters: their y titles stand upright."""
+
+
+def link_presents() -> bool:
+    """Whether this run's link asks for the presentation view (read before any widget, to
+    start the sidebar collapsed)."""
+    return st.query_params.get(PRESENT_KEY, "").lower() in _LINK_TRUE
+
+
+def present_switch() -> bool:
+    """Draw the sidebar's presentation-view switch (URL key ``present``) and return it."""
+    return state.checkbox(
+        "", PRESENT_KEY, t("common.present_label"), False, help=t("common.present_help")
+    )
+
+
+def presenting() -> bool:
+    """Whether this tab shows the presentation view (the switch's value this run)."""
+    return bool(st.session_state.get(PRESENT_KEY, False))
+
+
+def begin_page(present: bool) -> None:
+    """Before the page draws: in the presentation view, the box above the page that holds
+    its controls (``state.controls_box``); else the sidebar holds them."""
+    if not present:
+        st.session_state.pop(CONTROLS_BOX, None)
+        return
+    st.session_state[CONTROLS_BOX] = st.expander(t("common.present_controls"), expanded=False)
+
+
+def chart_look() -> ChartLook:
+    """How this tab's charts read: upright y titles in Chinese, larger text when presenting."""
+    return ChartLook(upright_y=current_lang() in UPRIGHT_LANGS, present=presenting())
+
+
+def show_chart(box, chart, **kwargs) -> object:
+    """Draw an Altair chart (``st.altair_chart``) or a Vega-Lite dict
+    (``st.vega_lite_chart``) in ``box`` with this tab's :func:`chart_look`.
+
+    Args:
+        box: ``st`` (the current container) or a container (a column, the sidebar).
+        chart: an Altair chart or a Vega-Lite spec dict.
+        **kwargs: passed on (``theme``, ``key``, ``width``, ``on_select``, …).
+
+    Returns:
+        What Streamlit returns (the selection state when ``on_select`` is given).
+    """
+    look = chart_look()
+    if isinstance(chart, dict):
+        return box.vega_lite_chart(readable_spec(chart, look), **kwargs)
+    return box.altair_chart(readable_chart(chart, look), **kwargs)
