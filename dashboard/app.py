@@ -154,11 +154,11 @@ def main() -> None:
         landing = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
         st.switch_page(pages[landing], query_params=link_query())
     language_switch()  # after the redirect, so that the landed page reads the link's lang
-    present = presentation.present_switch()
     room = room_controls.room_link(page_name(pages, page))  # room=CODE stays across pages
     room_controls.follow_now(room, pages, page_name(pages, page))  # before the page draws
     startup.before_page(page_name(pages, page))  # torch imported while the page draws
     controls.reserve_device_line()  # drawn when the page first asks for the device
+    present = presentation.present_switch()  # this tab's own: a room never shares it
     notice_box = st.container()
     room_box, room_sidebar = st.container(), st.sidebar.container()
     presentation.begin_page(present)  # the page's controls: the sidebar, or a box on top

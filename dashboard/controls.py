@@ -51,6 +51,7 @@ MAX_DROPOUT = 0.9
 DROPOUT_STEP = 0.05
 SENTENCE_MAX_CHARS = 200
 DEFAULT_SENTENCE = "the cat sat on the mat because it was comfortable"
+TUTORIAL_INPUT = "preset_zh"  # the tutorial's own sentence: 那只猫坐在垫子上…
 MIN_LAYER_LEN = 4
 DEFAULT_LAYER = LayerConfig()
 
@@ -343,9 +344,15 @@ def variant_controls(
     return VariantChoice(variant, variant_params_controls(page, variant, seq_len))
 
 
-def input_controls(page: str, default_kind: str = "random") -> InputChoice:
-    """Input choice: random vectors, a preset sentence or a typed sentence (with a warning
-    when the typed text has no word, a note when it is cut)."""
+def input_controls(page: str, default_kind: str = TUTORIAL_INPUT) -> InputChoice:
+    """Input choice: the tutorial's sentence by default, random vectors or a typed sentence
+    one choice away (with a warning when the typed text has no word, a note when it is cut).
+
+    A link that sets the random input's length (``<page>.seq_len``) and names no input opens
+    random vectors, as it did when they were the default.
+    """
+    if f"{page}.seq_len" in st.query_params and f"{page}.input" not in st.query_params:
+        default_kind = "random"
     kind = state.select(
         page,
         "input",
@@ -370,6 +377,26 @@ def input_controls(page: str, default_kind: str = "random") -> InputChoice:
     elif len(tokens) > data.MAX_SENTENCE_TOKENS:
         st.info(t("common.sentence_truncated", n=data.MAX_SENTENCE_TOKENS))
     return InputChoice(kind, sentence)
+
+
+def input_length_controls(
+    page: str, default_len: int, max_len: int, *, min_len: int = MIN_LAYER_LEN
+) -> tuple[InputChoice, int]:
+    """The input (:func:`input_controls`) and its length: a slider for random vectors, the
+    sentence's own token count (shown as a caption) otherwise.
+
+    Returns:
+        ``(input choice, L)``.
+    """
+    source = input_controls(page)
+    if source.input_kind == "random":
+        seq_len = state.slider_int(
+            page, "seq_len", t("common.ctl_seq_len"), min_len, max_len, default_len
+        )
+    else:
+        seq_len = len(data.input_tokens(source.input_kind, source.sentence, default_len))
+        state.controls_box().caption(f"{t('common.metric_seq_len')}: {seq_len}")
+    return source, seq_len
 
 
 def width_controls(
@@ -442,14 +469,7 @@ def layer_controls(
     """
     max_seq_len = data.MAX_INPUT_LEN if max_seq_len is None else max_seq_len
     variant = variant_select(page, defaults.variant)
-    source = input_controls(page)
-    if source.input_kind == "random":
-        seq_len = state.slider_int(
-            page, "seq_len", t("common.ctl_seq_len"), MIN_LAYER_LEN, max_seq_len, defaults.seq_len
-        )
-    else:
-        seq_len = len(data.input_tokens(source.input_kind, source.sentence, defaults.seq_len))
-        state.controls_box().caption(f"{t('common.metric_seq_len')}: {seq_len}")
+    source, seq_len = input_length_controls(page, defaults.seq_len, max_seq_len)
     params = variant_params_controls(page, variant, seq_len)
     d_model, heads = width_controls(page, defaults.d_model, defaults.heads)
     state.controls_box().caption(t("common.ctl_d_k", d_k=d_model // heads))

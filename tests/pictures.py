@@ -85,7 +85,7 @@ class CellLayers:
 
 def cell_layers(spec: dict) -> CellLayers | None:
     """The cell layers of a top-level layered spec (a rect layer coloured by a quantitative
-    field, and text layers drawn at the same x and y), or None when the chart has none."""
+    field, and the text layers drawn from the same data), or None when the chart has none."""
     layers = spec.get("layer")
     if not isinstance(layers, list):
         return None
@@ -95,14 +95,16 @@ def cell_layers(spec: dict) -> CellLayers | None:
             for i, layer in enumerate(layers)
             if _mark_type(layer) == "rect"
             and layer.get("encoding", {}).get("color", {}).get("type") == "quantitative"
-            and "data" not in layer
         ),
         None,
     )
     if rect is None:
         return None
+    same = layers[rect].get("data")
     texts = tuple(
-        i for i, layer in enumerate(layers) if _mark_type(layer) == "text" and "data" not in layer
+        i
+        for i, layer in enumerate(layers)
+        if _mark_type(layer) == "text" and layer.get("data") == same
     )
     if not texts:
         return None
@@ -115,9 +117,11 @@ def _mark_type(layer: dict) -> str | None:
     return mark.get("type") if isinstance(mark, dict) else mark
 
 
-def _data_rows(spec: dict) -> list[dict]:
-    """The rows of a spec's top-level data (inline, or named in ``datasets``)."""
-    data = spec["data"]
+def _data_rows(spec: dict, layer: int | None = None) -> list[dict]:
+    """The rows of a layer's own data, or of the spec's top-level data (inline, or named in
+    ``datasets``)."""
+    data = spec["layer"][layer].get("data") if layer is not None else None
+    data = data or spec["data"]
     if "values" in data:
         return data["values"]
     return spec["datasets"][data["name"]]
@@ -138,9 +142,10 @@ def _marks(node: dict, ox: float, oy: float) -> Iterator[tuple[dict, float, floa
                 yield from _marks(child, ox + item.get("x", 0), oy + item.get("y", 0))
 
 
-def _layer_marks(scene: dict, index: int) -> list[tuple[dict, float, float]]:
-    """The scenegraph marks drawn for Vega-Lite layer ``index`` (named ``layer_<i>_marks``)."""
-    name = f"layer_{index}_marks"
+def _layer_marks(scene: dict, spec: dict, index: int) -> list[tuple[dict, float, float]]:
+    """The scenegraph marks drawn for Vega-Lite layer ``index``: ``<name>_marks`` for a layer
+    that names its view (Altair names one with a selection), else ``layer_<i>_marks``."""
+    name = spec["layer"][index].get("name", f"layer_{index}") + "_marks"
     return [m for m in _marks(scene["scenegraph"], 0.0, 0.0) if m[0].get("name") == name]
 
 
@@ -208,7 +213,7 @@ def painted_cells(spec: dict) -> list[PaintedCell]:
     layers = cell_layers(spec)
     if layers is None:
         raise ValueError("the chart has no rect layer with text printed over it")
-    rows = _data_rows(spec)
+    rows = _data_rows(spec, layers.rect)
     values = [_field_value(row, layers.value_field) for row in rows]
     scene = vlc.vegalite_to_scenegraph(spec)
     origin = scene["origin"]
@@ -217,7 +222,7 @@ def painted_cells(spec: dict) -> list[PaintedCell]:
     expected = scale_colours(values, layers.scale)
     cells = []
     for index in layers.texts:
-        for mark, ox, oy in _layer_marks(scene, index):
+        for mark, ox, oy in _layer_marks(scene, spec, index):
             items = mark.get("items", [])
             if len(items) != len(rows):
                 raise ValueError(f"text layer {index} drew {len(items)} items for {len(rows)} rows")
@@ -286,8 +291,8 @@ class Outline:
 
 
 def outlines(spec: dict) -> list[Outline]:
-    """Every outlined cell of a layered heatmap spec (a rect layer with its own data and no
-    fill), found where Vega lays it out and read from the pixels where it is painted.
+    """Every outlined cell of a layered heatmap spec (an unfilled rect layer with a stroke),
+    found where Vega lays it out and read from the pixels where it is painted.
 
     Raises:
         ValueError: when the spec has no cell layers, or an outline covers no cell.
@@ -298,14 +303,14 @@ def outlines(spec: dict) -> list[Outline]:
     layers = cell_layers(spec)
     if layers is None:
         raise ValueError("the chart has no rect layer with text printed over it")
-    rows = _data_rows(spec)
+    rows = _data_rows(spec, layers.rect)
     scene = vlc.vegalite_to_scenegraph(spec)
     origin = scene["origin"]
     png = vlc.vegalite_to_png(without_text(spec, layers.texts), scale=PIXEL_SCALE)
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
     cells = [
         (ox + item["x"], oy + item["y"], item["width"], item["height"])
-        for mark, ox, oy in _layer_marks(scene, layers.rect)
+        for mark, ox, oy in _layer_marks(scene, spec, layers.rect)
         for item in mark.get("items", [])
     ]
 
@@ -318,9 +323,10 @@ def outlines(spec: dict) -> list[Outline]:
     found = []
     for index, layer in enumerate(spec["layer"]):
         mark = layer.get("mark")
-        if not (isinstance(mark, dict) and mark.get("type") == "rect" and "data" in layer):
+        unfilled = isinstance(mark, dict) and "fill" in mark and mark["fill"] is None
+        if not (_mark_type(layer) == "rect" and unfilled and "stroke" in mark):
             continue
-        for outline_mark, ox, oy in _layer_marks(scene, index):
+        for outline_mark, ox, oy in _layer_marks(scene, spec, index):
             for item in outline_mark.get("items", []):
                 box = (ox + item["x"], oy + item["y"], item["width"], item["height"])
                 hits = [k for k, cell in enumerate(cells) if np.allclose(cell, box, atol=0.5)]

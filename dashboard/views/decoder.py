@@ -180,22 +180,10 @@ def _head_names(shape: Shape) -> list[str]:
 
 
 def draw_generation(step: data.DecodeStep, shape: Shape) -> None:
-    """Section 1: the text so far, the cache, top-5 next tokens, the newest token's row."""
+    """Section 1: the text so far, top-5 next tokens and the newest token's row, then what
+    a step does and the cache."""
     st.header(t("decoder.gen_header"))
-    st.markdown(t("decoder.gen_intro"))
-    generated = len(step.tokens) - step.prompt_length
     st.code(step.text or t("decoder.gen_nothing"), language=None, wrap_lines=True)
-    cols = st.columns(4)
-    cols[0].metric(t("decoder.metric_generated"), f"{generated} / {data.DECODER_MAX_STEPS}")
-    cols[1].metric(t("decoder.metric_cache_tokens"), step.cache_tokens)
-    cols[2].metric(t("decoder.metric_cache_bytes"), data.describe_bytes(step.cache_bytes))
-    difference = "—" if step.cached_vs_full is None else f"{step.cached_vs_full:.1e}"
-    cols[3].metric(t("decoder.metric_cached_vs_full"), difference)
-    per_token = step.cache_bytes // max(step.cache_tokens, 1)
-    if shape.shipped:
-        st.caption(t("decoder.cache_caption", per_token=per_token, **tolerances()))
-    else:
-        st.caption(t("decoder.cache_caption_own", per_token=per_token))
     left, right = st.columns([1, 2])
     with left:
         table = pd.DataFrame(
@@ -230,6 +218,19 @@ def draw_generation(step: data.DecodeStep, shape: Shape) -> None:
         spec = replace(spec, y_title=y_title)
         canvas.draw_heatmaps(grid, spec, key=f"{PAGE}.rows")
     st.caption(t("decoder.row_caption"))
+    st.markdown(t("decoder.gen_intro"))
+    generated = len(step.tokens) - step.prompt_length
+    cols = st.columns(4)
+    cols[0].metric(t("decoder.metric_generated"), f"{generated} / {data.DECODER_MAX_STEPS}")
+    cols[1].metric(t("decoder.metric_cache_tokens"), step.cache_tokens)
+    cols[2].metric(t("decoder.metric_cache_bytes"), data.describe_bytes(step.cache_bytes))
+    difference = "—" if step.cached_vs_full is None else f"{step.cached_vs_full:.1e}"
+    cols[3].metric(t("decoder.metric_cached_vs_full"), difference)
+    per_token = step.cache_bytes // max(step.cache_tokens, 1)
+    if shape.shipped:
+        st.caption(t("decoder.cache_caption", per_token=per_token, **tolerances()))
+    else:
+        st.caption(t("decoder.cache_caption_own", per_token=per_token))
 
 
 def draw_causal_maps(maps: data.PromptMaps, layer: int, shape: Shape) -> None:
@@ -387,8 +388,8 @@ def render(ctl: DecoderConfig) -> None:
     except ValueError as err:  # a bad file or text
         controls.show_error(err)
         return
-    draw_about(ctl.model, t("decoder.weights_note", **tolerances()))
     draw_generation(step, shape)
+    draw_about(ctl.model, t("decoder.weights_note", **tolerances()))
     draw_causal_maps(maps, ctl.layer, shape)
     draw_rope(maps, ctl)
     try:

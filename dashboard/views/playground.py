@@ -36,7 +36,7 @@ def render(ctl: LayerConfig) -> None:
     sparsity_text = "—" if run.weights is None else f"{run.sparsity:.1%}"
     cols[5].metric(t("common.metric_sparsity"), sparsity_text)
     # the peak-memory run comes last, so the heatmaps are on their way to the browser first
-    memory_slot, notes_slot = cols[4].empty(), st.empty()
+    memory_slot = cols[4].empty()
     draw_maps(ctl, run)
     try:
         peak = data.attention_peak(ctl)
@@ -52,7 +52,7 @@ def render(ctl: LayerConfig) -> None:
     notes.append(t("common.memory_busy_note" if peak.busy else note))  # busy: not measured
     if ctl.input_kind != "random":
         notes.append(t("common.embedding_note"))
-    notes_slot.caption(" ".join(notes))
+    st.caption(" ".join(notes))  # after the maps: the picture first
 
 
 def draw_maps(ctl: LayerConfig, run: data.AttentionRun) -> None:

@@ -241,9 +241,9 @@ def softmax_controls(page: str) -> tuple[float, str]:
 
 
 def equivariance_section(ctl: PropertiesConfig) -> None:
-    """Permutation equivariance: f(Px) = P f(x), with and without a causal mask."""
+    """Permutation equivariance: f(Px) = P f(x), with and without a causal mask (the page's
+    first picture, so its explanation follows it)."""
     st.header(t("properties.eq_header"))
-    st.markdown(t("properties.eq_intro"))
     choice, layer = ctl.perm, ctl.layer
     if choice.warning is not None:
         st.warning(choice.warning)
@@ -258,7 +258,6 @@ def equivariance_section(ctl: PropertiesConfig) -> None:
     except ValueError as err:
         controls.show_error(err)
         return
-    st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
     show_with_and_without_mask(
         [
             (t("properties.metric_eq_plain"), t("properties.series_no_mask"), plain),
@@ -269,6 +268,8 @@ def equivariance_section(ctl: PropertiesConfig) -> None:
         t("properties.chart_eq"),
         t("properties.axis_diff"),
     )
+    st.markdown(t("properties.eq_intro"))
+    st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
     st.caption(t("properties.eq_note"))
 
 

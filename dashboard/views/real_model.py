@@ -73,7 +73,7 @@ def sentence_controls(page: str, model: str) -> tuple[str, str]:
 
 
 def draw_tokens(run: data.ModelRun) -> None:
-    """Section 1: the tokens, their count, the unknown share and the weight on specials."""
+    """Section 2: the tokens, their count, the unknown share and the weight on specials."""
     st.header(t("real_model.tokens_header"))
     st.code(" ".join(run.tokens), language=None, wrap_lines=True)
     n_layers = run.attentions.shape[0]
@@ -95,7 +95,7 @@ def draw_tokens(run: data.ModelRun) -> None:
 
 
 def draw_model_view(run: data.ModelRun) -> None:
-    """Section 2: all N × 12 maps as small multiples (the first tokens only, see the cap)."""
+    """Section 1: all N × 12 maps as small multiples (the first tokens only, see the cap)."""
     st.header(t("real_model.grid_header"))
     length = len(run.tokens)
     cap = data.model_grid_max_tokens(run)
@@ -388,8 +388,8 @@ def render(ctl: RealModelConfig) -> None:
     if ctl.view is None or ctl.swap is None or ctl.probe is None:
         return  # the run was refused while the controls were drawn, and works now: rerun
     view = ctl.view
+    draw_model_view(exact)  # the picture first, then what the model read
     draw_tokens(exact)
-    draw_model_view(exact)
     head_chart = draw_head_view(exact, view.layer, view.head, view.token)
     draw_pronoun(exact, ctl.probe)
     draw_pair(ctl.preset, ctl.model)

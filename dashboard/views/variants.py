@@ -62,7 +62,7 @@ def variants_controls(page: str) -> VariantsConfig:
         help=t("variants.ctl_variants_help", n=MAX_COLUMNS),
         where=state.controls_box(),
     )
-    seq_len = state.slider_int(page, "seq_len", t("common.ctl_seq_len"), 4, 128, 32)
+    source, seq_len = controls.input_length_controls(page, 32, 128, min_len=4)
     d_model, heads = controls.width_controls(page, 64, 4)
     state.controls_box().caption(t("common.ctl_d_k", d_k=d_model // heads))
     mask_kind = state.select(
@@ -86,6 +86,8 @@ def variants_controls(page: str) -> VariantsConfig:
         mask_kind=mask_kind,
         pad_len=seq_len,
         seed=seed,
+        input_kind=source.input_kind,
+        sentence=source.sentence,
         device=controls.current_device(),
     )
     max_l, measure = cost_controls(page)
@@ -119,15 +121,21 @@ def compare_section(ctl: VariantsConfig) -> None:
     except ValueError as err:
         controls.show_error(err)
         return
-    st.caption(
-        t("variants.shared_input", seq_len=base.seq_len, d_model=base.d_model, heads=base.heads)
-    )
     summary = []
     columns = st.columns(len(ctl.chosen))
     for col, choice, result in zip(columns, ctl.chosen, runs, strict=True):
         diff = data.max_output_difference(result, reference)
         with col:
             summary.append(variant_column(base, choice, result, diff))
+    st.caption(
+        t(
+            "variants.shared_input",
+            input=t(f"common.input_{base.input_kind}"),
+            seq_len=base.seq_len,
+            d_model=base.d_model,
+            heads=base.heads,
+        )
+    )
     st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch")
     st.caption(t("variants.time_note"))
 
@@ -151,13 +159,14 @@ def variant_column(
     info = data.variant_catalogue()[name]
     estimate = data.memory_estimate(name, params, base.heads, base.seq_len, base.d_k, False)
     st.subheader(controls.variant_label(name))
+    labels = data.axis_labels(result.tokens)
+    draw_pattern(base, choice, labels)
+    sparsity_text = draw_weights(name, result, labels)
     st.caption(controls.variant_explanation(name))
     memory = controls.translated(f"variants.memory_{name}", info.memory_complexity)
     st.markdown(t("variants.complexity_line", time=info.time_complexity, memory=memory))
     if params:
         st.caption(", ".join(f"{controls.param_label(k)} = {shown_value(v)}" for k, v in params))
-    draw_pattern(base, choice)
-    sparsity_text = draw_weights(base, name, result)
     st.metric(t("variants.metric_diff"), f"{diff:.2e}", help=t("variants.metric_diff_help"))
     st.metric(t("common.metric_sparsity"), sparsity_text)
     st.metric(
@@ -176,9 +185,9 @@ def variant_column(
     }
 
 
-def draw_pattern(base: LayerConfig, choice: controls.VariantChoice) -> None:
-    """The keys each query may attend to under the variant and the shared mask."""
-    labels = [str(i) for i in range(base.seq_len)]
+def draw_pattern(base: LayerConfig, choice: controls.VariantChoice, labels: list[str]) -> None:
+    """The keys each query may attend to under the variant and the shared mask, on the
+    input's token ``labels``."""
     pattern = data.allowed_pattern(choice.variant, choice.params, base.seq_len, base.mask_kind)
     pattern_map = data.heatmap_grid(pattern, labels, labels)
     pattern_spec = charts.HeatmapSpec(
@@ -195,8 +204,9 @@ def draw_pattern(base: LayerConfig, choice: controls.VariantChoice) -> None:
     canvas.draw_heatmaps(pattern_map, pattern_spec, key=f"variants.{choice.variant}.pattern")
 
 
-def draw_weights(base: LayerConfig, name: str, result: data.AttentionRun) -> str:
-    """The head-averaged weights (or a note when they were skipped).
+def draw_weights(name: str, result: data.AttentionRun, labels: list[str]) -> str:
+    """The head-averaged weights on the input's token ``labels`` (or a note when they were
+    skipped).
 
     Returns:
         The sparsity as text ("—" without weights).
@@ -204,7 +214,6 @@ def draw_weights(base: LayerConfig, name: str, result: data.AttentionRun) -> str
     if result.weights is None:
         st.warning(t("playground.weights_skipped"))
         return "—"
-    labels = [str(i) for i in range(base.seq_len)]
     weight_map = data.heatmap_grid(result.mean_weights, labels, labels)
     weight_spec = charts.weights_spec(
         weight_map, t("variants.weights_title"), subtitle=None, width=HEATMAP_WIDTH

@@ -15,7 +15,7 @@ def _row_sums(at, lang="en"):
 
 
 def test_playground_in_english():
-    at = open_app("playground")
+    at = open_app("playground", **{"playground.input": "random"})
     assert_clean(at)
     assert at.title[0].value == "Playground"
     shown = metrics(at)
@@ -128,7 +128,9 @@ def test_step_by_step_causal_cell_is_zero():
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_multihead_page(lang):
-    at = open_app("multihead", lang=lang, **{"multihead.mask": "causal"})
+    at = open_app(
+        "multihead", lang=lang, **{"multihead.mask": "causal", "multihead.input": "random"}
+    )
     assert_clean(at)
     shown = list(metrics(at).values())
     assert shown[0] == "8"
@@ -249,3 +251,22 @@ def test_a_root_link_made_for_the_playground_still_opens_it():
     assert_clean(at)
     assert metrics(at)["Tokens L"] == "8"
     assert open_app().title[0].value != at.title[0].value
+
+
+@pytest.mark.parametrize("page", ["playground", "multihead", "variants"])
+def test_a_fresh_page_opens_on_the_tutorial_s_sentence_with_its_tokens_labelled(page):
+    """The first maps a learner meets are of 那只猫坐在垫子上…, each row and column named by
+    its token; random vectors are one choice away, and a link from before that sets the
+    random input's length (and names no input) still opens random vectors."""
+    from dashboard import data
+
+    at = open_app(page)
+    assert_clean(at)
+    assert at.selectbox(key=f"{page}.input").value == "preset_zh"
+    expected = data.axis_labels(data.input_tokens("preset_zh", "", 0))
+    rows = [spec["rows"] for spec in canvas_heatmaps(at)]
+    assert expected in rows, rows[:1]
+    old = open_app(page, **{f"{page}.seq_len": "20"})
+    assert_clean(old)
+    assert old.selectbox(key=f"{page}.input").value == "random"
+    assert old.slider(key=f"{page}.seq_len").value == 20

@@ -88,7 +88,11 @@ def test_variants_exact_ones_match_full_chinese_causal():
     at = open_app(
         "variants",
         lang="zh",
-        **{"variants.variants": "stable,chunked", "variants.mask": "causal"},
+        **{
+            "variants.variants": "stable,chunked",
+            "variants.mask": "causal",
+            "variants.input": "random",
+        },
     )
     assert_clean(at)
     diffs = [float(m.value) for m in at.metric if m.label == "最大 |输出 − 完整注意力|"]

@@ -143,3 +143,34 @@ def test_a_heatmap_drawn_smaller_than_its_cells_keeps_each_colour_under_its_numb
     cells = painted_cells(spec)
     assert len(cells) == 24
     assert not check_cells("squeezed", cells)
+
+
+def test_the_head_grid_outlines_the_chosen_head_and_colours_every_cell():
+    """The Heads at work grid (layers × heads, each cell lettered with its label): the letter
+    sits on its own score's colour, and the outline is painted around the chosen head."""
+    from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
+
+    rng = np.random.default_rng(5)
+    layers, heads = 6, 9
+    frame = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(layers), heads),
+            "head": np.tile(np.arange(heads), layers),
+            "score": rng.random(layers * heads),
+            "label": rng.choice(["previous", "first", "mixed"], layers * heads),
+        }
+    )
+    titles = HeadGridTitles("T", "Head", "Layer", "Score", "Label")
+    marks = {"previous": "P", "first": "F", "mixed": ""}
+    chosen = (4, 7)
+    spec = head_score_chart(frame, titles, marks=marks, value_format=".2f", chosen=chosen).to_dict()
+    spec["autosize"] = {"type": "fit", "contains": "padding"}  # as Streamlit sends it
+    cells = painted_cells(spec)
+    assert len(cells) == layers * heads
+    bad = [c for c in cells if c.distance > COLOUR_TOLERANCE]
+    assert not bad, bad[:3]
+    assert [c.text for c in cells] == [marks[label] for label in frame["label"]]
+    (outline,) = outlines(spec)
+    assert (outline.row["layer"], outline.row["head"]) == chosen
+    stroke = np.array(hex_rgb(charts.CHOSEN_STROKE))
+    assert np.abs(np.array(outline.edge) - stroke).max() <= COLOUR_TOLERANCE

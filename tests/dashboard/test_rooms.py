@@ -739,7 +739,7 @@ def test_a_link_from_a_server_that_ended_says_the_room_has_ended():
     at = open_app("playground", room=new_code(), **{"room.server": "0badc0de"})
     assert not at.exception
     assert "The room has ended" in all_text(at)
-    assert at.slider(key="playground.seq_len").value == 16  # their own view
+    assert at.selectbox(key="playground.input").value == "preset_zh"  # their own view
 
 
 def test_a_generated_key_is_printed_when_the_first_page_opens(monkeypatch, capfd):

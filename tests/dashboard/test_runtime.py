@@ -174,6 +174,7 @@ def test_app_imports_only_light_modules_at_the_top():
     dashboard = {name for name in froms if name.startswith("dashboard.")}
     assert dashboard <= {
         "dashboard.controls",
+        "dashboard.presentation",
         "dashboard.room_controls",
         "dashboard.state",
         "dashboard.runtime.startup",

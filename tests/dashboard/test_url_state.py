@@ -57,8 +57,11 @@ def test_parse_choice_bool_text_and_lists():
             state.parse_int_list(bad, 0, 5, 4)
 
 
+RANDOM = {"playground.input": "random"}  # the slider of L exists for random vectors
+
+
 def test_round_trip_reproduces_the_view():
-    at = open_app("playground")
+    at = open_app("playground", **RANDOM)
     at.selectbox(key="playground.variant").set_value("local")
     at.selectbox(key="playground.mask").set_value("causal")
     at.slider(key="playground.seq_len").set_value(24)
@@ -281,7 +284,9 @@ def test_refused_link_value_says_why_in_both_languages(params, english, chinese)
 def test_unknown_key_is_named_with_the_likely_intended_one():
     for lang, suggest in (("en", "Did you mean"), ("zh", "你是不是想写")):
         at = open_app(
-            "playground", lang=lang, **{"playground.seqlen": "64", "device": "cpu", "zz": SCRIPT}
+            "playground",
+            lang=lang,
+            **{"playground.seqlen": "64", "device": "cpu", "zz": SCRIPT, **RANDOM},
         )
         assert_clean(at)
         assert len(at.warning) == 1, [w.value for w in at.warning]
@@ -394,7 +399,7 @@ def test_a_checkbox_link_of_0_opens_unchecked_and_leaves_the_url():
 
 
 def test_a_bound_value_at_its_default_leaves_the_link_and_another_joins_it():
-    at = open_app("playground")
+    at = open_app("playground", **RANDOM)
     assert "playground.seq_len" not in link_params(at)
     at.slider(key="playground.seq_len").set_value(24).run()
     assert link_params(at)["playground.seq_len"] == "24"
@@ -403,7 +408,7 @@ def test_a_bound_value_at_its_default_leaves_the_link_and_another_joins_it():
 
 
 def test_values_survive_a_page_switch_and_come_back_in_the_link():
-    at = open_app("playground")
+    at = open_app("playground", **RANDOM)
     at.slider(key="playground.seq_len").set_value(24)
     at.selectbox(key="playground.variant").set_value("local").run()
     at.switch_page("views/multihead.py").run()

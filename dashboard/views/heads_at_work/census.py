@@ -25,7 +25,6 @@ from dashboard.views.heads_at_work.common import (
     loading_text,
     score_name,
     score_text,
-    section_intro,
     show_install_hint,
 )
 
@@ -120,7 +119,7 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
         The census and the map's column, or None when the prompt cannot run (the notice is
         shown).
     """
-    section_intro(t("heads.census_title"), t("heads.census_intro", maps=ctl.layers * ctl.heads))
+    st.header(t("heads.census_title"))  # the page's first picture: its paragraph follows
     try:
         with st.spinner(loading_text(ctl.model)):
             census = data.prompt_census(ctl.text, ctl.model)
@@ -149,6 +148,7 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
                 (ctl.layers, ctl.heads),
             )
         st.caption(t("heads.label_rule"))
+    st.markdown(t("heads.census_intro", maps=ctl.layers * ctl.heads))
     return CensusView(census, right)
 
 
