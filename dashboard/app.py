@@ -158,10 +158,10 @@ def main() -> None:
     room_controls.follow_now(room, pages, page_name(pages, page))  # before the page draws
     startup.before_page(page_name(pages, page))  # torch imported while the page draws
     controls.reserve_device_line()  # drawn when the page first asks for the device
-    present = presentation.present_switch()  # this tab's own: a room never shares it
+    presentation.present_switch()  # this tab's own: a room never shares it
     notice_box = st.container()
     room_box, room_sidebar = st.container(), st.sidebar.container()
-    presentation.begin_page(present)  # the page's controls: the sidebar, or a box on top
+    presentation.begin_page()  # the page's controls: the sidebar, or a box under its title
     page.run()
     controls.page_notes(page_name(pages, page))  # what to look for, and more, after it
     controls.current_device()  # the device line, if the page did not ask for it

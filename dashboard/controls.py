@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from dashboard import data, state
+from dashboard import data, presentation, state
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.i18n import current_lang, t
 from dashboard.model_choices import runs_own_model
@@ -125,6 +125,7 @@ def page_intro(namespace: str) -> None:
     suffix = _own_suffix(namespace)
     st.title(t(f"{namespace}.title{suffix}"))
     st.markdown(t(f"{namespace}.purpose{suffix}"))
+    presentation.controls_here()  # the presentation view's box for the page's controls
 
 
 def page_notes(namespace: str) -> None:

@@ -2,8 +2,10 @@
 
 ``present=true`` in a tab's link (the sidebar's switch writes it; ``present=1`` is read too)
 turns on the view for a room's projector: the sidebar starts collapsed, the page's controls
-move into a "Controls" box above the page, chart text grows to at least 16 px and titles
-to 22 px (:mod:`dashboard.charts.readable`), and explanations fold away behind the chart.
+move into a folded "Controls" box under its title, chart text grows to at least 16 px and
+titles to 22 px (:mod:`dashboard.charts.readable`; the canvas heatmap keeps its text at that
+size and shrinks its cells to fit the column, two panels a row), and a page's notes stay
+folded behind its pictures (as in every view: ``controls.page_notes``).
 It is each tab's own choice: a room never passes it on (``room_follow`` shares every query
 key but the language and this one).
 
@@ -49,13 +51,17 @@ def presenting() -> bool:
     return bool(st.session_state.get(PRESENT_KEY, False))
 
 
-def begin_page(present: bool) -> None:
-    """Before the page draws: in the presentation view, the box above the page that holds
-    its controls (``state.controls_box``); else the sidebar holds them."""
-    if not present:
-        st.session_state.pop(CONTROLS_BOX, None)
-        return
-    st.session_state[CONTROLS_BOX] = st.expander(t("common.present_controls"), expanded=False)
+def begin_page() -> None:
+    """Before the page draws: its controls go to the sidebar until :func:`controls_here`
+    says otherwise."""
+    st.session_state.pop(CONTROLS_BOX, None)
+
+
+def controls_here() -> None:
+    """In the presentation view, the folded "Controls" box here (under the page's title and
+    purpose) holds the page's controls from now on (``state.controls_box``)."""
+    if presenting():
+        st.session_state[CONTROLS_BOX] = st.expander(t("common.present_controls"), expanded=False)
 
 
 def chart_look() -> ChartLook:

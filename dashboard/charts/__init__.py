@@ -16,6 +16,8 @@ Modules, by job:
 * :mod:`~dashboard.charts.light` — plain Vega-Lite dicts for the first charts a fresh server
   draws: they need neither pandas nor Altair.
 * :mod:`~dashboard.charts.title_wrap` — titles broken into lines that fit their chart.
+* :mod:`~dashboard.charts.readable` — how a chart reads where it is shown: upright Chinese
+  y titles, the presentation view's text sizes.
 
 Importing this package imports nothing else, so ``from dashboard.charts import light`` stays
 free of pandas and Altair. ``charts.<name>`` finds a builder of the Altair modules
@@ -31,7 +33,7 @@ from types import ModuleType
 
 ALTAIR_MODULES = ("builders", "heatmaps", "model_views", "base", "specs")
 """The modules whose public names ``charts.<name>`` reaches (each imports Altair)."""
-SUBMODULES = (*ALTAIR_MODULES, "canvas", "light", "title_wrap")
+SUBMODULES = (*ALTAIR_MODULES, "canvas", "light", "readable", "title_wrap")
 
 
 def _submodule(name: str) -> ModuleType:

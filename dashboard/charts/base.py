@@ -111,7 +111,14 @@ def ordered_scale(labels: Sequence[str]) -> alt.Scale:
 
 
 def header() -> alt.Header:
-    return alt.Header(labelFontSize=FONT_SIZE, labelFontWeight="bold")
+    """A facet's panel headers: bold; their size comes from :func:`header_config`, so the
+    presentation view's larger size can replace it (dashboard.charts.readable)."""
+    return alt.Header(labelFontWeight="bold")
+
+
+def header_config(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """``chart`` with its facet headers' text at the house size, set in its config."""
+    return chart.configure_header(labelFontSize=FONT_SIZE, titleFontSize=FONT_SIZE)
 
 
 def default_domain(values: np.ndarray, diverging: bool) -> tuple[float, float]:

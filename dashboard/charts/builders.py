@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from dashboard.charts.base import check_rows, finish, header
+from dashboard.charts.base import check_rows, finish, header, header_config
 
 
 def line_chart(
@@ -228,6 +228,7 @@ def grouped_bar_chart(
             facet=alt.Facet(f"{facet}:N", title=None, sort=panels, header=header()),
             columns=facet_columns,
         )
+        return header_config(finish(chart, title, None))
     return finish(chart, title, None)
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard.charts.heatmaps import HeatmapSpec, heatmap_canvas_spec
+from dashboard.presentation import chart_look
 
 COMPONENT_NAME = "attention_lab.heatmap"
+PRESENT_COLUMNS = 2
 _ASSETS = Path(__file__).parent
 _HEATMAP = st.components.v2.component(
     COMPONENT_NAME,
@@ -29,11 +31,16 @@ def heatmap(spec: dict, *, key: str) -> None:
     """Draw a heatmap from :func:`dashboard.charts.heatmap_canvas_spec` on a canvas.
 
     Args:
-        spec: the heatmap's data and labels.
+        spec: the heatmap's data and labels (its text drawn at the tab's font scale: larger
+            in the presentation view).
         key: a unique, stable key per chart on a page (e.g. ``"playground.grid"``): the
             component keeps its canvas across reruns and redraws it, instead of remounting.
     """
-    _HEATMAP(data=spec, key=f"_canvas.{key}")
+    look = chart_look()
+    shown = {"font_scale": look.font_scale, "title_scale": look.title_scale}
+    if look.present:  # two panels a row at most: cells large enough to read on a projector
+        shown["columns"] = min(spec["columns"], PRESENT_COLUMNS)
+    _HEATMAP(data={**spec, **shown}, key=f"_canvas.{key}")
 
 
 def draw_heatmaps(grid, spec: HeatmapSpec, *, key: str) -> None:

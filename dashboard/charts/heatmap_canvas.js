@@ -6,11 +6,8 @@
 // with new data on every rerun; the canvas is kept and redrawn, so nothing flickers.
 
 const FONT = "sans-serif";
-const TITLE_PX = 16;
-const LABEL_PX = 10;
-const AXIS_TITLE_PX = 11;
-const PANEL_TITLE_PX = 13;
-const SUBTITLE_PX = 12;
+// Text sizes at font_scale 1; the presentation view sends a larger scale (labels of 16 px).
+const BASE_PX = { title: 16, label: 10, axisTitle: 11, panelTitle: 13, subtitle: 12 };
 const PAD = 5;
 const PANEL_GAP = 20;
 const TICK = 4;
@@ -22,8 +19,6 @@ const LEGEND_MIN_H = 120; // a 1 × 1 map still gets a bar its tick labels fit a
 const LEGEND_TICK_GAP = 22; // px between tick labels at least
 const X_LABEL_ANGLE = (-60 * Math.PI) / 180;
 const MISSING_RGB = [221, 221, 221];
-const Y_LABEL_GAP = LABEL_PX + 2;
-const X_LABEL_GAP = Math.ceil((LABEL_PX + 2) / Math.sin(-X_LABEL_ANGLE));
 const MAX_LABEL_STEP = 8;
 const TIP_OFFSET = 14;
 
@@ -73,6 +68,20 @@ function formatNumber(v, fmt) {
   return v.toFixed(fmt.digits);
 }
 
+// The text sizes of one heatmap (its spec's font_scale), set by layout() before each drawing:
+// every heatmap is laid out and drawn in one synchronous call.
+let F = fontsFor({});
+
+function fontsFor(spec) {
+  const k = spec.font_scale || 1;
+  const kt = spec.title_scale || 1; // titles grow less: they are long
+  const scaled = (name, v) => Math.round(v * (name === "title" || name === "subtitle" ? kt : k));
+  const px = Object.fromEntries(Object.entries(BASE_PX).map(([name, v]) => [name, scaled(name, v)]));
+  px.yGap = px.label + 2; // rows closer than this show every k-th label
+  px.xGap = Math.ceil((px.label + 2) / Math.sin(-X_LABEL_ANGLE));
+  return px;
+}
+
 function fontOf(px, bold) {
   return `${bold ? "bold " : ""}${px}px ${FONT}`;
 }
@@ -120,29 +129,54 @@ function tickText(v, ticks) {
   return v.toFixed(decimals);
 }
 
-// Where everything goes, in CSS pixels.
-function layout(ctx, spec) {
+// The cells' size: the spec's, or in the presentation view (a font scale above 1), as much
+// smaller as it takes for the drawing to fit `maxWidth` with its text at full size (a canvas
+// wider than its column is shrunk whole by the page, its text with it).
+function fittedCell(spec, fixedWidth, maxWidth) {
   const [cellW, cellH] = spec.cell;
+  const across = Math.max(1, Math.min(spec.columns, spec.panels.length)) * spec.cols.length;
+  if (!((spec.font_scale || 1) > 1) || !(maxWidth > 0)) return [cellW, cellH];
+  const fitW = Math.floor((maxWidth - fixedWidth) / across);
+  if (fitW >= cellW) return [cellW, cellH];
+  const w = Math.max(1, fitW);
+  return [w, Math.max(1, Math.round((cellH * w) / cellW))];
+}
+
+// Where everything goes, in CSS pixels (`maxWidth`: the column's width, or 0).
+function layout(ctx, spec, maxWidth = 0) {
+  F = fontsFor(spec);
+  let [cellW, cellH] = spec.cell;
   const R = spec.rows.length;
   const C = spec.cols.length;
   const P = spec.panels.length;
   const nCols = Math.max(1, Math.min(spec.columns, P));
   const nRows = Math.ceil(P / nCols);
+  // in the presentation view a title wider than the column is broken into lines
+  const wrapWidth = (spec.font_scale || 1) > 1 && maxWidth > 0 ? maxWidth - 2 * PAD : 0;
+  ctx.font = fontOf(F.title, true);
+  const titles = titleLines(ctx, spec.title, wrapWidth);
+  ctx.font = fontOf(F.subtitle);
+  const subtitles = titleLines(ctx, spec.subtitle, wrapWidth);
+  const titleH = titles.length * (F.title + 6);
+  const subtitleH = subtitles.length * (F.subtitle + 4);
+  const panelTitleH = spec.panel_title !== null ? F.panelTitle + 6 : 0;
+  ctx.font = fontOf(F.axisTitle, true);
+  const legendW0 = Math.max(ctx.measureText(spec.value_title).width, LEGEND_BAR_W + TICK + 40);
+  const yAll = widest(ctx, spec.rows, fontOf(F.label), spec.label_limit) + TICK + 3;
+  const fixed = PAD + F.axisTitle + 6 + yAll + (nCols - 1) * PANEL_GAP + LEGEND_GAP + legendW0 + PAD;
+  [cellW, cellH] = fittedCell(spec, fixed, maxWidth);
   const panelW = cellW * C;
   const panelH = cellH * R;
-  const titleH = spec.title ? TITLE_PX + 6 : 0;
-  const subtitleH = spec.subtitle ? SUBTITLE_PX + 4 : 0;
-  const panelTitleH = spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0;
-  const yShown = labelledIndices(R, cellH, Y_LABEL_GAP);
-  const xShown = labelledIndices(C, cellW, X_LABEL_GAP);
+  const yShown = labelledIndices(R, cellH, F.yGap);
+  const xShown = labelledIndices(C, cellW, F.xGap);
   const yLabelW = yShown.length
-    ? widest(ctx, yShown.map((r) => spec.rows[r]), fontOf(LABEL_PX), spec.label_limit) + TICK + 3
+    ? widest(ctx, yShown.map((r) => spec.rows[r]), fontOf(F.label), spec.label_limit) + TICK + 3
     : 0;
   const xLabelH = xShown.length
-    ? widest(ctx, xShown.map((c) => spec.cols[c]), fontOf(LABEL_PX), spec.label_limit) *
-        Math.sin(-X_LABEL_ANGLE) + LABEL_PX * Math.cos(X_LABEL_ANGLE) + TICK + 3
+    ? widest(ctx, xShown.map((c) => spec.cols[c]), fontOf(F.label), spec.label_limit) *
+        Math.sin(-X_LABEL_ANGLE) + F.label * Math.cos(X_LABEL_ANGLE) + TICK + 3
     : 0;
-  const left = PAD + AXIS_TITLE_PX + 6 + yLabelW;
+  const left = PAD + F.axisTitle + 6 + yLabelW;
   const top = PAD + titleH + subtitleH;
   const panels = spec.panels.map((name, p) => {
     const col = p % nCols;
@@ -159,26 +193,46 @@ function layout(ctx, spec) {
   });
   const gridRight = left + nCols * panelW + (nCols - 1) * PANEL_GAP;
   const gridBottom = top + nRows * (panelH + panelTitleH) + (nRows - 1) * PANEL_GAP;
-  ctx.font = fontOf(AXIS_TITLE_PX, true);
+  ctx.font = fontOf(F.axisTitle, true);
   const legendTitleW = ctx.measureText(spec.value_title).width;
   const legendX = gridRight + LEGEND_GAP;
   const legendW = Math.max(legendTitleW, LEGEND_BAR_W + TICK + 40);
   const width = Math.ceil(
-    Math.max(legendX + legendW + PAD, PAD + measureTitles(ctx, spec) + PAD),
+    Math.max(legendX + legendW + PAD, PAD + measureTitles(ctx, titles, subtitles) + PAD),
   );
   const legend = legendBox(top, gridBottom, spec);
   const height = Math.ceil(
-    Math.max(gridBottom + xLabelH + AXIS_TITLE_PX + 10 + PAD, legend.barTop + legend.h + 40),
+    Math.max(gridBottom + xLabelH + F.axisTitle + 10 + PAD, legend.barTop + legend.h + 40),
   );
   return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, legend, width,
-           height, gridBottom, xLabelH, yShown, xShown };
+           height, gridBottom, xLabelH, yShown, xShown, titles, subtitles };
 }
 
-function measureTitles(ctx, spec) {
-  ctx.font = fontOf(TITLE_PX, true);
-  let w = spec.title ? ctx.measureText(spec.title).width : 0;
-  ctx.font = fontOf(SUBTITLE_PX);
-  if (spec.subtitle) w = Math.max(w, ctx.measureText(spec.subtitle).width);
+// A title as lines no wider than `maxWidth` (broken at spaces, or between CJK characters);
+// one line when it fits or `maxWidth` is 0; none for an empty title. Uses ctx's font.
+function titleLines(ctx, text, maxWidth) {
+  if (!text) return [];
+  if (!(maxWidth > 0) || ctx.measureText(text).width <= maxWidth) return [text];
+  const pieces = text.match(/[\u3000-\u9fff\uff00-\uffef]|[^\s\u3000-\u9fff\uff00-\uffef]+\s*|\s+/g);
+  const lines = [];
+  let line = "";
+  for (const piece of pieces || [text]) {
+    if (line.trim() && ctx.measureText(line + piece).width > maxWidth) {
+      lines.push(line.trimEnd());
+      line = piece.trimStart();
+    } else {
+      line += piece;
+    }
+  }
+  if (line.trim()) lines.push(line.trimEnd());
+  return lines;
+}
+
+function measureTitles(ctx, titles, subtitles) {
+  ctx.font = fontOf(F.title, true);
+  let w = Math.max(0, ...titles.map((line) => ctx.measureText(line).width));
+  ctx.font = fontOf(F.subtitle);
+  for (const line of subtitles) w = Math.max(w, ctx.measureText(line).width);
   return w;
 }
 
@@ -201,13 +255,14 @@ function panelImage(values, offset, R, C, toT, stops) {
   return tile;
 }
 
-function draw(canvas, spec, values, ink) {
+function draw(canvas, spec, values, ink, maxWidth) {
   const ctx = canvas.getContext("2d");
-  const box = layout(ctx, spec);
+  const box = layout(ctx, spec, maxWidth);
   const dpr = window.devicePixelRatio || 1;
   canvas.width = Math.round(box.width * dpr);
   canvas.height = Math.round(box.height * dpr);
   canvas.style.width = `${box.width}px`;
+  canvas.dataset.labelPx = String(F.label); // the tick labels' size, before any shrinking
   canvas.style.aspectRatio = `${box.width} / ${box.height}`;
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, box.width, box.height);
@@ -215,14 +270,15 @@ function draw(canvas, spec, values, ink) {
   ctx.textBaseline = "top";
   ctx.textAlign = "left";
   let y = PAD;
-  if (spec.title) {
-    ctx.font = fontOf(TITLE_PX, true);
-    ctx.fillText(spec.title, PAD, y);
-    y += TITLE_PX + 6;
+  ctx.font = fontOf(F.title, true);
+  for (const line of box.titles) {
+    ctx.fillText(line, PAD, y);
+    y += F.title + 6;
   }
-  if (spec.subtitle) {
-    ctx.font = fontOf(SUBTITLE_PX);
-    ctx.fillText(spec.subtitle, PAD, y);
+  ctx.font = fontOf(F.subtitle);
+  for (const line of box.subtitles) {
+    ctx.fillText(line, PAD, y);
+    y += F.subtitle + 4;
   }
   const stops = parseStops(spec.scale.colors);
   const toT = ramp(spec.scale);
@@ -231,7 +287,7 @@ function draw(canvas, spec, values, ink) {
   box.panels.forEach((panel, p) => {
     ctx.drawImage(panelImage(values, p * R * C, R, C, toT, stops), panel.x, panel.y, panelW, panelH);
     if (spec.panel_title !== null) {
-      ctx.font = fontOf(PANEL_TITLE_PX, true);
+      ctx.font = fontOf(F.panelTitle, true);
       ctx.textAlign = "center";
       ctx.textBaseline = "bottom";
       ctx.fillText(fitText(ctx, panel.name, panelW + PANEL_GAP - 4), panel.x + panelW / 2,
@@ -248,7 +304,7 @@ function drawAxes(ctx, spec, box, panel, ink) {
   const { cellW, cellH, panelH } = box;
   ctx.strokeStyle = "#888";
   ctx.lineWidth = 1;
-  ctx.font = fontOf(LABEL_PX);
+  ctx.font = fontOf(F.label);
   ctx.fillStyle = ink;
   if (panel.yLabels) {
     ctx.textAlign = "right";
@@ -282,7 +338,7 @@ function drawAxes(ctx, spec, box, panel, ink) {
 }
 
 function drawAxisTitles(ctx, spec, box) {
-  ctx.font = fontOf(AXIS_TITLE_PX, true);
+  ctx.font = fontOf(F.axisTitle, true);
   const lastRow = box.panels.filter((p) => p.xLabels);
   const midX = (Math.min(...lastRow.map((p) => p.x)) + Math.max(...lastRow.map((p) => p.x)) +
                 box.panelW) / 2;
@@ -302,8 +358,8 @@ function drawAxisTitles(ctx, spec, box) {
 function legendBox(gridTop, gridBottom, spec) {
   // the title sits under the chart's title band (never over a long chart title), the bar
   // under it, as tall as the grid but at least LEGEND_MIN_H
-  const top = gridTop + (spec.panel_title !== null ? PANEL_TITLE_PX + 6 : 0);
-  const titleBottom = top + AXIS_TITLE_PX + 2;
+  const top = gridTop + (spec.panel_title !== null ? F.panelTitle + 6 : 0);
+  const titleBottom = top + F.axisTitle + 2;
   const barTop = titleBottom + 6;
   const h = Math.min(LEGEND_BAR_H, Math.max(LEGEND_MIN_H, gridBottom - barTop));
   return { titleBottom, barTop, h };
@@ -312,7 +368,7 @@ function legendBox(gridTop, gridBottom, spec) {
 function drawLegend(ctx, spec, box, stops, ink) {
   const x = box.legendX;
   const { titleBottom, barTop: top, h } = box.legend;
-  ctx.font = fontOf(AXIS_TITLE_PX, true);
+  ctx.font = fontOf(F.axisTitle, true);
   ctx.fillStyle = ink;
   ctx.textAlign = "left";
   ctx.textBaseline = "bottom";
@@ -331,7 +387,7 @@ function drawLegend(ctx, spec, box, stops, ink) {
   const [lo, hi] = spec.scale.domain;
   const toF = fraction(spec.scale);
   const ticks = niceTicks(lo, hi, Math.max(2, Math.min(LEGEND_TICKS, Math.floor(h / LEGEND_TICK_GAP))));
-  ctx.font = fontOf(LABEL_PX);
+  ctx.font = fontOf(F.label);
   ctx.textBaseline = "middle";
   ctx.fillStyle = ink;
   ctx.strokeStyle = ink;
@@ -414,7 +470,7 @@ export default function heatmapCanvas(component) {
   const scores = decodeFloats(spec.scores);
   const ink = getComputedStyle(parentElement).color || "#111";
   canvas.setAttribute("aria-label", spec.title);
-  const box = draw(canvas, spec, values, ink);
+  const box = draw(canvas, spec, values, ink, parentElement.clientWidth);
   overlay.width = canvas.width;
   overlay.height = canvas.height;
   overlay.style.width = canvas.style.width;
@@ -431,7 +487,7 @@ export default function heatmapCanvas(component) {
     panels: box.panels.map((panel) => [panel.x, panel.y]),
     height: box.height,
     titles_bottom: box.top,
-    legend: [box.legend.titleBottom - AXIS_TITLE_PX, box.legend.barTop, box.legend.h],
+    legend: [box.legend.titleBottom - F.axisTitle, box.legend.barTop, box.legend.h],
   });
   tip.style.display = "none";
 

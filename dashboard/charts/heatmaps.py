@@ -39,8 +39,9 @@ from dashboard.charts.base import (
 )
 
 TITLE_LABEL_ALLOWANCE_PX = 40  # a single map's title may also span its row labels
-# A heatmap is drawn at the cell size its builder chose: Streamlit's default autosize ("fit")
-# would squeeze the cells, title, labels and legend into the plot's own width and height.
+# An annotated matrix is drawn at the cell size its builder chose (its printed values need
+# it): Streamlit's default autosize ("fit") would squeeze the cells, title, labels and legend
+# into the plot's own width and height. A plain heatmap keeps Streamlit's fit to its column.
 PAD_AUTOSIZE = alt.AutoSizeParams(type="pad", contains="padding")
 ANNOTATED_LEGEND_PX = 120  # the colour bar under an annotated matrix
 ANNOTATION_FONT_PX = FONT_SIZE - 3  # "−0.45" in 28 px: a gap in a 32 px cell
@@ -199,10 +200,11 @@ def heatmap_chart(df: pd.DataFrame, spec: HeatmapSpec) -> alt.Chart:
     width_px = None if faceted else cell_w * len(col_order) + TITLE_LABEL_ALLOWANCE_PX
     top = {
         "title": title_params(spec.title, spec.subtitle, width_px),
-        "autosize": PAD_AUTOSIZE,
         "usermeta": FAST_RENDER_META,
         "config": alt.Config(mark=alt.MarkConfig(aria=False)),
     }
+    if spec.annotate:
+        top["autosize"] = PAD_AUTOSIZE
     if not faceted:
         chart = _heatmap_layer(without_index(shown), cells, spec.x_title, spec.y_title)
         for key, value in top.items():

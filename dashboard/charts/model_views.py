@@ -11,6 +11,7 @@ from dashboard.charts.base import (
     check_rows,
     finish,
     header,
+    header_config,
 )
 from dashboard.charts.light import TOKEN_BAR_COLOR as HEAD_VIEW_COLOR
 from dashboard.charts.light import TOKEN_ROW_PX as HEAD_VIEW_ROW_PX
@@ -19,6 +20,25 @@ MODEL_VIEW_MAX_CELLS = 72 * 32 * 32
 WEIGHT_MILLI = 1000
 MODEL_VIEW_RANGE = ("#FFFFFF", "#08306B")  # white = no attention, dark blue = all of it
 MODEL_PANEL_PX = 62
+MODEL_PANEL_SPACING_PX = 4
+MIN_MODEL_PANEL_PX = 24
+
+
+def model_panel_px(heads: int, width_px: int | None) -> int:
+    """The side of one map of the model view so that ``heads`` maps and their spacing fit
+    ``width_px`` (None: no limit), at most :data:`MODEL_PANEL_PX`.
+
+    Raises:
+        ValueError: for fewer than one head.
+    """
+    if heads < 1:
+        raise ValueError(f"heads must be at least 1, got {heads}")
+    if width_px is None:
+        return MODEL_PANEL_PX
+    fitting = (width_px - MODEL_PANEL_SPACING_PX * (heads - 1)) // heads
+    return max(MIN_MODEL_PANEL_PX, min(MODEL_PANEL_PX, fitting))
+
+
 HEAD_VIEW_WIDTH = 420
 HEAD_VIEW_MAX_STROKE = 6.0
 HEAD_VIEW_MUTED = "#8A94A6"
@@ -103,10 +123,10 @@ def model_view_chart(
         .facet(
             row=alt.Row("layer:O", title=layer_title, header=header()),
             column=alt.Column("head:O", title=head_title, header=header()),
-            spacing=4,
+            spacing=MODEL_PANEL_SPACING_PX,
         )
     )
-    return finish(chart, title, subtitle)
+    return header_config(finish(chart, title, subtitle))
 
 
 def head_view_chart(

@@ -15,6 +15,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from dashboard import charts, controls, data, presentation, state
 from dashboard.charts import light
+from dashboard.charts.readable import PRESENT_LABEL_PX
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
 from dashboard.runtime import threads
@@ -109,7 +110,10 @@ def draw_dance(live: DeltaGenerator, seed: int) -> None:
             width=DANCE_MAP_WIDTH,
         )
         upright = all(len(label) == 1 for label in labels)
-        chart = readable_ticks(charts.heatmap_chart(grid.frame, spec), upright=upright)
+        font_px = PRESENT_LABEL_PX if presentation.presenting() else TICK_FONT_PX
+        chart = readable_ticks(
+            charts.heatmap_chart(grid.frame, spec), upright=upright, font_px=font_px
+        )
         presentation.show_chart(st, chart, theme=None)
         st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
 
@@ -122,7 +126,7 @@ def token_labels(tokens: tuple[str, ...]) -> list[str]:
     return data.axis_labels(tokens)
 
 
-def readable_ticks(chart, *, upright: bool) -> dict:
+def readable_ticks(chart, *, upright: bool, font_px: int = TICK_FONT_PX) -> dict:
     """The heatmap's Vega-Lite spec with its tick labels a little larger and off the cells,
     the key axis's level when each label is one character: at 17 tokens, "0 那" at Vega's
     default 10 px and tilted by 60° crowd into their neighbours; a padding keeps the
@@ -131,6 +135,7 @@ def readable_ticks(chart, *, upright: bool) -> dict:
     Args:
         chart: a single-panel :func:`dashboard.charts.heatmap_chart` (an ``alt.Chart``).
         upright: draw the key (x) labels level.
+        font_px: the tick labels' size (larger in the presentation view).
 
     Returns:
         The chart's Vega-Lite spec (a dict, for ``st.vega_lite_chart``).
@@ -138,7 +143,7 @@ def readable_ticks(chart, *, upright: bool) -> dict:
     spec = chart.to_dict()
     for channel in ("x", "y"):
         spec["encoding"][channel]["axis"].update(
-            labelFontSize=TICK_FONT_PX, labelPadding=TICK_PADDING_PX
+            labelFontSize=font_px, labelPadding=TICK_PADDING_PX
         )
     if upright:
         spec["encoding"]["x"]["axis"]["labelAngle"] = 0

@@ -110,6 +110,7 @@ def draw_model_view(run: data.ModelRun) -> None:
         query_title=t("common.chart_query"),
         key_title=t("common.chart_key"),
         weight_title=t("common.chart_weight"),
+        panel_px=charts.model_panel_px(run.attentions.shape[1], presentation.chart_look().grid_px),
     )
     presentation.show_chart(st, grid_chart, theme=None, key=f"{PAGE}.grid_chart")
     st.caption(t(f"real_model.grid_caption_{run.model}"))

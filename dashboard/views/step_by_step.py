@@ -30,6 +30,24 @@ MATRIX_ROWS = (
 )
 # the cells' width: 32 px cells at d_k = 8 in a third of the page, with the row labels; X
 # (up to 8 columns) has half the page
+PRESENT_PER_ROW = 2  # the presentation view's larger text: two matrices a row
+
+
+def matrix_rows(per_row: int) -> list[tuple[str | None, ...]]:
+    """:data:`MATRIX_ROWS`, each stage's row cut into rows of at most ``per_row`` columns
+    (padded with None, so a matrix keeps its column width)."""
+    rows = []
+    for group in MATRIX_ROWS:
+        if len(group) <= per_row:
+            rows.append(group)
+            continue
+        for start in range(0, len(group), per_row):
+            part = group[start : start + per_row]
+            if any(name is not None for name in part):
+                rows.append(part + (None,) * (per_row - len(part)))
+    return rows
+
+
 CHART_WIDTH = 256
 WIDE_CHART_WIDTH = 352
 CELL_MATRICES = ("scores", "scaled", "mask", "weights")  # n × n: where the cell (i, j) is
@@ -126,13 +144,13 @@ def matrix_chart(result: Walkthrough, axes: dict, name: str, cell: tuple[int, in
 
 
 @replayed
-def draw_matrices(walk: StepConfig, cell: tuple[int, int]) -> None:
-    """Every intermediate matrix, one row of charts per stage of the computation, the cell
-    (i, j) taken apart outlined (drawn once per values and language, then replayed:
-    :mod:`dashboard.replay`)."""
+def draw_matrices(walk: StepConfig, cell: tuple[int, int], per_row: int) -> None:
+    """Every intermediate matrix, one row of charts per stage of the computation (at most
+    ``per_row`` a row), the cell (i, j) taken apart outlined (drawn once per values and
+    language, then replayed: :mod:`dashboard.replay`)."""
     result = data.step_by_step(walk)
     axes = matrix_axes(result.tokens, walk.d_k)
-    for group in MATRIX_ROWS:
+    for group in matrix_rows(per_row):
         cols = st.columns(len(group))
         for col, name in zip(cols, group, strict=True):
             if name is not None:
@@ -193,7 +211,8 @@ def render(ctl: StepPageConfig) -> None:
         controls.show_error(err)
         return
     axes = matrix_axes(result.tokens, ctl.walk.d_k)
-    draw_matrices(ctl.walk, (ctl.query, ctl.key))
+    per_row = PRESENT_PER_ROW if presentation.presenting() else len(MATRIX_ROWS[1])
+    draw_matrices(ctl.walk, (ctl.query, ctl.key), per_row)
     st.info(t("step_by_step.analogy"))
     st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
     draw_cell(result, ctl.query, ctl.key)

@@ -73,10 +73,8 @@ VEGA_SCAN_JS = """
 """
 """JavaScript put at the top of a function that looks for a chart's Vega view: vega-embed
 keeps it in a React hook's state, not on the element."""
-
-FIT_JS = (
-    """([slack, minGap]) => {"""
-    + VEGA_SCAN_JS
+FIND_VIEW_JS = (
+    VEGA_SCAN_JS
     + """  function findView(el) {
     const seen = new Set();
     for (const node of [el, ...el.querySelectorAll('*')]) {
@@ -91,7 +89,14 @@ FIT_JS = (
     }
     return null;
   }
-  function texts(view) {
+"""
+)
+"""``findView(el)``: the Vega view of a Streamlit chart element, or null."""
+
+FIT_JS = (
+    """([slack, minGap]) => {"""
+    + FIND_VIEW_JS
+    + """  function texts(view) {
     const out = [];
     const origin = view._origin || [0, 0];
     function visit(mark, ox, oy, inLegend) {
@@ -213,6 +218,58 @@ def text_above_first_chart(page) -> int | None:
     """How many characters of text stand above the page's first chart, or None when the
     page draws no chart."""
     return page.evaluate(TEXT_ABOVE_CHART_JS, CHART_SELECTOR)
+
+
+FONT_SIZES_JS = (
+    """() => {"""
+    + FIND_VIEW_JS
+    + """
+  // the smallest font of each kind of text Vega draws in each visible chart
+  const out = [];
+  for (const el of document.querySelectorAll('[data-testid="stVegaLiteChart"]')) {
+    if (!el.offsetParent) continue;
+    const view = findView(el);
+    if (!view) continue;
+    const sizes = {};
+    // a chart's own title is the 'title-text' of the 'title' group at the top of the
+    // scenegraph; a facet's headers and their titles, deeper, count as 'header-text'
+    (function visit(mark, depth) {
+      for (const item of mark.items || []) {
+        if (mark.marktype === 'text' && String(item.text ?? '').trim() && item.fontSize) {
+          const role = mark.role === 'title-text' && depth !== 2 ? 'header-text' : mark.role;
+          sizes[role] = Math.min(sizes[role] ?? Infinity, item.fontSize);
+        }
+        for (const child of item.items || []) {
+          if (child && child.marktype) visit(child, depth + 1);
+        }
+      }
+    })(view.scenegraph().root, 0);
+    out.push(sizes);
+  }
+  return out;
+}"""
+)
+
+
+def chart_font_sizes(page) -> list[dict[str, float]]:
+    """For each visible Vega chart, the smallest font size Vega drew for each role of text
+    (``axis-label``, ``axis-title``, ``legend-label``, ``title-text`` (the chart's title),
+    ``header-text`` (a facet's panel headers), ``mark``, …), in px."""
+    return page.evaluate(FONT_SIZES_JS)
+
+
+CANVAS_LABELS_JS = """() => Array.from(
+  document.querySelectorAll('.attn-heatmap canvas:not(.attn-heatmap-overlay)')
+).filter((c) => c.offsetParent && c.dataset.labelPx).map((c) => {
+  const natural = parseFloat(c.style.width);
+  return +c.dataset.labelPx * c.getBoundingClientRect().width / natural;
+})"""
+
+
+def canvas_label_sizes(page) -> list[float]:
+    """For each visible canvas heatmap, the size its tick labels are shown at, in CSS px: the
+    size it drew them at, times how much the page shrank the canvas to fit its column."""
+    return page.evaluate(CANVAS_LABELS_JS)
 
 
 def chart_problems(page) -> list[str]:

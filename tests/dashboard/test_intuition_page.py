@@ -51,9 +51,9 @@ def test_the_dance_map_labels_each_cell_with_its_character_upright(lang):
     assert y["scale"]["domain"] == x["scale"]["domain"]
     assert x["axis"]["labelAngle"] == 0 and "labelAngle" not in y["axis"]
     assert x["axis"]["labelFontSize"] == y["axis"]["labelFontSize"] == 12
-    cells = len(x["scale"]["domain"])  # 22 px cells, drawn at that size (not fitted)
+    cells = len(x["scale"]["domain"])  # 22 px cells, each rect filling its band
     assert dance["width"] == dance["height"] == 22 * cells
-    assert dance["autosize"]["type"] == "pad"
+    assert "width" not in dance["mark"] and "height" not in dance["mark"]
     assert dance["padding"]["left"] > dance["padding"]["right"]  # an object: Streamlit sets .bottom
 
 

@@ -1,0 +1,98 @@
+"""The presentation view in Chromium, as a room's projector shows it: a 1280×720 projector at
+150 % zoom is 853×480 CSS pixels. With ``present=1`` in the link the sidebar starts folded
+away, the page's controls sit in a box above it, every Vega chart draws its axis and legend
+text at 16 px or more and its titles at 20 px or more, every canvas heatmap shows its tick
+labels at 16 px or more (not shrunk to fit), and no chart spills out of its column
+or overlaps its own tick labels (``helpers.chart_problems``); the whole head grid of a model
+fits the width. Screenshots at 853×480 and 1920×1080 go to the screenshot folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.helpers import (
+    assert_no_errors,
+    canvas_label_sizes,
+    chart_font_sizes,
+    chart_problems,
+    open_charted,
+    page_url,
+)
+
+pytestmark = pytest.mark.browser
+
+PROJECTOR = {"width": 853, "height": 480}
+FULL_HD = {"width": 1920, "height": 1080}
+MIN_LABEL_PX = 16
+MIN_TITLE_PX = 20
+LABEL_ROLES = ("axis-label", "axis-title", "legend-label", "legend-title", "header-text")
+SUBPIXEL = 0.25  # a canvas a fraction of a pixel narrower than its drawing
+# (page, language): the five pages a workshop shows most, two of them in both languages
+VIEWS = [
+    ("intuition", "en"),
+    ("playground", "en"),
+    ("step_by_step", "en"),
+    ("step_by_step", "zh"),
+    ("real_model", "en"),
+    ("real_model", "zh"),
+    ("heads", "en"),
+]
+SIDEBAR_OPEN_JS = """() => {
+  const bar = document.querySelector('[data-testid="stSidebar"]');
+  if (!bar) return false;
+  const box = bar.getBoundingClientRect();
+  return bar.getAttribute('aria-expanded') !== 'false' && box.right > 1 && box.width > 1;
+}"""
+
+
+def _open(browser, url: str, viewport: dict):
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    open_charted(page, url)
+    return context, page
+
+
+@pytest.mark.parametrize(("name", "lang"), VIEWS)
+def test_the_presentation_view_reads_from_the_back_of_the_room(
+    server, browser, screenshot_dir, name, lang
+):
+    url = page_url(server.url, name, f"lang={lang}&present=1")
+    context, page = _open(browser, url, PROJECTOR)
+    try:
+        assert_no_errors(page)
+        assert "present=true" in page.url  # a link's 1 is read, and written back as true
+        assert not page.evaluate(SIDEBAR_OPEN_JS), "the sidebar is open in the presentation view"
+        controls = page.locator('[data-testid="stExpander"]').first
+        assert controls.inner_text().strip().endswith(("Controls", "控件"))  # folded
+        problems = chart_problems(page)
+        assert not problems, "\n".join(problems)
+        sizes, canvases = chart_font_sizes(page), canvas_label_sizes(page)
+        assert sizes or canvases, f"no chart visible on {name}"
+        shrunk = [round(px, 1) for px in canvases if px < MIN_LABEL_PX - SUBPIXEL]
+        assert not shrunk, f"canvas heatmaps' tick labels shown at {shrunk} px"
+        small = [
+            (index, role, px)
+            for index, chart in enumerate(sizes)
+            for role, px in chart.items()
+            if (role in LABEL_ROLES and px < MIN_LABEL_PX)
+            or (role == "title-text" and px < MIN_TITLE_PX)
+        ]
+        assert not small, small
+        titled = [chart for chart in sizes if "title-text" in chart]
+        assert titled or not sizes, f"no chart title found on {name}: {sizes}"
+        page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")
+        page.screenshot(path=str(screenshot_dir / f"present-{name}-{lang}-853x480.png"))
+    finally:
+        context.close()
+    if lang == "en":
+        context, page = _open(browser, url, FULL_HD)
+        try:
+            assert_no_errors(page)
+            problems = chart_problems(page)
+            assert not problems, "\n".join(problems)
+            page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")
+            page.screenshot(path=str(screenshot_dir / f"present-{name}-en-1920x1080.png"))
+        finally:
+            context.close()
