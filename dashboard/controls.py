@@ -130,7 +130,9 @@ def page_intro(namespace: str) -> None:
 
 def page_notes(namespace: str) -> None:
     """Draw what follows a page's pictures, folded: "What to look for" asks its questions
-    (the answers behind one more click) and "About this page" holds the full explanation.
+    (the answers behind one more click), "About this page" holds the full explanation and
+    "Glossary" the words a learner may not know (logits, softmax, entropy, nats,
+    perplexity, Spearman, KV cache, RoPE).
 
     Uses ``<namespace>.look_for``, ``.look_for_answers`` and ``.intro`` (``_own`` forms as
     :func:`page_intro`).
@@ -142,6 +144,8 @@ def page_notes(namespace: str) -> None:
             st.markdown(t(f"{namespace}.look_for_answers{suffix}"))
     with st.expander(t("common.about_this_page"), expanded=False):
         st.markdown(t(f"{namespace}.intro{suffix}"))
+    with st.expander(t("common.glossary_title"), expanded=False):
+        st.markdown(t("common.glossary"))
 
 
 def _own_suffix(namespace: str) -> str:

@@ -232,6 +232,10 @@ def grouped_bar_chart(
     return finish(chart, title, None)
 
 
+LINE_PX = 3  # a measured series
+DASHED_PX = 1.5  # a dashed one (a theory curve) drawn over it
+
+
 def line_x_axis(x_values: Sequence[float], log_x: bool) -> alt.Axis:
     """The x axis of a line chart: on a log axis with few values, exactly the measured values
     (powers of two read badly as 10, 100); on whole-number x (positions, steps, sizes), whole
@@ -296,7 +300,7 @@ def layered_line_chart(
     x_axis = line_x_axis(x_values, log_x)
     chart = (
         alt.Chart(df)
-        .mark_line(point=True)
+        .mark_line(point=True, strokeWidth=LINE_PX)
         .encode(
             x=alt.X(
                 f"{x}:Q",
@@ -333,8 +337,11 @@ def layered_line_chart(
         .properties(height=height)
     )
     if dashed:
-        # the dashed series drawn again on top: one that lies on another (bfloat16's overflow
-        # curve is float32's) shows as dashes over it instead of vanishing under it
-        on_top = chart.transform_filter(alt.FieldOneOfPredicate(field=color, oneOf=list(dashed)))
+        # the dashed series drawn again on top, thinner: one that lies on another (bfloat16's
+        # overflow curve is float32's, the unscaled std is the √d_k theory) shows as thin
+        # dashes along a thicker line instead of hiding it or vanishing under it
+        on_top = chart.transform_filter(
+            alt.FieldOneOfPredicate(field=color, oneOf=list(dashed))
+        ).mark_line(point=False, strokeWidth=DASHED_PX)
         chart = alt.layer(chart, on_top)
     return finish(chart, title, None)

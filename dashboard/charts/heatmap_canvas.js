@@ -161,7 +161,7 @@ function layout(ctx, spec, maxWidth = 0) {
   const subtitleH = subtitles.length * (F.subtitle + 4);
   const panelTitleH = spec.panel_title !== null ? F.panelTitle + 6 : 0;
   ctx.font = fontOf(F.axisTitle, true);
-  const legendW0 = Math.max(ctx.measureText(spec.value_title).width, LEGEND_BAR_W + TICK + 40);
+  const legendW0 = Math.max(ctx.measureText(spec.legend_title || spec.value_title).width, LEGEND_BAR_W + TICK + 40);
   const yAll = widest(ctx, spec.rows, fontOf(F.label), spec.label_limit) + TICK + 3;
   const fixed = PAD + F.axisTitle + 6 + yAll + (nCols - 1) * PANEL_GAP + LEGEND_GAP + legendW0 + PAD;
   [cellW, cellH] = fittedCell(spec, fixed, maxWidth);
@@ -194,7 +194,7 @@ function layout(ctx, spec, maxWidth = 0) {
   const gridRight = left + nCols * panelW + (nCols - 1) * PANEL_GAP;
   const gridBottom = top + nRows * (panelH + panelTitleH) + (nRows - 1) * PANEL_GAP;
   ctx.font = fontOf(F.axisTitle, true);
-  const legendTitleW = ctx.measureText(spec.value_title).width;
+  const legendTitleW = ctx.measureText(spec.legend_title || spec.value_title).width;
   const legendX = gridRight + LEGEND_GAP;
   const legendW = Math.max(legendTitleW, LEGEND_BAR_W + TICK + 40);
   const width = Math.ceil(
@@ -372,7 +372,7 @@ function drawLegend(ctx, spec, box, stops, ink) {
   ctx.fillStyle = ink;
   ctx.textAlign = "left";
   ctx.textBaseline = "bottom";
-  ctx.fillText(spec.value_title, x, titleBottom);
+  ctx.fillText(spec.legend_title || spec.value_title, x, titleBottom);
   // the bar is the colour ramp laid along the scale's own transform, bottom = domain start
   const colourOfFraction = spec.scale.reverse ? (f) => colourAt(stops, 1 - f)
                                               : (f) => colourAt(stops, f);

@@ -131,6 +131,8 @@ class HeatmapSpec:
         width: total width in pixels of one panel (default depends on panels).
         highlight: (row label, column label) of one cell outlined in :data:`CHOSEN_STROKE`,
             the cell a page takes apart (Altair only), or None.
+        sqrt_note: what the legend's title adds on a square-root colour scale (translated
+            by :func:`dashboard.charts.weights_spec`), so a learner knows it is not linear.
     """
 
     title: str
@@ -150,6 +152,12 @@ class HeatmapSpec:
     value_format: str = ".3f"
     width: int | None = None
     highlight: tuple[str, str] | None = None
+    sqrt_note: str = "√"
+
+    def legend_title(self, kind: str) -> str:
+        """The colour legend's title on a scale of ``kind``: the value's title, with
+        :attr:`sqrt_note` on a square-root scale."""
+        return f"{self.value_title} ({self.sqrt_note})" if kind == "sqrt" else self.value_title
 
 
 def heatmap_chart(df: pd.DataFrame, spec: HeatmapSpec) -> alt.Chart:
@@ -186,7 +194,7 @@ def heatmap_chart(df: pd.DataFrame, spec: HeatmapSpec) -> alt.Chart:
     cells = _CellStyle(
         names=names,
         scale=colours.altair(),
-        value_title=spec.value_title,
+        value_title=spec.legend_title(colours.kind),
         value_format=spec.value_format,
         cell=(cell_w, cell_h),
         order=(tuple(row_order), tuple(col_order)),
@@ -314,6 +322,7 @@ def heatmap_canvas_spec(
         "x_title": spec.x_title,
         "y_title": spec.y_title,
         "value_title": spec.value_title,
+        "legend_title": spec.legend_title(colours.kind),
         "score_title": spec.score_title,
         "panel_title": spec.panel_title,
         "rows": [str(label) for label in spec.row_order],

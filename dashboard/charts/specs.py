@@ -50,6 +50,7 @@ def weights_spec(grid: Heatmap, title: str, **options) -> HeatmapSpec:
         "x_title": t("common.chart_key"),
         "y_title": t("common.chart_query"),
         "value_title": t("common.chart_weight"),
+        "sqrt_note": t("common.chart_sqrt_scale"),
         "score_title": t("common.chart_score") if grid.scores is not None else None,
         "row_order": grid.row_order,
         "col_order": grid.col_order,

@@ -13,6 +13,7 @@ import streamlit as st
 from dashboard import charts, controls, data, model_choices, presentation, state
 from dashboard.charts import canvas
 from dashboard.i18n import t
+from dashboard.numbers import plain_number
 from dashboard.views.decoder_model.about import ModelChoice, draw_about, model_controls, shown_name
 
 PAGE = "decoder"
@@ -224,7 +225,7 @@ def draw_generation(step: data.DecodeStep, shape: Shape) -> None:
     cols[0].metric(t("decoder.metric_generated"), f"{generated} / {data.DECODER_MAX_STEPS}")
     cols[1].metric(t("decoder.metric_cache_tokens"), step.cache_tokens)
     cols[2].metric(t("decoder.metric_cache_bytes"), data.describe_bytes(step.cache_bytes))
-    difference = "—" if step.cached_vs_full is None else f"{step.cached_vs_full:.1e}"
+    difference = "—" if step.cached_vs_full is None else plain_number(step.cached_vs_full)
     cols[3].metric(t("decoder.metric_cached_vs_full"), difference)
     per_token = step.cache_bytes // max(step.cache_tokens, 1)
     if shape.shipped:
@@ -248,7 +249,7 @@ def draw_causal_maps(maps: data.PromptMaps, layer: int, shape: Shape) -> None:
     title = t("decoder.maps_title", layer=layer, heads=shape.heads, kv=shape.kv_heads)
     spec = charts.head_grid_spec(grid, title, shape.columns)
     canvas.draw_heatmaps(grid, spec, key=f"{PAGE}.maps")
-    upper = f"{maps.above_diagonal:.1e}"
+    upper = plain_number(maps.above_diagonal)
     st.caption(t("decoder.maps_caption", upper=upper, maps=shape.layers * shape.heads))
 
 
@@ -259,7 +260,7 @@ def draw_rope(maps: data.PromptMaps, ctl: DecoderConfig) -> None:
     st.markdown(t("decoder.rope_intro"))
     cols = st.columns(2)
     shift_label = t("decoder.metric_shift", k=maps.shift, maps=ctl.layers * ctl.heads)
-    cols[0].metric(shift_label, f"{maps.shift_change:.1e}")
+    cols[0].metric(shift_label, plain_number(maps.shift_change))
     cols[1].metric(t("decoder.metric_permuted"), f"{maps.permutation_change:.3f}")
     labels = list(maps.labels)
     panels = [

@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard import charts, controls, data, presentation, state
 from dashboard.i18n import t
+from dashboard.numbers import plain_number
 from dashboard.replay import replayed
 
 PAGE = "practice"
@@ -262,12 +263,12 @@ def precision_metrics(ctl: PracticeConfig) -> None:
         for col, (_, row) in zip(cols, precision.iterrows(), strict=True):
             col.metric(
                 t("practice.metric_precision", dtype=row["dtype"]),
-                f"{row['max_abs_diff_vs_fp32']:.2e}",
+                plain_number(row["max_abs_diff_vs_fp32"]),
                 help=t(
                     "practice.metric_precision_help",
                     bits=int(row["bits"]),
                     nbytes=int(row["bytes_per_element"]),
-                    rel=f"{row['max_rel_diff_vs_fp32']:.1e}",
+                    rel=plain_number(row["max_rel_diff_vs_fp32"]),
                 ),
             )
         st.caption(

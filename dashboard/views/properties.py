@@ -12,6 +12,7 @@ from dashboard import charts, controls, data, presentation, state
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
+from dashboard.numbers import plain_number
 
 PAGE = "properties"
 TOLERANCE = 1e-5
@@ -25,9 +26,10 @@ SOFTMAX_DTYPES = ("float16", "bfloat16", "float32")
 
 def verdict(diff: float) -> str:
     """A pass (green) or fail (red) line for a difference measured against the tolerance."""
+    tol = plain_number(TOLERANCE, 1)
     if diff < TOLERANCE:
-        return f":green[:material/check_circle: {t('properties.verdict_holds', tol=TOLERANCE)}]"
-    return f":red[:material/cancel: {t('properties.verdict_broken', tol=TOLERANCE)}]"
+        return f":green[:material/check_circle: {t('properties.verdict_holds', tol=tol)}]"
+    return f":red[:material/cancel: {t('properties.verdict_broken', tol=tol)}]"
 
 
 def show_with_and_without_mask(
@@ -43,7 +45,7 @@ def show_with_and_without_mask(
         seq_len: L. title, y_title: translated chart labels.
     """
     for column, (label, _series, result) in zip(st.columns(2), results, strict=True):
-        column.metric(label, f"{result[value_key]:.2e}")
+        column.metric(label, plain_number(result[value_key]))
         column.markdown(verdict(result[value_key]))
     per_position = pd.DataFrame(
         {
@@ -335,10 +337,10 @@ def chunked_section(ctl: PropertiesConfig) -> None:
     else:
         c1, c2 = st.columns(2)
         with c1:
-            st.metric(t("properties.metric_chunk_plain"), f"{exact_plain:.2e}")
+            st.metric(t("properties.metric_chunk_plain"), plain_number(exact_plain))
             st.markdown(verdict(exact_plain))
         with c2:
-            st.metric(t("properties.metric_chunk_causal"), f"{exact_causal:.2e}")
+            st.metric(t("properties.metric_chunk_causal"), plain_number(exact_causal))
             st.markdown(verdict(exact_causal))
 
 
@@ -356,7 +358,7 @@ def softmax_section(ctl: PropertiesConfig) -> None:
             all_finite=[
                 t("properties.yes") if f else t("properties.no") for f in stability["all_finite"]
             ],
-            max_abs_err=[f"{e:.2e}" for e in stability["max_abs_err"]],
+            max_abs_err=[plain_number(e) for e in stability["max_abs_err"]],
         )[["method", "n_nan", "n_inf", "all_finite", "max_abs_err"]].rename(
             columns={
                 "method": t("properties.col_method"),

@@ -11,6 +11,7 @@ import streamlit as st
 from dashboard import charts, controls, data, exports, presentation, state
 from dashboard.config import StepConfig
 from dashboard.i18n import t
+from dashboard.numbers import plain_number
 from dashboard.replay import replayed
 
 if TYPE_CHECKING:  # the library is imported by the data layer, after the torch thread's imports
@@ -214,7 +215,7 @@ def render(ctl: StepPageConfig) -> None:
     per_row = PRESENT_PER_ROW if presentation.presenting() else len(MATRIX_ROWS[1])
     draw_matrices(ctl.walk, (ctl.query, ctl.key), per_row)
     st.info(t("step_by_step.analogy"))
-    st.caption(t("step_by_step.library_check", diff=result.library_max_diff))
+    st.caption(t("step_by_step.library_check", diff=plain_number(result.library_max_diff)))
     draw_cell(result, ctl.query, ctl.key)
     labels = data.axis_labels(result.tokens)
     exports.export_buttons(

@@ -1,6 +1,8 @@
-"""A Streamlit app of three small Vega-Lite charts for tests/browser/test_chart_fit.py: one
-that fits, one whose title is wider than its chart, one whose legend runs past its right
-edge (a long title in a narrow column, as Vega draws them: clipped, not wrapped)."""
+"""A Streamlit app of small Vega-Lite charts for tests/browser/test_chart_fit.py: one that
+fits, one whose title is wider than its chart, one whose legend runs past its right edge (a
+long title in a narrow column, as Vega draws them: clipped, not wrapped), one whose level
+tick labels run into each other, and one whose tilted tick labels stand side by side (their
+upright boxes meet, the labels do not)."""
 
 from __future__ import annotations
 
@@ -37,3 +39,29 @@ st.vega_lite_chart(
     {**line("legend", ["a", LONG_LABEL], 200), "autosize": {"type": "fit", "contains": "padding"}},
     width=420,
 )
+
+
+def bars(angle: int) -> dict:
+    """Six long category names in 22 px bands, their labels at ``angle`` degrees."""
+    names = [f"category number {i}" for i in range(6)]
+    return {
+        "data": {"values": [{"name": n, "v": i} for i, n in enumerate(names)]},
+        "mark": "bar",
+        "width": {"step": 22},
+        "height": 100,
+        "autosize": {"type": "pad"},
+        "title": f"ticks at {angle}",
+        "encoding": {
+            # Vega would hide level labels that meet: this chart asks it not to
+            "x": {
+                "field": "name",
+                "type": "nominal",
+                "axis": {"labelAngle": angle, "labelOverlap": False},
+            },
+            "y": {"field": "v", "type": "quantitative"},
+        },
+    }
+
+
+st.vega_lite_chart(bars(0), width="content")
+st.vega_lite_chart(bars(-60), width="content")

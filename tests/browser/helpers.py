@@ -107,7 +107,9 @@ FIT_JS = (
           const b = item.bounds;
           if (text.trim() && b && b.x2 > b.x1 && item.opacity !== 0) {
             out.push({text, role: mark.role, legend, mark: mark,
-                      x1: b.x1 + ox, x2: b.x2 + ox, y1: b.y1 + oy, y2: b.y2 + oy});
+                      x1: b.x1 + ox, x2: b.x2 + ox, y1: b.y1 + oy, y2: b.y2 + oy,
+                      ax: (item.x || 0) + ox, ay: (item.y || 0) + oy,
+                      angle: item.angle || 0, size: item.fontSize || 10});
           }
         }
         for (const child of item.items || []) {
@@ -120,6 +122,7 @@ FIT_JS = (
     visit(view.scenegraph().root, origin[0], origin[1], false);
     return out;
   }
+  const GLYPH_HEIGHT = 0.75;  // of the font size: a Latin or CJK glyph's height, about
   const meet = (a, b, px) => Math.min(a.x2, b.x2) - Math.max(a.x1, b.x1) > px
     && Math.min(a.y2, b.y2) - Math.max(a.y1, b.y1) > px;
   const charts = Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'));
@@ -164,10 +167,19 @@ FIT_JS = (
           + `text ${JSON.stringify(l.text)}`);
       }
     }
+    // two tick labels of one axis overlap: level ones when their boxes meet; tilted ones
+    // (which run side by side from their ticks) when their baselines are closer than the
+    // glyphs are tall (a tilted label's upright box meets its neighbour's without overlap)
+    const ticksMeet = (a, b) => {
+      if (a.angle % 180 === 0 && b.angle % 180 === 0) return meet(a, b, slack);
+      const rad = (a.angle * Math.PI) / 180;
+      const apart = Math.abs(-(b.ax - a.ax) * Math.sin(rad) + (b.ay - a.ay) * Math.cos(rad));
+      return apart < GLYPH_HEIGHT * Math.min(a.size, b.size) - slack;
+    };
     const ticks = all.filter((t) => t.role === 'axis-label');
     for (let i = 0; i < ticks.length; i++) {
       for (let j = i + 1; j < ticks.length; j++) {
-        if (ticks[i].mark === ticks[j].mark && meet(ticks[i], ticks[j], slack)) {
+        if (ticks[i].mark === ticks[j].mark && ticksMeet(ticks[i], ticks[j])) {
           problems.push(`tick labels ${JSON.stringify(ticks[i].text)} and `
             + `${JSON.stringify(ticks[j].text)} overlap`);
           i = ticks.length;

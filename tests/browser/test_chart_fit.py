@@ -48,7 +48,8 @@ EXTREMES = {
 
 
 def test_check_flags_deliberately_clipped_charts(browser, tmp_path_factory):
-    """fit_app.py: the fitting chart passes; the long title and the long legend are flagged."""
+    """fit_app.py: the fitting chart passes; the long title, the long legend and the level
+    tick labels that run into each other are flagged; tilted labels side by side are not."""
     log = tmp_path_factory.mktemp("fit") / "server.log"
     with streamlit_server(log_path=log, app="tests/browser/fit_app.py") as server:
         context = browser.new_context(viewport={"width": 1200, "height": 900})
@@ -57,13 +58,14 @@ def test_check_flags_deliberately_clipped_charts(browser, tmp_path_factory):
             page.goto(server.url)
             wait_idle(page)
             page.wait_for_function(
-                "() => document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]').length === 3"
+                "() => document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]').length === 5"
             )
             problems = chart_problems(page)
         finally:
             context.close()
     flagged = {line.split(" ", 2)[1] for line in problems}
-    assert flagged == {"1", "2"}, problems
+    assert flagged == {"1", "2", "3"}, problems
+    assert any("tick labels" in line and "overlap" in line for line in problems), problems
     assert any("title-text" in line and "TTTT" in line for line in problems), problems
     assert any("legend-label" in line for line in problems), problems
 

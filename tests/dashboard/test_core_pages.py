@@ -270,3 +270,27 @@ def test_a_fresh_page_opens_on_the_tutorial_s_sentence_with_its_tokens_labelled(
     assert_clean(old)
     assert old.selectbox(key=f"{page}.input").value == "random"
     assert old.slider(key=f"{page}.seq_len").value == 20
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("page", ["intuition", "step_by_step", "scaling", "variants"])
+def test_the_notes_follow_the_page_folded_and_ask_before_they_answer(page, lang):
+    """The picture first: under the title only the purpose line; "What to look for" comes
+    after the page, closed, and asks (each point a question), its answers one click further
+    (a popover); the long explanation and the glossary follow, closed too."""
+    from dashboard.i18n import t_in
+
+    at = open_app(page, lang=lang)
+    assert_clean(at)
+    labels = [e.label for e in at.expander]
+    notes = [t_in(lang, f"common.{key}") for key in ("what_to_look_for", "about_this_page")]
+    notes.append(t_in(lang, "common.glossary_title"))
+    assert labels[-3:] == notes
+    assert all(not e.proto.expanded for e in at.expander[-3:])
+    questions = t_in(lang, f"{page}.look_for")
+    marks = "?？"
+    assert all(any(m in line for m in marks) for line in questions.splitlines() if line.strip())
+    shown = [m.value for m in at.markdown]
+    assert t_in(lang, f"{page}.purpose") in shown and len(t_in(lang, f"{page}.purpose")) <= 200
+    assert t_in(lang, f"{page}.look_for_answers") in shown  # in the popover
+    assert t_in(lang, f"{page}.intro") in shown and t_in(lang, "common.glossary") in shown

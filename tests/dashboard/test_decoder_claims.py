@@ -24,6 +24,7 @@ from dashboard.data.decoder import (
     DECODER_MAX_STEPS,
     DECODER_PRESETS,
 )
+from dashboard.numbers import plain_number
 from tests.core.references import needs_smollm2
 from tests.dashboard.conftest import APP_PATH
 
@@ -52,8 +53,9 @@ def _texts(lang: str) -> dict[str, str]:
 
 
 def _quoted(value: float) -> str:
-    """A bound as the texts write it: 1e-4, not 1e-04."""
-    return f"{value:.0e}".replace("e-0", "e-")
+    """A bound as the texts write it: 10⁻⁴ (dashboard.numbers.plain_number), never 1e-04."""
+    text = plain_number(value, 1)
+    return text[len("1 × ") :] if text.startswith("1 × ") else text
 
 
 def _ids(model, text: str) -> torch.Tensor:
@@ -74,7 +76,7 @@ def test_cached_step_differences_are_the_quoted_ones(page_model, float32_model):
     exact = decoding.compare_cached_decoding(float32_model, DECODER_PRESETS["capital"], SHORT_STEPS)
     assert max(exact.max_logit_difference) < CACHED_FLOAT32_BELOW
     for lang in LANGS:
-        look_for = _texts(lang)["look_for"]
+        look_for = _texts(lang)["look_for_answers"]
         between = {"en": f"between {low} and {high}", "zh": f"介于 {low} 与 {high} 之间"}[lang]
         assert between in look_for and _quoted(CACHED_FLOAT32_BELOW) in look_for
 
@@ -97,10 +99,11 @@ def test_rope_shift_differences_are_the_quoted_ones(page_model, float32_model):
     assert min(r.permuted_difference for r in page.values()) > PERMUTED_NEAR_ONE
     for lang in LANGS:
         texts = _texts(lang)
-        for key in ("look_for", "rope_caption"):
+        for key in ("look_for_answers", "rope_caption"):
             assert f"{SHIFT_AT_MOST}" in texts[key] and _quoted(SHIFT_FLOAT32_BELOW) in texts[key]
-        assert "1e-2" in texts["look_for"] and "1000" in texts["look_for"]
-        assert {"en": "near 1", "zh": "接近 1"}[lang] in texts["look_for"]
+        answers = texts["look_for_answers"]
+        assert _quoted(1e-2) in answers and "1000" in answers
+        assert {"en": "near 1", "zh": "接近 1"}[lang] in answers
 
 
 def _grouped_layers(attentions: torch.Tensor) -> int:
@@ -126,6 +129,6 @@ def test_causal_maps_and_grouped_heads_are_as_quoted(page_model):
         assert _grouped_layers(maps) >= GROUPED_LAYERS_AT_LEAST
         assert out.cache.nbytes // out.cache.length == int(CACHE_BYTES_PER_TOKEN.replace(",", ""))
     for lang in LANGS:
-        look_for = _texts(lang)["look_for"]
+        look_for = _texts(lang)["look_for_answers"]
         assert f"{GROUPED_LAYERS_AT_LEAST}" in look_for and CACHE_BYTES_PER_TOKEN in look_for
         assert {"en": "exactly 0", "zh": "恰好为 0"}[lang] in look_for

@@ -19,6 +19,7 @@ from attention_core.pretrained import (
     INT4_LOGIT_TOLERANCE,
     smollm2_available,
 )
+from dashboard.numbers import parse_plain_number
 from tests.core.references import smollm2_reference
 from tests.dashboard.conftest import (
     APP_PATH,
@@ -81,7 +82,7 @@ def test_default_view_matches_the_reference_model(lang):
     shown = metrics(at)
     assert shown[names["generated"]] == "0 / 16"
     assert shown[names["cache_tokens"]] == "5"  # "The capital of France is"
-    assert float(shown[names["shift"].format(k=1000)]) < MAP_TOLERANCE
+    assert parse_plain_number(shown[names["shift"].format(k=1000)]) < MAP_TOLERANCE
     assert float(shown[names["permuted"]]) > 0.1
     assert int(shown[names["sink_heads"]]) > 50
     full, window, sinks = (float(shown[names["ppl"].format(setting=s)]) for s in names["settings"])
@@ -118,7 +119,7 @@ def test_next_token_steps_through_greedy_decoding(lang):
     assert url_value(link_params(at), "decoder.steps", "0") == "2"
     assert shown[names["generated"]] == "2 / 16"
     assert shown[names["cache_tokens"]] == "7"
-    assert float(shown[names["difference"]]) < INT4_LOGIT_TOLERANCE
+    assert parse_plain_number(shown[names["difference"]]) < INT4_LOGIT_TOLERANCE
     assert at.code[0].value == meta["greedy_text"][: len(" Paris.")]  # transformers' greedy
     rows = canvas_heatmaps(at)[0]
     assert rows["values"].shape == (9, 30, 7)
@@ -136,7 +137,7 @@ def test_url_state_reproduces_a_step_and_a_view():
     assert not at.exception, [e.message for e in at.exception]
     shown = metrics(at)
     assert shown[LABELS["en"]["cache_tokens"]] == "8"
-    assert float(shown[LABELS["en"]["shift"].format(k=40)]) < MAP_TOLERANCE
+    assert parse_plain_number(shown[LABELS["en"]["shift"].format(k=40)]) < MAP_TOLERANCE
     _, reference = smollm2_reference()
     maps = canvas_heatmaps(at)[1]
     np.testing.assert_allclose(

@@ -37,7 +37,7 @@ def float_model():
 
 def _look_for(lang: str) -> str:
     path = APP_PATH.parent / "locales" / lang / "heads.json"
-    return json.loads(path.read_text(encoding="utf-8"))["look_for"]
+    return json.loads(path.read_text(encoding="utf-8"))["look_for_answers"]
 
 
 def _quoted_in_both(figures: dict[str, tuple[float, str]]) -> None:

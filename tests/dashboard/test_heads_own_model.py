@@ -29,7 +29,7 @@ TINY_LAYERS, TINY_HEADS = 2, 4  # write_tiny_gguf's defaults
 MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 BROKEN_BYTES = 2000  # a file cut inside its tokenizer's strings
 SMOLLM2_LAYERS, SMOLLM2_HEADS = 30, 9
-SMOLLM2_ONLY = ("look_for", "attr_intro")
+SMOLLM2_ONLY = ("look_for", "look_for_answers", "attr_intro")
 """Texts that quote SmolLM2's own measurements (``tests/dashboard/test_heads_claims.py``)."""
 LANGS = ("en", "zh")
 

@@ -115,7 +115,8 @@ def test_computed_keys_exist_for_every_option():
     keys += ["decoder.ctl_text_help", "heads.ctl_text_help"]
     keys += [f"common.export_{kind}" for kind in MIME_TYPES]  # the export buttons' labels
     for page in ("playground", "step_by_step", "multihead"):
-        keys += [f"{page}.title", f"{page}.intro", f"{page}.look_for"]
+        keys += [f"{page}.{name}" for name in ("title", "purpose", "intro")]
+        keys += [f"{page}.look_for", f"{page}.look_for_answers"]
     missing = [(k, lang) for k in keys for lang in i18n.LANGS if i18n.lookup(k, lang) is None]
     assert missing == []
 

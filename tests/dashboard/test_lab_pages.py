@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dashboard.i18n import t_in
+from dashboard.numbers import parse_plain_number
 from tests.dashboard.conftest import assert_clean, canvas_heatmaps, metrics, open_app
 
 CHART = "vega_lite_chart"
@@ -62,7 +63,7 @@ def test_scaling_bad_d_ks_warns_and_falls_back(bad):
 def test_variants_default_english():
     at = open_app("variants")
     assert_clean(at)
-    diffs = [float(m.value) for m in at.metric if m.label == "max |output − full|"]
+    diffs = [parse_plain_number(m.value) for m in at.metric if m.label == "max |output − full|"]
     assert len(diffs) == 3  # scaled, local, linear
     assert diffs[0] == 0.0
     assert diffs[1] > 1e-3 and diffs[2] > 1e-3  # local drops keys; linear approximates
@@ -95,7 +96,9 @@ def test_variants_exact_ones_match_full_chinese_causal():
         },
     )
     assert_clean(at)
-    diffs = [float(m.value) for m in at.metric if m.label == "最大 |输出 − 完整注意力|"]
+    diffs = [
+        parse_plain_number(m.value) for m in at.metric if m.label == "最大 |输出 − 完整注意力|"
+    ]
     assert len(diffs) == 2 and max(diffs) < 1e-5
     patterns = [m["values"][0] for m in canvas_heatmaps(at) if m["title"].startswith("掩码")]
     assert len(patterns) == 2
@@ -191,7 +194,7 @@ def test_properties_random_perm_with_positions():
         },
     )
     assert_clean(at)
-    assert float(at.metric[0].value) > 1e-3  # positions break equivariance
+    assert parse_plain_number(at.metric[0].value) > 1e-3  # positions break equivariance
     used = next(c.value for c in at.caption if c.value.startswith("Permutation used"))
     perm = [int(p) for p in used.split(":")[1].split(",")]
     assert sorted(perm) == list(range(8))
@@ -212,7 +215,7 @@ def test_properties_bad_perm_is_an_error_not_a_traceback(bad):
     at = open_app("properties", **{"properties.perm": bad})
     assert not at.exception
     assert any("is not a permutation" in e.value for e in at.error)
-    assert math.isfinite(float(metrics(at)["max |chunked − full|, no mask"]))
+    assert math.isfinite(parse_plain_number(metrics(at)["max |chunked − full|, no mask"]))
 
 
 # --- gradients -------------------------------------------------------------------------------
@@ -269,3 +272,16 @@ def test_cost_chart_reaches_16384_for_sub_quadratic_variants_within_budget():
     at = open_app("variants", **{"variants.max_l": "16384"})
     assert not at.exception and not at.warning
     assert at.selectbox(key="variants.max_l").value == 16384
+
+
+def test_variants_says_exact_only_beside_a_difference_within_its_tolerance():
+    """"Same output as full attention" is measured: yes beside a difference within 10⁻⁵, no
+    beside a local window's difference (the words never contradict the numbers)."""
+    at = open_app("variants", **{"variants.variants": "stable,local", "variants.input": "random"})
+    assert_clean(at)
+    table = at.dataframe[0].value
+    (column,) = [c for c in table.columns if c.startswith("Same output as full attention")]
+    assert "10⁻⁵" in column
+    diffs = [parse_plain_number(m.value) for m in at.metric if m.label == "max |output − full|"]
+    assert len(diffs) == 2 and diffs[0] < 1e-5 < diffs[1]
+    assert list(table[column]) == ["yes", "no"]

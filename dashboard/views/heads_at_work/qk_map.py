@@ -25,6 +25,7 @@ from dashboard.charts.qk_map import (
 )
 from dashboard.exports import export_buttons
 from dashboard.i18n import t
+from dashboard.numbers import plain_number
 from dashboard.views.heads_at_work.common import group_header, section_intro
 
 DEFAULT_MODEL = "e5"
@@ -138,7 +139,7 @@ def draw_figures(found: data.QKMapData) -> None:
     trust = "—" if math.isnan(found.spearman) else f"{found.spearman:.3f}"
     cols[0].metric(t("qk_map.metric_trust"), trust, help=t("qk_map.trust_help"))
     cols[1].metric(t("qk_map.metric_pairs"), f"{found.pairs:,}")
-    cols[2].metric(t("qk_map.metric_rows"), f"{found.row_change:.1e}")
+    cols[2].metric(t("qk_map.metric_rows"), plain_number(found.row_change))
     if found.method == "pca":
         first, second = found.explained
         st.caption(t("qk_map.explained", first=first, second=second))
