@@ -275,7 +275,7 @@ def test_cost_chart_reaches_16384_for_sub_quadratic_variants_within_budget():
 
 
 def test_variants_says_exact_only_beside_a_difference_within_its_tolerance():
-    """"Same output as full attention" is measured: yes beside a difference within 10⁻⁵, no
+    """ "Same output as full attention" is measured: yes beside a difference within 10⁻⁵, no
     beside a local window's difference (the words never contradict the numbers)."""
     at = open_app("variants", **{"variants.variants": "stable,local", "variants.input": "random"})
     assert_clean(at)

@@ -112,9 +112,7 @@ def part_label(name: str, labels) -> str:
 def shares_text(cell: data.WhyCell, labels) -> str:
     """The sentence stating the top key parts' shares of the contrast, filled from ``cell``."""
     first = part_label(cell.names[0], labels)
-    others = (
-        t("heads.why_others_one") if cell.others == 1 else t("heads.why_others", n=cell.others)
-    )
+    others = t("heads.why_others_one") if cell.others == 1 else t("heads.why_others", n=cell.others)
     common = {"key": cell.key, "others": others, "first": first}
     if cell.contributions.sum() <= 0:
         return t(
