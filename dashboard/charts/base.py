@@ -121,6 +121,15 @@ def header_config(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
     return chart.configure_header(labelFontSize=FONT_SIZE, titleFontSize=FONT_SIZE)
 
 
+def flat_value(values: np.ndarray) -> float | None:
+    """The one value every cell holds, or None when the cells differ: a map of one value
+    is a block of one colour, which a page replaces by saying why."""
+    cells = np.asarray(values, dtype=np.float64)
+    if cells.size == 0 or not np.isfinite(cells).all() or cells.min() != cells.max():
+        return None
+    return float(cells.flat[0])
+
+
 def default_domain(values: np.ndarray, diverging: bool) -> tuple[float, float]:
     """(min, max) of the finite values (0 and 1 when there are none); lo at most 0 unless
     diverging."""

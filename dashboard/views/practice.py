@@ -298,7 +298,11 @@ def checkpoint_metrics(ctl: PracticeConfig) -> None:
         c2.metric(
             t("practice.metric_checkpoint"),
             data.describe_bytes(int(stored["checkpoint"])),
-            delta=f"{stored['checkpoint'] / stored['store all'] - 1:+.0%}",
+            delta=t(
+                "common.delta_vs",
+                delta=f"{stored['checkpoint'] / stored['store all'] - 1:+.0%}",
+                reference=t("practice.delta_ref_store_all"),
+            ),
             delta_color="inverse",
         )
         st.caption(

@@ -142,7 +142,11 @@ def draw_metrics(table: pd.DataFrame) -> None:
     cols[3].metric(
         t("scaling.metric_max_weight_unscaled"),
         f"{largest['max_weight_unscaled']:.3f}",
-        delta=f"{largest['max_weight_unscaled'] - largest['max_weight_scaled']:+.3f}",
+        delta=t(
+            "common.delta_vs",
+            delta=f"{largest['max_weight_unscaled'] - largest['max_weight_scaled']:+.3f}",
+            reference=t("scaling.delta_ref_scaled"),
+        ),
         delta_color="off",
         help=t("scaling.metric_max_weight_help", value=f"{largest['max_weight_scaled']:.3f}"),
     )

@@ -154,12 +154,16 @@ def draw_matrices(walk: StepConfig, cell: tuple[int, int], per_row: int) -> None
     for group in matrix_rows(per_row):
         cols = st.columns(len(group))
         for col, name in zip(cols, group, strict=True):
-            if name is not None:
-                with col:
-                    # at its own size: stretched to the column, Vega would squeeze the rows
-                    presentation.show_chart(
-                        st, matrix_chart(result, axes, name, cell), theme=None, width="content"
-                    )
+            if name is None:
+                continue
+            with col:
+                if name == "mask" and charts.flat_value(result.matrices[name]) is not None:
+                    st.info(t("step_by_step.mask_flat"))  # a block of 1s says nothing
+                    continue
+                # at its own size: stretched to the column, Vega would squeeze the rows
+                presentation.show_chart(
+                    st, matrix_chart(result, axes, name, cell), theme=None, width="content"
+                )
 
 
 def cell_table(cell: CellBreakdown, i: int, j: int) -> pd.DataFrame:

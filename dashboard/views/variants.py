@@ -194,6 +194,9 @@ def draw_pattern(base: LayerConfig, choice: controls.VariantChoice, labels: list
     """The keys each query may attend to under the variant and the shared mask, on the
     input's token ``labels``."""
     pattern = data.allowed_pattern(choice.variant, choice.params, base.seq_len, base.mask_kind)
+    if charts.flat_value(pattern) == 1.0:  # one block of colour: say it instead
+        st.info(t("variants.pattern_all"))
+        return
     pattern_map = data.heatmap_grid(pattern, labels, labels)
     pattern_spec = charts.HeatmapSpec(
         title=t("variants.pattern_title"),

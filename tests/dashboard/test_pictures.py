@@ -96,12 +96,15 @@ def test_every_printed_cell_sits_on_its_own_colour(page, query):
 
 def test_step_by_step_outlines_the_cell_it_takes_apart():
     i, j = 3, 1
-    at = open_app("step_by_step", **{"step_by_step.query": str(i), "step_by_step.key": str(j)})
+    causal = {"step_by_step.causal": "true"}  # the mask is drawn (without it: all 1s, in words)
+    at = open_app(
+        "step_by_step", **{"step_by_step.query": str(i), "step_by_step.key": str(j), **causal}
+    )
     outlined = {}
     for title, spec in printed_charts(at):
         for outline in outlines(spec):
             outlined[title] = outline
-    # the four n × n matrices: scores, scaled scores, mask and weights
+    # the four n × n matrices: scores, scaled scores, the causal mask and weights
     assert len(outlined) == 4, sorted(outlined)
     stroke = np.array(hex_rgb(charts.CHOSEN_STROKE))
     for title, outline in outlined.items():

@@ -69,6 +69,11 @@ def copy_controls(page: str, model: ModelChoice) -> CopyConfig:
     return CopyConfig(length, seed, rank_score, top_k, picked, model.name, max_top_k)
 
 
+def versus(change: float, reference: str) -> str:
+    """A metric's change as the page shows it: signed, and what it is relative to."""
+    return t("common.delta_vs", delta=f"{change:+.2f}", reference=reference)
+
+
 def copy_metrics(intact, ablated, control, off: tuple, weakest: tuple) -> None:
     """The copy test's four losses as metrics."""
     cols = st.columns(4)
@@ -77,13 +82,13 @@ def copy_metrics(intact, ablated, control, off: tuple, weakest: tuple) -> None:
     cols[2].metric(
         t("heads.metric_second_off", n=len(off)),
         f"{ablated.second:.2f}",
-        delta=f"{ablated.second - intact.second:+.2f}",
+        delta=versus(ablated.second - intact.second, t("heads.delta_ref_intact")),
         delta_color="inverse",
     )
     cols[3].metric(
         t("heads.metric_second_weakest", n=len(weakest)),
         f"{control.second:.2f}",
-        delta=f"{control.second - intact.second:+.2f}",
+        delta=versus(control.second - intact.second, t("heads.delta_ref_intact")),
         delta_color="inverse",
     )
 

@@ -87,7 +87,10 @@ def e5_metrics(effect, census: data.E5Census, off: tuple) -> None:
         cols[2].metric(t("heads.e5_metric_link_after"), "—")
         return
     before, after = f"{effect.link_before:.3f}", f"{effect.link_after:.3f}"
-    change = None if before == after else f"{effect.link_after - effect.link_before:+.3f}"
+    change = None
+    if before != after:
+        difference = f"{effect.link_after - effect.link_before:+.3f}"
+        change = t("common.delta_vs", delta=difference, reference=t("heads.delta_ref_before"))
     cols[1].metric(t("heads.e5_metric_link_before"), before)
     cols[2].metric(t("heads.e5_metric_link_after"), after, delta=change, delta_color="off")
 
