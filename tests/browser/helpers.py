@@ -22,12 +22,16 @@ def page_url(base: str, name: str, query: str = "") -> str:
     return f"{base}/{path}" + (f"?{query}" if query else "")
 
 
-def open_page(page, url: str) -> None:
+def open_page(page, url: str, idle_ms: int | None = None) -> None:
     """Go to ``url`` and wait until the page's first run has drawn its title and finished
-    (right after ``goto`` the app reads as "not running" before that run has started)."""
+    (right after ``goto`` the app reads as "not running" before that run has started), for
+    at most ``idle_ms`` (default: ``wait_idle``'s)."""
     page.goto(url)
     page.wait_for_selector("h1", timeout=PAINT_TIMEOUT_MS)
-    wait_idle(page)
+    if idle_ms is None:
+        wait_idle(page)
+    else:
+        wait_idle(page, timeout_ms=idle_ms)
 
 
 def wait_painted(page) -> list[float]:
@@ -306,8 +310,8 @@ def open_charted(page, url: str) -> None:
     """Open ``url`` and wait for what the page really draws, a Vega chart or a canvas heatmap
     (:data:`CHART_SELECTOR`), painted; a page that never draws one fails here (Playwright's
     timeout)."""
-    open_page(page, url)
-    wait_idle(page, timeout_ms=SLOW_PAGE_MS)  # the decoder loads its model on a first visit
+    # a model page's first visit on a busy machine loads its model and computes a while
+    open_page(page, url, idle_ms=SLOW_PAGE_MS)
     page.wait_for_selector(CHART_SELECTOR, timeout=CHART_WAIT_MS)
     wait_idle(page)
     wait_painted(page)
