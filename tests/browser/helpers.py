@@ -288,6 +288,82 @@ def canvas_label_sizes(page) -> list[float]:
     return page.evaluate(CANVAS_LABELS_JS)
 
 
+PAINTED_CELLS_JS = (
+    """([tolerance]) => {"""
+    + FIND_VIEW_JS
+    + """
+  // For every Vega chart that prints text over rect cells (an annotated matrix, a head grid):
+  // the pixel the canvas shows just above each printed text, against the fill Vega gave the
+  // rect of the same data row (its colour scale's colour for that row's value).
+  const reports = [];
+  const key = (datum) => JSON.stringify(datum);
+  Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]')).forEach((el, index) => {
+    const canvas = el.querySelector('canvas');
+    if (!canvas || !el.offsetParent) return;
+    const view = findView(el);
+    if (!view) return;
+    const origin = view._origin || [0, 0];
+    const fills = new Map();
+    const texts = [];
+    (function visit(mark, ox, oy) {
+      for (const item of mark.items || []) {
+        if (mark.role === 'mark' && mark.marktype === 'rect' && item.datum && item.fill) {
+          fills.set(key(item.datum), item.fill);
+        }
+        if (mark.role === 'mark' && mark.marktype === 'text' && item.datum
+            && String(item.text ?? '').trim()) {
+          texts.push({text: String(item.text), datum: key(item.datum), x: ox + item.x,
+                      y: oy + item.y, size: item.fontSize || 11});
+        }
+        for (const child of item.items || []) {
+          if (child && child.marktype) visit(child, ox + (item.x || 0), oy + (item.y || 0));
+        }
+      }
+    })(view.scenegraph().root, origin[0], origin[1]);
+    if (!texts.length || !fills.size) return;
+    const k = canvas.width / canvas.getBoundingClientRect().width;
+    const ctx = canvas.getContext('2d');
+    const parse = (c) => {
+      const probe = document.createElement('canvas').getContext('2d');
+      probe.fillStyle = c;
+      const hex = probe.fillStyle;  // '#rrggbb' for any CSS colour
+      return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+    };
+    let checked = 0;
+    const wrong = [];
+    for (const t of texts) {
+      const fill = fills.get(t.datum);
+      if (!fill) continue;
+      // a little above the glyphs, still inside the text's own cell
+      const px = ctx.getImageData(Math.round(t.x * k), Math.round((t.y - 0.7 * t.size) * k),
+                                  1, 1).data;
+      const want = parse(fill);
+      const off = Math.max(...want.map((v, i) => Math.abs(v - px[i])));
+      checked += 1;
+      if (off > tolerance) wrong.push(`${JSON.stringify(t.text)} painted on `
+        + `rgb(${px[0]},${px[1]},${px[2]}), its cell's colour is rgb(${want.join(',')})`);
+    }
+    reports.push({index, checked, wrong});
+  });
+  return reports;
+}"""
+)
+PIXEL_TOLERANCE = 6  # per RGB channel: a flat cell, read through canvas resampling
+
+
+def painted_cell_problems(page) -> tuple[int, list[str]]:
+    """Every printed cell of every visible Vega chart that prints text over rect cells,
+    read as pixels in the browser (:data:`PAINTED_CELLS_JS`).
+
+    Returns:
+        (how many printed cells were checked, readable lines for each cell whose painted
+        colour is not its own rect's colour).
+    """
+    reports = page.evaluate(PAINTED_CELLS_JS, [PIXEL_TOLERANCE])
+    lines = [f"chart {r['index']}: {w}" for r in reports for w in r["wrong"]]
+    return sum(r["checked"] for r in reports), lines
+
+
 def chart_problems(page) -> list[str]:
     """Every fit problem of every visible Vega chart on ``page``, as readable lines.
 

@@ -3,7 +3,9 @@
 For each page, in one visit per (page, language): it loads with no exception or error box,
 every chart is painted (canvas pixels, not only the element), a screenshot is written, the
 heading speaks the language, no chart's text is cut off and no two tick labels overlap
-(``helpers.chart_problems``), at most 600 characters of text stand above the first chart; in
+(``helpers.chart_problems``), every number printed in a chart's cell stands on its cell's
+colour as the canvas paints it (``helpers.painted_cell_problems``), at most 600 characters of
+text stand above the first chart; in
 the English visit, moving a slider with the keyboard then changes a chart. The 中文 switch
 shows Chinese; a copied link reproduces the controls.
 """
@@ -24,6 +26,7 @@ from tests.browser.helpers import (
     open_page,
     open_shot,
     page_url,
+    painted_cell_problems,
     text_above_first_chart,
     wait_painted,
 )
@@ -53,6 +56,10 @@ def test_page_loads_paints_speaks_fits_and_moves(server, page, screenshot_dir, n
         assert not CJK.search(heading), f"Chinese in the English {name} heading: {heading!r}"
     problems = chart_problems(page)
     assert not problems, "\n".join(problems)
+    checked, wrong = painted_cell_problems(page)  # the colour under every printed number
+    assert not wrong, f"{len(wrong)} of {checked} printed cells off their colour: {wrong[:5]}"
+    if name == "step_by_step":
+        assert checked >= 300, f"only {checked} printed cells found on Step by step"
     above = text_above_first_chart(page)
     assert above is not None and above <= MAX_TEXT_ABOVE_CHART, (
         f"{above} characters of text above the first chart of {name}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 
 import pytest
 import torch
@@ -24,7 +25,7 @@ from dashboard.data.decoder import (
     DECODER_MAX_STEPS,
     DECODER_PRESETS,
 )
-from dashboard.numbers import plain_number
+from dashboard.numbers import SUPERSCRIPT
 from tests.core.references import needs_smollm2
 from tests.dashboard.conftest import APP_PATH
 
@@ -53,9 +54,11 @@ def _texts(lang: str) -> dict[str, str]:
 
 
 def _quoted(value: float) -> str:
-    """A bound as the texts write it: 10⁻⁴ (dashboard.numbers.plain_number), never 1e-04."""
-    text = plain_number(value, 1)
-    return text[len("1 × ") :] if text.startswith("1 × ") else text
+    """A power of ten as the texts write it: 10⁻⁴ (the notation of dashboard.numbers),
+    never 1e-04."""
+    exponent = round(math.log10(value))
+    assert value == pytest.approx(10.0**exponent), f"{value} is not a power of ten"
+    return f"10{str(exponent).translate(SUPERSCRIPT)}"
 
 
 def _ids(model, text: str) -> torch.Tensor:

@@ -16,6 +16,7 @@ from dashboard.charts.qk_map import (
     qk_map_chart,
 )
 from dashboard.data import qk_map as qk_data
+from dashboard.numbers import parse_plain_number
 from tests.tiny_gguf import write_tiny_gguf
 
 TITLES = QKMapTitles(*(f"t{i}" for i in range(9)))
@@ -126,7 +127,8 @@ def test_the_section_draws_its_map_and_quotes_the_library(page, lang, model, met
     assert float(_metric(at, t_in(lang, "qk_map.metric_trust"))) == pytest.approx(
         found.spearman, abs=5e-4
     )
-    assert float(_metric(at, t_in(lang, "qk_map.metric_rows"))) <= qk_map.ROW_TOLERANCE
+    rows = parse_plain_number(_metric(at, t_in(lang, "qk_map.metric_rows")))
+    assert rows <= qk_map.ROW_TOLERANCE
     offered = {button.label for button in at.get("download_button")}
     for label in ("common.export_csv", "common.export_png", "common.export_svg"):
         assert t_in(lang, label) in offered  # the map's points and picture
