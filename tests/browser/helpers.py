@@ -296,6 +296,7 @@ PAINTED_CELLS_JS = (
   // the pixel the canvas shows just above each printed text, against the fill Vega gave the
   // rect of the same data row (its colour scale's colour for that row's value).
   const reports = [];
+  const SIDE_PX = 1.5;  // how far beside a printed text its cell is read
   const key = (datum) => JSON.stringify(datum);
   Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]')).forEach((el, index) => {
     const canvas = el.querySelector('canvas');
@@ -312,8 +313,10 @@ PAINTED_CELLS_JS = (
         }
         if (mark.role === 'mark' && mark.marktype === 'text' && item.datum
             && String(item.text ?? '').trim()) {
-          texts.push({text: String(item.text), datum: key(item.datum), x: ox + item.x,
-                      y: oy + item.y, size: item.fontSize || 11});
+          const b = item.bounds;
+          texts.push({text: String(item.text), datum: key(item.datum), y: oy + item.y,
+                      left: ox + (b ? b.x1 : item.x) - SIDE_PX,
+                      right: ox + (b ? b.x2 : item.x) + SIDE_PX});
         }
         for (const child of item.items || []) {
           if (child && child.marktype) visit(child, ox + (item.x || 0), oy + (item.y || 0));
@@ -334,13 +337,17 @@ PAINTED_CELLS_JS = (
     for (const t of texts) {
       const fill = fills.get(t.datum);
       if (!fill) continue;
-      // a little above the glyphs, still inside the text's own cell
-      const px = ctx.getImageData(Math.round(t.x * k), Math.round((t.y - 0.7 * t.size) * k),
-                                  1, 1).data;
+      // beside the glyphs, level with their middle, inside the text's own cell: the one on
+      // either side nearer the cell's colour counts (a glyph's edge may bleed into the other)
       const want = parse(fill);
-      const off = Math.max(...want.map((v, i) => Math.abs(v - px[i])));
+      const off = (x) => {
+        const px = ctx.getImageData(Math.round(x * k), Math.round(t.y * k), 1, 1).data;
+        return [Math.max(...want.map((v, i) => Math.abs(v - px[i]))), px];
+      };
+      const [[dl, pl], [dr, pr]] = [off(t.left), off(t.right)];
+      const [worst, px] = dl <= dr ? [dl, pl] : [dr, pr];
       checked += 1;
-      if (off > tolerance) wrong.push(`${JSON.stringify(t.text)} painted on `
+      if (worst > tolerance) wrong.push(`${JSON.stringify(t.text)} painted on `
         + `rgb(${px[0]},${px[1]},${px[2]}), its cell's colour is rgb(${want.join(',')})`);
     }
     reports.push({index, checked, wrong});
