@@ -4,8 +4,9 @@
 turns on the view for a room's projector: the sidebar starts collapsed, the page's controls
 move into a folded "Controls" box under its title, chart text grows to at least 16 px and
 titles to 22 px (:mod:`dashboard.charts.readable`; the canvas heatmap keeps its text at that
-size and shrinks its cells to fit the column, two panels a row), and a page's notes stay
-folded behind its pictures (as in every view: ``controls.page_notes``).
+size and shrinks its cells to fit the column, two panels a row), and each section's
+explanation folds behind "Read more" (:func:`explain`), as a page's notes do in every view
+(``controls.page_notes``).
 It is each tab's own choice: a room never passes it on (``room_follow`` shares every query
 key but the language and this one).
 
@@ -62,6 +63,16 @@ def controls_here() -> None:
     purpose) holds the page's controls from now on (``state.controls_box``)."""
     if presenting():
         st.session_state[CONTROLS_BOX] = st.expander(t("common.present_controls"), expanded=False)
+
+
+def explain(text: str) -> None:
+    """A section's explanation (markdown): as it is, or in the presentation view folded
+    behind "Read more", leaving the room the title, the chart and its key numbers."""
+    if presenting():
+        with st.expander(t("common.present_more"), expanded=False):
+            st.markdown(text)
+    else:
+        st.markdown(text)
 
 
 def chart_look() -> ChartLook:

@@ -219,7 +219,7 @@ def draw_generation(step: data.DecodeStep, shape: Shape) -> None:
         spec = replace(spec, y_title=y_title)
         canvas.draw_heatmaps(grid, spec, key=f"{PAGE}.rows")
     st.caption(t("decoder.row_caption"))
-    st.markdown(t("decoder.gen_intro"))
+    presentation.explain(t("decoder.gen_intro"))
     generated = len(step.tokens) - step.prompt_length
     cols = st.columns(4)
     cols[0].metric(t("decoder.metric_generated"), f"{generated} / {data.DECODER_MAX_STEPS}")
@@ -239,9 +239,9 @@ def draw_causal_maps(maps: data.PromptMaps, layer: int, shape: Shape) -> None:
     st.header(t("decoder.maps_header", layer=layer))
     sizes = {"heads": shape.heads, "kv": shape.kv_heads, "group": shape.heads // shape.kv_heads}
     if shape.columns == sizes["group"]:
-        st.markdown(t("decoder.maps_intro", **sizes))
+        presentation.explain(t("decoder.maps_intro", **sizes))
     else:
-        st.markdown(t("decoder.maps_intro_plain", columns=shape.columns, **sizes))
+        presentation.explain(t("decoder.maps_intro_plain", columns=shape.columns, **sizes))
     if maps.truncated:
         st.warning(t("decoder.truncated", n=len(maps.tokens)))
     labels = list(maps.labels)
@@ -257,7 +257,7 @@ def draw_rope(maps: data.PromptMaps, ctl: DecoderConfig) -> None:
     """Section 3: the same text shifted by k positions (maps unchanged) and permuted (changed)."""
     layer, head = ctl.layer, ctl.head
     st.header(t("decoder.rope_header"))
-    st.markdown(t("decoder.rope_intro"))
+    presentation.explain(t("decoder.rope_intro"))
     cols = st.columns(2)
     shift_label = t("decoder.metric_shift", k=maps.shift, maps=ctl.layers * ctl.heads)
     cols[0].metric(shift_label, plain_number(maps.shift_change))
@@ -280,7 +280,7 @@ def draw_sinks(table: pd.DataFrame, shares: np.ndarray, shape: Shape) -> None:
     <|endoftext|> in front (the paragraph alone for a vocabulary without it), and of every
     head (``shares``: (H, N))."""
     st.header(t("decoder.sink_header"))
-    st.markdown(t("decoder.sink_intro", heads=shape.heads))
+    presentation.explain(t("decoder.sink_intro", heads=shape.heads))
     names = {series: t(f"decoder.series_{series}") for series in data.SINK_SERIES}
     shown = table.assign(
         series=table["series"].map(names), layer=table["layer"].astype(str)
@@ -334,7 +334,7 @@ def draw_sinks(table: pd.DataFrame, shares: np.ndarray, shape: Shape) -> None:
 def draw_windows(table: pd.DataFrame, window: int, sinks: int, shipped: bool) -> None:
     """Section 4b: perplexity under full attention, a sliding window, and window + sinks."""
     st.subheader(t("decoder.window_header"))
-    st.markdown(t("decoder.window_intro", window=window, past=window // 2, sinks=sinks))
+    presentation.explain(t("decoder.window_intro", window=window, past=window // 2, sinks=sinks))
     with st.expander(t("decoder.window_paragraph")):
         st.code(data.SINK_PARAGRAPH, language=None, wrap_lines=True)
     names = {

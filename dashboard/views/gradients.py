@@ -197,7 +197,7 @@ def dk_section(ctl: GradientsConfig) -> None:
     """Gradient norms of one variant against d_k, scaled and unscaled (drawn once per values
     and language, then replayed)."""
     st.header(t("gradients.dk_header"))
-    st.markdown(t("gradients.dk_intro"))
+    presentation.explain(t("gradients.dk_intro"))
     sweep = ctl.dk
     if sweep.bad_d_ks is not None:
         st.warning(sweep.bad_d_ks)

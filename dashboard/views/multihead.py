@@ -59,7 +59,7 @@ def stats_charts(stats: pd.DataFrame, key: str) -> None:
 def gallery(ctl: MultiheadConfig) -> None:
     """The eight synthetic patterns (returns early, without st.stop, on refusal)."""
     st.header(t("multihead.gallery_header"))
-    st.markdown(t("multihead.gallery_intro"))
+    presentation.explain(t("multihead.gallery_intro"))
     try:
         gallery, gallery_stats = data.pattern_gallery(ctl.gallery_len, ctl.gallery_seed)
     except ValueError as err:
@@ -111,7 +111,7 @@ def multihead_controls(page: str) -> MultiheadConfig:
 def real_heads(ctl: LayerConfig) -> None:
     """The heads of a real layer (returns early, without st.stop, on refusal)."""
     st.header(t("multihead.real_header"))
-    st.markdown(t("multihead.real_intro"))
+    presentation.explain(t("multihead.real_intro"))
     try:
         run = data.attention_run(ctl)
     except ValueError as err:

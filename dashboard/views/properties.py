@@ -270,7 +270,7 @@ def equivariance_section(ctl: PropertiesConfig) -> None:
         t("properties.chart_eq"),
         t("properties.axis_diff"),
     )
-    st.markdown(t("properties.eq_intro"))
+    presentation.explain(t("properties.eq_intro"))
     st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
     st.caption(t("properties.eq_note"))
 
@@ -278,7 +278,7 @@ def equivariance_section(ctl: PropertiesConfig) -> None:
 def row_sums_section(ctl: LayerConfig) -> None:
     """Every row of weights sums to 1 (or 0 for a query with no key)."""
     st.header(t("properties.rows_header"))
-    st.markdown(t("properties.rows_intro"))
+    presentation.explain(t("properties.rows_intro"))
     try:
         sums_plain = data.row_sum_table(ctl, causal=False)
         sums_causal = data.row_sum_table(ctl, causal=True)
@@ -300,7 +300,7 @@ def row_sums_section(ctl: LayerConfig) -> None:
 def leak_section(ctl: PropertiesConfig) -> None:
     """A causal mask never lets a position see a later one."""
     st.header(t("properties.leak_header"))
-    st.markdown(t("properties.leak_intro"))
+    presentation.explain(t("properties.leak_intro"))
     layer, cutoff = ctl.layer, ctl.cutoff
     try:
         kept = data.causal_leak(layer, cutoff=cutoff, causal=True)
@@ -323,7 +323,7 @@ def leak_section(ctl: PropertiesConfig) -> None:
 def chunked_section(ctl: PropertiesConfig) -> None:
     """Chunked attention equals exact attention."""
     st.header(t("properties.chunk_header"))
-    st.markdown(t("properties.chunk_intro"))
+    presentation.explain(t("properties.chunk_intro"))
     chunk_len, chunk_size, key_chunk = ctl.chunk_len, ctl.chunk_size, ctl.key_chunk
     try:
         exact_plain = data.chunked_exact_diff(
@@ -347,7 +347,7 @@ def chunked_section(ctl: PropertiesConfig) -> None:
 def softmax_section(ctl: PropertiesConfig) -> None:
     """A naive float16 softmax overflows; the stable one does not."""
     st.header(t("properties.softmax_header"))
-    st.markdown(t("properties.softmax_intro"))
+    presentation.explain(t("properties.softmax_intro"))
     try:
         stability = data.softmax_stability(ctl.logit_scale, ctl.dtype, ctl.layer.seed)
     except ValueError as err:

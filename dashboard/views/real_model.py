@@ -219,7 +219,7 @@ def draw_swap(
 def draw_pronoun(run: data.ModelRun, probe: Probe) -> None:
     """Section 4: every head ranked by the weight from the pronoun to each noun."""
     st.header(t("real_model.pronoun_header"))
-    st.markdown(t("real_model.pronoun_intro"))
+    presentation.explain(t("real_model.pronoun_intro"))
     columns = st.columns(max(1, len(probe.nouns)))
     for column, noun in zip(columns, probe.nouns, strict=False):
         with column:
@@ -408,7 +408,7 @@ def render(ctl: RealModelConfig) -> None:
 def swap_section(ctl: RealModelConfig, exact: data.ModelRun) -> None:
     """The swap: the same checkpoint with another attention variant in every layer."""
     st.header(t("real_model.swap_header"))
-    st.markdown(t("real_model.swap_intro", layers=exact.attentions.shape[0]))
+    presentation.explain(t("real_model.swap_intro", layers=exact.attentions.shape[0]))
     swap = ctl.swap
     try:
         with st.spinner(t(f"real_model.loading_{ctl.model}")):

@@ -188,7 +188,7 @@ def draw_saturation(table: pd.DataFrame) -> None:
     """Softmax saturation: entropy, largest weight and Jacobian norm against d_k."""
     unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
     st.subheader(t("scaling.saturation_header"))
-    st.markdown(t("scaling.saturation_intro"))
+    presentation.explain(t("scaling.saturation_intro"))
     saturation = (
         (
             "entropy",

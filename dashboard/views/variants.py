@@ -233,7 +233,7 @@ def draw_weights(name: str, result: data.AttentionRun, labels: list[str]) -> str
 def cost_section(ctl: VariantsConfig) -> None:
     """Time and peak memory against L, once measuring was asked for, with a progress bar."""
     st.header(t("variants.cost_header"))
-    st.markdown(t("variants.cost_intro"))
+    presentation.explain(t("variants.cost_intro"))
     if not ctl.measure:
         st.info(t("variants.measure_hint"))
         return

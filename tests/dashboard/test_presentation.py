@@ -77,3 +77,19 @@ def test_chinese_y_titles_stand_upright_and_english_ones_turn(page):
             assert not cjk_turned, cjk_turned
         else:
             assert not any(has_cjk(str(item["text"])) for item in upright + turned)
+
+
+def test_presenting_folds_each_section_s_explanation_behind_read_more():
+    """Properties has five sections, each with a paragraph: on the projector each folds
+    behind "Read more"; the title, the chart and its key numbers stay."""
+    from dashboard.i18n import t_in
+
+    at = open_app("properties", **PRESENT)
+    assert_clean(at)
+    folded = [e for e in at.expander if e.label == t_in("en", "common.present_more")]
+    assert len(folded) == 5 and not any(e.proto.expanded for e in folded)
+    inside = [m.value for e in folded for m in e.markdown]
+    assert t_in("en", "properties.eq_intro") in inside
+    plain = open_app("properties")
+    assert not [e for e in plain.expander if e.label == t_in("en", "common.present_more")]
+    assert t_in("en", "properties.eq_intro") in [m.value for m in plain.markdown]

@@ -148,7 +148,7 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
                 (ctl.layers, ctl.heads),
             )
         st.caption(t("heads.label_rule"))
-    st.markdown(t("heads.census_intro", maps=ctl.layers * ctl.heads))
+    presentation.explain(t("heads.census_intro", maps=ctl.layers * ctl.heads))
     return CensusView(census, right)
 
 

@@ -204,9 +204,10 @@ def group_header(text: str) -> None:
 
 
 def section_intro(title: str, intro: str) -> None:
-    """A section's opening: its header ``title`` and the paragraph ``intro`` (translated)."""
+    """A section's opening: its header ``title`` and the paragraph ``intro`` (translated;
+    folded in the presentation view)."""
     st.header(title)
-    st.markdown(intro)
+    presentation.explain(intro)
 
 
 def draw_grid(chart, key: str) -> None:

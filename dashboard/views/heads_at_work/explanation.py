@@ -18,7 +18,7 @@ def draw_explanation(text: str, model: ModelChoice) -> None:
         st.info(t("heads.needs_float"))
         return
     labels, result, target = data.explanation(text, model.name)
-    st.markdown(t("heads.explain_intro", target=target, heads=model.heads))
+    presentation.explain(t("heads.explain_intro", target=target, heads=model.heads))
     cols = st.columns(3)
     for col, name in zip(
         cols, ("attention_vs_saliency", "rollout_vs_saliency", "attention_vs_rollout"), strict=True
