@@ -19,6 +19,7 @@ const LEGEND_MIN_H = 120; // a 1 × 1 map still gets a bar its tick labels fit a
 const LEGEND_TICK_GAP = 22; // px between tick labels at least
 const X_LABEL_ANGLE = (-60 * Math.PI) / 180;
 const MISSING_RGB = [221, 221, 221];
+const CJK = /[\u3000-\u9fff\uff00-\uffef]/;
 const MAX_LABEL_STEP = 8;
 const TIP_OFFSET = 14;
 
@@ -176,8 +177,12 @@ function layout(ctx, spec, maxWidth = 0) {
     ? widest(ctx, xShown.map((c) => spec.cols[c]), fontOf(F.label), spec.label_limit) *
         Math.sin(-X_LABEL_ANGLE) + F.label * Math.cos(X_LABEL_ANGLE) + TICK + 3
     : 0;
-  const left = PAD + F.axisTitle + 6 + yLabelW;
-  const top = PAD + titleH + subtitleH;
+  // a y title in CJK characters stands upright on its own line above the grid (turned, it
+  // would lie on its side); a Latin one is turned along the y axis
+  const upright = CJK.test(spec.y_title || "");
+  const yTitleH = upright ? F.axisTitle + 6 : 0;
+  const left = PAD + (upright ? 0 : F.axisTitle + 6) + yLabelW;
+  const top = PAD + titleH + subtitleH + yTitleH;
   const panels = spec.panels.map((name, p) => {
     const col = p % nCols;
     const row = Math.floor(p / nCols);
@@ -205,7 +210,7 @@ function layout(ctx, spec, maxWidth = 0) {
     Math.max(gridBottom + xLabelH + F.axisTitle + 10 + PAD, legend.barTop + legend.h + 40),
   );
   return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, legend, width,
-           height, gridBottom, xLabelH, yShown, xShown, titles, subtitles };
+           height, gridBottom, xLabelH, yShown, xShown, titles, subtitles, upright };
 }
 
 // A title as lines no wider than `maxWidth` (broken at spaces, or between CJK characters);
@@ -345,6 +350,12 @@ function drawAxisTitles(ctx, spec, box) {
   ctx.textAlign = "center";
   ctx.textBaseline = "top";
   ctx.fillText(spec.x_title, midX, box.gridBottom + box.xLabelH + 4);
+  if (box.upright) {
+    ctx.textAlign = "left";
+    ctx.textBaseline = "bottom";
+    ctx.fillText(spec.y_title, PAD, box.top - 4);
+    return;
+  }
   const leftCol = box.panels.filter((p) => p.yLabels);
   const midY = (leftCol[0].y + leftCol[leftCol.length - 1].y + box.panelH) / 2;
   ctx.save();
@@ -487,6 +498,7 @@ export default function heatmapCanvas(component) {
     panels: box.panels.map((panel) => [panel.x, panel.y]),
     height: box.height,
     titles_bottom: box.top,
+    y_title_upright: box.upright,
     legend: [box.legend.titleBottom - F.axisTitle, box.legend.barTop, box.legend.h],
   });
   tip.style.display = "none";

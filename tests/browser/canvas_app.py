@@ -72,9 +72,14 @@ TINY_SPEC = charts.HeatmapSpec(
     domain=(0.0, 1.0),
 )
 """A one-token prompt's map (issue 33 D7: its legend sat over its scale and its title)."""
+CHINESE_SPEC = rows_by_cols_spec(
+    title="权重", x_title="键词元", y_title="查询词元", value_title="权重", domain=(0.0, 1.0)
+)
+"""A map with Chinese axis titles: its y title stands upright."""
 
 if __name__ == "__main__":
     grid = charts.heatmap_canvas_spec(WEIGHTS, GRID_SPEC, scores=SCORES, panels=PANELS)
     canvas.heatmap(grid, key="test.grid")
     canvas.heatmap(charts.heatmap_canvas_spec(SIGNED, SIGNED_SPEC), key="test.signed")
     canvas.heatmap(charts.heatmap_canvas_spec(np.ones((1, 1)), TINY_SPEC), key="test.tiny")
+    canvas.heatmap(charts.heatmap_canvas_spec(WEIGHTS[0], CHINESE_SPEC), key="test.chinese")

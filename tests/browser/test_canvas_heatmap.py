@@ -39,7 +39,7 @@ def canvas_page(browser, tmp_path_factory):
         page.goto(server.url)
         wait_idle(page)
         page.wait_for_function(
-            "() => document.querySelectorAll('.attn-heatmap[data-paints]').length === 3"
+            "() => document.querySelectorAll('.attn-heatmap[data-paints]').length === 4"
         )
         yield page
         assert not errors, errors
@@ -152,3 +152,16 @@ def test_a_one_cell_maps_legend_fits_under_its_title_with_room_for_its_ticks(can
     assert title_top >= layout["titles_bottom"]  # below the chart's title and subtitle
     assert bar_top > title_top and bar_h >= 120
     assert bar_top + bar_h <= layout["height"]
+
+
+def test_a_chinese_y_title_stands_upright_above_the_grid(canvas_page):
+    """Turned −90° along the axis, CJK lies on its side: the map with 查询词元 draws it level,
+    above the grid; the maps with Latin titles turn theirs along the axis."""
+    layouts = [
+        json.loads(layout)
+        for layout in canvas_page.evaluate(
+            "() => Array.from(document.querySelectorAll('.attn-heatmap'))"
+            ".map((el) => el.dataset.layout)"
+        )
+    ]
+    assert [layout["y_title_upright"] for layout in layouts] == [False, False, False, True]
