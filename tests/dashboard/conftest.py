@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import io
 import json
 import subprocess
 import sys
@@ -14,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from tests.pictures import scale_colours
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_PATH = REPO_ROOT / "dashboard" / "app.py"
@@ -201,36 +202,9 @@ def e5_links(result, text: str, query: str, key: str) -> list:
     return rank_heads(result.attentions, queries, keys)
 
 
-def vega_colours(values, scale: dict) -> np.ndarray:
-    """(N, 3) RGB that Vega gives ``values`` on a colour ``scale`` (a Vega-Lite scale dict):
-    a strip of one-pixel rects, rendered by vl-convert. The reference for the canvas
-    heatmap's colours."""
-    import vl_convert as vlc
-    from PIL import Image
-
-    n = len(values)
-    strip = {
-        "data": {"values": [{"i": i, "v": float(v)} for i, v in enumerate(values)]},
-        "mark": {"type": "rect", "width": 1, "height": 1},
-        "width": n,
-        "height": 1,
-        "padding": 0,
-        "autosize": "none",
-        "background": "white",
-        "config": {"view": {"stroke": None}},
-        "encoding": {
-            "x": {
-                "field": "i",
-                "type": "quantitative",
-                "scale": {"domain": [-0.5, n - 0.5]},
-                "axis": None,
-            },
-            "y": {"value": 0.5},
-            "color": {"field": "v", "type": "quantitative", "scale": scale, "legend": None},
-        },
-    }
-    png = vlc.vegalite_to_png(strip, scale=1)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))[0].astype(int)
+vega_colours = scale_colours
+"""(N, 3) RGB that Vega gives ``values`` on a colour ``scale``: the reference for the canvas
+heatmap's colours (:func:`tests.pictures.scale_colours`)."""
 
 
 def drew_chart(at: AppTest) -> bool:
