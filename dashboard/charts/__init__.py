@@ -5,8 +5,9 @@ Modules, by job:
 
 * :mod:`~dashboard.charts.base` — the shared look: sizes, fonts, titles, the row limit.
 * :mod:`~dashboard.charts.builders` — DataFrame -> Altair line and bar charts.
-* :mod:`~dashboard.charts.heatmaps` — :class:`HeatmapSpec`, the Altair heatmap (small
-  annotated matrices, PNG/SVG exports) and the data of the canvas heatmap.
+* :mod:`~dashboard.charts.heatmaps` — :class:`HeatmapSpec` and the data of the canvas
+  heatmap; :mod:`~dashboard.charts.heatmap_altair` — the Altair heatmap (small annotated
+  matrices, PNG/SVG exports).
 * :mod:`~dashboard.charts.canvas` — the canvas heatmap component (``heatmap_canvas.js`` and
   ``.css``, mounted with ``st.components.v2``) for the big grids.
 * :mod:`~dashboard.charts.model_views` — the real models' every-head view and head view.
@@ -31,7 +32,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-ALTAIR_MODULES = ("builders", "heatmaps", "model_views", "base", "specs")
+ALTAIR_MODULES = ("builders", "heatmaps", "heatmap_altair", "model_views", "base", "specs")
 """The modules whose public names ``charts.<name>`` reaches (each imports Altair)."""
 SUBMODULES = (*ALTAIR_MODULES, "canvas", "light", "readable", "title_wrap")
 

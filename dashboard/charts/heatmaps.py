@@ -1,61 +1,39 @@
-"""Heatmaps: one look (:class:`HeatmapSpec`) for the canvas heatmap on screen
-(:func:`heatmap_canvas_spec`, matrices in) and its Altair twin for exports and small annotated
-matrices (:func:`heatmap_chart`, a long table in). No Streamlit, no torch."""
+"""Heatmaps: one look (:class:`HeatmapSpec`, its cell size and colour scale) for the canvas
+heatmap on screen (:func:`heatmap_canvas_spec`, matrices in) and its Altair twin for exports
+and small annotated matrices (:func:`dashboard.charts.heatmap_altair.heatmap_chart`, a long
+table in). No Streamlit, no torch."""
 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import altair as alt
 import numpy as np
-import pandas as pd
 
 from dashboard.charts.base import (
-    CHOSEN_STROKE,
     DIVERGING_SCHEME,
-    FAST_RENDER_META,
-    FONT_SIZE,
     FORMAT_PRECISION,
     LABEL_LIMIT_PX,
     MAX_CELL_PX,
     MAX_CHART_ROWS,
-    MAX_TICK_LABELS,
     MIN_CELL_PX,
     PANEL_WIDTH,
     SCHEME_STOPS,
     SEQUENTIAL_SCHEME,
     SINGLE_WIDTH,
-    check_rows,
     default_domain,
-    display_names,
-    display_table,
-    field_name,
-    ordered_scale,
-    title_params,
-    without_index,
 )
 
-TITLE_LABEL_ALLOWANCE_PX = 40  # a single map's title may also span its row labels
-# An annotated matrix is drawn at the cell size its builder chose (its printed values need
-# it): Streamlit's default autosize ("fit") would squeeze the cells, title, labels and legend
-# into the plot's own width and height. A plain heatmap keeps Streamlit's fit to its column.
-PAD_AUTOSIZE = alt.AutoSizeParams(type="pad", contains="padding")
-ANNOTATED_LEGEND_PX = 120  # the colour bar under an annotated matrix
-ANNOTATION_FONT_PX = FONT_SIZE - 3  # "−0.45" in 28 px: a gap in a 32 px cell
-OUTLINE_PX = 2.5  # the highlighted cell's outline, as the head grid's chosen head
-WIDE_VALUE = 9.995  # from here on a ".2f" value prints as 10.00: five digits and a sign
 
-
-def _heatmap_columns(panel_title: str | None, score_title: str | None) -> list[str]:
+def heatmap_columns(panel_title: str | None, score_title: str | None) -> list[str]:
     """The columns a heatmap table needs: panels and scores only when they are shown."""
     optional = {"panel": panel_title, "score": score_title}
     return ["row", "col", "value"] + [name for name, title in optional.items() if title is not None]
 
 
-def _cell_px(n_rows: int, n_cols: int, faceted: bool, width: int | None) -> tuple[int, int]:
+def cell_px(n_rows: int, n_cols: int, faceted: bool, width: int | None) -> tuple[int, int]:
     """(width, height) in pixels of one heatmap cell: about ``width`` (default: a panel's or
     a single chart's width) per panel side, within [MIN_CELL_PX, MAX_CELL_PX]; square cells
     for a square matrix."""
@@ -93,7 +71,7 @@ class _ColourScale:
         }
 
 
-def _colour_scale(values: np.ndarray, spec: HeatmapSpec) -> _ColourScale:
+def colour_scale(values: np.ndarray, spec: HeatmapSpec) -> _ColourScale:
     """Red-blue centred on 0 for signed data (``spec.diverging``); else yellow-green-blue
     from ``spec.domain`` (default: 0..max of the finite values), square-root when
     ``spec.sqrt`` and the domain starts at or above 0."""
@@ -158,88 +136,6 @@ class HeatmapSpec:
         """The colour legend's title on a scale of ``kind``: the value's title, with
         :attr:`sqrt_note` on a square-root scale."""
         return f"{self.value_title} ({self.sqrt_note})" if kind == "sqrt" else self.value_title
-
-
-def heatmap_chart(df: pd.DataFrame, spec: HeatmapSpec) -> alt.Chart:
-    """A heatmap (Altair rect marks) of a long table, optionally one panel per head: the
-    PNG/SVG export of what the canvas heatmap draws, and the small annotated matrices.
-
-    Args:
-        df: columns ``row``, ``col``, ``value``; optional ``score`` (shown in tooltips when
-            ``spec.score_title`` is given) and ``panel`` (one panel per value, in data
-            order, when ``spec.panel_title`` is given).
-        spec: titles, axis orders, colour scale and layout.
-
-    Returns:
-        An ``alt.Chart`` (``alt.LayerChart`` when annotated), or an ``alt.ConcatChart`` of
-        them sharing one colour scale when there are panels. The data's columns are named by
-        the translated titles (they are the tooltip).
-
-    Raises:
-        ValueError: for missing columns or more than :data:`MAX_CHART_ROWS` rows.
-    """
-    check_rows(df, _heatmap_columns(spec.panel_title, spec.score_title))
-    faceted = spec.panel_title is not None
-    row_order, col_order = spec.row_order, spec.col_order
-    cell_w, cell_h = _cell_px(len(row_order), len(col_order), faceted, spec.width)
-    colours = _colour_scale(df["value"].to_numpy(dtype=float), spec)
-    lo, hi = colours.domain
-    titles = {"row": spec.y_title, "col": spec.x_title, "value": spec.value_title}
-    if spec.score_title is not None:
-        titles["score"] = spec.score_title
-    if faceted:
-        titles = {"panel": spec.panel_title, **titles}
-    names = display_names(titles)
-    shown = display_table(df, names, spec.value_format)
-    cells = _CellStyle(
-        names=names,
-        scale=colours.altair(),
-        value_title=spec.legend_title(colours.kind),
-        value_format=spec.value_format,
-        cell=(cell_w, cell_h),
-        order=(tuple(row_order), tuple(col_order)),
-        annotate=(
-            _annotation_test(names["value"], lo, hi, spec.diverging) if spec.annotate else None
-        ),
-        axis_scales=(ordered_scale(row_order), ordered_scale(col_order)),
-        highlight=_highlight(spec),
-    )
-    # a single map's title wraps to its cells and y labels (Vega clips it at the chart)
-    width_px = None if faceted else cell_w * len(col_order) + TITLE_LABEL_ALLOWANCE_PX
-    top = {
-        "title": title_params(spec.title, spec.subtitle, width_px),
-        "usermeta": FAST_RENDER_META,
-        "config": alt.Config(mark=alt.MarkConfig(aria=False)),
-    }
-    if spec.annotate:
-        top["autosize"] = PAD_AUTOSIZE
-    if not faceted:
-        chart = _heatmap_layer(without_index(shown), cells, spec.x_title, spec.y_title)
-        for key, value in top.items():
-            setattr(chart, key, value)
-        return chart
-    # One chart per panel, concatenated in data order (head 1, 2, …, 10): a facet would sort
-    # panels as text, or, given a sort list, add a per-cell formula whose result would also
-    # show up in the tooltip.
-    panels = list(shown.groupby(names["panel"], sort=False))
-    n_cols = max(1, min(spec.columns, len(panels)))
-    last_row = (len(panels) - 1) // n_cols
-    parts = []
-    for i, (name, part) in enumerate(panels):
-        panel = _heatmap_layer(
-            without_index(part.copy()),
-            cells,
-            spec.x_title if i // n_cols == last_row else None,
-            spec.y_title if i % n_cols == 0 else None,
-        )
-        panel.title = alt.TitleParams(str(name), fontSize=FONT_SIZE, fontWeight="bold")
-        parts.append(panel)
-    return alt.ConcatChart(
-        concat=parts,
-        columns=n_cols,
-        resolve=alt.Resolve(scale=alt.ScaleResolveMap(color="shared")),
-        **top,
-    )
 
 
 def _panel_stack(values: np.ndarray, spec: HeatmapSpec, what: str) -> np.ndarray:
@@ -312,8 +208,8 @@ def heatmap_canvas_spec(
     if len(names) != stack.shape[0]:
         raise ValueError(f"{len(names)} panel names for {stack.shape[0]} panels")
     faceted = spec.panel_title is not None
-    cell_w, cell_h = _cell_px(len(spec.row_order), len(spec.col_order), faceted, spec.width)
-    colours = _colour_scale(stack, spec)
+    cell_w, cell_h = cell_px(len(spec.row_order), len(spec.col_order), faceted, spec.width)
+    colours = colour_scale(stack, spec)
     precision = FORMAT_PRECISION.search(spec.value_format)
     kind, digits = ("f", 3) if precision is None else (precision.group(2), int(precision.group(1)))
     return {
@@ -343,154 +239,3 @@ def _float32_base64(stack: np.ndarray) -> str:
     """A (P, R, C) array as base64 of its little-endian float32 bytes, row-major (what a
     JavaScript Float32Array reads)."""
     return base64.b64encode(np.ascontiguousarray(stack, dtype="<f4").tobytes()).decode("ascii")
-
-
-@dataclass(frozen=True)
-class _CellStyle:
-    """What every panel of one heatmap shares: field names, colour scale, cell size, order."""
-
-    names: dict[str, str]
-    scale: alt.Scale
-    value_title: str
-    value_format: str
-    cell: tuple[int, int]
-    order: tuple[tuple[str, ...], tuple[str, ...]]
-    annotate: str | None
-    axis_scales: tuple[alt.Scale, alt.Scale]
-    highlight: tuple[str, str] | None = None
-
-
-def _highlight(spec: HeatmapSpec) -> tuple[str, str] | None:
-    """The spec's outlined cell, checked against its axes.
-
-    Raises:
-        ValueError: for a row or column label that is not on the axes.
-    """
-    if spec.highlight is None:
-        return None
-    row, col = (str(label) for label in spec.highlight)
-    if row not in spec.row_order or col not in spec.col_order:
-        raise ValueError(
-            f"highlighted cell {spec.highlight!r} is not on the axes "
-            f"{list(spec.row_order)} x {list(spec.col_order)}"
-        )
-    return row, col
-
-
-def _outline_layer(cells: _CellStyle, position: dict) -> alt.Chart:
-    """One unfilled rect around the highlighted cell, on the same axes as the cells."""
-    row, col = cells.highlight
-    one = pd.DataFrame({cells.names["row"]: [row], cells.names["col"]: [col]})
-    mark = alt.MarkDef(type="rect", fill=None, stroke=CHOSEN_STROKE, strokeWidth=OUTLINE_PX)
-    return alt.Chart(one, mark=mark, encoding=alt.FacetedEncoding(**position))
-
-
-def _annotation_test(value_name: str, lo: float, hi: float, diverging: bool) -> str:
-    """Vega expression that is true where a cell is dark enough to need white text."""
-    value = f"datum[{json.dumps(value_name, ensure_ascii=False)}]"
-    if diverging:
-        return f"abs({value}) > {abs(hi) / 2}"
-    return f"{value} > {(lo + hi) / 2}"
-
-
-def _annotation_text(value_field: str, value_format: str) -> dict:
-    """The text of an annotated cell, as a Vega expression: ``value_format``, with one
-    decimal fewer for values of magnitude 10 or more (``-10.43`` is as wide as two narrow
-    cells' ``-0.45``) when the format is ``.Nf`` with N >= 1."""
-    value = f"datum[{json.dumps(value_field, ensure_ascii=False)}]"
-    plain = f"format({value}, {json.dumps(value_format)})"
-    match = FORMAT_PRECISION.search(value_format)
-    if match is None or match.group(2) != "f" or int(match.group(1)) < 1:
-        return {"expr": plain}
-    shorter = value_format[: match.start()] + f".{int(match.group(1)) - 1}f"
-    wide = f"format({value}, {json.dumps(shorter)})"
-    return {"expr": f"abs({value}) >= {WIDE_VALUE} ? {wide} : {plain}"}
-
-
-def _heatmap_layer(
-    shown: pd.DataFrame, cells: _CellStyle, x_title: str | None, y_title: str | None
-) -> alt.Chart:
-    """Rect marks (plus value labels when annotating) for one panel of a heatmap.
-
-    A panel given no ``x_title`` (``y_title``) also draws no x (y) tick labels: inside a grid
-    only the bottom row and the left column carry them, as in a facet.
-
-    The tooltip is the cell's row itself, its columns named by the translated titles:
-    per-field tooltips would make Vega evaluate a formatted object for every cell on every
-    repaint (about 50 ms for 16k cells in Streamlit's expression interpreter).
-
-    A rect fills its band, whatever size the chart is drawn at: a constant mark size is right
-    only at the size the builder chose, and a chart fitted to a narrower box (Streamlit's
-    default ``autosize``) then painted each 44 px rect over its 14 px band's neighbours, the
-    colours a row away from their printed numbers.
-    """
-    names, (cell_w, cell_h), (row_order, col_order) = cells.names, cells.cell, cells.order
-    x_labels = len(col_order) <= MAX_TICK_LABELS and x_title is not None
-    y_labels = len(row_order) <= MAX_TICK_LABELS and y_title is not None
-    position = {
-        "x": alt.X(
-            field=field_name(names["col"]),
-            type="nominal",
-            scale=cells.axis_scales[1],
-            title=x_title,
-            axis=alt.Axis(
-                labelAngle=-60, labelLimit=LABEL_LIMIT_PX, labels=x_labels, ticks=x_labels
-            ),
-        ),
-        "y": alt.Y(
-            field=field_name(names["row"]),
-            type="nominal",
-            scale=cells.axis_scales[0],
-            title=y_title,
-            axis=alt.Axis(labelLimit=LABEL_LIMIT_PX, labels=y_labels, ticks=y_labels),
-        ),
-    }
-    value_field = field_name(names["value"])
-    size = {"width": cell_w * len(col_order), "height": cell_h * len(row_order)}
-    # built with constructors, not .mark_*/.encode/.properties: each of those deep-copies
-    # the chart, 64-label domains included
-    rect_mark = alt.MarkDef(type="rect", tooltip=alt.TooltipContent("data"))
-    if cells.annotate is None:
-        color = alt.Color(
-            field=value_field, type="quantitative", scale=cells.scale, title=cells.value_title
-        )
-        if cells.highlight is None:
-            return alt.Chart(
-                shown, mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color), **size
-            )
-        return alt.LayerChart(
-            data=shown,
-            layer=[
-                alt.Chart(mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color)),
-                _outline_layer(cells, position),
-            ],
-            **size,
-        )
-    # an annotated matrix sits in a narrow column: its colour bar goes underneath, so the
-    # cells get the width, and values of 10 or more lose a decimal to stay inside their cell
-    color = alt.Color(
-        field=value_field,
-        type="quantitative",
-        scale=cells.scale,
-        title=cells.value_title,
-        legend=alt.Legend(
-            orient="bottom", direction="horizontal", gradientLength=ANNOTATED_LEGEND_PX
-        ),
-    )
-    text_mark = alt.MarkDef(
-        type="text",
-        fontSize=ANNOTATION_FONT_PX,
-        tooltip=alt.TooltipContent("data"),
-        text=_annotation_text(value_field, cells.value_format),
-    )
-    text = alt.FacetedEncoding(
-        **position,
-        color=alt.condition(cells.annotate, alt.value("white"), alt.value("black")),
-    )
-    layers = [
-        alt.Chart(mark=rect_mark, encoding=alt.FacetedEncoding(**position, color=color)),
-        alt.Chart(mark=text_mark, encoding=text),
-    ]
-    if cells.highlight is not None:
-        layers.append(_outline_layer(cells, position))
-    return alt.LayerChart(data=shown, layer=layers, **size)

@@ -101,7 +101,7 @@ def test_a_small_heatmap_wraps_a_long_subtitle_to_its_width():
     that fit its cells (drawn at the size the builder chose) and the row labels, and keeps a
     short one as it is."""
     from dashboard.charts.base import SUBTITLE_PX_PER_UNIT
-    from dashboard.charts.heatmaps import TITLE_LABEL_ALLOWANCE_PX
+    from dashboard.charts.heatmap_altair import TITLE_LABEL_ALLOWANCE_PX
     from dashboard.charts.title_wrap import display_units
 
     rows, cols = [f"d{i}" for i in range(8)], [f"k{j}" for j in range(4)]
