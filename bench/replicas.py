@@ -89,7 +89,7 @@ def serve_stack(
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, str(SERVE), "--replicas", str(replicas), "--port", str(port)]
-        + ["--logs", str(logs)]
+        + ["--logs", str(logs), "--data", str(Path(logs) / "data")]
         + ([] if warm else ["--no-warm"]),
         cwd=REPO_ROOT,
         env={**os.environ, **(env or {})},

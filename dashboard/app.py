@@ -154,14 +154,15 @@ def main() -> None:
         landing = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
         st.switch_page(pages[landing], query_params=link_query())
     language_switch()  # after the redirect, so that the landed page reads the link's lang
-    room = room_controls.room_link(page_name(pages, page))  # room=CODE stays across pages
-    room_controls.follow_now(room, pages, page_name(pages, page))  # before the page draws
+    room = room_controls.room_link()  # room=CODE stays across pages
+    room_controls.follow_now(room, pages, page_name(pages, page))  # the presenter's view, locked
     startup.before_page(page_name(pages, page))  # torch imported while the page draws
     controls.reserve_device_line()  # drawn when the page first asks for the device
     presentation.present_switch()  # this tab's own: a room never shares it
     notice_box = st.container()
     room_box, room_sidebar = st.container(), st.sidebar.container()
     presentation.begin_page()  # the page's controls: the sidebar, or a box under its title
+    room_controls.controls_note()  # a follower's controls are locked: one line says so
     page.run()
     controls.page_notes(page_name(pages, page))  # what to look for, and more, after it
     controls.current_device()  # the device line, if the page did not ask for it

@@ -13,8 +13,12 @@ small and named (:func:`_draw_bound`):
   so on a widget's first draw the link's text is checked before the widget exists
   (:func:`dashboard.url_state.check_raws`): a refused value gets the notice and its
   default;
-* **the nearest step.** A linked number between a slider's steps becomes the nearest step,
-  with a notice (:func:`dashboard.url_values.snap_to_step`, ``snap_float_to_step``);
+* **the nearest allowed value.** A value outside the widget's range now (a range that
+  depends on another control), or between a slider's steps, becomes the nearest value the
+  widget offers before it is drawn, whatever put it there: a link's or a room's with the
+  usual notice, the learner's own move of another control with a quiet caption
+  (:func:`nearest_int`, :func:`nearest_float`);
+* **the lock.** A follower's controls are drawn disabled (:func:`dashboard.url_state.locked`);
 * **the corrected link.** Streamlit seeds a widget's first draw from the link as it reads
   it, over a value put in ``st.session_state``. So a value the check changed (refused,
   snapped, cut, or ``?x=1`` for a checkbox, which Streamlit reads only as ``true``/``false``
@@ -43,6 +47,7 @@ from dashboard.url_state import (
     add_notice,
     check_raws,
     given_raw,
+    locked,
     record_bound,
     rerun_to_fix,
     take_fix,
@@ -61,6 +66,7 @@ from dashboard.url_values import (
 )
 
 _CUT = "_state.cut."
+_HUGE = 10**12  # a linked whole number is read up to this size, then moved into range
 BIND = "query-params"
 """Streamlit's binding of a widget to the query parameter named by its key."""
 _CORRECTED = "_state.corrected"  # (key, texts) of link values corrected in the URL once
@@ -119,27 +125,37 @@ def _draw_bound(
     default: Any,
     check: Callable[[list[str]], Any],
     draw: Callable[[], Any],
-    valid: Callable[[Any], bool],
+    nearest: Callable[[Any], Any],
+    say_moved: Callable[[Any], None],
 ) -> Any:
     """Draw the bound widget ``draw()`` under ``key`` with what stays ours, and return its
     value (recorded for the view's link).
 
-    Before the widget is drawn: a value to correct (:func:`dashboard.url_state.take_fix`)
-    or a room's value (:func:`dashboard.url_state.given_raw`) is put into
-    ``st.session_state`` (a room's value on the widget's first draw is also put into the
-    URL, which Streamlit would seed it from: a follower whose tab reconnected to a new
-    session still holds its old link); on the widget's first draw the link's texts are checked by
-    ``check`` (texts -> value, adding any notice) and corrected in the URL
-    (:func:`_correct_link`); a kept value no longer ``valid`` (a range that shrank) is
-    reset to ``default``. When Streamlit still seeded the widget with another value than
-    the checked one (it reads ``12.5`` as 12 and takes the last of a repeated key, where
-    the page refuses both), the run starts again at once with the checked value put into
-    ``st.session_state`` (:func:`dashboard.url_state.rerun_to_fix`), which then wins.
+    Before the widget is drawn, every value it could take is put in its current range by
+    ``nearest`` (value -> the nearest value the widget allows now, the default for a value
+    of the wrong kind), whatever put it there:
+
+    * a value to correct (:func:`dashboard.url_state.take_fix`), asked for by an earlier run
+      whose ranges may have been others;
+    * a room's value (:func:`dashboard.url_state.given_raw`) or, on the widget's first draw,
+      the link's texts: checked by ``check`` (texts -> value in range, adding the one-line
+      notice when it refused or moved one) and corrected in the URL (:func:`_correct_link`;
+      a room's value on the widget's first draw is also put into the URL, which Streamlit
+      would seed it from: a follower whose tab reconnected to a new session still holds its
+      old link);
+    * the kept value, when the range moved under it (the learner's move of another control,
+      a restored session): moved to the nearest allowed value and said by ``say_moved``, a
+      quiet caption.
+
+    When Streamlit still seeded the widget with another value than the checked one (it reads
+    ``12.5`` as 12 and takes the last of a repeated key, where the page refuses both), the run
+    starts again at once with the checked value put into ``st.session_state``
+    (:func:`dashboard.url_state.rerun_to_fix`), which then wins.
     """
     wanted = take_fix(key)
     checked = False
     if wanted is not NOT_GIVEN:
-        st.session_state[key] = wanted
+        st.session_state[key] = nearest(wanted)
     elif (raw := given_raw(key)) is not NOT_GIVEN:
         wanted = default if raw is None else check([raw])
         first_draw = key not in st.session_state
@@ -153,8 +169,12 @@ def _draw_bound(
             wanted = check(raws)
             checked = True
             _correct_link(key, raws, wanted, default)
-    elif not valid(st.session_state[key]):
-        st.session_state[key] = default
+    else:
+        kept = st.session_state[key]
+        moved = nearest(kept)
+        if moved != kept or type(moved) is not type(kept):
+            st.session_state[key] = moved
+            say_moved(moved)
     value = draw()
     if checked and value != wanted:
         rerun_to_fix(key, wanted)
@@ -162,26 +182,65 @@ def _draw_bound(
     return value
 
 
-def _snapped(key: str, raw: str, value: Any, snap: Callable[[Any], Any], step: float) -> Any:
-    """A link's number between a slider's steps becomes the nearest step (``snap``), with a
-    notice naming both (the slider could not show it)."""
-    snapped = snap(value)
-    if not math.isclose(snapped, value, rel_tol=1e-9, abs_tol=1e-12):
-        add_notice(key, raw, "snapped", value=snapped, step=step)
-    return snapped
+def moved_caption(box: DeltaGenerator, label: str) -> Callable[[Any], None]:
+    """What a widget under ``label`` says when its range moved under its value: a caption in
+    ``box`` naming the value it now shows."""
+    return lambda value: box.caption(t("common.moved_in_range", label=label, value=value))
+
+
+def nearest_int(low: int, high: int, step: int, default: int) -> Callable[[Any], int]:
+    """The nearest value an integer slider of ``low``..``high`` in steps of ``step`` offers
+    (``default`` for anything but a whole number)."""
+
+    def nearest(value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return default
+        return snap_to_step(min(max(value, low), high), low, high, step)
+
+    return nearest
+
+
+def nearest_float(
+    low: float, high: float, step: float | None, default: float
+) -> Callable[[Any], float]:
+    """The nearest value of a float widget of ``low``..``high`` (on a slider's steps when
+    ``step`` is given; ``default`` for anything but a finite number)."""
+
+    def nearest(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return default
+        if not math.isfinite(value):
+            return default
+        inside = min(max(float(value), low), high)
+        return inside if step is None else snap_float_to_step(inside, low, high, step)
+
+    return nearest
+
+
+def _of_kind(kind: type, default: Any) -> Callable[[Any], Any]:
+    """``nearest`` for a widget without a range: its value when of ``kind``, else ``default``."""
+    return lambda value: value if isinstance(value, kind) else default
 
 
 def _number_check(
-    key: str, default: Any, parse: Parser, snap: Callable[[Any], Any] | None, step: float
+    key: str, parse: Parser, nearest: Callable[[Any], Any], low: float, high: float, step: float
 ) -> Callable[[list[str]], Any]:
-    """The check of a link's number for ``key``: parsed by ``parse`` (a refusal gives the
-    default and its notice), then snapped to the slider's steps when ``snap`` is given."""
+    """The check of a link's (or a room's) number for ``key``: parsed by ``parse`` (a
+    refusal gives ``nearest(None)``, the default, and its notice), then moved to the nearest
+    value the widget allows with a notice naming both: outside [``low``, ``high``] (a range
+    that depends on another control, or a hand-made link) or between a slider's steps."""
 
     def check(raws: list[str]) -> Any:
         value = check_raws(key, raws, None, parse)
         if value is None:
-            return default
-        return value if snap is None else _snapped(key, raws[0], value, snap, step)
+            return nearest(None)
+        moved = nearest(value)
+        if not math.isclose(moved, value, rel_tol=1e-9, abs_tol=1e-12):
+            if low <= value <= high:
+                add_notice(key, raws[0], "snapped", value=moved, step=step)
+            else:
+                add_notice(key, raws[0], "moved_in_range", value=moved, low=low, high=high)
+        return moved
 
     return check
 
@@ -225,20 +284,25 @@ def slider_int(
         touch(key)
         container(where).caption(f"{label}: {low}")
         return low
-    snap = (lambda v: snap_to_step(v, low, high, step)) if step > 1 else None
+    nearest = nearest_int(low, high, step, default)
+    box = container(where)
     return _draw_bound(
         key,
         default,
-        _number_check(key, default, lambda raw: parse_int(raw, low, high), snap, step),
-        lambda: container(where).slider(
-            label, low, high, default, step, key=key, help=help, disabled=disabled, bind=BIND
+        _number_check(key, lambda raw: parse_int(raw, -_HUGE, _HUGE), nearest, low, high, step),
+        lambda: box.slider(
+            label,
+            low,
+            high,
+            default,
+            step,
+            key=key,
+            help=help,
+            disabled=disabled or locked(key),
+            bind=BIND,
         ),
-        lambda v: (
-            isinstance(v, int)
-            and not isinstance(v, bool)
-            and low <= v <= high
-            and (v - low) % step == 0
-        ),
+        nearest,
+        moved_caption(box, label),
     )
 
 
@@ -278,14 +342,15 @@ def float_input(
     key = widget_key(page, name)
     low, high = float(low), float(high)
     default = min(max(float(default), low), high)
-    snap = None
-    if widget == "slider":
-        snap = lambda v: snap_float_to_step(v, low, high, float(step))  # noqa: E731
-    draw = getattr(container(where), FLOAT_WIDGETS[widget])
+    nearest = nearest_float(low, high, float(step) if widget == "slider" else None, default)
+    box = container(where)
+    draw = getattr(box, FLOAT_WIDGETS[widget])
     return _draw_bound(
         key,
         default,
-        _number_check(key, default, lambda raw: parse_float(raw, low, high), snap, step),
+        _number_check(
+            key, lambda raw: parse_float(raw, -math.inf, math.inf), nearest, low, high, step
+        ),
         lambda: draw(
             label,
             low,
@@ -294,11 +359,12 @@ def float_input(
             float(step),
             key=key,
             help=help,
-            disabled=disabled,
+            disabled=disabled or locked(key),
             format=fmt,
             bind=BIND,
         ),
-        lambda v: isinstance(v, float) and low <= v <= high,
+        nearest,
+        moved_caption(box, label),
     )
 
 
@@ -325,9 +391,10 @@ def checkbox(
         default,
         lambda raws: check_raws(key, raws, default, parse_bool),
         lambda: container(where).checkbox(
-            label, default, key=key, help=help, disabled=disabled, bind=BIND
+            label, default, key=key, help=help, disabled=disabled or locked(key), bind=BIND
         ),
-        lambda v: isinstance(v, bool),
+        _of_kind(bool, default),
+        moved_caption(container(where), label),
     )
 
 
@@ -391,9 +458,11 @@ def text(
             help=help,
             on_change=_keep_text,
             args=(key, max_len),
+            disabled=locked(key),
             bind=BIND,
         ),
-        lambda v: isinstance(v, str),
+        _of_kind(str, default),
+        moved_caption(box, label),
     )
     full_len = st.session_state.get(_CUT + key, 0)
     if full_len and len(value) == max_len:

@@ -31,25 +31,12 @@ from streamlit.delta_generator import DeltaGenerator
 from dashboard import state
 from dashboard.i18n import t
 from dashboard.literal import literal
-from dashboard.room_follow import (
-    apply_pending,
-    drop_shown_version,
-    follower_controls,
-    send_before_page,
-    shown_version,
-    view_now,
-)
+from dashboard.room_follow import follow_before_page, follower_controls, lock_line, view_now
 from dashboard.room_questions import ask_controls, tally_controls
 from dashboard.room_reach import UNREACHABLE, room_reach, server_back
 from dashboard.rooms import presenter, push
 from dashboard.rooms.codes import parse_room_code
-from dashboard.rooms.link import (
-    FOLLOW_KEY,
-    ROOM_KEY,
-    SERVER_KEY,
-    RoomLink,
-    parse_marker,
-)
+from dashboard.rooms.link import FOLLOW_KEY, ROOM_KEY, SERVER_KEY, RoomLink, parse_marker
 from dashboard.rooms.store import RoomLimitError
 
 KEY_WIDGET = "_room.presenter_key"
@@ -60,14 +47,9 @@ _CLAIMED = "_room.claimed"  # the room this session took to present (the newest 
 PRESENCE_S = 5.0  # the presenter's heartbeat; followers see them away after three missed
 
 
-def room_link(page: str) -> RoomLink:
+def room_link() -> RoomLink:
     """Read the room's keys from the URL (or this session's memory of them), write them back
-    and seed the follow switch; a bad code gets the usual notice and no room. A follower on
-    their way to the presenter's view of ``page`` gets its values here, before any widget of
-    the run is made (see :func:`dashboard.room_follow.apply_pending`).
-
-    Args:
-        page: the name of the page this run shows.
+    and seed the follow switch; a bad code gets the usual notice and no room.
 
     Returns:
         The room code and the server id of the link.
@@ -79,14 +61,13 @@ def room_link(page: str) -> RoomLink:
             del st.query_params[ROOM_KEY]
         return RoomLink("", "")
     state.write(ROOM_KEY, code)
-    apply_pending(page)
     marker = state.read(SERVER_KEY, "", parse_marker)
     if marker:
         state.write(SERVER_KEY, marker)
     if FOLLOW_KEY not in st.session_state:
         st.session_state[FOLLOW_KEY] = state.read(FOLLOW_KEY, True, state.parse_bool)
     state.write(FOLLOW_KEY, bool(st.session_state[FOLLOW_KEY]))
-    return RoomLink(code, marker, shown_version(notice=True))
+    return RoomLink(code, marker)
 
 
 def presenting() -> bool:
@@ -96,20 +77,21 @@ def presenting() -> bool:
 
 
 def follow_now(link: RoomLink, pages: dict, page: str) -> None:
-    """Before the page draws: a follower's run sends its messages whole
-    (:func:`dashboard.rooms.push.send_whole_messages`) and a follower is sent to the
-    presenter's view (:func:`dashboard.room_follow.send_before_page`); the presenter never
-    is.
+    """Before the page draws: a follower takes the presenter's view, its controls locked
+    (:func:`dashboard.room_follow.follow_before_page`); the presenter never follows.
 
     Args:
         link: from :func:`room_link`.
         pages: the app's ``st.Page`` objects by page name.
         page: the name of the page this run shows.
     """
-    if not presenting():
-        push.send_whole_messages()  # a wake-up may have aged the browser's cache (D1)
-        with room_reach(link.code, say=False):  # the room's part after the page says it
-            send_before_page(link, pages, page)
+    if link.code and not presenting():
+        follow_before_page(link, pages, page)
+
+
+def controls_note() -> None:
+    """Above the page's controls: a locked follower's line (:func:`lock_line`)."""
+    lock_line()
 
 
 def room_controls(
@@ -155,26 +137,34 @@ def tab_id() -> str:
     return st.session_state[_TAB]
 
 
-def claim(code: str) -> bool:
+PRESENTS, TAKEN, ENDED = "presents", "taken", "ended"
+
+
+def claim(code: str) -> str:
     """Present room ``code`` from this session: the first run after the key was typed (or
-    after "Present here") takes the room over; later runs keep it only while no newer tab
-    took it.
+    after "Present here" or "Open the room again") takes the room over, opening it; later
+    runs keep it only while no newer tab took it, and never open it again by themselves: a
+    room that the room server no longer has (a Redis that lost its data, hours idle) has
+    ended, and this tab says so.
 
     Returns:
-        Whether this session presents the room now.
+        :data:`PRESENTS`, :data:`TAKEN` (a newer tab presents) or :data:`ENDED`.
 
     Raises:
         RoomLimitError: when the store has no room for a new room.
     """
-    me = tab_id()
+    me, store = tab_id(), presenter.shared_store()
     take_over = st.session_state.get(_CLAIMED) != code
-    snap = presenter.shared_store().present(code, me, take_over=take_over)
+    if not take_over and store.get(code) is None:
+        return ENDED
+    snap = store.present(code, me, take_over=take_over)
     st.session_state[_CLAIMED] = code
-    return snap.presenter == me
+    return PRESENTS if snap.presenter == me else TAKEN
 
 
 def take_back(code: str) -> None:
-    """The "Present here" button's callback: the next run takes the room over again."""
+    """The "Present here" and "Open the room again" buttons' callback: the next run takes
+    the room over (opening it again)."""
     if st.session_state.get(_CLAIMED) == code:
         del st.session_state[_CLAIMED]
 
@@ -185,10 +175,17 @@ def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main:
     store = presenter.shared_store()
     push.registry().forget(link.code, push.this_session())  # followed before typing the key
     try:
-        if not claim(link.code):
-            sidebar.warning(t("room.taken_over", code=literal(link.code)))
+        claimed = claim(link.code)
+        if claimed != PRESENTS:
+            sidebar.warning(
+                t(
+                    f"room.{'taken_over' if claimed == TAKEN else 'ended_here'}",
+                    code=literal(link.code),
+                )
+            )
+            label = "take_back" if claimed == TAKEN else "reopen"
             sidebar.button(
-                t("room.take_back"), key="_room.take_back", on_click=take_back, args=(link.code,)
+                t(f"room.{label}"), key="_room.take_back", on_click=take_back, args=(link.code,)
             )
             return
         snap = store.publish(link.code, view_now(page))
@@ -201,7 +198,6 @@ def presenter_controls(link: RoomLink, page: str, sidebar: DeltaGenerator, main:
     except ValueError:
         sidebar.warning(t("room.view_too_big"))
     state.write(SERVER_KEY, presenter.SERVER_ID)
-    drop_shown_version()  # kept from before the key was typed
     sidebar.success(t("room.presenting", code=literal(link.code)))
     with main:
         presenter_heartbeat(link.code)
@@ -222,7 +218,7 @@ def presenter_heartbeat(code: str) -> None:
             presenter.shared_store().get(code)  # raises while the room server is away
             server_back()
             st.rerun(scope="app")
-        if st.session_state.get(_CLAIMED) == code and not claim(code):
+        if st.session_state.get(_CLAIMED) == code and claim(code) != PRESENTS:
             st.rerun(scope="app")
     if not was_away and st.session_state.get(UNREACHABLE):
         st.rerun(scope="app")

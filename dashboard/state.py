@@ -37,6 +37,7 @@ from dashboard.bound import (
     container,
     controls_box,
     float_input,
+    moved_caption,
     slider_int,
     text,
     widget_key,
@@ -52,6 +53,8 @@ from dashboard.url_state import (
     finish_run,
     give_values,
     given_raw,
+    lock_controls,
+    locked,
     note_unknown_keys,
     notices,
     read,
@@ -82,6 +85,8 @@ __all__ = [
     "finish_run",
     "float_input",
     "give_values",
+    "lock_controls",
+    "locked",
     "multiselect",
     "note_unknown_keys",
     "notices",
@@ -103,21 +108,43 @@ __all__ = [
 ]
 
 
-def _prepare(key: str, default: Any, parse: Parser, valid: Callable[[Any], bool]) -> None:
-    """Seed our own widget's state of ``key`` from a room's value or the URL once; repair it
-    when no longer valid."""
+def _prepare(
+    key: str, default: Any, parse: Parser, nearest: Callable[[Any], Any], label: str, where
+) -> None:
+    """Seed our own widget's state of ``key`` from a room's value or the URL once; a kept
+    value the widget no longer offers (its options depend on another control) becomes
+    ``nearest(value)``, with a quiet caption (:func:`dashboard.bound.moved_caption`)."""
     raw = given_raw(key)
     if raw is not NOT_GIVEN:
         value = default if raw is None else check_raws(key, [raw], default, parse)
-        st.session_state[key] = value if valid(value) else default
+        st.session_state[key] = nearest(value)
         touch(key)
     elif key not in st.session_state:
-        value = read(key, default, parse)
-        st.session_state[key] = value if valid(value) else default
+        st.session_state[key] = nearest(read(key, default, parse))
     else:
         touch(key)
-        if not valid(st.session_state[key]):
-            st.session_state[key] = default
+        kept = st.session_state[key]
+        moved = nearest(kept)
+        if moved != kept:
+            st.session_state[key] = moved
+            moved_caption(container(where), label)(
+                ", ".join(map(str, moved)) if isinstance(moved, list) else moved
+            )
+
+
+def nearest_option(options: Sequence[Any], default: Any) -> Callable[[Any], Any]:
+    """The option nearest a value: itself when offered, else the nearest number of numeric
+    options (a choice whose options depend on another control), else ``default``."""
+    numeric = all(isinstance(o, int | float) and not isinstance(o, bool) for o in options)
+
+    def nearest(value: Any) -> Any:
+        if value in options:
+            return value
+        if numeric and isinstance(value, int | float) and not isinstance(value, bool):
+            return min(options, key=lambda o: (abs(o - value), o))
+        return default
+
+    return nearest
 
 
 def select(
@@ -214,12 +241,19 @@ def _choice_widget(
     key = widget_key(page, name)
     if default not in options:
         default = options[0]
-    _prepare(key, default, lambda raw: parse_choice(raw, options), lambda v: v in options)
+    nearest = nearest_option(options, default)
+    _prepare(key, default, lambda raw: parse_choice(raw, options), nearest, label, where)
     widget = getattr(container(where), kind)
     extra = {} if horizontal is None else {"horizontal": horizontal}
     shown = {serialise(o): str(format_func(o)) for o in options}  # labels fixed in this run
     value = widget(
-        label, options, key=key, format_func=lambda o: shown[serialise(o)], help=help, **extra
+        label,
+        options,
+        key=key,
+        format_func=lambda o: shown[serialise(o)],
+        help=help,
+        disabled=locked(key),
+        **extra,
     )
     write(key, value)
     return value
@@ -254,14 +288,14 @@ def multiselect(
     key = widget_key(page, name)
     default = [o for o in default if o in options][:max_selections]
 
-    def valid(value: Any) -> bool:
-        return (
-            isinstance(value, list)
-            and len(value) <= max_selections
-            and all(v in options for v in value)
-        )
+    def nearest(value: Any) -> list[Any]:
+        """The offered ones of a kept choice (options that depend on another control)."""
+        if not isinstance(value, list):
+            return default
+        return [v for v in value if v in options][:max_selections]
 
-    _prepare(key, default, lambda raw: parse_choice_list(raw, options, max_selections), valid)
+    parse = lambda raw: parse_choice_list(raw, options, max_selections)  # noqa: E731
+    _prepare(key, default, parse, nearest, label, where)
     shown = {serialise(o): str(format_func(o)) for o in options}
     value = container(where).multiselect(
         label,
@@ -270,6 +304,7 @@ def multiselect(
         format_func=lambda o: shown[serialise(o)],
         max_selections=max_selections,
         help=help,
+        disabled=locked(key),
         placeholder=t("common.placeholder_choose_many"),
     )
     write(key, list(value))

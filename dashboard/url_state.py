@@ -15,7 +15,7 @@ room's keys are read and written here:
   the query keys this run did not use (:func:`touch`), so the URL holds exactly the view;
 * :func:`give_values` is what a room sets for a follower: the presenter's values of a page,
   put into this run's widgets through ``st.session_state`` before they are drawn
-  (:func:`given_raw`);
+  (:func:`given_raw`); :func:`lock_controls` draws them disabled while the follower follows;
 * :func:`view_query` is the link of the view from this run's values (the copy-link box, a
   presenter's published view): the URL's own keys plus each bound widget's value when it is
   not its default (:func:`record_bound`), as Streamlit's binding writes the address bar;
@@ -47,6 +47,7 @@ _MEMORY = "_state.memory"
 _GIVEN = "_state.given"  # (page, {key: text}): a room's values for this run's widgets
 _PAGE = "_state.page"  # the page this run draws
 _BOUND = "_state.bound"  # {page: {key: URL text, None at the default}} of bound widgets
+_LOCKED = "_state.locked"  # the keys left free while this run's controls are locked
 APP_KEYS: frozenset[str] = frozenset({"lang", "device", "present"})
 """Query keys of the app itself (the language, the device, the presentation view): never
 reported as unknown, even on a run that does not draw them (the device box exists only with
@@ -82,6 +83,7 @@ def begin_run(page: str = "") -> None:
     st.session_state[_FIXING] = st.session_state.pop(_FIXES, {})
     st.session_state[_TOUCHED] = []
     st.session_state[_GIVEN] = None
+    st.session_state[_LOCKED] = None
     st.session_state[_PAGE] = page
 
 
@@ -220,7 +222,8 @@ def check_raws(
 
 
 def read(key: str, default: Any, parse: Parser, *, max_raw: int | None = MAX_RAW_LEN) -> Any:
-    """Return the validated URL value of ``key`` (default on absence or rejection).
+    """Return the validated URL value of ``key``, or the room's value of it for a follower
+    (:func:`give_values`); the default on absence or rejection.
 
     Args:
         key, default, parse, max_raw: as :func:`check_raws`.
@@ -229,7 +232,10 @@ def read(key: str, default: Any, parse: Parser, *, max_raw: int | None = MAX_RAW
         The parsed value, this session's remembered value, or ``default``.
     """
     touch(key)
-    raws = st.query_params.get_all(key)
+    given = given_raw(key)
+    if given is None:  # the presenter left it at its default
+        return default
+    raws = st.query_params.get_all(key) if given is NOT_GIVEN else [given]
     if not raws:
         return _memory().get(key, default)
     return check_raws(key, raws, default, parse, max_raw=max_raw)
@@ -247,6 +253,19 @@ def give_values(page: str, values: Mapping[str, str]) -> None:
         values: query values by key.
     """
     st.session_state[_GIVEN] = (page, dict(values))
+
+
+def lock_controls(free: frozenset[str]) -> None:
+    """Draw this run's controls disabled, all but those under the keys ``free`` (a follower's
+    own: the language, the presentation view). Call it before the page draws; the next run
+    starts unlocked (:func:`begin_run`)."""
+    st.session_state[_LOCKED] = frozenset(free)
+
+
+def locked(key: str) -> bool:
+    """Whether the control under ``key`` is drawn disabled this run (:func:`lock_controls`)."""
+    free = st.session_state.get(_LOCKED)
+    return free is not None and key not in free
 
 
 def given_raw(key: str) -> Any:

@@ -35,6 +35,7 @@ REASONS = (
     "repeated_key",
     "not_accepted",
     "snapped",
+    "moved_in_range",
     "room_code",
 )
 """The reason codes of :class:`RefusedValue`; each has the locale key

@@ -1,35 +1,42 @@
 """Run Attention Lab as several replicas behind a real load balancer, on one machine.
 
-Usage: ``python scripts/serve.py --replicas N --port P [--address A] [--logs DIR] [--no-warm]``
-
-Starts, each as its own process and stopped by its own pid:
+Usage: ``python scripts/serve.py --replicas N --port P [--address A] [--logs DIR] [--data DIR]
+[--no-warm]``. Starts, each as its own process and stopped by its own pid:
 
 1. ``redis-server`` on a free loopback port, where the rooms live (unless
-   ``ATTENTION_LAB_REDIS_URL`` names a Redis server already);
+   ``ATTENTION_LAB_REDIS_URL`` names a Redis server already), with an append-only file synced
+   every second in the data folder: ``--data``, by default ``attention-lab/rooms`` in the
+   user's state folder (``$XDG_STATE_HOME``, else ``~/.local/state``), the same wherever
+   serve.py starts and outside any checkout. A Redis killed and started again keeps its rooms
+   (all but at most the last second), as does a serve.py started again on the same folder;
+   one serve.py at a time holds a folder (a lock file in it), a second is refused in one line;
 2. N Streamlit replicas of ``dashboard/app.py`` on free loopback ports, with one cookie secret
-   (``ATTENTION_LAB_COOKIE_SECRET``, else one made now) and the machine's cores shared out
-   among them (each replica's CPU affinity, which its torch threads follow);
+   (``ATTENTION_LAB_COOKIE_SECRET``, else one made now), one presenter key
+   (``ATTENTION_LAB_PRESENTER_KEY``, else one made now and printed last) and the machine's
+   cores shared out among them (each replica's CPU affinity, which its torch threads follow);
 3. HAProxy on ``A:P`` with ``deploy/haproxy.cfg`` (cookie affinity, websockets passed through,
    health checks on ``/_stcore/health``), its server lines appended for the replicas.
 
-Before the balancer starts, every replica is warmed (``python -m scripts.warm``, its output in
-``warm.log``): each page opened once through the replica's own port, so that the models and
-the default views are loaded before the first learner arrives (``--no-warm`` skips it); what
-those pages start in the background (the Heads page's prefetch) goes on at the lowest
-priority while learners arrive. A page that fails to warm is said in one line on stderr, and
-the replicas serve anyway.
+It prints ``redis: redis://127.0.0.1:PORT/0 pid PID`` once Redis answers, then waits until each
+replica is healthy and warms it (``python -m scripts.warm``, output in ``warm.log``: every page
+opened once through the replica's own port; ``--no-warm`` skips it; a failure is one line on
+stderr and the replicas serve anyway), prints ``replica K: http://127.0.0.1:PORT pid PID`` per
+replica and then ``balancer: http://A:P``.
 
-Every replica gets the same presenter key (``ATTENTION_LAB_PRESENTER_KEY``, else one made now
-and printed last), so a presenter's key works whichever replica their tab reaches. It waits
-until every part is healthy, prints ``replica K: http://127.0.0.1:PORT pid PID`` per replica
-and then ``balancer: http://A:P``, reports a replica that exits (the others go on),
-and on Ctrl-C or SIGTERM stops every process it started. A missing ``redis-server`` or
-``haproxy`` is refused in one line with the ``apt-get install`` that fixes it.
+Then it looks after what it started: a replica or Redis that exits is said in one line and
+started again on the same port (the balancer's server lines and the replicas' Redis URL stay
+valid) after 1, 2, 4 … s, at most 30 (``scripts/supervise.py``), and its line is printed again
+with the new pid. A restarted replica is not warmed; the balancer's health check puts it back
+in rotation. A part restarted 5 times within 5 minutes is left down, in one line. When the
+balancer exits serve.py stops; on Ctrl-C or SIGTERM it stops every process it started,
+restarted ones included. A missing ``redis-server`` or ``haproxy`` is refused in one line with
+the ``apt-get install`` that fixes it.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import secrets
 import shutil
@@ -40,8 +47,11 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
+
+# scripts/supervise.py, beside this file: Python puts a script's own folder first on its path
+from supervise import POLL_S, Part, RestartPolicy, Watched, start_part, stop, watch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HAPROXY_CONFIG = REPO_ROOT / "deploy" / "haproxy.cfg"
@@ -51,12 +61,14 @@ SECRET_ENV = "ATTENTION_LAB_COOKIE_SECRET"
 KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
 KEY_BYTES = 12
 BIND_ENV = "ATTENTION_LAB_BIND"
+STATE_ENV = "XDG_STATE_HOME"
+DATA_SUBDIR = Path("attention-lab") / "rooms"
+AOF_NAME = "rooms.aof"
+LOCK_NAME = "serve.lock"
 LOOPBACK = "127.0.0.1"
 HEALTH_PATH = "/_stcore/health"
 START_TIMEOUT_S = 120.0
 WARM_TIMEOUT_S = 600.0
-POLL_S = 0.5
-STOP_TIMEOUT_S = 15.0
 SECRET_BYTES = 32
 DEFAULT_PORT = 8501
 DEFAULT_REPLICAS = 2
@@ -67,14 +79,11 @@ class ServeError(RuntimeError):
     """A part could not start; the message is the one line to print."""
 
 
-@dataclass
-class Part:
-    """One process this script started: its name, the process, its log and address."""
-
-    name: str
-    process: subprocess.Popen
-    log: Path
-    url: str = ""
+def default_data_dir() -> Path:
+    """Where Redis keeps the rooms unless ``--data`` says: the user's state folder
+    (``$XDG_STATE_HOME``, else ``~/.local/state``), then ``attention-lab/rooms``."""
+    state = os.environ.get(STATE_ENV) or Path.home() / ".local" / "state"
+    return Path(state) / DATA_SUBDIR
 
 
 def free_port() -> int:
@@ -94,6 +103,26 @@ def require(program: str) -> str:
     return found
 
 
+def claim_data(folder: Path) -> TextIO:
+    """Make ``folder`` and hold its lock while serve.py runs (until the returned file is
+    closed, or this process ends).
+
+    Raises:
+        ServeError: when another serve.py holds the folder, or it cannot be made.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = (folder / LOCK_NAME).open("a")
+    except OSError as err:
+        raise ServeError(f"cannot use {folder} for Redis's data: {err}") from err
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise ServeError(f"another serve.py uses {folder}; give this one --data DIR") from None
+    return handle
+
+
 def core_sets(replicas: int, cores: list[int]) -> list[set[int]]:
     """The cores each replica may run on: disjoint shares when there are enough cores, else
     one core each, taken in turn.
@@ -110,17 +139,19 @@ def core_sets(replicas: int, cores: list[int]) -> list[set[int]]:
     return [{cores[k % len(cores)]} for k in range(replicas)]
 
 
-def _start(name: str, cmd: list[str], logs: Path, **popen) -> Part:
-    log = logs / f"{name.replace(' ', '-')}.log"
-    with log.open("w") as handle:
-        process = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, **popen)
-    return Part(name, process, log)
-
-
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url + HEALTH_PATH, timeout=2) as response:
             return response.status == 200
+    except OSError:
+        return False
+
+
+def _redis_answers(port: int) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
     except OSError:
         return False
 
@@ -137,23 +168,16 @@ def wait_until(check, part: Part, what: str) -> None:
         time.sleep(POLL_S)
 
 
-def start_redis(logs: Path) -> tuple[Part, str]:
-    """``redis-server`` on a free loopback port, nothing written to disk; its URL."""
+def start_redis(program: str, logs: Path, data: Path) -> Part:
+    """``redis-server`` on a free loopback port, its append-only file in ``data`` (synced
+    every second, no snapshots), once it answers."""
     port = free_port()
-    cmd = [require("redis-server"), "--port", str(port), "--bind", LOOPBACK]
-    part = _start("redis", [*cmd, "--save", "", "--appendonly", "no"], logs)
+    cmd = [program, "--port", str(port), "--bind", LOOPBACK, "--save", ""]
+    cmd += ["--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(data.resolve())]
+    part = start_part("redis", [*cmd, "--appendfilename", AOF_NAME], logs)
     part.url = f"redis://{LOOPBACK}:{port}/0"
-
-    def answers() -> bool:
-        try:
-            with socket.create_connection((LOOPBACK, port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    wait_until(answers, part, "answering")
-    return part, part.url
+    wait_until(lambda: _redis_answers(port), part, "answering")
+    return part
 
 
 def start_replica(index: int, cores: set[int], env: dict, logs: Path) -> Part:
@@ -162,7 +186,7 @@ def start_replica(index: int, cores: set[int], env: dict, logs: Path) -> Part:
     cmd = [sys.executable, "-m", "streamlit", "run", APP, "--server.port", str(port)]
     cmd += ["--server.address", LOOPBACK, "--server.headless", "true"]
     cmd += ["--browser.gatherUsageStats", "false"]
-    part = _start(
+    part = start_part(
         f"replica {index}",
         cmd,
         logs,
@@ -179,7 +203,7 @@ def warm(replicas: list[Part], logs: Path) -> None:
     its own process, stopped by its pid if it runs over :data:`WARM_TIMEOUT_S` or serve.py is
     stopped meanwhile); a failure is one line on stderr, and serving goes on."""
     cmd = [sys.executable, "-m", "scripts.warm", *(part.url for part in replicas)]
-    part = _start("warm", cmd, logs, cwd=REPO_ROOT)
+    part = start_part("warm", cmd, logs, cwd=REPO_ROOT)
     try:
         code = part.process.wait(timeout=WARM_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -207,74 +231,61 @@ def start_balancer(replicas: list[Part], address: str, port: int, logs: Path) ->
     program = require("haproxy")
     config = balancer_config(replicas, logs)
     env = {**os.environ, BIND_ENV: f"{address}:{port}"}
-    part = _start("balancer", [program, "-db", "-f", str(config)], logs, env=env)
+    part = start_part("balancer", [program, "-db", "-f", str(config)], logs, env=env)
     host = LOOPBACK if address in ("0.0.0.0", "") else address
     part.url = f"http://{host}:{port}"
     return part
-
-
-def stop(parts: list[Part]) -> None:
-    """SIGTERM each started process by its own pid, then SIGKILL what is left."""
-    for part in parts:
-        if part.process.poll() is None:
-            os.kill(part.process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for part in parts:
-        try:
-            part.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.kill(part.process.pid, signal.SIGKILL)
-            part.process.wait()
 
 
 def _stop_on_signal(signum, _frame) -> None:
     raise KeyboardInterrupt(signum)
 
 
-def watch(replicas: list[Part], balancer: Part) -> None:
-    """Report each replica that exits (once); return when the balancer exits."""
-    reported: set[str] = set()
-    while balancer.process.poll() is None:
-        for part in replicas:
-            code = part.process.poll()
-            if code is not None and part.name not in reported:
-                reported.add(part.name)
-                print(f"{part.name} exited with code {code}; the others go on", flush=True)
-        time.sleep(POLL_S)
-    print(f"balancer exited with code {balancer.process.returncode}", flush=True)
+def start_replicas(count: int, redis_url: str, key: str, logs: Path) -> list[Part]:
+    """``count`` replicas with one environment: the Redis URL, one cookie secret and the
+    presenter ``key`` (whichever replica a tab reaches), the cores shared out."""
+    secret = os.environ.get(SECRET_ENV) or secrets.token_hex(SECRET_BYTES)
+    env = {**os.environ, REDIS_ENV: redis_url, "STREAMLIT_SERVER_COOKIE_SECRET": secret}
+    env[KEY_ENV] = key
+    cores = core_sets(count, sorted(os.sched_getaffinity(0)))
+    return [start_replica(k, cores[k - 1], env, logs) for k in range(1, count + 1)]
 
 
 def serve(args: argparse.Namespace, logs: Path) -> None:
-    """Start every part, print where they are, and watch them until told to stop."""
+    """Start every part, print where they are, and look after them until told to stop."""
     parts: list[Part] = []
+    lock = None
     try:
         redis_url = os.environ.get(REDIS_ENV, "")
         if not redis_url:
-            redis, redis_url = start_redis(logs)
+            program = require("redis-server")
+            lock = claim_data(args.data)
+            redis = start_redis(program, logs, args.data)
             parts.append(redis)
+            print(redis.line(), flush=True)
+            redis_url = redis.url
         require("haproxy")  # refused before any replica starts
-        secret = os.environ.get(SECRET_ENV) or secrets.token_hex(SECRET_BYTES)
         key = os.environ.get(KEY_ENV) or secrets.token_urlsafe(KEY_BYTES)
-        env = {**os.environ, REDIS_ENV: redis_url, "STREAMLIT_SERVER_COOKIE_SECRET": secret}
-        env[KEY_ENV] = key  # one presenter key for the room, whichever replica a tab reaches
-        cores = core_sets(args.replicas, sorted(os.sched_getaffinity(0)))
-        replicas = [start_replica(k, cores[k - 1], env, logs) for k in range(1, args.replicas + 1)]
+        replicas = start_replicas(args.replicas, redis_url, key, logs)
         parts += replicas
         for part in replicas:
             wait_until(lambda p=part: _healthy(p.url), part, "healthy")
         if args.warm:
             warm(replicas, logs)
         for part in replicas:
-            print(f"{part.name}: {part.url} pid {part.process.pid}", flush=True)
+            print(part.line(), flush=True)
         balancer = start_balancer(replicas, args.address, args.port, logs)
+        watched = [Watched(part) for part in parts]  # Redis (ours) and the replicas
         parts.append(balancer)
         wait_until(lambda: _healthy(balancer.url), balancer, "healthy")
         print(f"balancer: http://{args.address}:{args.port}", flush=True)
         if not os.environ.get(KEY_ENV):
             print(f"presenter key: {key} (set {KEY_ENV} to choose your own)", flush=True)
-        watch(replicas, balancer)
+        watch(watched, balancer, RestartPolicy())
     finally:
         stop(parts)
+        if lock is not None:
+            lock.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,6 +299,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the balancer's port")
     parser.add_argument("--address", default=LOOPBACK, help="the balancer's address")
     parser.add_argument("--logs", type=Path, default=None, help="keep each part's log here")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=default_data_dir(),
+        help="Redis's append-only file, where the rooms outlive a restart "
+        "(default: %(default)s, from $XDG_STATE_HOME or ~/.local/state)",
+    )
     parser.add_argument(
         "--no-warm",
         dest="warm",

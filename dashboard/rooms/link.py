@@ -2,16 +2,10 @@
 
 A learner opens the usual link plus ``room=CODE`` (checked by
 :func:`dashboard.rooms.codes.parse_room_code`). A follower's link also carries
-``room.follow`` (whether "Follow the presenter" is on) and ``room.server``, the id of the
-server whose room it followed (:func:`parse_marker`): after a restart, or on another replica,
-the page says the room has ended instead of waiting for it. A presenter's view leaves these
-keys out (:func:`shared_params`): they belong to each learner's own link.
-
-A follower's link also carries ``room.view``, the version of the presenter's view its last
-run showed (:func:`parse_view_version`). The browser sends it back with every request, so a
-request sent before the browser had that view (a poll of the page's timer that crossed the
-run sending the follower on) is told from a learner's own move
-(:mod:`dashboard.room_follow`).
+``room.follow`` (whether the learner follows the presenter or explores on their own) and
+``room.server``, the id of the server whose room it followed (:func:`parse_marker`): when the
+room is not there, the page says it has ended instead of waiting for it. A presenter's view
+leaves these keys out (:func:`shared_params`): they belong to each learner's own link.
 """
 
 from __future__ import annotations
@@ -23,9 +17,7 @@ from dataclasses import dataclass
 ROOM_KEY = "room"
 FOLLOW_KEY = "room.follow"
 SERVER_KEY = "room.server"
-VIEW_KEY = "room.view"
 _MARKER = re.compile(r"[0-9a-f]{1,16}")
-_VERSION = re.compile(r"[0-9]{1,12}")
 
 
 @dataclass(frozen=True)
@@ -35,13 +27,10 @@ class RoomLink:
     Attributes:
         code: the room's code, ``""`` when the link names none (or a bad one).
         marker: the server id a follower's link carries (``""`` before it followed).
-        shown: the version of the presenter's view that the request's link says its tab
-            shows (``None`` when it says none).
     """
 
     code: str
     marker: str
-    shown: int | None = None
 
 
 def parse_marker(raw: str) -> str:
@@ -53,17 +42,6 @@ def parse_marker(raw: str) -> str:
     if not _MARKER.fullmatch(raw):
         raise ValueError(f"server id {raw!r}")
     return raw
-
-
-def parse_view_version(raw: str) -> int:
-    """The version of a presenter's view from the URL (a decimal of at most 12 digits).
-
-    Raises:
-        ValueError: naming the value, for anything else.
-    """
-    if not _VERSION.fullmatch(raw):
-        raise ValueError(f"view version {raw!r}")
-    return int(raw)
 
 
 def shared_params(query: Mapping[str, str], *, own_keys: Collection[str]) -> dict[str, str]:

@@ -4,7 +4,8 @@ These belong to the process, like the threads of :mod:`dashboard.runtime`: made 
 use, behind a lock, kept until the process ends. The store keeps the rooms in this process
 (:class:`RoomStore`), or, when :data:`REDIS_ENV` or the secret ``redis_url`` names a Redis,
 there (:class:`~dashboard.rooms.redis_store.RedisRoomStore`), shared by every replica: then
-a change made on another replica wakes this one's followers (:mod:`dashboard.rooms.push`).
+a change made on another replica wakes this one's followers (:mod:`dashboard.rooms.push`),
+and so does the room server's return after an outage.
 
 The presenter key comes from the environment variable :data:`KEY_ENV`, else Streamlit's
 secrets (``presenter_key``, which is how Community Cloud sets it), else it is made once
@@ -139,10 +140,11 @@ def new_store(url: str | None) -> RoomStore | RedisRoomStore:
     """
     if url is None:
         return RoomStore()
+    from dashboard.rooms import push
     from dashboard.rooms.redis_store import RedisRoomStore
 
     store = RedisRoomStore(url)
-    store.subscribe(_wake_followers)
+    store.subscribe(_wake_followers, on_back=push.wake_all)
     return store
 
 

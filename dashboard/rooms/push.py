@@ -1,12 +1,14 @@
 """Wake a room's followers the moment the presenter's view changes.
 
-A follower's page polls the room every :data:`dashboard.room_follow.POLL_S` seconds; on
-its own that puts up to one poll interval between the presenter's move and the follower's
-rerun. Each following session registers here (its Streamlit session id); when the
-presenter's run publishes a new view, :func:`wake` asks each registered session for a rerun
-at once, the way Streamlit's own "run on save" does (``AppSession.request_rerun`` with the
-session's last client state, scheduled on the server's event loop). The follower's run then
-sends it on to the presenter's view before it draws anything.
+Streamlit has no public way to rerun another session, so this module holds the room's two
+uses of its internals. A follower's page polls the room every
+:data:`dashboard.room_follow.POLL_S` seconds; on its own that puts up to one poll interval
+between the presenter's move and the follower's rerun. Each following session registers
+here (its Streamlit session id); when the presenter's run publishes a new view, :func:`wake`
+asks each registered session for a rerun at once, the way Streamlit's own "run on save" does
+(``AppSession.request_rerun`` with the session's last client state, scheduled on the
+server's event loop). The follower's run then applies the presenter's view before it draws
+anything; :func:`wake_all` wakes every follower when the room server is back.
 
 The wake-up's client state carries no cached-message hashes (:func:`wake_state`). The
 browser lists the large messages it has cached with each rerun it asks for, and the server
@@ -39,7 +41,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from urllib.parse import urlencode
 
 WAKE_DELAY_S = 0.05
 """Followers rerun this long after the presenter's run woke them: thirty reruns at once
@@ -64,7 +65,6 @@ class FollowerRegistry:
     def __init__(self, max_followers: int = MAX_FOLLOWERS):
         self.max_followers = max_followers
         self._rooms: dict[str, dict[str, None]] = {}
-        self._queries: dict[str, str] = {}  # session id -> the query its last run left
         self._lock = threading.Lock()
 
     def register(self, code: str, session_id: str) -> None:
@@ -80,18 +80,11 @@ class FollowerRegistry:
         """``session_id`` no longer follows room ``code``."""
         with self._lock:
             self._rooms.get(code, {}).pop(session_id, None)
-            self._queries.pop(session_id, None)
 
-    def remember_query(self, session_id: str, query: str) -> None:
-        """Note the query string a follower's run left in its URL (what the server last
-        told its browser), for the rerun a wake-up asks for (:func:`wake_state`)."""
+    def codes(self) -> list[str]:
+        """The rooms that have followers here."""
         with self._lock:
-            self._queries[session_id] = query
-
-    def last_query(self, session_id: str) -> str | None:
-        """The query string :meth:`remember_query` noted for ``session_id``, or ``None``."""
-        with self._lock:
-            return self._queries.get(session_id)
+            return [code for code, followers in self._rooms.items() if followers]
 
     def followers(self, code: str) -> list[str]:
         """The session ids following room ``code``, oldest first."""
@@ -155,33 +148,18 @@ def send_whole_messages() -> bool:
     return True
 
 
-def wake_state(client_state, query: str | None = None):
+def wake_state(client_state):
     """A copy of a session's last ``ClientState`` (its query, page and widget values) for a
     rerun the server asks for, without the cached-message hashes that the browser may have
-    dropped since it sent them (see the module docstring), and with ``query`` (the query
-    string the follower's last run left, :meth:`FollowerRegistry.remember_query`) in place
-    of the one its browser last sent: a bound widget takes a changed URL value as new, and
-    the browser's query can be older than the view the room has given it since (it told
-    the learner they had moved)."""
+    dropped since it sent them (see the module docstring). The rest stays as the browser
+    sent it: a follower's run gives its controls the room's values whatever the request
+    carried (:mod:`dashboard.room_follow`)."""
     from streamlit.proto.ClientState_pb2 import ClientState
 
     state = ClientState()
     state.CopyFrom(client_state)
     state.ClearField("cached_message_hashes")
-    if query is not None:
-        state.query_string = query
     return state
-
-
-def remember_this_query() -> None:
-    """Note the query string this run leaves in the follower's URL (``st.query_params``, the
-    server's own record of it) for its next wake-up (:func:`wake_state`)."""
-    import streamlit as st
-
-    session_id = this_session()
-    if session_id:
-        pairs = [(key, value) for key in st.query_params for value in st.query_params.get_all(key)]
-        _REGISTRY.remember_query(session_id, urlencode(pairs))
 
 
 def streamlit_waker(session_id: str, delay_s: float = 0.0) -> bool:
@@ -201,9 +179,7 @@ def streamlit_waker(session_id: str, delay_s: float = 0.0) -> bool:
         loop.call_soon_threadsafe(
             loop.call_later,
             delay_s,
-            lambda: session.request_rerun(
-                wake_state(session._client_state, _REGISTRY.last_query(session_id))
-            ),
+            lambda: session.request_rerun(wake_state(session._client_state)),
         )
         return True
     except Exception as err:  # noqa: BLE001 - any change of Streamlit's internals: poll instead
@@ -211,6 +187,16 @@ def streamlit_waker(session_id: str, delay_s: float = 0.0) -> bool:
             _warned.set()
             _LOG.warning("rooms: cannot wake followers (%s); they follow by polling", err)
         return False
+
+
+def wake_all(waker: Waker = streamlit_waker) -> int:
+    """Wake every follower of every room (the room server is back after an outage: each
+    follower's run reads its room again).
+
+    Returns:
+        How many sessions were asked for a rerun.
+    """
+    return sum(_REGISTRY.wake(code, waker) for code in _REGISTRY.codes())
 
 
 def wake(code: str, waker: Waker = streamlit_waker) -> int:

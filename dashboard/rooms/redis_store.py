@@ -15,7 +15,8 @@ daemon thread, and followers still poll the version when a message is lost.
 When Redis cannot be reached every call raises :class:`RoomServerUnreachable` within
 :data:`SOCKET_TIMEOUT_S` (a broken connection is retried once, at once), and for
 :data:`RETRY_AFTER_S` after a failure without trying again; a Redis that restarted has
-forgotten its rooms, which read as ended.
+forgotten its rooms unless it keeps them on disk (``scripts/serve.py`` runs it with an
+append-only file); a forgotten room reads as ended.
 """
 
 from __future__ import annotations
@@ -133,6 +134,7 @@ class RedisRoomStore:
         }
         self._down_until = 0.0
         self._listeners: list[Listener] = []
+        self._on_back: list[Callable[[], None]] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -285,9 +287,11 @@ class RedisRoomStore:
         """
         return self._snapshot(code, *self._call("clear_question", code))
 
-    def subscribe(self, listener: Listener) -> None:
+    def subscribe(self, listener: Listener, *, on_back: Callable[[], None] | None = None) -> None:
         """Call ``listener(code, version)`` whenever another store (another replica) changes
         a room's view or question; this store's own changes are its caller's to announce.
+        ``on_back()`` is called each time the subscriber reaches Redis again after an outage
+        (what changed meanwhile sent no message: its caller reads the rooms again).
 
         One daemon thread per store listens on every room's channel; it calls the listeners
         in turn (an exception is logged and the next called), and while Redis cannot be
@@ -295,6 +299,8 @@ class RedisRoomStore:
         """
         with self._lock:
             self._listeners.append(listener)
+            if on_back is not None:
+                self._on_back.append(on_back)
             if self._thread is None:
                 self._stop.clear()
                 self._thread = threading.Thread(
@@ -321,9 +327,18 @@ class RedisRoomStore:
             if down:
                 _LOG.warning("rooms: the room server is back; followers are woken again")
                 down = False
+                self._back()
             if message is not None:
                 self._deliver(message["channel"], message["data"])
         _closed(pubsub)
+
+    def _back(self) -> None:
+        """Call each ``on_back`` listener (an exception is logged and the next called)."""
+        for on_back in list(self._on_back):
+            try:
+                on_back()
+            except Exception:  # noqa: BLE001 - one listener's failure must not stop the rest
+                _LOG.exception("rooms: a listener of the room server's return failed")
 
     def _deliver(self, channel: str, data: str) -> None:
         """Hand one message (``"<version> <origin>"`` on ``room:<code>``) to the listeners,

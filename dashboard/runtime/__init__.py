@@ -13,9 +13,6 @@ the whole room at once. Each has one owner here:
 * :mod:`~dashboard.runtime.memory` — the one C library lookup: the allocator's mmap threshold,
   trims of the C heaps (now, or after a run in the background), the resident size, and
   Python's start-up objects frozen out of the collections.
-* :mod:`~dashboard.runtime.delivery` — how a run's messages reach Streamlit's event loop: one
-  wake-up of the loop per burst of messages, not one per message (thirty followers' reruns
-  otherwise spent most of their time waiting for the GIL after each hand-off).
 * :mod:`~dashboard.runtime.startup` — what ``dashboard/app.py`` does around each page: which
   pages import torch early and which late, and the once-per-process work after the first page.
 

@@ -20,7 +20,7 @@ torch thread, and the C heaps' free pages go back to the system.
 
 from __future__ import annotations
 
-from dashboard.runtime import delivery, memory, threads
+from dashboard.runtime import memory, threads
 
 # Pages (file stems in :data:`dashboard.views.PAGES`) that draw their torch-free charts first
 # and import torch themselves afterwards.
@@ -41,17 +41,13 @@ def preloads_torch(page: str) -> bool:
 
 
 def before_page(page: str) -> None:
-    """At the start of every run: hand messages to the event loop once per burst when
-    ``ATTENTION_LAB_COALESCE=1`` says so (installed once per process,
-    :func:`dashboard.runtime.delivery.install`; off by default), pin the allocator's
-    threshold once the process is large (:func:`dashboard.runtime.memory.pin_when_large`),
-    keep torch's profiler quiet, and start the torch thread unless ``page`` imports torch
-    late (:func:`preloads_torch`).
+    """At the start of every run: pin the allocator's threshold once the process is large
+    (:func:`dashboard.runtime.memory.pin_when_large`), keep torch's profiler quiet, and
+    start the torch thread unless ``page`` imports torch late (:func:`preloads_torch`).
 
     Args:
         page: the page's name (a file stem of :data:`dashboard.views.PAGES`).
     """
-    delivery.install()
     memory.pin_when_large()
     threads.quiet_profiler()
     if preloads_torch(page):

@@ -134,8 +134,17 @@ def decoder_controls(page: str) -> DecoderConfig:
         page, "steps", t("decoder.ctl_steps"), 0, data.DECODER_MAX_STEPS, DEFAULT_STEPS
     )
     left, right = state.controls_box().columns(2)
-    left.button(t("decoder.ctl_next"), key=f"{page}.next", on_click=_move_steps, args=(1,))
-    right.button(t("decoder.ctl_reset"), key=f"{page}.reset", on_click=_move_steps, args=(-1,))
+    locked = state.locked(f"{page}.steps")  # a follower's: the room moves the steps
+    left.button(
+        t("decoder.ctl_next"), key=f"{page}.next", on_click=_move_steps, args=(1,), disabled=locked
+    )
+    right.button(
+        t("decoder.ctl_reset"),
+        key=f"{page}.reset",
+        on_click=_move_steps,
+        args=(-1,),
+        disabled=locked,
+    )
     play = state.checkbox(
         page, "play", t("decoder.ctl_play"), False, help=t("decoder.ctl_play_help")
     )

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE = REPO / "scripts" / "serve.py"
+REDIS_LINE = re.compile(r"^redis: redis://127\.0\.0\.1:\d+/0 pid \d+$")
 REPLICA_LINE = re.compile(r"^replica (\d): http://127\.0\.0\.1:(\d+) pid (\d+)$")
 START_S = 180
 COOKIE = "LABREPLICA"
@@ -51,7 +52,8 @@ def stack(logs):
         pytest.skip("redis-server and haproxy are installed by scripts/test.sh")
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(SERVE), "--replicas", "2", "--port", str(port), "--logs", str(logs)],
+        [sys.executable, str(SERVE), "--replicas", "2", "--port", str(port), "--logs", str(logs)]
+        + ["--data", str(logs / "data")],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -59,8 +61,9 @@ def stack(logs):
     )
     deadline = time.monotonic() + START_S
     try:
-        lines = [_read_line(process, deadline) for _ in range(4)]
-        yield process, port, lines
+        lines = [_read_line(process, deadline) for _ in range(5)]
+        assert REDIS_LINE.match(lines[0]), lines  # Redis first, then the lines below
+        yield process, port, lines[1:]
     finally:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)

@@ -577,8 +577,10 @@ def test_a_follower_in_chinese_follows_the_presenter_and_keeps_their_language():
     assert learner.query_params["scaling.d_ks"] == "64,256"
     assert learner.query_params["lang"] == "zh" and learner.query_params["room"] == code
     assert learner.text_input(key="scaling.d_ks").value == "64,256"
-    assert learner.toggle(key="room.follow").label == "跟随主持人"
-    assert "正在跟随" in all_text(learner) and key not in all_text(learner)
+    assert learner.text_input(key="scaling.d_ks").disabled  # locked while following
+    assert learner.radio(key="lang").disabled is False  # their language stays theirs
+    assert learner.button(key="_room.explore").label == "自己探索"
+    assert "🔒 你正在跟随主持人" in all_text(learner) and key not in all_text(learner)
     assert code in learner.code[-1].value  # the copy-link box keeps the room
 
     host.slider(key="scaling.seq_len").set_value(20).run()  # the presenter moves a slider
@@ -613,45 +615,58 @@ def test_a_wrong_key_is_refused_and_drives_nothing():
     assert all("not-the-key" not in v for v in at.query_params.values())
 
 
-def test_a_learner_who_moves_stops_following_and_turning_it_on_jumps_back():
+@pytest.mark.parametrize(
+    ("lang", "locked_line", "exploring"),
+    [
+        ("en", "You follow the presenter", "You explore on your own"),
+        ("zh", "你正在跟随主持人", "你正在自己探索"),
+    ],
+)
+def test_a_follower_is_locked_explores_on_their_own_and_follows_again(lang, locked_line, exploring):
+    """The follow rule's states: following (controls locked, one line says so; a value
+    a request carries, such as an old link, changes nothing and following stays on), exploring (the
+    controls unlock and keep the view; the presenter's moves leave it), following again
+    (that run shows the presenter's view, locked again)."""
     code = new_code()
     host = presenting(code, "scaling", **{"scaling.seq_len": "12"})
-    learner = open_app(None, room=code)  # AppTest's switch_page would pin its later runs
+    learner = open_app(None, room=code, lang=lang)
+    slider = learner.slider(key="scaling.seq_len")
+    assert slider.value == 12 and slider.disabled
+    assert locked_line in all_text(learner) and exploring not in all_text(learner)
+    learner.query_params["scaling.seq_len"] = "30"  # a request with an older link
+    learner.run()
     assert learner.slider(key="scaling.seq_len").value == 12
-    learner.slider(key="scaling.seq_len").set_value(30).run()
-    assert learner.toggle(key="room.follow").value is False
-    assert "following is off" in all_text(learner)
+    assert learner.query_params["room.follow"] == "true"
+
+    learner.button(key="_room.explore").click().run()
+    slider = learner.slider(key="scaling.seq_len")
+    assert not slider.disabled and slider.value == 12  # their view is kept
+    assert exploring in all_text(learner) and locked_line not in all_text(learner)
+    assert learner.query_params["room.follow"] == "false"
+    slider.set_value(30).run()
     host.slider(key="scaling.seq_len").set_value(14).run()
     learner.run()
     assert learner.slider(key="scaling.seq_len").value == 30  # stays on their own view
-    learner.toggle(key="room.follow").set_value(True).run()
-    assert learner.slider(key="scaling.seq_len").value == 14
+
+    learner.button(key="_room.follow_again").click().run()
+    slider = learner.slider(key="scaling.seq_len")
+    assert slider.value == 14 and slider.disabled
     assert learner.query_params["room.follow"] == "true"
 
 
-def test_a_follower_left_on_another_page_by_cut_short_switches_keeps_following():
-    """Switches cut short :data:`~dashboard.room_follow.MAX_TRIES` times (polls of the page
-    before overtaking them, as CI's load once did) leave the follower on another page with
-    the view counted as shown. Its next full run is no move of the learner's: before, it
-    turned following off (test_room_cache: a follower stuck on an old page, following off);
-    now it keeps following and the poll sends it on to the presenter's page."""
-    from dashboard import room_follow
-
+def test_a_follower_on_another_page_is_taken_to_the_presenter_s_page():
+    """Every run of a follower applies the room's view first: a presenter on another page
+    takes the follower there, with the presenter's values."""
     code = new_code()
     presenting(code, "scaling")
     learner = open_app(None, room=code)  # following, on Scaling
-    assert learner.toggle(key="room.follow").value is True
-    presenting(code, "multihead")  # the presenter (a newer tab) moves to Multi-head
-    snap = presenter.shared_store().get(code)
-    assert snap.view.page == "multihead"
-    # what jump() leaves after MAX_TRIES switches were cut short on Scaling
-    learner.session_state[room_follow._APPLIED] = (snap.version, snap.view)
-    learner.session_state[room_follow._GAVE_UP] = True
+    assert learner.slider(key="scaling.seq_len").disabled
+    newer = presenting(code, "multihead")  # a newer tab, on Multi-head
+    newer.slider(key="multihead.gallery_seed").set_value(7).run()
     learner.run()
     assert not learner.exception
-    assert learner.toggle(key="room.follow").value is True
-    assert "following is off" not in all_text(learner)
-    assert learner.session_state[room_follow._APPLIED] == (snap.version, snap.view)
+    assert learner.slider(key="multihead.gallery_seed").value == 7
+    assert learner.slider(key="multihead.gallery_seed").disabled
 
 
 def test_a_question_answered_by_three_followers_is_tallied_and_revealed():
@@ -803,10 +818,11 @@ def test_followers_read_that_the_presenter_is_away_and_then_back(lang, away, bac
 def test_a_room_in_redis_says_when_its_server_is_away_and_resumes_when_back(
     tmp_path, monkeypatch, lang
 ):
-    """Issue 30: Redis stopped under a room: the presenter's and the follower's pages keep
-    working on their own views and say in one line that the room server cannot be reached;
-    Redis started again (empty): the follower reads that the room has ended, the presenter's
-    next run opens it again."""
+    """Redis stopped under a room: the presenter's and the follower's pages keep working
+    (the follower on the last view) and say in one line that the room server cannot be
+    reached; Redis started again empty (an external Redis that lost its data): every tab
+    says the room has ended and none says it follows; the presenter opens it again with one
+    click and the follower follows again."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
     server = RedisServer(tmp_path)
@@ -821,21 +837,30 @@ def test_a_room_in_redis_says_when_its_server_is_away_and_resumes_when_back(
         assert not learner.exception and unreachable not in all_text(learner)
         server.stop()
         time.sleep(0.3)
-        learner.slider(key="scaling.seq_len").set_value(20).run()  # the page goes on
+        learner.run()  # the page goes on, on the last view, still locked
         assert not learner.exception, learner.exception
         assert all_text(learner).count(unreachable) == 1
-        assert learner.slider(key="scaling.seq_len").value == 20
+        assert learner.slider(key="scaling.seq_len").disabled
         host.slider(key="scaling.seq_len").set_value(24).run()
         assert not host.exception, host.exception
         assert unreachable in all_text(host)
-        server.start()  # the same port, an empty Redis
+        server.start()  # the same port, an empty Redis: the room is gone
         time.sleep(1.2)  # the store asks again after its pause
         learner.run()
-        assert not learner.exception and unreachable not in all_text(learner)
-        assert i18n.t_in(lang, "room.ended", code=literal(code)) in all_text(learner)
+        text = all_text(learner)
+        assert not learner.exception and unreachable not in text
+        assert i18n.t_in(lang, "room.ended", code=literal(code)) in text
+        assert i18n.t_in(lang, "room.following", code=literal(code)) not in text
+        assert i18n.t_in(lang, "room.locked_line") not in text
+        assert not learner.slider(key="scaling.seq_len").disabled
         host.run()
-        assert not host.exception and unreachable not in all_text(host)
-        assert presenter.shared_store().get(code) is not None  # published again
+        ended_here = i18n.t_in(lang, "room.ended_here", code=literal(code))
+        assert not host.exception and ended_here in all_text(host)
+        assert presenter.shared_store().get(code) is None  # not opened again behind anyone's back
+        host.button(key="_room.take_back").click().run()  # "Open the room again"
+        assert presenter.shared_store().get(code) is not None
+        learner.run()
+        assert learner.slider(key="scaling.seq_len").value == 24  # following again
     finally:
         presenter.shared_store().close()
         server.stop()

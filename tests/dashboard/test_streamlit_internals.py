@@ -16,21 +16,10 @@ from streamlit.runtime.runtime import Runtime
 from streamlit.runtime.session_manager import ActiveSessionInfo, SessionManager
 
 from dashboard.rooms import push
-from dashboard.runtime import delivery
 
 
 def _parameters(function) -> list[str]:
     return list(inspect.signature(function).parameters)
-
-
-def test_the_hand_off_delivery_replaces_takes_one_callback_for_the_event_loop():
-    """``runtime/delivery.py`` (with ``ATTENTION_LAB_COALESCE=1``) swaps
-    ``AppSession._call_soon_on_event_loop(self, callback)`` for its coalescing copy, which
-    must take the same arguments and end in the session's ``_event_loop``."""
-    assert _parameters(AppSession._call_soon_on_event_loop) == ["self", "callback"]
-    assert len(_parameters(delivery.coalesced_call_soon)) == 2  # (session, callback)
-    source = inspect.getsource(AppSession._call_soon_on_event_loop)
-    assert "self._event_loop.call_soon_threadsafe(callback)" in source
 
 
 def test_the_wake_up_reaches_a_session_as_push_expects():
@@ -65,29 +54,6 @@ def test_a_wake_up_sends_no_cached_message_hashes_and_keeps_the_rest():
     assert state.page_script_hash == "abc123"
     assert state.widget_states == last.widget_states
     assert "cached_message_hashes=frozenset(client_state.cached_message_hashes)" in (
-        inspect.getsource(AppSession.request_rerun)
-    )
-
-
-def test_a_wake_up_carries_the_query_the_followers_last_run_left():
-    """A follower's browser query can be older than the view the room gave it since (its
-    last request crossed the run that moved it on); Streamlit takes a bound widget's changed
-    URL value as new (``query_string`` of ``AppSession.request_rerun``), so a wake-up with
-    the browser's query moved the slider back and the follower counted as having moved.
-    The wake-up carries the query the follower's last run left, noted per session."""
-    from streamlit.proto.ClientState_pb2 import ClientState
-
-    registry = push.FollowerRegistry()
-    registry.register("r1", "s1")
-    registry.remember_query("s1", "room=r1&scaling.seq_len=12")
-    last = ClientState()
-    last.query_string = "room=r1&scaling.seq_len=11"
-    state = push.wake_state(last, registry.last_query("s1"))
-    assert state.query_string == "room=r1&scaling.seq_len=12"
-    assert push.wake_state(last, registry.last_query("s2")).query_string == last.query_string
-    registry.forget("r1", "s1")
-    assert registry.last_query("s1") is None
-    assert "query_string = sanitize_query_string(client_state.query_string)" in (
         inspect.getsource(AppSession.request_rerun)
     )
 

@@ -146,7 +146,7 @@ def _float_widgets_app():
     state.render_notices()
 
 
-def test_float_input_reads_the_url_for_both_widgets_and_rejects_out_of_range():
+def test_float_input_reads_the_url_for_both_widgets_and_moves_out_of_range_to_the_nearest():
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_function(_float_widgets_app)
@@ -154,10 +154,12 @@ def test_float_input_reads_the_url_for_both_widgets_and_rejects_out_of_range():
     at.query_params["t.typed"] = "1.5"
     at.run()
     assert not at.exception
-    assert at.slider(key="t.slide").value == 0.5
+    slider = at.slider(key="t.slide")
+    assert slider.value == slider.max == 1.0  # 7 is outside 0..1: the nearest allowed value
     assert at.number_input(key="t.typed").value == 1.5
     assert len(at.warning) == 1 and "` t.slide `" in at.warning[0].value
-    assert url_value(at.query_params, "t.slide", "0.5") in ("0.5", ["0.5"])
+    assert "nearest allowed value, 1.0" in at.warning[0].value
+    assert url_value(at.query_params, "t.slide", "1.0") in ("1.0", ["1.0"])
     assert at.query_params["t.typed"] in ("1.5", ["1.5"])
 
 
@@ -254,7 +256,11 @@ def test_long_linked_sentence_is_cut_with_a_note_in_chinese():
 @pytest.mark.parametrize(
     ("params", "english", "chinese"),
     [
-        ({"playground.seq_len": "2000"}, "allowed range 4 to 1024", "超出允许范围 4 到 1024"),
+        (
+            {"playground.seq_len": "2000"},
+            "allowed range 4 to 1024 here, so the nearest allowed value, 1024",
+            "超出此处允许的范围 4 到 1024，所以改用最近的允许值 1024",
+        ),
         ({"playground.seq_len": "abc"}, "not a whole number", "不是整数"),
         ({"playground.seq_len": "9" * 300}, "longer than 200 characters", "超过 200 个字符"),
         ({"playground.seed": ["1", "2"]}, "given more than once", "出现了不止一次"),

@@ -106,7 +106,9 @@ def grid_pick_controls(chart, chosen: tuple[int, int], shape: tuple[int, int]) -
         chart,
         theme=None,
         key=key,
-        on_select=functools.partial(pick_head, key, *shape),
+        on_select="ignore"
+        if state.locked(f"{PAGE}.layer")
+        else functools.partial(pick_head, key, *shape),
         selection_mode=PICK,
     )
 

@@ -158,9 +158,12 @@ def train_controls() -> bool:
         True when training is asked for: pressed now, or the link's flag (then kept there).
     """
     buttons = st.columns(3)
-    pressed = buttons[0].button(t("watch.train"), type="primary")
-    buttons[1].button(t("watch.preset_scaling"), on_click=apply_preset, args=("scaling",))
-    buttons[2].button(t("watch.preset_window"), on_click=apply_preset, args=("window",))
+    locked = state.locked(TRAINED)  # a follower's: the room trains and sets the presets
+    pressed = buttons[0].button(t("watch.train"), type="primary", disabled=locked)
+    for column, preset in zip(buttons[1:], ("scaling", "window"), strict=True):
+        column.button(
+            t(f"watch.preset_{preset}"), on_click=apply_preset, args=(preset,), disabled=locked
+        )
     wanted = state.read(TRAINED, False, state.parse_bool) or pressed
     state.write(TRAINED, wanted)
     return wanted
