@@ -25,6 +25,7 @@ are re-exported here, so a page needs ``state`` alone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -130,6 +131,25 @@ def _prepare(
             moved_caption(container(where), label)(
                 ", ".join(map(str, moved)) if isinstance(moved, list) else moved
             )
+
+
+def _choice_parser(key: str, options: list[Any], nearest: Callable[[Any], Any]) -> Parser:
+    """A link's (or a room's) choice for ``key``: one of ``options``, or, for numeric
+    options, a number between them taken as the nearest option with a notice naming it."""
+    numeric = all(isinstance(o, int | float) and not isinstance(o, bool) for o in options)
+
+    def parse(raw: str) -> Any:
+        try:
+            return parse_choice(raw, options)
+        except ValueError:
+            if not numeric:
+                raise
+            number = parse_float(raw, -math.inf, math.inf)  # text is refused as before
+            moved = nearest(number)
+            add_notice(key, raw, "nearest_option", value=moved)
+            return moved
+
+    return parse
 
 
 def nearest_option(options: Sequence[Any], default: Any) -> Callable[[Any], Any]:
@@ -242,7 +262,7 @@ def _choice_widget(
     if default not in options:
         default = options[0]
     nearest = nearest_option(options, default)
-    _prepare(key, default, lambda raw: parse_choice(raw, options), nearest, label, where)
+    _prepare(key, default, _choice_parser(key, options, nearest), nearest, label, where)
     widget = getattr(container(where), kind)
     extra = {} if horizontal is None else {"horizontal": horizontal}
     shown = {serialise(o): str(format_func(o)) for o in options}  # labels fixed in this run

@@ -36,6 +36,7 @@ REASONS = (
     "not_accepted",
     "snapped",
     "moved_in_range",
+    "nearest_option",
     "room_code",
 )
 """The reason codes of :class:`RefusedValue`; each has the locale key
