@@ -1,6 +1,7 @@
 """A room in Chromium: a presenter, followers in English and Chinese, a wrong key, a question
-answered by three followers, a learner who stops following and rejoins, hostile room codes,
-and a restarted server.
+answered by three followers, followers locked and a learner who explores on their own and
+follows again, hostile room codes, and a restarted server (every tab says the room ended);
+screenshots of each state in both languages.
 
 One server with the presenter key set through ``ATTENTION_LAB_PRESENTER_KEY`` serves the
 room; every learner is a tab of one browser context (each tab is its own Streamlit session),
@@ -122,7 +123,10 @@ def test_a_room_follows_its_presenter_and_answers_a_question(room_server, tabs, 
     learners = (learner_en, learner_zh, wrong)
     for tab in learners:
         wait_for(lambda tab=tab: urlsplit(href(tab)).path.endswith("/scaling"), what="joined")
-    assert query(learner_zh)["lang"] == "zh" and "跟随主持人" in page_text(learner_zh)
+    assert query(learner_zh)["lang"] == "zh" and "🔒 你正在跟随主持人" in page_text(learner_zh)
+    for tab, lang in ((learner_en, "en"), (learner_zh, "zh")):
+        tab.get_by_text("🔒").first.scroll_into_view_if_needed()  # the locked controls
+        tab.screenshot(path=str(screenshot_dir / f"room-follower-locked-{lang}.png"))
 
     move_first_slider(host)  # the presenter: L 10 -> 11
     assert query(host)["scaling.seq_len"] == "11"
@@ -149,16 +153,23 @@ def test_a_room_follows_its_presenter_and_answers_a_question(room_server, tabs, 
     wait_for(lambda: "Answer: Yes" in page_text(learner_en), what="the reveal in English")
     learner_zh.screenshot(path=str(screenshot_dir / "room-follower-zh-revealed.png"))
 
+    learner_en.get_by_role("button", name="Explore on my own").click()  # their own view
+    wait_for(lambda: "You explore on your own" in page_text(learner_en), what="exploring")
     move_first_slider(learner_en, "ArrowLeft")  # a learner moves on their own: L 10
-    wait_for(lambda: "following is off" in page_text(learner_en), what="following off")
+    learner_en.locator(SLIDER).first.scroll_into_view_if_needed()
+    learner_en.screenshot(path=str(screenshot_dir / "room-exploring-en.png"))
     move_first_slider(host)  # L 12
     wait_for(lambda: query(learner_zh).get("scaling.seq_len") == "12", what="zh follows")
     move_first_slider(host)  # L 13
     wait_for(lambda: query(learner_zh).get("scaling.seq_len") == "13")
     # their own view: L 10, the slider's default, which a bound slider leaves out of the URL
     assert query(learner_en).get("scaling.seq_len", "10") == "10"
-    learner_en.get_by_text("Follow the presenter", exact=True).click()  # rejoin
+    learner_en.get_by_role("button", name="Follow again").click()  # rejoin
     wait_for(lambda: query(learner_en).get("scaling.seq_len") == "13", "rejoined", learner_en)
+    learner_zh.get_by_role("button", name="自己探索").click()
+    wait_for(lambda: "你正在自己探索" in page_text(learner_zh), what="exploring in Chinese")
+    learner_zh.locator(SLIDER).first.scroll_into_view_if_needed()
+    learner_zh.screenshot(path=str(screenshot_dir / "room-exploring-zh.png"))
 
 
 def test_the_presenter_and_a_follower_in_chinese_look_right(room_server, tabs, screenshot_dir):
@@ -211,7 +222,9 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait(timeout=30)
 
 
-def test_after_a_restart_followers_see_the_room_ended_and_keep_their_view(tabs, tmp_path):
+def test_after_a_restart_followers_see_the_room_ended_and_keep_their_view(
+    tabs, tmp_path, screenshot_dir
+):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with open(tmp_path / "server.log", "w") as log:
@@ -221,15 +234,22 @@ def test_after_a_restart_followers_see_the_room_ended_and_keep_their_view(tabs, 
             type_key(host, KEY)
             move_first_slider(host)
             learner = open_tab(tabs, f"{base}/?room=r1")
-            wait_for(lambda: query(learner).get("scaling.seq_len") == "11", what="followed")
+            chinese = open_tab(tabs, f"{base}/?room=r1&lang=zh")
+            for tab in (learner, chinese):
+                wait_for(lambda tab=tab: query(tab).get("scaling.seq_len") == "11", "followed")
             host.close()  # the presenter leaves; then the server restarts
         finally:
             _stop(first)
         second = _start(port, log)
         try:
             wait_for(lambda: "The room has ended" in page_text(learner), what="ended")
-            wait_idle(learner)
-            assert query(learner)["scaling.seq_len"] == "11"
-            assert learner.locator('[data-testid="stException"]').count() == 0
+            wait_for(lambda: "房间已结束" in page_text(chinese), what="ended in Chinese")
+            for tab, lang in ((learner, "en"), (chinese, "zh")):
+                wait_idle(tab)
+                assert query(tab)["scaling.seq_len"] == "11"
+                assert tab.locator('[data-testid="stException"]').count() == 0
+                text = page_text(tab)
+                assert "You follow the presenter" not in text and "你正在跟随" not in text
+                tab.screenshot(path=str(screenshot_dir / f"room-ended-{lang}.png"))
         finally:
             _stop(second)
