@@ -123,7 +123,7 @@ def test_a_room_follows_its_presenter_and_answers_a_question(room_server, tabs, 
     learners = (learner_en, learner_zh, wrong)
     for tab in learners:
         wait_for(lambda tab=tab: urlsplit(href(tab)).path.endswith("/scaling"), what="joined")
-    assert query(learner_zh)["lang"] == "zh" and "🔒 你正在跟随主持人" in page_text(learner_zh)
+    assert query(learner_zh)["lang"] == "zh" and "🔒 已锁定" in page_text(learner_zh)
     for tab, lang in ((learner_en, "en"), (learner_zh, "zh")):
         tab.get_by_text("🔒").first.scroll_into_view_if_needed()  # the locked controls
         tab.screenshot(path=str(screenshot_dir / f"room-follower-locked-{lang}.png"))

@@ -580,7 +580,7 @@ def test_a_follower_in_chinese_follows_the_presenter_and_keeps_their_language():
     assert learner.text_input(key="scaling.d_ks").disabled  # locked while following
     assert learner.radio(key="lang").disabled is False  # their language stays theirs
     assert learner.button(key="_room.explore").label == "自己探索"
-    assert "🔒 你正在跟随主持人" in all_text(learner) and key not in all_text(learner)
+    assert "🔒 已锁定" in all_text(learner) and key not in all_text(learner)
     assert code in learner.code[-1].value  # the copy-link box keeps the room
 
     host.slider(key="scaling.seq_len").set_value(20).run()  # the presenter moves a slider
