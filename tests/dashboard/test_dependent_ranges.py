@@ -10,30 +10,19 @@ Each dependent control below is driven through the three paths, in AppTest:
   (no notice);
 * **a room's view** with such a value (a follower): the nearest, with the notice.
 
-The dependent controls of the lab (the range of each depends on the control named):
+The dependent controls of the lab, and the control each range depends on:
 
-====================================  ===========================================  ==========
-control                               depends on                                   driven here
-====================================  ===========================================  ==========
-``properties.cutoff``                 ``properties.seq_len`` (0 .. L - 2)          yes
-``playground.pad_len``                ``playground.seq_len`` (1 .. L)              yes
-``multihead.pad_len``                 ``multihead.seq_len`` (1 .. L)               yes
-``playground.local.window_size``      ``playground.seq_len`` (1 .. max(16, L))     yes
-``playground.heads`` (a choice)       ``playground.d_model`` (its divisors)        yes
-``properties.heads`` (a choice)       ``properties.d_model`` (its divisors)        yes
-``watch.step``                        ``watch.steps``                              same code
-``heads.why_query``, ``heads.why_key``  ``heads.length`` (2 L)                     same code
-``heads.top_k``, ``heads.count``,     the model's layers × heads                   same code
-``heads.first_layer``, ``heads.layer``,
-``heads.head``, ``heads.qk_layer``,
-``heads.qk_head``, ``heads.off``
-``decoder.layer``, ``decoder.head``,  the model (layers, heads, context)           same code
-``decoder.shift``
-``real_model.token``                  the sentence's tokens                        same code
-====================================  ===========================================  ==========
-
-"Same code": drawn by the same ``state.slider_int``/``select``/``multiselect`` whose one
-place is driven here; their pages load real models (the model tier).
+* driven here: ``properties.cutoff`` (``properties.seq_len``: 0 .. L - 2);
+  ``playground.pad_len`` and ``multihead.pad_len`` (their ``seq_len``: 1 .. L);
+  ``playground.local.window_size`` (``playground.seq_len``: 1 .. max(16, L));
+  ``playground.heads`` and ``properties.heads``, choices (their ``d_model``: its divisors);
+  ``heads.why_query`` and ``heads.why_key`` (``heads.length``: up to 2 L; the model tier);
+* drawn by the same ``state.slider_int``/``select``/``multiselect``, not driven here (their
+  ranges follow the installed model or a training run): ``watch.step`` (``watch.steps``);
+  ``heads.top_k``, ``heads.count``, ``heads.first_layer``, ``heads.layer``, ``heads.head``,
+  ``heads.qk_layer``, ``heads.qk_head``, ``heads.off`` (the model's layers × heads);
+  ``decoder.layer``, ``decoder.head``, ``decoder.shift`` (the model); ``real_model.token``
+  (the sentence's tokens).
 """
 
 from __future__ import annotations
@@ -81,6 +70,8 @@ CASES = [
     ),
     Dependent("playground", {}, "d_model", 96, 64, "heads", 12, 8, widget="selectbox"),
     Dependent("properties", {}, "d_model", 64, 8, "heads", 16, 8, widget="selectbox"),
+    Dependent("heads", {}, "length", 64, 4, "why_query", 100, 8),  # the model tier
+    Dependent("heads", {}, "length", 64, 4, "why_key", 120, 8),
 ]
 IDS = [f"{c.page}.{c.key}" for c in CASES]
 

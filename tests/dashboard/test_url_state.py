@@ -114,10 +114,14 @@ def test_tampered_url_gives_defaults_and_one_literal_notice():
     assert at.slider(key="playground.seq_len").value == 16
     assert at.selectbox(key="playground.variant").value == "scaled"
     assert at.slider(key="playground.seed").value == 0
-    assert at.selectbox(key="playground.d_model").value == 64
+    assert at.selectbox(key="playground.d_model").value == 8  # -64: the nearest width offered
     assert at.slider(key="playground.dropout").value == 0.0
     assert len(at.warning) == 1
     notice = at.warning[0].value
+    assert (
+        "` playground.d_model ` = ` -64 `: not one of the choices offered here, so the nearest one, 8"
+        in notice
+    )
     for key in ("playground.seq_len", "playground.variant", "playground.seed", "lang"):
         assert f"` {key} `" in notice
     assert f"` {SCRIPT} `" in notice  # literal text: an inline code span
