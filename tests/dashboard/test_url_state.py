@@ -118,10 +118,8 @@ def test_tampered_url_gives_defaults_and_one_literal_notice():
     assert at.slider(key="playground.dropout").value == 0.0
     assert len(at.warning) == 1
     notice = at.warning[0].value
-    assert (
-        "` playground.d_model ` = ` -64 `: not one of the choices offered here, so the nearest one, 8"
-        in notice
-    )
+    moved = "not one of the choices offered here, so the nearest one, 8"
+    assert f"` playground.d_model ` = ` -64 `: {moved}" in notice
     for key in ("playground.seq_len", "playground.variant", "playground.seed", "lang"):
         assert f"` {key} `" in notice
     assert f"` {SCRIPT} `" in notice  # literal text: an inline code span
