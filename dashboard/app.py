@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard import controls, presentation, room_controls, state
+from dashboard import controls, lesson_bar, presentation, room_controls, state
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, current_lang, t
 from dashboard.runtime import startup, threads
 from dashboard.views import APP_ICON, PAGES, SECTIONS, default_page
@@ -156,15 +156,24 @@ def main() -> None:
     language_switch()  # after the redirect, so that the landed page reads the link's lang
     room = room_controls.room_link()  # room=CODE stays across pages
     room_controls.follow_now(room, pages, page_name(pages, page))  # the presenter's view, locked
+    lesson = lesson_bar.lesson_link(page_name(pages, page))  # lesson=NAME&lesson.step=K
+    lesson = lesson_bar.arrive(pages, page_name(pages, page), lesson)  # Next, Back: its view
     startup.before_page(page_name(pages, page))  # torch imported while the page draws
     controls.reserve_device_line()  # drawn when the page first asks for the device
     presentation.present_switch()  # this tab's own: a room never shares it
-    notice_box = st.container()
+    notice_box, lesson_box = st.container(), st.container()
     room_box, room_sidebar = st.container(), st.sidebar.container()
     presentation.begin_page()  # the page's controls: the sidebar, or a box under its title
     room_controls.controls_note()  # a follower's controls are locked: one line says so
     page.run()
     controls.page_notes(page_name(pages, page))  # what to look for, and more, after it
+    lesson_bar.lesson_bar(
+        lesson,
+        page_name(pages, page),
+        lesson_box,
+        can_move=not state.locked(lesson_bar.STEP_KEY),  # a follower's lesson is the room's
+        presenter=bool(room.code) and room_controls.presenting(),
+    )
     controls.current_device()  # the device line, if the page did not ask for it
     state.render_notices(notice_box)
     state.finish_run()

@@ -49,6 +49,8 @@ _PAGE = "_state.page"  # the page this run draws
 _BOUND = "_state.bound"  # {page: {key: URL text, None at the default}} of bound widgets
 _LOCKED = "_state.locked"  # the keys left free while this run's controls are locked
 APP_KEYS: frozenset[str] = frozenset({"lang", "device", "present"})
+GIVEN_APP_KEYS: frozenset[str] = frozenset({"lesson", "lesson.step"})
+"""Keys of the app a room's view gives a follower as it gives a page's (the lesson's step)."""
 """Query keys of the app itself (the language, the device, the presentation view): never
 reported as unknown, even on a run that does not draw them (the device box exists only with
 several devices)."""
@@ -114,6 +116,11 @@ def rerun_to_fix(key: str | None = None, value: Any = None) -> None:
         st.session_state.setdefault(_FIXES, {})[key] = value
     st.session_state[_CARRIED] = notices()
     st.rerun()
+
+
+def carry_notices() -> None:
+    """Show this run's notices in the next run (this one ends in a switch of page)."""
+    st.session_state[_CARRIED] = notices()
 
 
 def take_fix(key: str) -> Any:
@@ -185,6 +192,14 @@ def write(key: str, value: Any) -> None:
     if st.query_params.get(key) != text or len(st.query_params.get_all(key)) != 1:
         st.query_params[key] = text
     _memory()[key] = value
+
+
+def forget(key: str) -> None:
+    """Take ``key`` out of the URL and this session's memory (a value the page no longer
+    uses, such as a lesson the learner left)."""
+    _memory().pop(key, None)
+    if key in st.query_params:
+        del st.query_params[key]
 
 
 def check_raws(
@@ -273,7 +288,7 @@ def given_raw(key: str) -> Any:
     for a key of the given page that the presenter left at its default, or
     :data:`NOT_GIVEN`."""
     given = st.session_state.get(_GIVEN)
-    if given is None or not key.startswith(f"{given[0]}."):
+    if given is None or not (key.startswith(f"{given[0]}.") or key in GIVEN_APP_KEYS):
         return NOT_GIVEN
     return given[1].get(key)
 

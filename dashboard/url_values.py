@@ -37,6 +37,7 @@ REASONS = (
     "snapped",
     "moved_in_range",
     "nearest_option",
+    "unknown_lesson",
     "room_code",
 )
 """The reason codes of :class:`RefusedValue`; each has the locale key

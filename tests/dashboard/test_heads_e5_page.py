@@ -16,6 +16,7 @@ from attention_core.pretrained import PASSAGE_PREFIX, load_e5_small, tokens_in_s
 from dashboard.data import heads_e5
 from dashboard.data.heads import HEADS_PRESETS
 from dashboard.data.model import MODEL_PRESETS
+from dashboard.views.heads_at_work.e5 import MAX_TOP_K
 from tests.dashboard.conftest import APP_PATH, head_grid_rows, open_app
 
 PAGE = "heads"
@@ -124,12 +125,15 @@ def test_heads_picked_by_name_on_the_pages_prompt(e5):
     [("e5_off", "12.3"), ("e5_off", "3.12"), ("e5_top_k", "99"), ("e5_source", "nope")],
 )
 def test_bad_url_values_fall_back_with_a_notice(key, value):
+    """A value the page cannot read gives the default; a number past the slider's range
+    the nearest allowed value (e5_top_k 99: the slider's top); each with the notice."""
     at = open_page("en", **{key: value})
     assert not at.exception and not at.error
     assert at.warning, "no notice for a bad value"
     assert key in " ".join(w.value for w in at.warning)
     words = texts("en")
-    assert words["e5_metric_cosine"].format(n=TOP) in metric_values(at)  # the defaults
+    off = MAX_TOP_K if key == "e5_top_k" else TOP
+    assert words["e5_metric_cosine"].format(n=off) in metric_values(at)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -254,9 +254,21 @@ def test_a_copy_length_move_after_the_prefetch_computes_nothing(model, monkeypat
     all at the new length). After the page's background prefetch, a move one length away
     runs no forward pass and times nothing; a move two lengths away is not prefetched, and
     computes (the refusals below reach the page)."""
+    from streamlit.runtime.caching.cache_utils import CachedFunc
+
     from attention_core.experiments import heads as census_module
+    from dashboard.data import heads as heads_data
     from dashboard.data import heads_cost, heads_prefetch, heads_why
 
+    # the Heads page's caches are bounded and shared by the whole process, and the worker
+    # runs earlier pages' prefetches after this one's: let those finish, then start the caches
+    # empty, so that what earlier tests fill cannot push out what this page's prefetch filled
+    assert heads_prefetch.prefetch_wait(TIMEOUT_S)
+    for module in (heads_data, heads_why, heads_cost):
+        for value in vars(module).values():
+            cached = getattr(value, "__wrapped__", value)
+            if isinstance(cached, CachedFunc):
+                cached.clear()
     seed = "913"  # a sequence no other test of this process computes
     no_mask = {"window": "0", "sinks": "0", "prefix": "0", "stride": "0"}  # nothing to prefetch
     at = open_page("en", length="30", seed=seed, **no_mask)

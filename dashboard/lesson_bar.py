@@ -1,0 +1,196 @@
+"""Walking a lesson: the link's ``lesson=NAME&lesson.step=K`` shows a bar above the page.
+
+The bar says "Step K of N", the step's title and what to notice, with **Back** and **Next**
+(the lessons' texts are the lab's own, shipped files, drawn as Markdown).
+Moving to a step takes the learner to its page with its values (:func:`arrive`: a switch of
+page with the step's link, then its values put into the page's controls before they are
+drawn, as a room's view is). The learner may move the controls: the bar then says the view is
+no longer the step's and offers **Back to the step's view**. The step is in the link, so a
+reload, Back/Forward and a shared link land on the same step. A lesson that does not exist,
+or a step past its end, gets the usual one-line notice.
+
+In a room the lesson keys travel with the presenter's view: a follower sees the same bar
+without Back and Next (their controls follow the presenter's, :mod:`dashboard.room_follow`),
+and the presenter alone reads the step's notes.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from dashboard import state
+from dashboard.i18n import LANG_KEY, current_lang, t
+from dashboard.lessons.model import Lesson, Step, shipped_lessons
+from dashboard.presentation import PRESENT_KEY, presenting
+from dashboard.url_values import RefusedValue
+
+LESSON_KEY = "lesson"
+STEP_KEY = "lesson.step"
+_ARRIVE = "_lesson.arrive"  # (lesson name, step number): the step this session moves to
+_OPENED = "_lesson.opened"  # the lessons this session's links opened
+
+
+def parse_lesson_name(raw: str) -> str:
+    """A shipped lesson's name from the link.
+
+    Raises:
+        RefusedValue: naming the lessons there are, for any other text.
+    """
+    if raw not in shipped_lessons():
+        names = ", ".join(shipped_lessons())
+        raise RefusedValue(f"no lesson {raw!r}", "unknown_lesson", lessons=names)
+    return raw
+
+
+def lesson_link(page: str) -> tuple[Lesson, int] | None:
+    """The lesson and step (from 1) this run's link names, written back to it; ``None`` when
+    it names none (or one that does not exist: the notice says so). A step past the lesson's
+    ends is moved to the nearest one, with the notice. A link that opens a lesson on another
+    page than its step's (``/?lesson=why-sqrt-dk``) takes the learner to the step
+    (:func:`arrive`).
+
+    Args:
+        page: the name of the page this run shows.
+    """
+    in_link = LESSON_KEY in st.query_params
+    name = state.read(LESSON_KEY, "", parse_lesson_name)
+    if not name:
+        return None
+    lesson = shipped_lessons()[name]
+    last = len(lesson.steps)
+    raw = st.query_params.get(STEP_KEY)
+    number = state.read(STEP_KEY, 1, lambda text: state.parse_int(text, -(10**12), 10**12))
+    if not 1 <= number <= last:
+        moved = min(max(number, 1), last)
+        state.add_notice(STEP_KEY, str(raw), "moved_in_range", value=moved, low=1, high=last)
+        number = moved
+    state.write(LESSON_KEY, name)
+    state.write(STEP_KEY, number)
+    opened = st.session_state.setdefault(_OPENED, set())
+    if in_link and name not in opened:
+        opened.add(name)
+        own = any(key.startswith(f"{page}.") for key in st.query_params)
+        if lesson.steps[number - 1].page != page or not own:  # not the view of a copied link
+            st.session_state[_ARRIVE] = (name, number)
+    return lesson, number
+
+
+def step_query(lesson: Lesson, number: int) -> dict[str, str]:
+    """The link of step ``number`` of ``lesson``: its page's values, the lesson's keys and
+    this learner's own (language, presentation view)."""
+    step = lesson.steps[number - 1]
+    query = dict(step.query)
+    query.update({LESSON_KEY: lesson.name, STEP_KEY: str(number), LANG_KEY: current_lang()})
+    if presenting():
+        query[PRESENT_KEY] = "true"
+    return query
+
+
+def _go(name: str, number: int) -> None:
+    """Next, Back and "Back to the step's view" (a callback, before the rerun)."""
+    st.session_state[_ARRIVE] = (name, number)
+
+
+def arrive(pages: dict, page: str, found: tuple[Lesson, int] | None) -> tuple[Lesson, int] | None:
+    """Before the page draws: a learner who pressed Next, Back or "Back to the step's view"
+    (or opened a lesson's link, :func:`lesson_link`) is taken to that step: switched to its
+    page with its link (the run ends), then, on that page, each control takes the step's
+    value before it is drawn (:func:`dashboard.state.give_values`).
+
+    Args:
+        pages: the app's ``st.Page`` objects by page name.
+        page: the name of the page this run shows.
+        found: the lesson and step of this run's link (:func:`lesson_link`).
+
+    Returns:
+        The lesson and step this run shows.
+    """
+    pending = st.session_state.get(_ARRIVE)
+    if pending is None or pending[0] not in shipped_lessons():
+        return found
+    lesson = shipped_lessons()[pending[0]]
+    step = lesson.steps[pending[1] - 1]
+    if step.page != page:
+        state.carry_notices()  # a link's refused step, said on the step's page
+        st.switch_page(pages[step.page], query_params=step_query(lesson, pending[1]))
+    del st.session_state[_ARRIVE]
+    state.give_values(page, dict(step.query))
+    state.write(LESSON_KEY, lesson.name)
+    state.write(STEP_KEY, pending[1])
+    return lesson, pending[1]
+
+
+def on_step_view(step: Step, page: str) -> bool:
+    """Whether this run shows step ``step``'s view: its page, and each value it sets."""
+    query = state.view_query()
+    return page == step.page and all(query.get(key) == value for key, value in step.query)
+
+
+def lesson_bar(
+    found: tuple[Lesson, int] | None,
+    page: str,
+    box: DeltaGenerator,
+    *,
+    can_move: bool,
+    presenter: bool,
+) -> None:
+    """The lesson's bar in ``box``: the step, its title and what to notice, Back and Next
+    (when ``can_move``: not for a follower), "Back to the step's view" when the page shows
+    another view, and the step's notes for the presenter.
+
+    Args:
+        found: the lesson and step of this run's link (:func:`lesson_link`), or ``None``.
+        page: the page this run shows.
+        box: where the bar goes (above the page).
+        can_move: whether this learner moves through the lesson (not a locked follower).
+        presenter: whether this tab presents a room (it alone reads the notes).
+    """
+    if found is None:
+        return
+    lesson, number = found
+    lang, step, last = current_lang(), found[0].steps[number - 1], len(found[0].steps)
+    with box.container(border=True):
+        st.caption(f"{lesson.title(lang)} · {t('lesson.step_of', k=number, n=last)}")
+        st.markdown(f"**{step.title(lang)}**")
+        st.markdown(f"{t('lesson.notice')} {step.notice(lang)}")
+        if can_move:
+            _moves(lesson, number, last)
+            if not on_step_view(step, page):
+                st.caption(t("lesson.moved_away"))
+                st.button(
+                    t("lesson.back_to_step"),
+                    key="_lesson.back_to_step",
+                    on_click=_go,
+                    args=(lesson.name, number),
+                )
+        if presenter and step.notes is not None:
+            with st.expander(t("lesson.notes")):
+                st.markdown(step.notes(lang))
+
+
+def _moves(lesson: Lesson, number: int, last: int) -> None:
+    """Back and Next (each disabled at its end of the lesson), and leaving the lesson."""
+    back, ahead, leave = st.columns([1, 1, 2])
+    back.button(
+        t("lesson.back"),
+        key="_lesson.back",
+        disabled=number == 1,
+        on_click=_go,
+        args=(lesson.name, number - 1),
+    )
+    ahead.button(
+        t("lesson.next"),
+        key="_lesson.next",
+        type="primary",
+        disabled=number == last,
+        on_click=_go,
+        args=(lesson.name, number + 1),
+    )
+    leave.button(t("lesson.leave"), key="_lesson.leave", on_click=_leave)
+
+
+def _leave() -> None:
+    """ "Leave the lesson" (a callback): the lesson's keys leave the link and this session."""
+    for key in (LESSON_KEY, STEP_KEY):
+        state.forget(key)
