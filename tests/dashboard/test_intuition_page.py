@@ -32,10 +32,37 @@ def explicit_share(boss: float) -> float:
 def test_landing_page_is_intuition_with_links_deeper(lang):
     at = open_app(lang=lang)
     assert_clean(at)
-    assert at.title[0].value == TITLE[lang]
-    assert {link.proto.page for link in at.get("page_link")} == LINKED_PAGES
+    assert "Attention Lab" in at.title[0].value and at.title[1].value == TITLE[lang]
+    links = at.get("page_link")
+    deeper = [link for link in links if "lesson" not in link.proto.query_string]
+    assert {link.proto.page for link in deeper} >= LINKED_PAGES
     assert float(metrics(at)[SMALLEST[lang]]) > 0.0  # every token sees every token
     assert len(at.get("vega_lite_chart")) == 3
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_landing_page_maps_the_lessons_and_where_attention_sits(lang):
+    """Each shipped lesson is a link to its first step (its title, steps, minutes and
+    level beside it), and each box of tokens → embeddings → [attention → MLP] × N → next
+    token is a link to the page that shows it."""
+    from dashboard.i18n import t_in
+    from dashboard.lessons.model import shipped_lessons
+    from dashboard.views.intuition import DIAGRAM
+
+    at = open_app(lang=lang)
+    links = {link.proto.label: link.proto for link in at.get("page_link")}
+    captions = [c.value for c in at.caption]
+    for name, lesson in shipped_lessons().items():
+        link = links[f"**{lesson.title(lang)}**"]
+        first = lesson.steps[0].page  # the landing page's own file is also the root's ("")
+        assert link.page == ("" if first == "intuition" else first)
+        assert f"lesson={name}" in link.query_string and "lesson.step=1" in link.query_string
+        level = t_in(lang, f"lesson.level_{lesson.level}")
+        steps, minutes = len(lesson.steps), lesson.minutes
+        line = t_in(lang, "intuition.lesson_line", steps=steps, minutes=minutes, level=level)
+        assert line in captions
+    for box, page in DIAGRAM:
+        assert links[t_in(lang, f"intuition.box_{box}")].page == page
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
