@@ -16,15 +16,20 @@ and the presenter alone reads the step's notes.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode, urlsplit
+
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from dashboard import state
 from dashboard.i18n import LANG_KEY, current_lang, t
+from dashboard.lesson_record import record_markdown
 from dashboard.lessons.model import Lesson, Step, shipped_lessons
 from dashboard.presentation import PRESENT_KEY, presenting
+from dashboard.room_questions import SEEN_POLLS
 from dashboard.url_values import RefusedValue
 
+DEFAULT_BASE = "http://localhost:8501/"  # a link's address when the run has none (tests)
 LESSON_KEY = "lesson"
 STEP_KEY = "lesson.step"
 _ARRIVE = "_lesson.arrive"  # (lesson name, step number): the step this session moves to
@@ -164,14 +169,42 @@ def lesson_bar(
                     on_click=_go,
                     args=(lesson.name, number),
                 )
+        if not can_move:  # a follower: the record all the same
+            record_button(lesson, number, st)
         if presenter and step.notes is not None:
             with st.expander(t("lesson.notes")):
                 st.markdown(step.notes(lang))
 
 
+def step_link(lesson: Lesson, number: int) -> str:
+    """The full link of step ``number`` (this server's address, the step's page and query)."""
+    parts = urlsplit(st.context.url or DEFAULT_BASE)
+    root = parts.path.rsplit("/", 1)[0]
+    page = lesson.steps[number - 1].page
+    return f"{parts.scheme}://{parts.netloc}{root}/{page}?{urlencode(step_query(lesson, number))}"
+
+
+def record_button(lesson: Lesson, number: int, where: DeltaGenerator) -> None:
+    """The take-home record's download (:mod:`dashboard.lesson_record`), marked on the last
+    step."""
+    lang = current_lang()
+    polls = st.session_state.get(SEEN_POLLS, {})
+    text = record_markdown(lesson, lang, lambda k: step_link(lesson, k), polls)
+    where.download_button(
+        t("lesson.record"),
+        text.encode("utf-8"),
+        file_name=f"{lesson.name}-{lang}.md",
+        mime="text/markdown",
+        key="_lesson.record",
+        type="primary" if number == len(lesson.steps) else "secondary",
+    )
+
+
 def _moves(lesson: Lesson, number: int, last: int) -> None:
-    """Back and Next (each disabled at its end of the lesson), and leaving the lesson."""
-    back, ahead, leave = st.columns([1, 1, 2])
+    """Back and Next (each disabled at its end of the lesson), the record, and leaving the
+    lesson."""
+    back, ahead, record, leave = st.columns([1, 1, 2, 2])
+    record_button(lesson, number, record)
     back.button(
         t("lesson.back"),
         key="_lesson.back",

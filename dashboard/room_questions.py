@@ -37,6 +37,7 @@ TALLY_POLL_S = 1.0
 TYPED = "typed"
 _VOTER = "_room.voter"
 _MY_ANSWER = "_room.my_answer"  # (question number, choice)
+SEEN_POLLS = "_room.polls"  # {question number: (Poll, my choice or None)}, for the record
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
 
 
@@ -131,6 +132,7 @@ def _tally(code: str) -> None:
     poll = snap.poll
     if poll is None:
         return
+    remember_poll(poll)
     show_poll(poll)
     left, right = st.columns(2)
     if not poll.revealed and left.button(t("room.reveal"), key="_room.reveal"):
@@ -167,8 +169,17 @@ def show_answer(question: Question) -> None:
     st.success(f"**{t('room.answer_is', answer=answer)}**" + (f"\n\n{why}" if why else ""))
 
 
+def remember_poll(poll: Poll) -> None:
+    """Keep the newest state of ``poll`` seen by this session, with this learner's answer
+    to it (a lesson's take-home record lists them)."""
+    mine = st.session_state.get(_MY_ANSWER)
+    choice = mine[1] if mine is not None and mine[0] == poll.number else None
+    st.session_state.setdefault(SEEN_POLLS, {})[poll.number] = (poll, choice)
+
+
 def answer_controls(code: str, poll: Poll) -> None:
     """The question with one button per answer; after the reveal, the answer and tally."""
+    remember_poll(poll)
     if poll.revealed:
         show_poll(poll)
         return
@@ -187,6 +198,7 @@ def answer_controls(code: str, poll: Poll) -> None:
             try:
                 presenter.shared_store().answer(code, voter(), index, poll.number)
                 st.session_state[_MY_ANSWER] = mine = (poll.number, index)
+                remember_poll(poll)
             except RoomLimitError:
                 st.warning(t("room.answer_full"))
             except QuestionClosedError:

@@ -152,3 +152,44 @@ def test_a_room_follows_the_presenter_s_step_without_back_next_or_notes():
     assert any(step.notice("zh") in m.value for m in learner.markdown)
     assert t_in("zh", "lesson.notes") not in [e.label for e in learner.expander]
     assert step.notes("zh") not in "\n".join(m.value for m in learner.markdown)
+
+
+def _record_app(lang: str) -> None:
+    import streamlit as st
+
+    from dashboard.lesson_record import record_markdown
+    from dashboard.lessons.model import shipped_lessons
+    from dashboard.rooms.store import Poll, Question
+
+    st.session_state["lang"] = lang
+    lesson = shipped_lessons()["why-sqrt-dk"]
+    poll = Poll(1, Question("scaling_peak", "", ("", ""), 0), (12, 3), True)
+    st.code(record_markdown(lesson, lang, lambda k: f"http://lab.example/step{k}", {1: (poll, 1)}))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_take_home_record_holds_each_step_and_the_room_s_question(lang):
+    """The record: the lesson's title; each step's title, link and what to notice; a
+    question the room was asked, with this learner's answer, the tally and the right answer,
+    all in the learner's language."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_record_app, args=(lang,), default_timeout=30).run()
+    assert not at.exception
+    text = at.code[0].value
+    lesson = shipped_lessons()["why-sqrt-dk"]
+    assert text.startswith(f"# {lesson.title(lang)}\n")
+    for number, step in enumerate(lesson.steps, start=1):
+        assert f"## {number}. {step.title(lang)}" in text
+        assert f"<http://lab.example/step{number}>" in text and step.notice(lang) in text
+    yes, no = (t_in(lang, f"room.q_scaling_peak_a{i}") for i in (0, 1))
+    assert t_in(lang, "room.q_scaling_peak") in text
+    assert t_in(lang, "lesson.record_yours", answer=no) in text
+    assert t_in(lang, "lesson.record_tally", tally=f"{yes}: 12 · {no}: 3") in text
+    assert t_in(lang, "lesson.record_right", answer=yes) in text
+
+
+def test_the_lesson_bar_offers_the_record_in_the_learner_s_language():
+    at = open_app("scaling", lang="zh", lesson="why-sqrt-dk", **{"lesson.step": "1"})
+    labels = [button.proto.label for button in at.get("download_button")]
+    assert t_in("zh", "lesson.record") in labels
