@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard import controls, lesson_bar, presentation, room_controls, state
+from dashboard import controls, landing, lesson_bar, presentation, room_controls, state
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, current_lang, t
 from dashboard.runtime import startup, threads
 from dashboard.views import APP_ICON, PAGES, SECTIONS, default_page
@@ -151,8 +151,8 @@ def main() -> None:
     page = st.navigation(navigation_sections(pages, root), expanded=True)
     state.begin_run(page_name(pages, page) if page is not root else "")
     if page is root:  # the landing page, or the page a root link from before names
-        landing = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
-        st.switch_page(pages[landing], query_params=link_query())
+        start = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
+        st.switch_page(pages[start], query_params=link_query())
     language_switch()  # after the redirect, so that the landed page reads the link's lang
     room = room_controls.room_link()  # room=CODE stays across pages
     room_controls.follow_now(room, pages, page_name(pages, page))  # the presenter's view, locked
@@ -163,6 +163,8 @@ def main() -> None:
     presentation.present_switch()  # this tab's own: a room never shares it
     notice_box, lesson_box = st.container(), st.container()
     room_box, room_sidebar = st.container(), st.sidebar.container()
+    if page_name(pages, page) == PAGES[0][0]:
+        landing.landing_header()  # the lab's name, its lessons and a map, above the landing page
     presentation.begin_page()  # the page's controls: the sidebar, or a box under its title
     room_controls.controls_note()  # a follower's controls are locked: one line says so
     page.run()

@@ -46,8 +46,8 @@ def test_the_landing_page_maps_the_lessons_and_where_attention_sits(lang):
     level beside it), and each box of tokens → embeddings → [attention → MLP] × N → next
     token is a link to the page that shows it."""
     from dashboard.i18n import t_in
+    from dashboard.landing import DIAGRAM
     from dashboard.lessons.model import shipped_lessons
-    from dashboard.views.intuition import DIAGRAM
 
     at = open_app(lang=lang)
     links = {link.proto.label: link.proto for link in at.get("page_link")}

@@ -145,7 +145,7 @@ def test_the_app_header_and_data_package_import_no_torch():
     code = (
         "import sys\n"
         "from streamlit.testing.v1 import AppTest\n"
-        "from dashboard import controls, data, i18n, lesson_bar, state, views\n"
+        "from dashboard import controls, data, i18n, landing, lesson_bar, state, views\n"
         "from dashboard.runtime import memory, prefetch, startup, threads\n"
         "page = 'from dashboard import controls\\ncontrols.page_intro(\"playground\")'\n"
         "at = AppTest.from_string(page).run(timeout=60)\n"
@@ -174,6 +174,7 @@ def test_app_imports_only_light_modules_at_the_top():
     dashboard = {name for name in froms if name.startswith("dashboard.")}
     assert dashboard <= {
         "dashboard.controls",
+        "dashboard.landing",
         "dashboard.lesson_bar",
         "dashboard.presentation",
         "dashboard.room_controls",
