@@ -44,10 +44,12 @@ def open_page(page, url: str) -> None:
 
 
 def assert_found(page, lang: str) -> None:
-    """The Intuition page in ``lang``, with no "Page not found" box and no error."""
+    """The Intuition page in ``lang`` under the lab's name, with no "Page not found" box and
+    no error."""
     body = page.locator("body").inner_text()
     assert NOT_FOUND not in body, body[:400]
-    assert page.locator("h1").first.inner_text().strip() == title(lang)
+    headings = [h.strip() for h in page.locator("h1").all_inner_texts()]
+    assert "Attention Lab" in headings[0] and title(lang) in headings, headings
     assert page.locator('[data-testid="stException"]').count() == 0
     assert not page.errors, page.errors
 
