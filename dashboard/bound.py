@@ -17,7 +17,7 @@ small and named (:func:`_draw_bound`):
   depends on another control), or between a slider's steps, becomes the nearest value the
   widget offers before it is drawn, whatever put it there: a link's or a room's with the
   usual notice, the learner's own move of another control with a quiet caption
-  (:func:`nearest_int`, :func:`nearest_float`);
+  (:func:`dashboard.url_values.nearest_int`, ``nearest_float``);
 * **the lock.** A follower's controls are drawn disabled (:func:`dashboard.url_state.locked`);
 * **the corrected link.** Streamlit seeds a widget's first draw from the link as it reads
   it, over a value put in ``st.session_state``. So a value the check changed (refused,
@@ -56,12 +56,13 @@ from dashboard.url_state import (
 from dashboard.url_values import (
     clean_text,
     cut_text,
+    nearest_float,
+    nearest_int,
     parse_bool,
     parse_float,
     parse_int,
     parse_text,
     serialise,
-    snap_float_to_step,
     snap_to_step,
 )
 
@@ -186,35 +187,6 @@ def moved_caption(box: DeltaGenerator, label: str) -> Callable[[Any], None]:
     """What a widget under ``label`` says when its range moved under its value: a caption in
     ``box`` naming the value it now shows."""
     return lambda value: box.caption(t("common.moved_in_range", label=label, value=value))
-
-
-def nearest_int(low: int, high: int, step: int, default: int) -> Callable[[Any], int]:
-    """The nearest value an integer slider of ``low``..``high`` in steps of ``step`` offers
-    (``default`` for anything but a whole number)."""
-
-    def nearest(value: Any) -> int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            return default
-        return snap_to_step(min(max(value, low), high), low, high, step)
-
-    return nearest
-
-
-def nearest_float(
-    low: float, high: float, step: float | None, default: float
-) -> Callable[[Any], float]:
-    """The nearest value of a float widget of ``low``..``high`` (on a slider's steps when
-    ``step`` is given; ``default`` for anything but a finite number)."""
-
-    def nearest(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return default
-        if not math.isfinite(value):
-            return default
-        inside = min(max(float(value), low), high)
-        return inside if step is None else snap_float_to_step(inside, low, high, step)
-
-    return nearest
 
 
 def _of_kind(kind: type, default: Any) -> Callable[[Any], Any]:

@@ -27,7 +27,7 @@ from dashboard.lesson_record import record_markdown
 from dashboard.lessons.model import Lesson, Step, shipped_lessons
 from dashboard.presentation import PRESENT_KEY, presenting
 from dashboard.room_questions import SEEN_POLLS
-from dashboard.url_values import RefusedValue
+from dashboard.url_values import RefusedValue, nearest_int
 
 DEFAULT_BASE = "http://localhost:8501/"  # a link's address when the run has none (tests)
 LESSON_KEY = "lesson"
@@ -66,8 +66,8 @@ def lesson_link(page: str) -> tuple[Lesson, int] | None:
     last = len(lesson.steps)
     raw = st.query_params.get(STEP_KEY)
     number = state.read(STEP_KEY, 1, lambda text: state.parse_int(text, -(10**12), 10**12))
-    if not 1 <= number <= last:
-        moved = min(max(number, 1), last)
+    moved = nearest_int(1, last, 1, 1)(number)
+    if moved != number:
         state.add_notice(STEP_KEY, str(raw), "moved_in_range", value=moved, low=1, high=last)
         number = moved
     state.write(LESSON_KEY, name)

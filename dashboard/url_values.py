@@ -15,7 +15,7 @@ import difflib
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 MAX_RAW_LEN = 200
@@ -149,6 +149,35 @@ def snap_float_to_step(value: float, low: float, high: float, step: float) -> fl
     last = low + math.floor((high - low) / step + 1e-9) * step
     snapped = low + round((value - low) / step) * step
     return round(min(max(snapped, low), last), decimals)
+
+
+def nearest_int(low: int, high: int, step: int, default: int) -> Callable[[Any], int]:
+    """The nearest value an integer slider of ``low``..``high`` in steps of ``step`` offers
+    (``default`` for anything but a whole number)."""
+
+    def nearest(value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return default
+        return snap_to_step(min(max(value, low), high), low, high, step)
+
+    return nearest
+
+
+def nearest_float(
+    low: float, high: float, step: float | None, default: float
+) -> Callable[[Any], float]:
+    """The nearest value of a float widget of ``low``..``high`` (on a slider's steps when
+    ``step`` is given; ``default`` for anything but a finite number)."""
+
+    def nearest(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return default
+        if not math.isfinite(value):
+            return default
+        inside = min(max(float(value), low), high)
+        return inside if step is None else snap_float_to_step(inside, low, high, step)
+
+    return nearest
 
 
 def parse_float(raw: str, low: float, high: float) -> float:
