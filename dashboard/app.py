@@ -174,7 +174,7 @@ def main() -> None:
         page_name(pages, page),
         lesson_box,
         can_move=not state.locked(lesson_bar.STEP_KEY),  # a follower's lesson is the room's
-        presenter=bool(room.code) and room_controls.presenting(),
+        room=room.code if room.code and room_controls.presenting() else "",
     )
     controls.current_device()  # the device line, if the page did not ask for it
     state.render_notices(notice_box)

@@ -11,7 +11,8 @@ or a step past its end, gets the usual one-line notice.
 
 In a room the lesson keys travel with the presenter's view: a follower sees the same bar
 without Back and Next (their controls follow the presenter's, :mod:`dashboard.room_follow`),
-and the presenter alone reads the step's notes.
+and the presenter alone reads the step's notes and asks the step's question to the room
+with one click (its tally shows below, as for any question).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from urllib.parse import urlencode, urlsplit
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import state
+from dashboard import room_controls, state
 from dashboard.i18n import LANG_KEY, current_lang, t
 from dashboard.lesson_record import record_markdown
 from dashboard.lessons.model import Lesson, Step, shipped_lessons
@@ -138,7 +139,7 @@ def lesson_bar(
     box: DeltaGenerator,
     *,
     can_move: bool,
-    presenter: bool,
+    room: str,
 ) -> None:
     """The lesson's bar in ``box``: the step, its title and what to notice, Back and Next
     (when ``can_move``: not for a follower), "Back to the step's view" when the page shows
@@ -149,7 +150,8 @@ def lesson_bar(
         page: the page this run shows.
         box: where the bar goes (above the page).
         can_move: whether this learner moves through the lesson (not a locked follower).
-        presenter: whether this tab presents a room (it alone reads the notes).
+        room: the room this tab presents ("" when it presents none): the presenter alone
+            reads the notes and asks the step's question with one click.
     """
     if found is None:
         return
@@ -171,9 +173,19 @@ def lesson_bar(
                 )
         if not can_move:  # a follower: the record all the same
             record_button(lesson, number, st)
-        if presenter and step.notes is not None:
+        if room and step.question:
+            _ask_button(room, step.question, number)
+        if room and step.notes is not None:
             with st.expander(t("lesson.notes")):
                 st.markdown(step.notes(lang))
+
+
+def _ask_button(room: str, question_id: str, number: int) -> None:
+    """The presenter's one click that puts the step's question to the room."""
+    left, right = st.columns([2, 3], vertical_alignment="center")
+    right.caption(t(f"room.q_{question_id}"))
+    if left.button(t("lesson.ask_step"), key=f"_lesson.ask.{number}", icon="🙋"):
+        room_controls.ask_step_question(room, question_id)
 
 
 def step_link(lesson: Lesson, number: int) -> str:

@@ -32,11 +32,12 @@ from dashboard import state
 from dashboard.i18n import t
 from dashboard.literal import literal
 from dashboard.room_follow import follow_before_page, follower_controls, lock_line, view_now
-from dashboard.room_questions import ask_controls, tally_controls
+from dashboard.room_questions import ask_controls, put_question, tally_controls
 from dashboard.room_reach import UNREACHABLE, room_reach, server_back
 from dashboard.rooms import presenter, push
 from dashboard.rooms.codes import parse_room_code
 from dashboard.rooms.link import FOLLOW_KEY, ROOM_KEY, SERVER_KEY, RoomLink, parse_marker
+from dashboard.rooms.questions import ready_to_ask
 from dashboard.rooms.store import RoomLimitError
 
 KEY_WIDGET = "_room.presenter_key"
@@ -222,6 +223,18 @@ def presenter_heartbeat(code: str) -> None:
             st.rerun(scope="app")
     if not was_away and st.session_state.get(UNREACHABLE):
         st.rerun(scope="app")
+
+
+def ask_step_question(code: str, question_id: str) -> None:
+    """A lesson step's "Ask the room" (one click, on the presenter's lesson bar): put the
+    step's ready question to room ``code``; the room is woken at the end of the run, and the
+    tally shows below as for any question.
+
+    Raises:
+        ValueError: naming ``question_id`` when no page has such a ready question.
+    """
+    if put_question(code, ready_to_ask(question_id)):
+        st.session_state[_WAKE] = code
 
 
 def wake_followers() -> None:

@@ -95,21 +95,32 @@ def ask_controls(code: str, page: str) -> bool:
         if st.button(t("room.ask_button"), key="_room.ask", type="primary"):
             try:
                 asked = asked or typed_question(text, answers, correct)
-                presenter.shared_store().ask(code, asked)
             except QuestionRefused as err:
                 rule = t(f"room.bad_question_{err.reason}", **err.detail)
                 st.warning(t("room.bad_question", detail=rule))
                 return False
-            except RoomEndedError:
-                st.warning(t("room.ended", code=literal(code)))
-                return False
-            except RoomServerUnreachable:
-                st.warning(t("room.unreachable", code=literal(code)))
-                return False
-            except ValueError as err:
-                st.warning(t("room.bad_question", detail=literal(err)))
-                return False
-            return True
+            return put_question(code, asked)
+    return False
+
+
+def put_question(code: str, question: Question) -> bool:
+    """Put ``question`` to room ``code`` (replacing the one asked before); a room that has
+    ended, a room server out of reach or a question the store refuses gets one line saying
+    so, where this is called.
+
+    Returns:
+        Whether the room now has the question (its followers are to be woken).
+    """
+    try:
+        presenter.shared_store().ask(code, question)
+    except RoomEndedError:
+        st.warning(t("room.ended", code=literal(code)))
+    except RoomServerUnreachable:
+        st.warning(t("room.unreachable", code=literal(code)))
+    except ValueError as err:
+        st.warning(t("room.bad_question", detail=literal(err)))
+    else:
+        return True
     return False
 
 

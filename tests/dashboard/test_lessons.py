@@ -154,6 +154,30 @@ def test_a_room_follows_the_presenter_s_step_without_back_next_or_notes():
     assert step.notes("zh") not in "\n".join(m.value for m in learner.markdown)
 
 
+def test_the_presenter_asks_a_step_s_question_with_one_click_and_the_room_answers_it():
+    """Step 2 of "Why √d_k" carries the ready question ``scaling_peak``: the presenter's bar
+    offers it (a follower's does not); one click puts it to the room, whose followers get its
+    answer buttons, and the presenter's tally counts their answer."""
+    code = f"t-{uuid.uuid4().hex[:10]}"
+    query = {"lesson": "why-sqrt-dk", "lesson.step": "2", "scaling.d_ks": "64,256"}
+    host = open_app("scaling", room=code, **query)
+    key, _source = presenter.presenter_key()
+    host.text_input(key="_room.presenter_key").input(key).run()
+    learner = open_app(None, room=code, lang="zh")
+    assert not [b for b in learner.button if b.key.startswith("_lesson.ask")]
+    assert not [b for b in learner.button if b.key.startswith("_room.answer")]
+    host.button(key="_lesson.ask.2").click().run()
+    assert not host.exception and not host.warning
+    learner.run()
+    answers = [b for b in learner.button if b.key.startswith("_room.answer.")]
+    assert [b.label for b in answers] == [
+        t_in("zh", f"room.q_scaling_peak_a{i}") for i in range(len(answers))
+    ]
+    answers[0].click().run()
+    host.run()
+    assert any(t_in("en", "room.answers_count", n=1) in c.value for c in host.caption)
+
+
 def _record_app(lang: str) -> None:
     import streamlit as st
 
