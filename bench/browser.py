@@ -98,7 +98,9 @@ def streamlit_server(
     log_path: Path | None = None, env: dict | None = None, app: str = "dashboard/app.py"
 ) -> Iterator[Server]:
     """Start the dashboard (or another Streamlit ``app``) on a free loopback port; stop that
-    process on exit."""
+    process on exit. The shipped lessons are not warmed in its background after the first
+    page (``ATTENTION_LAB_PREWARM=off``: a bench's or test's timings are the pages' own)
+    unless ``env`` says otherwise."""
     port = free_port()
     log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"streamlit-{port}.log"
     cmd = [
@@ -124,7 +126,7 @@ def streamlit_server(
             cwd=REPO_ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, "ATTENTION_LAB_PREWARM": "off", **(env or {})},
         )
     url = f"http://127.0.0.1:{port}"
     try:

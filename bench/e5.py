@@ -198,12 +198,12 @@ APP_PAGES = (
 def app_rss() -> dict[str, float]:
     """The dashboard's resident memory (MiB, server and children) after opening, in order,
     the Playground, the real-model page with MiniLM, then with e5, then the Intuition page:
-    one websocket session each, no browser (:mod:`bench.stream_client`)."""
+    one websocket session each, no browser (:mod:`dashboard.serving.stream_client`)."""
     import asyncio
     from pathlib import Path
 
     from bench.browser import rss_bytes, streamlit_server
-    from bench.stream_client import StreamSession
+    from dashboard.serving.stream_client import StreamSession
 
     async def visit(url: str, page: str, query: str) -> None:
         session = StreamSession(url, page, query)

@@ -22,7 +22,7 @@ same link and then spreading over the pages); its resident memory (with children
 every 0.25 s and its CPU time read before and after the moves.
 
 * ``--client stream`` (default, up to 60 sessions): each learner is a websocket client that
-  speaks Streamlit's own protocol (:mod:`bench.stream_client`), so no browser spends the
+  speaks Streamlit's own protocol (:mod:`dashboard.serving.stream_client`), so no browser spends the
   server's cores. After every page has opened, each learner moves one of its page's first
   sliders by one step every ``--interval`` seconds (random slider and direction, a random
   first moment; the next move waits for the last one to finish) and times widget change →
@@ -65,7 +65,7 @@ from bench.load_figures import (
 )
 from bench.repaint import ARM_JS, CHART, SLIDER
 from bench.replicas import parse_replicas, serve_stack
-from bench.stream_client import StreamSession
+from dashboard.serving.stream_client import StreamSession
 
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RSS_GOAL = 1 << 30
@@ -256,8 +256,8 @@ def report_stream(
     sessions = len(links)
     pages = Counter(p or page_names()[0] for p in links)
     print(
-        f"client: websocket (bench/stream_client.py), {sessions} learners, one slider move "
-        f"each every {interval:g} s, {seconds:g} s of moves after every page opened"
+        f"client: websocket (dashboard/serving/stream_client.py), {sessions} learners, "
+        f"one slider move each every {interval:g} s, {seconds:g} s of moves after every page opened"
     )
     print("pages: " + ", ".join(f"{name} ×{n}" for name, n in pages.items()))
     if stats.get("instructor_s"):

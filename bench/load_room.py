@@ -1,7 +1,7 @@
 """A room following its presenter: ``python -m bench.load --mode room``.
 
 One server with a presenter key; one presenter and N followers, each a websocket client
-(:mod:`bench.stream_client`). The presenter opens the Scaling page with ``room=bench``,
+(:mod:`dashboard.serving.stream_client`). The presenter opens the Scaling page with ``room=bench``,
 types the key (the password field's widget state), and then moves the "Tokens per sequence
 L" slider by one step every ``interval`` seconds. Every follower opens ``/?room=bench`` and
 does what the browser's fragment timer does: every :data:`POLL_S` seconds it asks for a run
@@ -32,9 +32,9 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from bench.load_figures import cpu_seconds, percentiles, print_errors, verdict
-from bench.stream_client import FINISHED_OK, StreamSession
 from dashboard.room_controls import KEY_WIDGET
 from dashboard.room_follow import POLL_S
+from dashboard.serving.stream_client import FINISHED_OK, StreamSession
 
 ROOM = "bench"
 KEY = "bench-presenter-key"

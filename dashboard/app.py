@@ -44,6 +44,7 @@ import streamlit as st
 from dashboard import controls, landing, lesson_bar, presentation, room_controls, state
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, current_lang, t
 from dashboard.runtime import startup, threads
+from dashboard.serving import prewarm
 from dashboard.views import APP_ICON, PAGES, SECTIONS, default_page
 
 VIEWS_DIR = Path(__file__).parent / "views"
@@ -186,6 +187,7 @@ def main() -> None:
         st.code(current_url(), language=None, wrap_lines=True)
         st.caption(t("common.copy_link_note"))
     startup.after_page()  # once the page is on its way: freeze, profiler, trim
+    prewarm.after_page(lesson, current_lang())  # each lesson step, in the gaps between runs
     room_controls.wake_followers()  # a presenter's new view: the room follows at once
 
 

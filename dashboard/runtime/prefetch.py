@@ -27,6 +27,7 @@ page's head start; the tests wait for them). Importing this module starts no thr
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
@@ -36,7 +37,8 @@ from collections.abc import Callable, Hashable
 from dashboard.runtime import threads
 
 Calls = tuple[tuple[Callable, tuple], ...]
-"""A filler's work: (cached function, arguments) pairs, most likely first."""
+"""A filler's work: (function, arguments) pairs, most likely first: cached functions of the
+data layer, or a lesson step opened on this server (:mod:`dashboard.serving.prewarm`)."""
 FILLER_NICE = 19
 """The worker thread's niceness (Linux: per thread): a learner's run goes first."""
 IDLE_POLL_S = 0.05
@@ -55,17 +57,17 @@ _WORKER: list[threading.Thread] = []
 _STOP = threading.Event()
 
 
-def start_filling(name: Hashable, calls: Calls) -> bool:
+def start_filling(name: Hashable, calls: Calls, *, one_thread: bool = True) -> bool:
     """Queue ``calls`` for the background worker (lowest priority), once per ``name``: one
     job, as :func:`start_group` queues several.
 
     Returns:
         True when the job was queued (False: one of that name was queued before).
     """
-    return start_group(((name, calls),))
+    return start_group(((name, calls),), one_thread=one_thread)
 
 
-def start_group(jobs: tuple[tuple[Hashable, Calls], ...]) -> bool:
+def start_group(jobs: tuple[tuple[Hashable, Calls], ...], *, one_thread: bool = True) -> bool:
     """Queue several jobs as one unit for the background worker (lowest priority): their
     calls in the order given, each job once per name, the unit before the rest of any unit
     queued earlier (what a page asks in one run, most likely first).
@@ -77,7 +79,10 @@ def start_group(jobs: tuple[tuple[Hashable, Calls], ...]) -> bool:
 
     Args:
         jobs: (name, calls) pairs: ``name`` is hashable (a job whose name was queued before
-            is left out), ``calls`` its (cached function, arguments) pairs.
+            is left out), ``calls`` its (function, arguments) pairs.
+        one_thread: run each call with torch on one thread (a computation of the worker's
+            own); False for a call that waits on a script run of this server, which shares
+            the cores as every run does.
 
     Returns:
         True when at least one job was queued.
@@ -85,7 +90,7 @@ def start_group(jobs: tuple[tuple[Hashable, Calls], ...]) -> bool:
     with _STATE:
         new = [(name, calls) for name, calls in jobs if name not in _STARTED]
         _STARTED.update(name for name, _ in new)
-        unit = deque(call for _, calls in new for call in calls)
+        unit = deque((*call, one_thread) for _, calls in new for call in calls)
         if unit:
             _JOBS.append(unit)
         if not _WORKER:
@@ -129,7 +134,7 @@ def _wait_for_work() -> bool:
     return _server_idle()
 
 
-def _take_newest() -> tuple[Callable, tuple]:
+def _take_newest() -> tuple[Callable, tuple, bool]:
     """The next call of the newest job, taken off it and counted as running (only the worker
     takes calls, so a job is queued when it asks)."""
     global _RUNNING
@@ -154,10 +159,10 @@ def _work() -> None:
     is idle, run the newest job's next call."""
     _lowest_priority()
     while _wait_for_work():
-        function, args = _take_newest()
+        function, args, one_thread = _take_newest()
         try:
-            with threads.single_threaded():  # runtime/threads owns torch's thread count
-                function(*args)
+            with threads.single_threaded() if one_thread else contextlib.nullcontext():
+                function(*args)  # (runtime/threads owns torch's thread count)
         except Exception as err:  # noqa: BLE001 — a failed guess only means no head start
             _LOG.warning("prefetch %s%r failed: %s", function.__name__, args, err)
         finally:

@@ -52,6 +52,7 @@ import pytest
 from bench.browser import free_port, wait_idle
 from bench.repaint import SLIDER
 from dashboard.i18n import t_in
+from dashboard.lessons.model import shipped_lessons
 from tests.browser.helpers import wait_painted
 
 pytestmark = pytest.mark.browser
@@ -642,3 +643,149 @@ def test_5_a_range_that_shrinks_under_a_value_moves_every_follower_to_the_neares
     room.timings["shrunk_range_s"] = time.monotonic() - moved
     no_exception(host)
     print(f"\ntimings: {room.timings}")
+
+
+LESSON = "self-attention-20"
+LANDING = "intuition"  # the page whose header lists the lessons as links (dashboard/landing.py)
+PAGE_LINK = '[data-testid="stPageLink"]'
+EXPANDER = '[data-testid="stExpander"]'
+STEP_JS = """([page, step, pairs, words]) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const q = new URLSearchParams(location.search);
+    return location.pathname.endsWith('/' + page) && q.get('lesson.step') === step
+        && pairs.every(([key, value]) => q.get(key) === value)
+        && !!app && words.every((w) => app.innerText.includes(w));
+}"""
+WATCH_JS = f"""(arg) => {{
+    const shows = {STEP_JS};
+    clearInterval(window.__stepWatch);
+    window.__stepSeen = null;
+    window.__stepWatch = setInterval(() => {{
+        if (shows(arg)) {{ window.__stepSeen = Date.now(); clearInterval(window.__stepWatch); }}
+    }}, 50);
+}}"""
+
+
+def step_shown(lesson, number: int, lang: str) -> list:
+    """What a tab in ``lang`` shows on step ``number``: the arguments of :data:`STEP_JS` (its
+    page, the step in the link, the step's values, and the bar's "Step K of N", title and
+    what to notice)."""
+    step = lesson.steps[number - 1]
+    n = len(lesson.steps)
+    words = [t_in(lang, "lesson.step_of", k=number, n=n), step.title(lang), step.notice(lang)]
+    return [step.page, str(number), [list(pair) for pair in step.query], words]
+
+
+def wait_step(tab: Tab, lesson, number: int, deadline: float) -> float:
+    """Wait until ``tab`` shows step ``number`` of ``lesson`` (:func:`step_shown`)."""
+    left_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+    try:
+        tab.page.wait_for_function(
+            STEP_JS, arg=step_shown(lesson, number, tab.lang), timeout=left_ms
+        )
+    except Exception as err:
+        raise AssertionError(
+            f"{tab.name}: not on step {number} in time: {described(tab.page)}"
+        ) from err
+    return time.monotonic()
+
+
+def followers_reach(room: Room, lesson, number: int, press) -> dict[str, float]:
+    """``press()`` (the presenter's click) and, for each follower, the seconds from it to
+    the follower showing step ``number``, read from a watcher in its page (every 50 ms) so
+    that one follower's wait does not add to another's time; each within :data:`FOLLOW_S`."""
+    for f in room.followers:
+        f.page.evaluate(WATCH_JS, step_shown(lesson, number, f.lang))
+    clicked, since = time.time(), time.monotonic()
+    press()
+    wait_step(room.presenter, lesson, number, since + 60)
+    seen = {}
+    for f in room.followers:
+        left_ms = max(1.0, (since + FOLLOW_S - time.monotonic()) * 1000)
+        try:
+            f.page.wait_for_function("() => window.__stepSeen !== null", timeout=left_ms)
+        except Exception as err:
+            shown = step_shown(lesson, number, f.lang)
+            raise AssertionError(f"{f.name}: not {shown} in time: {described(f.page)}") from err
+        seen[f.name] = round(f.page.evaluate("window.__stepSeen") / 1000 - clicked, 2)
+    assert all(s <= FOLLOW_S for s in seen.values()), seen
+    return seen
+
+
+def test_6_the_room_follows_a_lesson_across_both_replicas_without_the_presenter_s_notes(
+    room, screenshot_dir
+):
+    host, lang = room.presenter, room.presenter.lang
+    tabs = [host, *room.followers]
+    for tab in tabs:
+        assert not tab.page.is_closed(), tab.name
+    sessions = {r: active_sessions(url) for r, (url, _pid) in room.stack.replicas.items()}
+    print(
+        f"\nlesson: presenter {host.name} ({lang}) on {replica_of(host.context)}; followers "
+        f"{[(f.name, f.replica, replica_of(f.context)) for f in room.followers]}; "
+        f"active_sessions {sessions}"
+    )
+    lesson = shipped_lessons()[LESSON]
+    noted = next(k for k, step in enumerate(lesson.steps, start=1) if step.notes is not None)
+    away = next(
+        k
+        for k in range(noted + 1, len(lesson.steps) + 1)
+        if lesson.steps[k - 1].page != lesson.steps[noted - 1].page
+    )
+    page = host.page
+    page.locator(NAV).get_by_text(t_in(lang, f"common.page_{LANDING}"), exact=True).click()
+    link = page.locator(PAGE_LINK).filter(has_text=lesson.title(lang))
+    link.wait_for(timeout=60_000)
+    wait_idle(page)
+    timings = {1: followers_reach(room, lesson, 1, link.click)}
+    notes_for_the_presenter_alone(room, lesson, 1)
+    ahead = page.get_by_role("button", name=t_in(lang, "lesson.next"), exact=True)
+    for number in range(2, away + 1):
+        wait_idle(page)
+        timings[number] = followers_reach(room, lesson, number, ahead.click)
+        notes_for_the_presenter_alone(room, lesson, number)
+        if number == noted:
+            shoot(page, screenshot_dir / f"lesson-presenter-{lang}.png")
+            for flang in ("en", "zh"):
+                tab = room.follower(flang, room.other)
+                shoot(tab.page, screenshot_dir / f"lesson-follower-{flang}.png")
+            viewer = room.follower("zh", room.other)
+            bar = viewer.page.locator('[data-testid="stSidebar"]')
+            bar.get_by_text(t_in("zh", "common.present_label"), exact=True).click()
+            viewer.page.wait_for_function(
+                "() => new URLSearchParams(location.search).get('present') === 'true'",
+                timeout=FOLLOW_S * 1000,
+            )
+            wait_idle(viewer.page)
+            wait_step(viewer, lesson, number, time.monotonic() + FOLLOW_S)
+            shoot(viewer.page, screenshot_dir / "lesson-follower-presentation-zh.png")
+    room.timings["lesson_step_s"] = max(s for seen in timings.values() for s in seen.values())
+    print(f"\nlesson steps, seconds from the click to each follower: {timings}")
+    for tab in tabs:
+        no_exception(tab.page)
+
+
+def notes_for_the_presenter_alone(room: Room, lesson, number: int) -> None:
+    """On step ``number``: the presenter's bar has Back and Next, and the notes (unfolded,
+    they read the step's notes) when the step has some; no follower's page has Back, Next,
+    the notes' label or the notes, in either language."""
+    step, host = lesson.steps[number - 1], room.presenter
+    wait_idle(host.page)
+    for key in ("lesson.back", "lesson.next"):
+        named = host.page.get_by_role("button", name=t_in(host.lang, key), exact=True)
+        assert named.count() == 1, f"the presenter's {key} on step {number}"
+    notes = host.page.locator(EXPANDER).filter(has_text=t_in(host.lang, "lesson.notes"))
+    if step.notes is None:
+        assert notes.count() == 0, f"notes on step {number}, which has none"
+    else:
+        assert notes.count() == 1, f"the presenter's notes on step {number}"
+        notes.locator("summary").click()
+        wait_text(host.page, step.notes(host.lang), time.monotonic() + 10, "the notes unfold")
+    for f in room.followers:
+        shown = text(f.page)
+        for key in ("lesson.back", "lesson.next", "lesson.notes"):
+            assert t_in(f.lang, key) not in shown, f"{f.name} shows {key} on step {number}"
+        for key in ("lesson.back", "lesson.next"):
+            assert f.page.get_by_role("button", name=t_in(f.lang, key)).count() == 0
+        for notes_lang in ("en", "zh") if step.notes is not None else ():
+            assert step.notes(notes_lang) not in shown, f"{f.name} reads the notes"

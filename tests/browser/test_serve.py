@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from bench.browser import free_port, page_names
+from dashboard.serving.warm import shipped_lesson_links
 
 pytestmark = pytest.mark.browser
 
@@ -109,11 +110,15 @@ def test_the_stack_starts_prints_its_parts_and_keeps_a_tab_on_its_replica(stack)
 
 
 def test_every_page_ran_on_each_replica_before_the_balancer_started(stack, logs):
-    """serve.py warms each replica (each page opened once on its own port) before it prints
-    the replicas' lines; a page that failed would be a line of its own in the log, and a
-    failed warm-up a line before the replicas' lines (the fixture's first line)."""
+    """serve.py warms each replica (each page and each shipped lesson's step opened once on
+    its own port) before it prints the replicas' lines; a page that failed would be a line
+    of its own in the log, and a failed warm-up a line before the replicas' lines (the
+    fixture's first line)."""
     _, _, lines = stack
-    summary = re.compile(rf"warmed http://127\.0\.0\.1:(\d+): {len(page_names())} pages in .* s")
+    pages, steps = len(page_names()), len(shipped_lesson_links())
+    summary = re.compile(
+        rf"warmed http://127\.0\.0\.1:(\d+): {pages} pages and {steps} lesson steps in .* s"
+    )
     warmed = [summary.fullmatch(line) for line in (logs / "warm.log").read_text().splitlines()]
     assert all(warmed), "a page that did not run cleanly, or a line of another kind"
     assert [m.group(1) for m in warmed] == [REPLICA_LINE.match(s).group(2) for s in lines[:2]]
@@ -130,8 +135,9 @@ def test_warm_names_each_page_it_could_not_open():
     )
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"warmed http://127.0.0.1:{port}: {len(page_names())} pages")
-    assert len(lines) == 1 + len(page_names())
+    pages, steps = len(page_names()), len(shipped_lesson_links())
+    assert lines[0].startswith(f"warmed http://127.0.0.1:{port}: {pages} pages and {steps} lesson")
+    assert len(lines) == 1 + pages + steps
     assert all("Connect" in line or "refused" in line for line in lines[1:]), lines
     refused = subprocess.run(
         [sys.executable, "-m", "scripts.warm", f"127.0.0.1:{port}"],

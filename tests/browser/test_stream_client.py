@@ -1,7 +1,7 @@
 """The websocket client of ``bench.load`` and the app's scale-out promise, on live servers.
 
-* A slider move sent by :class:`bench.stream_client.StreamSession` reruns the page with the new
-  value, as a browser's move does (the URL and the page's figures follow it).
+* A slider move sent by :class:`dashboard.serving.stream_client.StreamSession` reruns the
+  page with the new value, as a browser's move does (the URL and the page's figures follow it).
 * Every view lives in the URL, so identical replicas behind a load balancer are
   interchangeable: the same link, opened against two separately started servers, shows
   identical numbers (every heatmap's values and scores, every computed figure; only the
@@ -18,8 +18,8 @@ import pytest
 from streamlit.proto.Markdown_pb2 import Markdown
 
 from bench.browser import streamlit_server
-from bench.stream_client import StreamSession
 from dashboard.i18n import load_namespace
+from dashboard.serving.stream_client import StreamSession
 
 pytestmark = pytest.mark.browser
 

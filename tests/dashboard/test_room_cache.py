@@ -2,15 +2,14 @@
 dropped ("Cached ForwardMsg MISS", after which only a reload helps).
 
 The followers here are websocket clients that keep the browser's message cache by the
-frontend's own rules (:class:`bench.stream_client.MessageCache`): every rerun they ask for
-lists the hashes they hold, and a reference they cannot resolve is a miss. Three of them (one
-in Chinese) follow a presenter who moves through pages not yet drawn for them and back and
-moves a slider on each (so that most of a page's messages are sent again unchanged), with
-their poll timer running fast so that polls cross the server's wake-ups. Before the fix a
-follower received references on every page change (a miss came once in about 150 changes,
-when a wake-up finished between a poll's request and its run); now a follower's runs send
-every message whole, while the presenter's runs still use the cache.
-"""
+frontend's own rules (:class:`dashboard.serving.stream_client.MessageCache`): every rerun
+they ask for lists the hashes they hold, and a reference they cannot resolve is a miss.
+Three of them (one in Chinese) follow a presenter who moves through pages not yet drawn for
+them and back and moves a slider on each (so that most of a page's messages are sent again
+unchanged), with their poll timer running fast so that polls cross the server's wake-ups.
+Before the fix a follower received references on every page change (a miss came once in
+about 150 changes, when a wake-up finished between a poll's request and its run); now a
+follower's runs send every message whole, while the presenter's runs still use the cache."""
 
 from __future__ import annotations
 

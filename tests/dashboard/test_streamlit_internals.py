@@ -109,8 +109,8 @@ def test_cache_resource_keys_a_function_by_module_qualname_and_source():
     ],
 )
 def test_the_websocket_messages_the_stream_client_speaks(name):
-    """``bench/stream_client.py`` speaks Streamlit's frontend protocol with the protobufs
-    shipped in ``streamlit.proto``: these messages and fields must be there."""
+    """``dashboard/serving/stream_client.py`` speaks Streamlit's frontend protocol with the
+    protobufs shipped in ``streamlit.proto``: these messages and fields must be there."""
     import importlib
 
     module_name, message_name, field = name.split(".")

@@ -1,0 +1,56 @@
+"""Which links the server's own pre-warm queues (:mod:`dashboard.serving.prewarm`), with the
+background worker replaced by a list: each shipped lesson's steps once per process after the
+first page unless ``ATTENTION_LAB_PREWARM=off``, and an opened lesson's steps in its
+learner's language, queued last (the worker takes the newest first)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.lessons.model import shipped_lessons
+from dashboard.serving import prewarm
+from dashboard.serving.warm import lesson_links, open_link
+
+URL = "http://127.0.0.1:9"
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    jobs: dict = {}
+
+    def start_filling(name, calls, *, one_thread=True):
+        assert not one_thread  # a step's page run shares the cores as any run does
+        if name in jobs:
+            return False
+        jobs[name] = calls
+        return True
+
+    monkeypatch.setattr(prewarm.prefetch, "start_filling", start_filling)
+    monkeypatch.setattr(prewarm, "own_address", lambda: URL)
+    monkeypatch.setattr(prewarm, "_SHIPPED", prewarm.threading.Event())
+    return jobs
+
+
+def test_the_shipped_lessons_once_per_process_then_the_opened_one(queued, monkeypatch):
+    monkeypatch.delenv(prewarm.PREWARM_ENV, raising=False)
+    lesson = shipped_lessons()["why-sqrt-dk"]
+    prewarm.after_page((lesson, 2), "zh")
+    prewarm.after_page(None, "en")
+    names = list(queued)
+    assert names[:-1] == [("lesson", name, "en") for name in shipped_lessons()]
+    assert names[-1] == ("lesson", "why-sqrt-dk", "zh")
+    calls = queued[("lesson", "why-sqrt-dk", "zh")]
+    assert calls == tuple((open_link, (URL, link)) for link in lesson_links(lesson, "zh"))
+    assert all("lang=zh" in link.query and "lesson.step=" in link.query for _f, (_u, link) in calls)
+
+
+def test_off_leaves_the_shipped_lessons_cold_but_warms_an_opened_one(queued, monkeypatch):
+    monkeypatch.setenv(prewarm.PREWARM_ENV, "off")
+    prewarm.after_page((shipped_lessons()["self-attention-20"], 1), "en")
+    assert list(queued) == [("lesson", "self-attention-20", "en")]
+
+
+def test_nothing_is_warmed_where_no_server_runs(monkeypatch):
+    monkeypatch.setattr(prewarm, "_SHIPPED", prewarm.threading.Event())
+    assert prewarm.own_address() is None  # no Streamlit runtime in this process
+    assert not prewarm.warm_lesson(shipped_lessons()["why-sqrt-dk"], "en")
