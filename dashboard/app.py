@@ -41,7 +41,15 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard import controls, landing, lesson_bar, presentation, room_controls, state
+from dashboard import (
+    controls,
+    landing,
+    lesson_author,
+    lesson_bar,
+    presentation,
+    room_controls,
+    state,
+)
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, current_lang, t
 from dashboard.runtime import startup, threads
 from dashboard.serving import prewarm
@@ -181,6 +189,8 @@ def main() -> None:
     state.render_notices(notice_box)
     state.finish_run()
     room_controls.room_controls(room, pages, page_name(pages, page), room_sidebar, room_box)
+    if room.code and room_controls.presenting():  # the presenter makes and loads lessons
+        lesson_author.author_panel(page_name(pages, page), room_box)
     with st.sidebar:
         st.divider()
         st.caption(t("common.copy_link_label"))

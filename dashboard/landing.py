@@ -8,11 +8,29 @@ import streamlit as st
 
 from dashboard.i18n import current_lang, t
 from dashboard.lesson_bar import LESSON_KEY, STEP_KEY
-from dashboard.lessons.model import LEVELS, shipped_lessons
+from dashboard.lessons.library import all_lessons
+from dashboard.lessons.model import LEVELS, Lesson, shipped_lessons
 
 # the boxes of where attention sits in a transformer, each with the page that shows it
 DIAGRAM = (("tokens", "step_by_step"), ("embeddings", "playground"), ("attention", "multihead"))
 DIAGRAM += (("mlp", "decoder"), ("next", "decoder"))
+OWN_PER_ROW = 3  # the lessons of this server's own, per row
+
+
+def _lesson_links(lessons: list[Lesson], columns: int = 0) -> None:
+    """One column per lesson: its title as a link to its first step, and a line with its
+    steps, minutes and level."""
+    lang = current_lang()
+    for column, lesson in zip(st.columns(columns or len(lessons)), lessons, strict=False):
+        column.page_link(
+            f"views/{lesson.steps[0].page}.py",
+            label=f"**{lesson.title(lang)}**",
+            icon=":material/school:",
+            query_params={LESSON_KEY: lesson.name, STEP_KEY: "1", "lang": lang},
+        )
+        level = t(f"lesson.level_{lesson.level}")
+        steps, minutes = len(lesson.steps), lesson.minutes
+        column.caption(t("intuition.lesson_line", steps=steps, minutes=minutes, level=level))
 
 
 def landing_header() -> None:
@@ -22,18 +40,12 @@ def landing_header() -> None:
     lang = current_lang()
     st.title(t("intuition.lab_title"))
     st.markdown(t("intuition.lab_sentence"))
-    lessons = sorted(shipped_lessons().items(), key=lambda item: LEVELS.index(item[1].level))
-    for column, (name, lesson) in zip(st.columns(len(lessons)), lessons, strict=True):
-        first = lesson.steps[0].page
-        column.page_link(
-            f"views/{first}.py",
-            label=f"**{lesson.title(lang)}**",
-            icon=":material/school:",
-            query_params={LESSON_KEY: name, STEP_KEY: "1", "lang": lang},
-        )
-        level = t(f"lesson.level_{lesson.level}")
-        steps, minutes = len(lesson.steps), lesson.minutes
-        column.caption(t("intuition.lesson_line", steps=steps, minutes=minutes, level=level))
+    _lesson_links(sorted(shipped_lessons().values(), key=lambda ls: LEVELS.index(ls.level)))
+    own = [ls for name, ls in all_lessons().items() if name not in shipped_lessons()]
+    if own:  # the operator's folder, and lessons loaded on this server
+        st.caption(t("lesson.map_own"))
+        for start in range(0, len(own), OWN_PER_ROW):
+            _lesson_links(own[start : start + OWN_PER_ROW], columns=OWN_PER_ROW)
     diagram = st.container(border=True)
     diagram.caption(t("intuition.diagram_flow"))
     for column, (box, page) in zip(diagram.columns(len(DIAGRAM)), DIAGRAM, strict=True):

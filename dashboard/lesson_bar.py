@@ -25,7 +25,8 @@ from streamlit.delta_generator import DeltaGenerator
 from dashboard import room_controls, state
 from dashboard.i18n import LANG_KEY, current_lang, t
 from dashboard.lesson_record import record_markdown
-from dashboard.lessons.model import Lesson, Step, shipped_lessons
+from dashboard.lessons.library import all_lessons
+from dashboard.lessons.model import Lesson, Step
 from dashboard.presentation import PRESENT_KEY, presenting
 from dashboard.room_questions import SEEN_POLLS
 from dashboard.url_values import RefusedValue, nearest_int
@@ -38,13 +39,14 @@ _OPENED = "_lesson.opened"  # the lessons this session's links opened
 
 
 def parse_lesson_name(raw: str) -> str:
-    """A shipped lesson's name from the link.
+    """A lesson's name from the link: a shipped lesson, one of the operator's folder or one
+    loaded into this server (:func:`dashboard.lessons.library.all_lessons`).
 
     Raises:
         RefusedValue: naming the lessons there are, for any other text.
     """
-    if raw not in shipped_lessons():
-        names = ", ".join(shipped_lessons())
+    if raw not in all_lessons():
+        names = ", ".join(all_lessons())
         raise RefusedValue(f"no lesson {raw!r}", "unknown_lesson", lessons=names)
     return raw
 
@@ -63,7 +65,7 @@ def lesson_link(page: str) -> tuple[Lesson, int] | None:
     name = state.read(LESSON_KEY, "", parse_lesson_name)
     if not name:
         return None
-    lesson = shipped_lessons()[name]
+    lesson = all_lessons()[name]
     last = len(lesson.steps)
     raw = st.query_params.get(STEP_KEY)
     number = state.read(STEP_KEY, 1, lambda text: state.parse_int(text, -(10**12), 10**12))
@@ -93,8 +95,9 @@ def step_query(lesson: Lesson, number: int) -> dict[str, str]:
     return query
 
 
-def _go(name: str, number: int) -> None:
-    """Next, Back and "Back to the step's view" (a callback, before the rerun)."""
+def go_to_step(name: str, number: int) -> None:
+    """Next, Back, "Back to the step's view" and a lesson just loaded (a callback, before
+    the rerun): the run takes this session to step ``number`` of lesson ``name``."""
     st.session_state[_ARRIVE] = (name, number)
 
 
@@ -113,9 +116,9 @@ def arrive(pages: dict, page: str, found: tuple[Lesson, int] | None) -> tuple[Le
         The lesson and step this run shows.
     """
     pending = st.session_state.get(_ARRIVE)
-    if pending is None or pending[0] not in shipped_lessons():
+    if pending is None or pending[0] not in all_lessons():
         return found
-    lesson = shipped_lessons()[pending[0]]
+    lesson = all_lessons()[pending[0]]
     step = lesson.steps[pending[1] - 1]
     if step.page != page:
         state.carry_notices()  # a link's refused step, said on the step's page
@@ -168,7 +171,7 @@ def lesson_bar(
                 st.button(
                     t("lesson.back_to_step"),
                     key="_lesson.back_to_step",
-                    on_click=_go,
+                    on_click=go_to_step,
                     args=(lesson.name, number),
                 )
         if not can_move:  # a follower: the record all the same
@@ -221,7 +224,7 @@ def _moves(lesson: Lesson, number: int, last: int) -> None:
         t("lesson.back"),
         key="_lesson.back",
         disabled=number == 1,
-        on_click=_go,
+        on_click=go_to_step,
         args=(lesson.name, number - 1),
     )
     ahead.button(
@@ -229,7 +232,7 @@ def _moves(lesson: Lesson, number: int, last: int) -> None:
         key="_lesson.next",
         type="primary",
         disabled=number == last,
-        on_click=_go,
+        on_click=go_to_step,
         args=(lesson.name, number + 1),
     )
     leave.button(t("lesson.leave"), key="_lesson.leave", on_click=_leave)

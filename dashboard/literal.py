@@ -51,3 +51,12 @@ def literal(value: object, max_len: int = VALUE_MAX_LEN) -> str:
     # one space each side: CommonMark strips exactly one, so a value that starts or ends with a
     # backtick cannot merge with the fence
     return f"{fence} {text} {fence}"
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
+
+
+def plain(text: str) -> str:
+    """Text typed by a person (a question to the room, a lesson's step title) shown as
+    itself in markdown: its markup characters escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)

@@ -8,13 +8,12 @@ these parts on the presenter's page, :mod:`dashboard.room_follow` on a follower'
 
 from __future__ import annotations
 
-import re
 import secrets
 
 import streamlit as st
 
 from dashboard.i18n import current_lang, t, t_in
-from dashboard.literal import literal
+from dashboard.literal import literal, plain
 from dashboard.room_reach import room_reach
 from dashboard.rooms import presenter, push
 from dashboard.rooms.questions import (
@@ -38,24 +37,18 @@ TYPED = "typed"
 _VOTER = "_room.voter"
 _MY_ANSWER = "_room.my_answer"  # (question number, choice)
 SEEN_POLLS = "_room.polls"  # {question number: (Poll, my choice or None)}, for the record
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
-
-
-def _plain(text: str) -> str:
-    """Typed text shown as itself in markdown (its markup characters escaped)."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
 def question_text(question: Question) -> str:
     """The question in this session's language (a typed one as typed)."""
-    return t(f"room.q_{question.ready}") if question.ready else _plain(question.text)
+    return t(f"room.q_{question.ready}") if question.ready else plain(question.text)
 
 
 def option_text(question: Question, index: int) -> str:
     """Answer ``index`` of ``question`` in this session's language."""
     if question.ready:
         return t(f"room.q_{question.ready}_a{index}")
-    return _plain(question.options[index])
+    return plain(question.options[index])
 
 
 def voter() -> str:

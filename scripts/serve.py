@@ -13,13 +13,15 @@ Usage: ``python scripts/serve.py --replicas N --port P [--address A] [--logs DIR
 2. N Streamlit replicas of ``dashboard/app.py`` on free loopback ports, with one cookie secret
    (``ATTENTION_LAB_COOKIE_SECRET``, else one made now), one presenter key
    (``ATTENTION_LAB_PRESENTER_KEY``, else one made now and printed last) and the machine's
-   cores shared out among them (each replica's CPU affinity, which its torch threads follow);
+   cores shared out among them (each replica's CPU affinity, which its torch threads follow),
+   and one lessons folder (``ATTENTION_LAB_LESSONS_DIR``, else ``lessons`` in the data folder:
+   a lesson a presenter loads on one replica is read by every replica, and kept);
 3. HAProxy on ``A:P`` with ``deploy/haproxy.cfg`` (cookie affinity, websockets passed through,
    health checks on ``/_stcore/health``), its server lines appended for the replicas.
 
 It prints ``redis: redis://127.0.0.1:PORT/0 pid PID`` once Redis answers, then waits until each
 replica is healthy and warms it (``python -m scripts.warm``, output in ``warm.log``: every page
-opened once through the replica's own port; ``--no-warm`` skips it; a failure is one line on
+and every shipped lesson's step opened once through the replica's own port; ``--no-warm`` skips it; a failure is one line on
 stderr and the replicas serve anyway), prints ``replica K: http://127.0.0.1:PORT pid PID`` per
 replica and then ``balancer: http://A:P``.
 
@@ -57,6 +59,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 HAPROXY_CONFIG = REPO_ROOT / "deploy" / "haproxy.cfg"
 APP = "dashboard/app.py"
 REDIS_ENV = "ATTENTION_LAB_REDIS_URL"
+LESSONS_ENV = "ATTENTION_LAB_LESSONS_DIR"
 SECRET_ENV = "ATTENTION_LAB_COOKIE_SECRET"
 KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
 KEY_BYTES = 12
@@ -241,12 +244,15 @@ def _stop_on_signal(signum, _frame) -> None:
     raise KeyboardInterrupt(signum)
 
 
-def start_replicas(count: int, redis_url: str, key: str, logs: Path) -> list[Part]:
-    """``count`` replicas with one environment: the Redis URL, one cookie secret and the
-    presenter ``key`` (whichever replica a tab reaches), the cores shared out."""
+def start_replicas(count: int, redis_url: str, key: str, logs: Path, data: Path) -> list[Part]:
+    """``count`` replicas with one environment: the Redis URL, one cookie secret, the
+    presenter ``key`` (whichever replica a tab reaches) and one lessons folder (a lesson a
+    presenter loads on one replica is read by all; ``<data>/lessons`` unless
+    ``ATTENTION_LAB_LESSONS_DIR`` names one), the cores shared out."""
     secret = os.environ.get(SECRET_ENV) or secrets.token_hex(SECRET_BYTES)
     env = {**os.environ, REDIS_ENV: redis_url, "STREAMLIT_SERVER_COOKIE_SECRET": secret}
     env[KEY_ENV] = key
+    env.setdefault(LESSONS_ENV, str(data / "lessons"))
     cores = core_sets(count, sorted(os.sched_getaffinity(0)))
     return [start_replica(k, cores[k - 1], env, logs) for k in range(1, count + 1)]
 
@@ -266,7 +272,7 @@ def serve(args: argparse.Namespace, logs: Path) -> None:
             redis_url = redis.url
         require("haproxy")  # refused before any replica starts
         key = os.environ.get(KEY_ENV) or secrets.token_urlsafe(KEY_BYTES)
-        replicas = start_replicas(args.replicas, redis_url, key, logs)
+        replicas = start_replicas(args.replicas, redis_url, key, logs, args.data)
         parts += replicas
         for part in replicas:
             wait_until(lambda p=part: _healthy(p.url), part, "healthy")

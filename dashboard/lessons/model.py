@@ -130,8 +130,14 @@ def _query(raw: Any, page: str, source: str, step: int) -> tuple[tuple[str, str]
     return tuple(sorted(raw.items()))
 
 
-def _step(raw: Any, source: str, number: int) -> Step:
-    """Step ``number`` (from 1) of a lesson file.
+def parse_step(raw: Any, source: str, number: int) -> Step:
+    """Step ``number`` (from 1) of a lesson file: a table with ``page``, ``query``, ``title``,
+    ``notice`` and the optional ``question`` and ``notes`` (see the module's docstring).
+
+    Args:
+        raw: the step's table as TOML reads it.
+        source: how errors name the file.
+        number: the step's number, from 1.
 
     Raises:
         LessonError: naming the file, the step and the field that is wrong.
@@ -196,8 +202,29 @@ def parse_lesson(text: str, name: str, source: str = "") -> Lesson:
         _text(head.get("title"), source, None, "title"),
         minutes,
         head["level"],
-        tuple(_step(raw, source, number) for number, raw in enumerate(steps, start=1)),
+        tuple(parse_step(raw, source, number) for number, raw in enumerate(steps, start=1)),
     )
+
+
+def lesson_toml(lesson: Lesson) -> str:
+    """``lesson`` written as a lesson file (TOML, by ``tomli_w``): :func:`parse_lesson` reads
+    it back as the same lesson."""
+    import tomli_w
+
+    def text(value: Text) -> dict[str, str]:
+        return {"en": value.en, "zh": value.zh}
+
+    steps = []
+    for step in lesson.steps:
+        raw: dict[str, Any] = {"page": step.page, "query": dict(step.query)}
+        raw.update(title=text(step.title), notice=text(step.notice))
+        if step.question:
+            raw["question"] = step.question
+        if step.notes is not None:
+            raw["notes"] = text(step.notes)
+        steps.append(raw)
+    head = {"minutes": lesson.minutes, "level": lesson.level, "title": text(lesson.title)}
+    return tomli_w.dumps({"lesson": head, "step": steps})
 
 
 @functools.cache

@@ -82,7 +82,7 @@ def redis_url(environ: Mapping[str, str], read_secret: Callable[[], str | None])
     return None
 
 
-def _secret(name: str) -> str | None:
+def secret_named(name: str) -> str | None:
     """``st.secrets[name]``, or ``None`` (Streamlit raises without a file)."""
     import streamlit as st
 
@@ -95,7 +95,7 @@ def _secret(name: str) -> str | None:
 
 def _streamlit_secret() -> str | None:
     """``st.secrets["presenter_key"]``, or ``None``."""
-    return _secret(SECRET_NAME)
+    return secret_named(SECRET_NAME)
 
 
 def _print_key(key: str) -> None:
@@ -152,6 +152,6 @@ def shared_store() -> RoomStore | RedisRoomStore:
     """The process's one store (see the module's docstring)."""
     with _LOCK:
         if "store" not in _PROCESS:
-            url = redis_url(os.environ, lambda: _secret(REDIS_SECRET))
+            url = redis_url(os.environ, lambda: secret_named(REDIS_SECRET))
             _PROCESS["store"] = new_store(url)
         return _PROCESS["store"]  # type: ignore[return-value]
