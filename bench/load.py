@@ -15,7 +15,8 @@ for a workshop; ``--cold`` passes ``--no-warm`` (learners then pay the models' l
 ``--mode landing``: every learner opens the root link (the landing page) at once, as a room
 does when the link goes up on the projector. ``--mode room`` (stream client only): one
 presenter and N followers of one room, the presenter moving a slider every ``--interval``
-seconds; see :mod:`bench.load_room`.
+seconds; see :mod:`bench.load_room`. ``--mode lesson``: the same room walking a lesson, the
+presenter pressing Next and Back every ``--interval`` seconds; see :mod:`bench.load_lesson`.
 
 One Streamlit server on loopback. Session i opens page ``i mod pages`` (a room opening the
 same link and then spreading over the pages); its resident memory (with children) is sampled
@@ -361,6 +362,28 @@ def run_room(args: argparse.Namespace, replicas: int | None = None) -> dict:
     return room_row(stats, followers, replicas, sampler.peak)
 
 
+def run_lesson(args: argparse.Namespace, replicas: int | None = None) -> dict:
+    """``--mode lesson``: a room walking a lesson (:mod:`bench.load_lesson`); its row."""
+    from bench import load_lesson
+
+    followers = max(1, min(args.sessions or DEFAULT_SESSIONS["stream"], MAX_SESSIONS["stream"]))
+    seconds = max(5.0, min(args.seconds, MAX_SECONDS))
+    env = {load_lesson.KEY_ENV: load_lesson.KEY}
+    with target(args, env, replicas) as (url, pid, log):
+        sampler = RssSampler(pid)
+        sampler.start()
+        warm = replicas is None and not args.base  # serve.py warms its replicas itself
+        stats = asyncio.run(
+            load_lesson.drive_lesson(url, pid, followers, seconds, args.interval, warm)
+        )
+        sampler.stop()
+    load_lesson.report_lesson(stats, followers, args.interval)
+    print(f"server peak RSS: {sampler.peak / 2**20:.0f} MiB")
+    if log is not None:
+        print_server_log(log)
+    return load_lesson.lesson_row(stats, followers, replicas, sampler.peak)
+
+
 def room_row(stats: dict, followers: int, replicas: int | None, peak: int) -> dict:
     """The room's figures for the side-by-side table."""
     follow = [t for phase in stats["phases"].values() for t in phase["follow_s"]]
@@ -418,10 +441,11 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=MOVE_INTERVAL_S)
     parser.add_argument(
         "--mode",
-        choices=("spread", "landing", "room"),
+        choices=("spread", "landing", "room", "lesson"),
         default="spread",
         help="spread: learners on different pages; landing: all open the root link at once, "
-        "then move sliders there; room: one presenter and N followers",
+        "then move sliders there; room: one presenter and N followers; lesson: the same "
+        "room walking a lesson with Next and Back",
     )
     parser.add_argument("--replicas", type=parse_replicas, default=None, help="e.g. 1,2")
     parser.add_argument("--cold", action="store_true", help="with --replicas: serve.py --no-warm")
@@ -439,6 +463,8 @@ def run_mode(args: argparse.Namespace, replicas: int | None) -> dict | None:
     """Run ``--mode`` once against :func:`target`; its summary row (stream client)."""
     if args.mode == "room":
         return run_room(args, replicas)
+    if args.mode == "lesson":
+        return run_lesson(args, replicas)
     wanted = DEFAULT_SESSIONS[args.client] if args.sessions is None else args.sessions
     sessions = max(1, min(wanted, MAX_SESSIONS[args.client]))
     seconds = max(5.0, min(args.seconds, MAX_SECONDS))

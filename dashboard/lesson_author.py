@@ -174,6 +174,7 @@ def _draft_steps(steps: list[Step]) -> None:
 
 def _name_and_use(steps: list[Step]) -> None:
     """The lesson's name, title, minutes and level; its file to download; using it here."""
+    lang = current_lang()  # bound now: a label is formatted again outside this run
     name = st.text_input(t("lesson.author_name"), "my-lesson", key="_author.name", max_chars=40)
     left, right = st.columns(2)
     title = both(
@@ -186,7 +187,7 @@ def _name_and_use(steps: list[Step]) -> None:
         t("lesson.author_level"),
         LEVELS,
         key="_author.level",
-        format_func=lambda level: t(f"lesson.level_{level}"),
+        format_func=lambda level: t_in(lang, f"lesson.level_{level}"),
     )
     try:
         lesson = draft_lesson(name.strip(), title, int(minutes), level, steps)

@@ -27,7 +27,6 @@ from dashboard.i18n import LANG_KEY, current_lang, t
 from dashboard.lesson_record import record_markdown
 from dashboard.lessons.library import all_lessons
 from dashboard.lessons.model import Lesson, Step
-from dashboard.presentation import PRESENT_KEY, presenting
 from dashboard.room_questions import SEEN_POLLS
 from dashboard.url_values import RefusedValue, nearest_int
 
@@ -86,12 +85,11 @@ def lesson_link(page: str) -> tuple[Lesson, int] | None:
 
 def step_query(lesson: Lesson, number: int) -> dict[str, str]:
     """The link of step ``number`` of ``lesson``: its page's values, the lesson's keys and
-    this learner's own (language, presentation view)."""
+    this learner's language (the presentation view stays with the tab by itself,
+    :func:`dashboard.presentation.present_switch`)."""
     step = lesson.steps[number - 1]
     query = dict(step.query)
     query.update({LESSON_KEY: lesson.name, STEP_KEY: str(number), LANG_KEY: current_lang()})
-    if presenting():
-        query[PRESENT_KEY] = "true"
     return query
 
 

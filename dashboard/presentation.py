@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     pass
 
 PRESENT_KEY = "present"
+_KEPT = "_present.kept"  # the switch's value, given back after a change of page
 _LINK_TRUE = ("1", "true")
 UPRIGHT_LANGS = frozenset({"zh"})
 """Languages whose chart titles are written in CJK characters: their y titles stand upright."""
@@ -41,10 +42,20 @@ def link_presents() -> bool:
 
 
 def present_switch() -> bool:
-    """Draw the sidebar's presentation-view switch (URL key ``present``) and return it."""
-    return state.checkbox(
+    """Draw the sidebar's presentation-view switch (URL key ``present``) and return it.
+
+    The switch is this tab's own, and stays on across a change of page that this run did not
+    draw it in (a follower sent to the presenter's page, Next to a step on another page):
+    Streamlit forgets a widget a run did not draw, and a bound widget's key cannot be given
+    to ``st.switch_page``, so its value is kept apart and given back here."""
+    if st.session_state.get(_KEPT) and PRESENT_KEY not in st.session_state:
+        if PRESENT_KEY not in st.query_params:
+            st.session_state[PRESENT_KEY] = True
+    shown = state.checkbox(
         "", PRESENT_KEY, t("common.present_label"), False, help=t("common.present_help")
     )
+    st.session_state[_KEPT] = shown
+    return shown
 
 
 def presenting() -> bool:

@@ -41,6 +41,7 @@ from dashboard.rooms.questions import ready_to_ask
 from dashboard.rooms.store import RoomLimitError
 
 KEY_WIDGET = "_room.presenter_key"
+_KEY_KEPT = "_room.key_kept"  # the key as typed: a run that switches page drops the widget's
 _PUBLISHED = "_room.published"  # the room's version this presenter last woke the room for
 _WAKE = "_room.wake"  # a room whose followers this presenter's run wakes when it ends
 _TAB = "_room.tab"  # this session's id as a presenter
@@ -56,6 +57,7 @@ def room_link() -> RoomLink:
         The room code and the server id of the link.
     """
     presenter.presenter_key()  # made, and printed when generated, as the first page opens
+    keep_typed_key()
     code = state.read(ROOM_KEY, "", parse_room_code)
     if not code:
         if ROOM_KEY in st.query_params:  # a refused code: its notice shows it, the URL drops it
@@ -69,6 +71,21 @@ def room_link() -> RoomLink:
         st.session_state[FOLLOW_KEY] = state.read(FOLLOW_KEY, True, state.parse_bool)
     state.write(FOLLOW_KEY, bool(st.session_state[FOLLOW_KEY]))
     return RoomLink(code, marker)
+
+
+def keep_typed_key() -> None:
+    """Give the key field back the key this tab typed when Streamlit dropped it: a run that
+    switches page (Next to a step on another page, a link on the landing page) ends before
+    the field is drawn, and Streamlit forgets a widget a run did not draw, which would make
+    the presenter a follower."""
+    kept = st.session_state.get(_KEY_KEPT)
+    if kept and KEY_WIDGET not in st.session_state:
+        st.session_state[KEY_WIDGET] = kept
+
+
+def _remember_key() -> None:
+    """The key field's ``on_change``: keep what was typed (an empty field stops presenting)."""
+    st.session_state[_KEY_KEPT] = st.session_state.get(KEY_WIDGET, "")
 
 
 def presenting() -> bool:
@@ -115,6 +132,7 @@ def room_controls(
         t("room.presenter_key"),
         type="password",
         key=KEY_WIDGET,
+        on_change=_remember_key,
         max_chars=presenter.MAX_KEY_LEN,
         help=t("room.presenter_key_help"),
     )

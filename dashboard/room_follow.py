@@ -32,7 +32,7 @@ from streamlit.delta_generator import DeltaGenerator
 from dashboard import state
 from dashboard.i18n import LANG_KEY, current_lang, t
 from dashboard.literal import literal
-from dashboard.presentation import PRESENT_KEY, presenting
+from dashboard.presentation import PRESENT_KEY
 from dashboard.room_questions import answer_controls, voter
 from dashboard.room_reach import room_reach, server_back
 from dashboard.rooms import presenter, push
@@ -112,7 +112,6 @@ def _switch(link: RoomLink, pages: dict, snap: RoomSnapshot) -> None:
     query.update(
         {
             LANG_KEY: current_lang(),
-            **({PRESENT_KEY: "true"} if presenting() else {}),
             ROOM_KEY: link.code,
             FOLLOW_KEY: "true",
             SERVER_KEY: presenter.SERVER_ID,

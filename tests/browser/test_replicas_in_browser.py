@@ -25,6 +25,14 @@ order on one room:
    :data:`CATCH_UP_S` with no further move; "Follow again" takes the explorer there.
 5. The presenter on Properties sets L = 16 and the leak cut-off to 14, then lowers L to 4 with
    the arrow keys: every follower ends on L 4 and the cut-off 2, with no exception.
+6. The followers that test 3 moved go back to the replica they first landed on (a reload with
+   its cookie). The presenter, in the session that typed the key, goes to the landing page
+   and opens "Self-attention in 20 minutes" from its header, then presses Next past the step
+   with notes to a step on another page: after each click every follower, on either replica
+   and in either language, shows the step (its "Step K of N", title and what to notice)
+   within :data:`FOLLOW_S`, timed from the click; the presenter alone has Back, Next and the
+   notes; screenshots of the presenter and the followers on the step with notes, and of a
+   Chinese follower who turns the presentation view on.
 
 Only the killed replica (by its pid from serve.py's lines), this module's Redis (by its pid)
 and serve.py (SIGTERM, which stops its own children) are stopped.
@@ -666,6 +674,27 @@ WATCH_JS = f"""(arg) => {{
 }}"""
 
 
+def back_on_their_replicas(room: Room) -> dict[str, int]:
+    """The room on both replicas again: after test 3 the balancer keeps the killed
+    replica's followers on the live one (their cookie names it), so each follower not on
+    the replica it first landed on reloads its tab with that replica's cookie (a new
+    session, following, as any learner's reload). Each replica's ``active_sessions``."""
+    for f in room.followers:
+        if replica_of(f.context) != f.origin:
+            f.context.add_cookies([{"name": COOKIE, "value": f.origin, "url": room.stack.base}])
+            f.page.reload()
+            f.page.wait_for_selector("h1", timeout=60_000)
+            wait_idle(f.page)
+            words = first_part(f.lang, "room.following", room.code)
+            wait_text(f.page, words, time.monotonic() + 30, f"{f.name} follows after a reload")
+        assert replica_of(f.context) == f.origin, f.context.cookies()
+        f.replica = f.origin
+    sessions = {r: active_sessions(url) for r, (url, _pid) in room.stack.replicas.items()}
+    assert sessions[room.other] >= len(room.on(room.other)) >= 2, sessions
+    assert sessions[room.presenter.replica] >= 1 + len(room.on(room.presenter.replica)), sessions
+    return sessions
+
+
 def step_shown(lesson, number: int, lang: str) -> list:
     """What a tab in ``lang`` shows on step ``number``: the arguments of :data:`STEP_JS` (its
     page, the step in the link, the step's values, and the bar's "Step K of N", title and
@@ -684,24 +713,29 @@ def wait_step(tab: Tab, lesson, number: int, deadline: float) -> float:
             STEP_JS, arg=step_shown(lesson, number, tab.lang), timeout=left_ms
         )
     except Exception as err:
-        raise AssertionError(
-            f"{tab.name}: not on step {number} in time: {described(tab.page)}"
-        ) from err
+        shows = described(tab.page)
+        raise AssertionError(f"{tab.name}: not on step {number} in time: {shows}") from err
     return time.monotonic()
 
 
 def followers_reach(room: Room, lesson, number: int, press) -> dict[str, float]:
-    """``press()`` (the presenter's click) and, for each follower, the seconds from it to
-    the follower showing step ``number``, read from a watcher in its page (every 50 ms) so
-    that one follower's wait does not add to another's time; each within :data:`FOLLOW_S`."""
+    """``press()`` (the presenter's click), the presenter on step ``number`` and still
+    presenting, and for each follower the seconds from the click to its page showing that
+    step, each within :data:`FOLLOW_S`: a watcher in each follower's page notes when (every
+    50 ms), so that waiting for one follower adds nothing to another's time."""
+    host = room.presenter
     for f in room.followers:
         f.page.evaluate(WATCH_JS, step_shown(lesson, number, f.lang))
     clicked, since = time.time(), time.monotonic()
     press()
-    wait_step(room.presenter, lesson, number, since + 60)
-    wait_idle(room.presenter.page)
-    presenting = first_part(room.presenter.lang, "room.presenting", room.code)
-    assert presenting in text(room.presenter.page), described(room.presenter.page)
+    presenting = first_part(host.lang, "room.presenting", room.code)
+    try:
+        wait_step(host, lesson, number, since + 60)
+    except AssertionError as err:
+        still = presenting in text(host.page)
+        raise AssertionError(f"{err}\nthe presenter's tab still presents: {still}") from err
+    wait_idle(host.page)
+    assert presenting in text(host.page), f"no longer presenting: {described(host.page)}"
     seen = {}
     for f in room.followers:
         left_ms = max(1.0, (since + FOLLOW_S - time.monotonic()) * 1000)
@@ -715,72 +749,11 @@ def followers_reach(room: Room, lesson, number: int, press) -> dict[str, float]:
     return seen
 
 
-def test_6_the_room_follows_a_lesson_across_both_replicas_without_the_presenter_s_notes(
-    room, screenshot_dir
-):
-    host, lang = room.presenter, room.presenter.lang
-    tabs = [host, *room.followers]
-    for tab in tabs:
-        assert not tab.page.is_closed(), tab.name
-    sessions = {r: active_sessions(url) for r, (url, _pid) in room.stack.replicas.items()}
-    print(
-        f"\nlesson: presenter {host.name} ({lang}) on {replica_of(host.context)}; followers "
-        f"{[(f.name, f.replica, replica_of(f.context)) for f in room.followers]}; "
-        f"active_sessions {sessions}"
-    )
-    lesson = shipped_lessons()[LESSON]
-    noted = next(k for k, step in enumerate(lesson.steps, start=1) if step.notes is not None)
-    away = next(
-        k
-        for k in range(noted + 1, len(lesson.steps) + 1)
-        if lesson.steps[k - 1].page != lesson.steps[noted - 1].page
-    )
-    page = host.page
-
-    def reopen():  # TEMPORARY WORKAROUND (validation only)
-        page.goto(
-            f"{room.stack.base}/{LANDING}?room={room.code}&room.follow=false"
-            f"&lesson={LESSON}&lesson.step=1&lang={lang}"
-        )
-        page.wait_for_selector("h1", timeout=60_000)
-        wait_idle(page)
-        page.locator(KEY_BOX).fill(room.stack.key)
-        page.keyboard.press("Enter")
-
-    timings = {1: followers_reach(room, lesson, 1, reopen)}
-    notes_for_the_presenter_alone(room, lesson, 1)
-    ahead = page.get_by_role("button", name=t_in(lang, "lesson.next"), exact=True)
-    for number in range(2, away + 1):
-        wait_idle(page)
-        timings[number] = followers_reach(room, lesson, number, ahead.click)
-        notes_for_the_presenter_alone(room, lesson, number)
-        if number == noted:
-            shoot(page, screenshot_dir / f"lesson-presenter-{lang}.png")
-            for flang in ("en", "zh"):
-                tab = room.follower(flang, room.other)
-                shoot(tab.page, screenshot_dir / f"lesson-follower-{flang}.png")
-            viewer = room.follower("zh", room.other)
-            bar = viewer.page.locator('[data-testid="stSidebar"]')
-            bar.get_by_text(t_in("zh", "common.present_label"), exact=True).click()
-            viewer.page.wait_for_function(
-                "() => new URLSearchParams(location.search).get('present') === 'true'",
-                timeout=FOLLOW_S * 1000,
-            )
-            wait_idle(viewer.page)
-            wait_step(viewer, lesson, number, time.monotonic() + FOLLOW_S)
-            shoot(viewer.page, screenshot_dir / "lesson-follower-presentation-zh.png")
-    room.timings["lesson_step_s"] = max(s for seen in timings.values() for s in seen.values())
-    print(f"\nlesson steps, seconds from the click to each follower: {timings}")
-    for tab in tabs:
-        no_exception(tab.page)
-
-
 def notes_for_the_presenter_alone(room: Room, lesson, number: int) -> None:
-    """On step ``number``: the presenter's bar has Back and Next, and the notes (unfolded,
-    they read the step's notes) when the step has some; no follower's page has Back, Next,
-    the notes' label or the notes, in either language."""
+    """On step ``number``: the presenter's bar has Back and Next, and the notes when the step
+    has some (unfolded, they read the step's notes); no follower's page has Back, Next, the
+    notes' label or, in either language, the notes."""
     step, host = lesson.steps[number - 1], room.presenter
-    wait_idle(host.page)
     for key in ("lesson.back", "lesson.next"):
         named = host.page.get_by_role("button", name=t_in(host.lang, key), exact=True)
         assert named.count() == 1, f"the presenter's {key} on step {number}"
@@ -795,7 +768,71 @@ def notes_for_the_presenter_alone(room: Room, lesson, number: int) -> None:
         shown = text(f.page)
         for key in ("lesson.back", "lesson.next", "lesson.notes"):
             assert t_in(f.lang, key) not in shown, f"{f.name} shows {key} on step {number}"
-        for key in ("lesson.back", "lesson.next"):
             assert f.page.get_by_role("button", name=t_in(f.lang, key)).count() == 0
         for notes_lang in ("en", "zh") if step.notes is not None else ():
             assert step.notes(notes_lang) not in shown, f"{f.name} reads the notes"
+
+
+def presentation_on(tab) -> None:
+    """Tick the tab's own presentation-view switch (a follower's is not locked)."""
+    sidebar = tab.page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text(t_in(tab.lang, "common.present_label"), exact=True).click()
+    tab.page.wait_for_function(
+        "() => new URLSearchParams(location.search).get('present') === 'true'",
+        timeout=FOLLOW_S * 1000,
+    )
+    wait_idle(tab.page)
+
+
+def test_6_the_room_follows_a_lesson_across_both_replicas_without_the_presenter_s_notes(
+    room, screenshot_dir
+):
+    """The presenter, in the session that typed the key, goes to the landing page, opens
+    "Self-attention in 20 minutes" from its header and presses Next past the step with notes
+    to a step on another page; every follower shows each step within :data:`FOLLOW_S`."""
+    host, lang = room.presenter, room.presenter.lang
+    lesson = shipped_lessons()[LESSON]
+    noted = next(k for k, step in enumerate(lesson.steps, start=1) if step.notes is not None)
+    away = next(
+        k
+        for k in range(noted + 1, len(lesson.steps) + 1)
+        if lesson.steps[k - 1].page != lesson.steps[noted - 1].page
+    )
+    for tab in (host, *room.followers):
+        assert not tab.page.is_closed(), tab.name
+    sessions = back_on_their_replicas(room)
+    print(
+        f"\nlesson: presenter {host.name} in {lang} on {replica_of(host.context)}; followers "
+        f"{[(f.name, replica_of(f.context)) for f in room.followers]}; sessions {sessions}"
+    )
+    page = host.page
+    page.locator(NAV).get_by_text(t_in(lang, f"common.page_{LANDING}"), exact=True).click()
+    link = page.locator(PAGE_LINK).filter(has_text=lesson.title(lang))
+    link.wait_for(timeout=60_000)
+    wait_idle(page)
+    timings = {1: followers_reach(room, lesson, 1, link.click)}
+    notes_for_the_presenter_alone(room, lesson, 1)
+    ahead = page.get_by_role("button", name=t_in(lang, "lesson.next"), exact=True)
+    viewer = room.follower("zh", room.other)
+    for number in range(2, away + 1):
+        if number == away:  # a follower's presentation view stays on as the page changes
+            presentation_on(viewer)
+        timings[number] = followers_reach(room, lesson, number, ahead.click)
+        notes_for_the_presenter_alone(room, lesson, number)
+        if number == noted:
+            shoot(page, screenshot_dir / f"lesson-presenter-{lang}.png")
+            for flang in ("en", "zh"):
+                tab = room.follower(flang, room.other)
+                shoot(tab.page, screenshot_dir / f"lesson-follower-{flang}.png")
+    viewer.page.wait_for_function(
+        "() => new URLSearchParams(location.search).get('present') === 'true'",
+        timeout=FOLLOW_S * 1000,
+    )
+    wait_idle(viewer.page)
+    wait_step(viewer, lesson, away, time.monotonic() + FOLLOW_S)
+    assert t_in("zh", "common.present_controls") in text(viewer.page)  # the folded controls
+    shoot(viewer.page, screenshot_dir / "lesson-follower-presentation-zh.png")
+    room.timings["lesson_step_s"] = max(s for seen in timings.values() for s in seen.values())
+    print(f"\nlesson steps, seconds from the click to each follower: {timings}")
+    for tab in (host, *room.followers):
+        no_exception(tab.page)
