@@ -159,6 +159,7 @@ def main() -> None:
     pages, root = session_pages()
     page = st.navigation(navigation_sections(pages, root), expanded=True)
     state.begin_run(page_name(pages, page) if page is not root else "")
+    presentation.begin_page()  # controls go to the sidebar until the page opens its box
     if page is root:  # the landing page, or the page a root link from before names
         start = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)
         st.switch_page(pages[start], query_params=link_query())
@@ -176,7 +177,6 @@ def main() -> None:
         landing.landing_header(
             pages
         )  # the lab's name, its lessons and a map, above the landing page
-    presentation.begin_page()  # the page's controls: the sidebar, or a box under its title
     room_controls.controls_note()  # a follower's controls are locked: one line says so
     page.run()
     controls.page_notes(page_name(pages, page))  # what to look for, and more, after it

@@ -64,8 +64,11 @@ def presenting() -> bool:
 
 
 def begin_page() -> None:
-    """Before the page draws: its controls go to the sidebar until :func:`controls_here`
-    says otherwise."""
+    """First thing in a run: controls go to the sidebar until :func:`controls_here` says
+    otherwise. The box is a container of the run that made it; a control drawn into the box
+    of an earlier run (the presentation switch, drawn before the page) addressed a block the
+    browser no longer has after a change of page, and the page went blank ("Bad delta path
+    index")."""
     st.session_state.pop(CONTROLS_BOX, None)
 
 

@@ -96,3 +96,31 @@ def test_the_presentation_view_reads_from_the_back_of_the_room(
             page.screenshot(path=str(screenshot_dir / f"present-{name}-en-1920x1080.png"))
         finally:
             context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_next_to_a_step_on_another_page_keeps_the_presentation_view(
+    server, browser, screenshot_dir, lang
+):
+    """A lesson walked in the presentation view at 853×480: Next from step 2 (Intuition) to
+    step 3 (Step by step) shows step 3 with the view still on (the controls folded in their
+    box, ``present=true`` in the link) and no error: the page once went blank ("Bad delta
+    path index") when the switch was drawn into the box of the run before the change."""
+    from dashboard.i18n import t_in
+    from dashboard.lessons.model import shipped_lessons
+
+    url = f"{server.url}/intuition?lesson=self-attention-20&lesson.step=2&present=1&lang={lang}"
+    context, page = _open(browser, url, PROJECTOR)
+    try:
+        page.get_by_role("button", name=t_in(lang, "lesson.next"), exact=True).click()
+        step = shipped_lessons()["self-attention-20"].steps[2]
+        page.get_by_text(step.title(lang), exact=True).wait_for(timeout=60_000)
+        page.wait_for_url("**/step_by_step?*present=true*", timeout=60_000)
+        body = page.inner_text("body")
+        assert t_in(lang, "lesson.step_of", k=3, n=10) in body
+        assert t_in(lang, "common.present_controls") in body
+        assert not page.errors, page.errors
+        assert_no_errors(page)
+        page.screenshot(path=str(screenshot_dir / f"lesson-step3-presentation-853-{lang}.png"))
+    finally:
+        context.close()
