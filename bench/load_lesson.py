@@ -147,7 +147,9 @@ async def drive_lesson(
     for sent, step in presses:
         seen = [f.seen_at(step, sent) for f in crowd]
         stats["missed"] += sum(moment is None for moment in seen)
-        stats["follow_s"] += [moment - sent for moment in seen if moment is not None]
+        times = [moment - sent for moment in seen if moment is not None]
+        stats["follow_s"] += times
+        stats.setdefault("by_step", {}).setdefault(int(step), []).extend(times)
     for follower in crowd:
         stats["errors"] += follower.errors
         await follower.close()
@@ -176,6 +178,10 @@ def report_lesson(stats: dict, followers: int, interval: float) -> None:
         f"p95 {p95:.3f} s over {len(stats['follow_s'])} (press, follower) pairs, "
         f"{stats['missed']} never (goal p95 <= {GOAL_S:g} s, 0 missed) {verdict(held)}"
     )
+    pages = [step.page for step in lesson.steps]
+    for number, times in sorted(stats["by_step"].items()):
+        p50, p95 = percentiles(times)
+        print(f"  step {number:>2} ({pages[number - 1]}): p50 {p50:.3f} s, p95 {p95:.3f} s")
     per = stats["cpu_s"] / max(stats["presses"], 1)
     print(f"server CPU: {per:.2f} CPU-s per press, the followers' polling included")
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
@@ -253,3 +254,38 @@ def test_after_a_restart_followers_see_the_room_ended_and_keep_their_view(
                 tab.screenshot(path=str(screenshot_dir / f"room-ended-{lang}.png"))
         finally:
             _stop(second)
+
+
+def test_a_presenter_loads_a_lesson_file_and_the_room_opens_it(room_server, tabs, screenshot_dir):
+    """**Make a lesson** in Chromium: a lesson file with a wrong page is refused in one line
+    naming the step and the field; a good one is loaded, and "Open its first step" takes the
+    presenter (still presenting) and the follower to its step 1."""
+    from dashboard.i18n import t_in
+    from dashboard.lessons.model import lesson_toml, shipped_lessons
+
+    code = f"up-{uuid.uuid4().hex[:6]}"
+    name = f"mine-{uuid.uuid4().hex[:6]}"
+    lesson = shipped_lessons()["why-sqrt-dk"]
+    good = lesson_toml(lesson).encode()
+    host = open_tab(tabs, f"{room_server.url}/scaling?room={code}")
+    type_key(host, KEY)
+    learner = open_tab(tabs, f"{room_server.url}/?room={code}")
+    host.get_by_text(t_in("en", "lesson.author_title"), exact=True).click()
+    upload = host.locator('[data-testid="stFileUploaderDropzoneInput"]')
+    bad = good.replace(b'"scaling"', b'"nowhere"', 1)
+    upload.set_input_files(files=[{"name": "bad.toml", "mimeType": "text/plain", "buffer": bad}])
+    wait_for(lambda: "step 1, field 'page'" in page_text(host), "the bad file's reason", host)
+    upload.set_input_files(
+        files=[{"name": f"{name}.toml", "mimeType": "text/plain", "buffer": good}]
+    )
+    loaded = t_in("en", "lesson.author_loaded", title=lesson.title("en")).split(".")[0]
+    wait_for(lambda: loaded in page_text(host), "loaded", host)
+    host.screenshot(path=str(screenshot_dir / "lesson-author-en.png"), full_page=False)
+    host.get_by_role("button", name=t_in("en", "lesson.author_open"), exact=True).click()
+    wait_idle(host)
+    step_1 = t_in("en", "lesson.step_of", k=1, n=len(lesson.steps))
+    wait_for(lambda: query(host).get("lesson") == name and step_1 in page_text(host), "", host)
+    presents = t_in("en", "room.presenting", code="CODE").split("CODE")[0].strip()
+    assert presents in sidebar_text(host)  # still presenting after the change of page
+    wait_for(lambda: query(learner).get("lesson") == name, "the follower on the lesson", learner)
+    wait_for(lambda: step_1 in page_text(learner), "the follower's bar", learner)
