@@ -21,9 +21,9 @@ Usage: ``python scripts/serve.py --replicas N --port P [--address A] [--logs DIR
 
 It prints ``redis: redis://127.0.0.1:PORT/0 pid PID`` once Redis answers, then waits until each
 replica is healthy and warms it (``python -m scripts.warm``, output in ``warm.log``: every page
-and every shipped lesson's step opened once through the replica's own port; ``--no-warm`` skips it; a failure is one line on
-stderr and the replicas serve anyway), prints ``replica K: http://127.0.0.1:PORT pid PID`` per
-replica and then ``balancer: http://A:P``.
+and every shipped lesson's step opened once through the replica's own port; ``--no-warm``
+skips it; a failure is one line on stderr and the replicas serve anyway), prints
+``replica K: http://127.0.0.1:PORT pid PID`` per replica and then ``balancer: http://A:P``.
 
 Then it looks after what it started: a replica or Redis that exits is said in one line and
 started again on the same port (the balancer's server lines and the replicas' Redis URL stay

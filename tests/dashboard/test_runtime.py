@@ -145,8 +145,10 @@ def test_the_app_header_and_data_package_import_no_torch():
     code = (
         "import sys\n"
         "from streamlit.testing.v1 import AppTest\n"
-        "from dashboard import controls, data, i18n, landing, lesson_bar, state, views\n"
+        "from dashboard import controls, data, i18n, landing, lesson_author, lesson_bar\n"
+        "from dashboard import state, views\n"
         "from dashboard.runtime import memory, prefetch, startup, threads\n"
+        "from dashboard.serving import prewarm\n"
         "page = 'from dashboard import controls\\ncontrols.page_intro(\"playground\")'\n"
         "at = AppTest.from_string(page).run(timeout=60)\n"
         "assert not at.exception, at.exception\n"
@@ -175,12 +177,14 @@ def test_app_imports_only_light_modules_at_the_top():
     assert dashboard <= {
         "dashboard.controls",
         "dashboard.landing",
+        "dashboard.lesson_author",
         "dashboard.lesson_bar",
         "dashboard.presentation",
         "dashboard.room_controls",
         "dashboard.state",
         "dashboard.runtime.startup",
         "dashboard.runtime.threads",
+        "dashboard.serving.prewarm",
         "dashboard.i18n.LANG_KEY",
         "dashboard.i18n.LANG_NAMES",
         "dashboard.i18n.LANGS",
