@@ -3,6 +3,7 @@ who the pronoun looks at, a sentence beside its translation, and variant swaps."
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, replace
 
 import altair as alt
@@ -12,6 +13,7 @@ from dashboard import charts, controls, data, exports, model_choices, presentati
 from dashboard.charts import light
 from dashboard.i18n import t
 from dashboard.literal import literal
+from dashboard.replay import replayed
 
 PAGE = "real_model"
 CUSTOM = model_choices.CUSTOM
@@ -389,12 +391,13 @@ def render(ctl: RealModelConfig) -> None:
     if ctl.view is None or ctl.swap is None or ctl.probe is None:
         return  # the run was refused while the controls were drawn, and works now: rerun
     view = ctl.view
-    draw_model_view(exact)  # the picture first, then what the model read
-    draw_tokens(exact)
+    model_sections(ctl.text, ctl.model)  # the picture first, then what the model read
     head_chart = draw_head_view(exact, view.layer, view.head, view.token)
-    draw_pronoun(exact, ctl.probe)
+    pronoun_section(ctl.text, ctl.model, ctl.probe)
     draw_pair(ctl.preset, ctl.model)
-    swap_section(ctl, exact)
+    with st.spinner(t(f"real_model.loading_{ctl.model}")), contextlib.suppress(ValueError):
+        data.model_run(ctl.text, ctl.swap.variant, ctl.swap.params, ctl.model)  # (said below)
+    swap_section(ctl.text, ctl.model, ctl.swap, view.layer, view.head)
     labels = data.axis_labels(exact.tokens)
     exact_map = exact.attentions[view.layer - 1, view.head - 1]  # (L, L)
     exports.export_buttons(
@@ -405,18 +408,37 @@ def render(ctl: RealModelConfig) -> None:
     )
 
 
-def swap_section(ctl: RealModelConfig, exact: data.ModelRun) -> None:
-    """The swap: the same checkpoint with another attention variant in every layer."""
+@replayed
+def model_sections(text: str, model: str) -> None:
+    """Sections 1 and 2 of the sentence as the model reads it: every map, then the tokens
+    (drawn once per text, model and language, then replayed: :mod:`dashboard.replay`; a room
+    of followers arriving on this page pays for one drawing)."""
+    exact = data.model_run(text, "scaled", (), model)
+    draw_model_view(exact)
+    draw_tokens(exact)
+
+
+@replayed
+def pronoun_section(text: str, model: str, probe: Probe) -> None:
+    """Section 4, every head ranked by the pronoun's weight on each noun (replayed)."""
+    draw_pronoun(data.model_run(text, "scaled", (), model), probe)
+
+
+@replayed
+def swap_section(
+    text: str, model: str, swap: controls.VariantChoice, layer: int, head: int
+) -> None:
+    """The swap: the same checkpoint with another attention variant in every layer
+    (replayed)."""
+    exact = data.model_run(text, "scaled", (), model)
     st.header(t("real_model.swap_header"))
     presentation.explain(t("real_model.swap_intro", layers=exact.attentions.shape[0]))
-    swap = ctl.swap
     try:
-        with st.spinner(t(f"real_model.loading_{ctl.model}")):
-            swapped = data.model_run(ctl.text, swap.variant, swap.params, ctl.model)
+        swapped = data.model_run(text, swap.variant, swap.params, model)
     except ValueError as err:
         controls.show_error(err)
     else:
-        draw_swap(exact, swapped, swap.variant, ctl.view.layer, ctl.view.head)
+        draw_swap(exact, swapped, swap.variant, layer, head)
 
 
 controls.page_intro(PAGE)
