@@ -20,7 +20,6 @@ import os
 import threading
 
 import streamlit as st
-from streamlit import runtime
 
 from dashboard.lessons.model import Lesson, shipped_lessons
 from dashboard.runtime import prefetch
@@ -33,8 +32,8 @@ _ANY_ADDRESS = {"", "0.0.0.0", "::"}  # listening everywhere: this process reach
 
 def own_address() -> str | None:
     """This server's own address (its port and base path on the loopback, or the address it
-    listens on); ``None`` where no server runs."""
-    if not runtime.exists():
+    listens on); ``None`` where no server runs (an ``AppTest`` run has no address)."""
+    if not st.context.url:
         return None
     address = st.get_option("server.address") or ""
     host = "127.0.0.1" if address in _ANY_ADDRESS else address

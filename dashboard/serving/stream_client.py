@@ -168,6 +168,7 @@ class StreamSession:
         parts = urlsplit(base_url)
         scheme = "wss" if parts.scheme == "https" else "ws"
         self.url = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}{STREAM_PATH}"
+        self.base_url = base_url.rstrip("/")
         self.page, self.query = page, query
         self.page_script_hash = ""
         self.sliders: dict[str, Slider] = {}  # every slider seen, by widget key
@@ -232,8 +233,13 @@ class StreamSession:
         if not self.page_script_hash:
             state.page_name = self.page
         state.widget_states.widgets.extend(self._widget_states())
+        state.context_info.url = self.address()  # as a browser says where it is
         await self.send_rerun(msg)
         return await self._finish_run()
+
+    def address(self) -> str:
+        """The page's address as a browser's address bar shows it (``st.context.url``)."""
+        return f"{self.base_url}/{self.page}" + (f"?{self.query}" if self.query else "")
 
     async def switch_page(self, path: str, query: str) -> RunResult:
         """Go to the page at URL path ``path`` with ``query`` (what a click in the sidebar's

@@ -118,12 +118,31 @@ def draw_model_view(run: data.ModelRun) -> None:
     st.caption(t(f"real_model.grid_caption_{run.model}"))
 
 
-def draw_head_view(run: data.ModelRun, layer: int, head: int, token: int) -> alt.Chart:
-    """Section 3: BertViz-style lines for one head and the highlighted token's weights.
+def head_chart(run: data.ModelRun, layer: int, head: int, token: int) -> alt.Chart:
+    """The BertViz-style lines of one head, the highlighted token's marked (drawn by
+    :func:`head_section`, and built again for the PNG/SVG download when it is clicked)."""
+    view_tokens = min(len(run.tokens), data.MODEL_HEAD_VIEW_MAX_TOKENS)
+    return charts.head_view_chart(
+        data.head_view_frame(run, layer, head),
+        data.model_token_frame(run, data.MODEL_HEAD_VIEW_MAX_TOKENS),
+        selected=token if token < view_tokens else None,
+        title=t("real_model.head_title", layer=layer, head=head),
+        subtitle=t(
+            "real_model.head_subtitle",
+            min_weight=data.MODEL_LINE_MIN_WEIGHT,
+            shown=view_tokens,
+            total=len(run.tokens),
+        ),
+        query_title=t("common.chart_query"),
+        key_title=t("common.chart_key"),
+        weight_title=t("common.chart_weight"),
+    )
 
-    Returns:
-        The head-view chart (offered for download).
-    """
+
+@replayed
+def head_section(text: str, model: str, layer: int, head: int, token: int) -> None:
+    """Section 3: one head's lines and the highlighted token's weights (replayed)."""
+    run = data.model_run(text, "scaled", (), model)
     st.header(t("real_model.head_header", layer=layer, head=head))
     tokens = run.tokens
     labels = data.axis_labels(tokens)
@@ -133,24 +152,9 @@ def draw_head_view(run: data.ModelRun, layer: int, head: int, token: int) -> alt
         f"{tokens[top]}  {top_weight:.3f}",
     )
     left, right = st.columns([3, 2])
-    view_tokens = min(len(tokens), data.MODEL_HEAD_VIEW_MAX_TOKENS)
-    head_chart = charts.head_view_chart(
-        data.head_view_frame(run, layer, head),
-        data.model_token_frame(run, data.MODEL_HEAD_VIEW_MAX_TOKENS),
-        selected=token if token < view_tokens else None,
-        title=t("real_model.head_title", layer=layer, head=head),
-        subtitle=t(
-            "real_model.head_subtitle",
-            min_weight=data.MODEL_LINE_MIN_WEIGHT,
-            shown=view_tokens,
-            total=len(tokens),
-        ),
-        query_title=t("common.chart_query"),
-        key_title=t("common.chart_key"),
-        weight_title=t("common.chart_weight"),
-    )
     with left:
-        presentation.show_chart(st, head_chart, theme=None, key=f"{PAGE}.head_chart")
+        chart = head_chart(run, layer, head, token)
+        presentation.show_chart(st, chart, theme=None, key=f"{PAGE}.head_chart")
     with right:
         row = run.attentions[layer - 1, head - 1, token]  # (L,)
         presentation.show_chart(
@@ -168,7 +172,6 @@ def draw_head_view(run: data.ModelRun, layer: int, head: int, token: int) -> alt
             key=f"{PAGE}.row_chart",
         )
         st.caption(t("real_model.row_caption"))
-    return head_chart
 
 
 def draw_swap(
@@ -392,7 +395,7 @@ def render(ctl: RealModelConfig) -> None:
         return  # the run was refused while the controls were drawn, and works now: rerun
     view = ctl.view
     model_sections(ctl.text, ctl.model)  # the picture first, then what the model read
-    head_chart = draw_head_view(exact, view.layer, view.head, view.token)
+    head_section(ctl.text, ctl.model, view.layer, view.head, view.token)
     pronoun_section(ctl.text, ctl.model, ctl.probe)
     draw_pair(ctl.preset, ctl.model)
     with st.spinner(t(f"real_model.loading_{ctl.model}")), contextlib.suppress(ValueError):
@@ -404,7 +407,7 @@ def render(ctl: RealModelConfig) -> None:
         f"real_model_{ctl.model}_L{view.layer}_H{view.head}",
         weights=exact_map,
         csv_text=lambda: data.weights_table(exact_map, labels, labels),
-        chart=head_chart,
+        chart=lambda: head_chart(exact, view.layer, view.head, view.token),
     )
 
 

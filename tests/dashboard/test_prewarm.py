@@ -50,7 +50,20 @@ def test_off_leaves_the_shipped_lessons_cold_but_warms_an_opened_one(queued, mon
     assert list(queued) == [("lesson", "self-attention-20", "en")]
 
 
-def test_nothing_is_warmed_where_no_server_runs(monkeypatch):
-    monkeypatch.setattr(prewarm, "_SHIPPED", prewarm.threading.Event())
-    assert prewarm.own_address() is None  # no Streamlit runtime in this process
-    assert not prewarm.warm_lesson(shipped_lessons()["why-sqrt-dk"], "en")
+def _no_address_app() -> None:
+    import streamlit as st
+
+    from dashboard.lessons.model import shipped_lessons
+    from dashboard.serving import prewarm
+
+    st.write(
+        repr((prewarm.own_address(), prewarm.warm_lesson(shipped_lessons()["why-sqrt-dk"], "en")))
+    )
+
+
+def test_nothing_is_warmed_where_no_server_runs():
+    """An AppTest run has no address of its own: nothing is queued."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_no_address_app, default_timeout=30).run()
+    assert not at.exception and at.markdown[0].value == "(None, False)"

@@ -103,6 +103,8 @@ def test_cache_resource_keys_a_function_by_module_qualname_and_source():
         "ClientState_pb2.ClientState.page_name",
         "ClientState_pb2.ClientState.query_string",
         "ClientState_pb2.ClientState.widget_states",
+        "ClientState_pb2.ClientState.context_info",
+        "ClientState_pb2.ContextInfo.url",
         "ForwardMsg_pb2.ForwardMsg.script_finished",
         "ForwardMsg_pb2.ForwardMsg.new_session",
         "ForwardMsg_pb2.ForwardMsg.delta",
