@@ -12,6 +12,7 @@ from dashboard import charts, controls, data, exports, presentation, state
 from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
+from dashboard.replay import replayed
 
 PAGE = "multihead"
 GALLERY_MAX_LEN = 32
@@ -56,6 +57,15 @@ def stats_charts(stats: pd.DataFrame, key: str) -> None:
 # ---------------------------------------------------------------- gallery
 
 
+@replayed
+def gallery_stats_section(length: int, seed: int) -> None:
+    """The gallery's entropy and distance bars (drawn once per values and language, then
+    replayed: :mod:`dashboard.replay`)."""
+    _gallery, gallery_stats = data.pattern_gallery(length, seed)
+    table = gallery_stats.assign(name=gallery_stats["pattern"].map(pattern_label))
+    stats_charts(table, "gallery")
+
+
 def gallery(ctl: MultiheadConfig) -> None:
     """The eight synthetic patterns (returns early, without st.stop, on refusal)."""
     st.header(t("multihead.gallery_header"))
@@ -74,8 +84,7 @@ def gallery(ctl: MultiheadConfig) -> None:
         columns=GALLERY_COLUMNS,
     )
     canvas.draw_heatmaps(named, spec, key="multihead.gallery")
-    gallery_table = gallery_stats.assign(name=gallery_stats["pattern"].map(pattern_label))
-    stats_charts(gallery_table, "gallery")
+    gallery_stats_section(ctl.gallery_len, ctl.gallery_seed)
     st.page_link(
         "views/heads.py",
         label=t("heads.from_multihead"),
@@ -108,6 +117,31 @@ def multihead_controls(page: str) -> MultiheadConfig:
     return MultiheadConfig(layer=layer, gallery_len=gallery_len, gallery_seed=gallery_seed)
 
 
+@replayed
+def real_stats_section(ctl: LayerConfig) -> None:
+    """Each head's entropy and distance as bars and a table, and the layer's figures
+    (replayed)."""
+    run = data.attention_run(ctl)
+    head_names = [t("multihead.head_name", h=h) for h in range(run.weights.shape[0])]
+    real_stats = pd.DataFrame(
+        {"name": head_names, "entropy": run.entropy, "mean_distance": run.distance}
+    )
+    stats_charts(real_stats, "real")
+    table = real_stats.rename(
+        columns={
+            "name": t("multihead.col_head"),
+            "entropy": t("multihead.col_entropy"),
+            "mean_distance": t("multihead.col_distance"),
+        }
+    )
+    st.dataframe(table, hide_index=True)
+    metric_cols = st.columns(3)
+    metric_cols[0].metric(t("multihead.metric_heads"), len(head_names))
+    metric_cols[1].metric(t("multihead.metric_max_entropy"), f"{run.entropy.max():.3f}")
+    metric_cols[2].metric(t("multihead.metric_uniform_entropy"), f"{math.log(len(run.tokens)):.3f}")
+    st.caption(t("multihead.stats_note"))
+
+
 def real_heads(ctl: LayerConfig) -> None:
     """The heads of a real layer (returns early, without st.stop, on refusal)."""
     st.header(t("multihead.real_header"))
@@ -128,23 +162,7 @@ def real_heads(ctl: LayerConfig) -> None:
     title = t("multihead.real_title", heads=heads, d_k=run.d_k)
     real_spec = charts.head_grid_spec(grid, title, columns=min(heads, GALLERY_COLUMNS))
     canvas.draw_heatmaps(grid, real_spec, key="multihead.real")
-    real_stats = pd.DataFrame(
-        {"name": head_names, "entropy": run.entropy, "mean_distance": run.distance}
-    )
-    stats_charts(real_stats, "real")
-    table = real_stats.rename(
-        columns={
-            "name": t("multihead.col_head"),
-            "entropy": t("multihead.col_entropy"),
-            "mean_distance": t("multihead.col_distance"),
-        }
-    )
-    st.dataframe(table, hide_index=True)
-    metric_cols = st.columns(3)
-    metric_cols[0].metric(t("multihead.metric_heads"), heads)
-    metric_cols[1].metric(t("multihead.metric_max_entropy"), f"{run.entropy.max():.3f}")
-    metric_cols[2].metric(t("multihead.metric_uniform_entropy"), f"{math.log(len(run.tokens)):.3f}")
-    st.caption(t("multihead.stats_note"))
+    real_stats_section(ctl)
 
     exports.export_buttons(
         "multihead_weights",
