@@ -11,7 +11,7 @@ server's own cache metrics (``/_stcore/metrics``) though no learner opened that 
 
 from __future__ import annotations
 
-import asyncio
+import concurrent.futures
 import time
 import urllib.request
 
@@ -19,13 +19,20 @@ import pytest
 
 from bench.browser import streamlit_server
 from dashboard.lessons.model import shipped_lessons
-from dashboard.serving.warm import Link, lesson_links, open_once
+from dashboard.serving.warm import Link, PageRun, lesson_links, open_link
 
 pytestmark = pytest.mark.browser
 
 WAIT_S = 240.0
 GRADIENTS_CACHE = "dashboard.data.lab.gradient_by_dk"  # only the Gradients page asks for it
 HEADS_CACHE = "dashboard.data.heads.copy_census"  # only the Heads page asks for it
+
+
+def opened(url: str, link: Link) -> PageRun:
+    """``link`` opened once on ``url`` from a thread of its own (a browser test's Playwright
+    may hold this thread's event loop)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(open_link, url, link).result()
 
 
 def cached_functions(url: str) -> set[str]:
@@ -50,7 +57,7 @@ def wait_for_caches(url: str, names: set[str]) -> set[str]:
 
 def test_the_shipped_lessons_are_warmed_after_the_first_page():
     with streamlit_server(env={"ATTENTION_LAB_PREWARM": "on"}) as server:
-        assert asyncio.run(open_once(server.url, Link(""))).ok
+        assert opened(server.url, Link("")).ok
         before = cached_functions(server.url)
         assert GRADIENTS_CACHE not in before and HEADS_CACHE not in before
         held = wait_for_caches(server.url, {GRADIENTS_CACHE, HEADS_CACHE})
@@ -61,6 +68,6 @@ def test_opening_a_lesson_warms_its_steps():
     step_1 = lesson_links(shipped_lessons()["why-sqrt-dk"], "zh")[0]
     assert step_1.path == "scaling"
     with streamlit_server() as server:
-        assert asyncio.run(open_once(server.url, step_1)).ok
+        assert opened(server.url, step_1).ok
         held = wait_for_caches(server.url, {GRADIENTS_CACHE})
     assert GRADIENTS_CACHE in held, sorted(held)
