@@ -13,6 +13,7 @@ from dashboard.config import LayerConfig
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.numbers import plain_number
+from dashboard.replay import replayed
 
 PAGE = "properties"
 TOLERANCE = 1e-5
@@ -242,6 +243,7 @@ def softmax_controls(page: str) -> tuple[float, str]:
     return logit_scale, dtype
 
 
+@replayed
 def equivariance_section(ctl: PropertiesConfig) -> None:
     """Permutation equivariance: f(Px) = P f(x), with and without a causal mask (the page's
     first picture, so its explanation follows it)."""
@@ -275,6 +277,7 @@ def equivariance_section(ctl: PropertiesConfig) -> None:
     st.caption(t("properties.eq_note"))
 
 
+@replayed
 def row_sums_section(ctl: LayerConfig) -> None:
     """Every row of weights sums to 1 (or 0 for a query with no key)."""
     st.header(t("properties.rows_header"))
@@ -297,6 +300,7 @@ def row_sums_section(ctl: LayerConfig) -> None:
             col.markdown(verdict(max(abs(low - 1.0), abs(high - 1.0))))
 
 
+@replayed
 def leak_section(ctl: PropertiesConfig) -> None:
     """A causal mask never lets a position see a later one."""
     st.header(t("properties.leak_header"))
@@ -320,6 +324,7 @@ def leak_section(ctl: PropertiesConfig) -> None:
         )
 
 
+@replayed
 def chunked_section(ctl: PropertiesConfig) -> None:
     """Chunked attention equals exact attention."""
     st.header(t("properties.chunk_header"))
@@ -344,6 +349,7 @@ def chunked_section(ctl: PropertiesConfig) -> None:
             st.markdown(verdict(exact_causal))
 
 
+@replayed
 def softmax_section(ctl: PropertiesConfig) -> None:
     """A naive float16 softmax overflows; the stable one does not."""
     st.header(t("properties.softmax_header"))
@@ -379,7 +385,8 @@ def softmax_section(ctl: PropertiesConfig) -> None:
 
 
 def render(ctl: PropertiesConfig) -> None:
-    """The five checks, each with and without the mask that should break it."""
+    """The five checks, each with and without the mask that should break it (each section
+    drawn once per values and language, then replayed: :mod:`dashboard.replay`)."""
     equivariance_section(ctl)
     row_sums_section(ctl.layer)
     leak_section(ctl)
