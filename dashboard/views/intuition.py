@@ -18,6 +18,7 @@ from dashboard.charts import light
 from dashboard.charts.readable import PRESENT_LABEL_PX
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
+from dashboard.replay import replayed
 from dashboard.runtime import threads
 
 PAGE = "intuition"
@@ -95,27 +96,33 @@ def waiting_slot(live: DeltaGenerator) -> DeltaGenerator:
 
 
 def draw_dance(live: DeltaGenerator, seed: int) -> None:
-    """Every token watches every token: one random head on the tutorial's sentence."""
+    """Every token watches every token: one random head on the tutorial's sentence, in
+    ``live`` (:func:`dance_section`)."""
+    with live.container():
+        dance_section(seed)
+
+
+@replayed
+def dance_section(seed: int) -> None:
+    """The dance's heatmap and its smallest weight (drawn once per seed, language and look,
+    then replayed: :mod:`dashboard.replay`)."""
     run = data.attention_run(
         LayerConfig(d_model=DANCE_D_MODEL, heads=DANCE_HEADS, seed=seed, input_kind="preset_zh")
     )
     weights = run.weights[0]  # (L, L)
     labels = token_labels(run.tokens)
-    with live.container():
-        grid = data.heatmap_grid(weights, labels, labels)
-        spec = charts.weights_spec(
-            grid,
-            t("intuition.dance_chart"),
-            domain=(0.0, float(weights.max())),
-            width=DANCE_MAP_WIDTH,
-        )
-        upright = all(len(label) == 1 for label in labels)
-        font_px = PRESENT_LABEL_PX if presentation.presenting() else TICK_FONT_PX
-        chart = readable_ticks(
-            charts.heatmap_chart(grid.frame, spec), upright=upright, font_px=font_px
-        )
-        presentation.show_chart(st, chart, theme=None)
-        st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
+    grid = data.heatmap_grid(weights, labels, labels)
+    spec = charts.weights_spec(
+        grid,
+        t("intuition.dance_chart"),
+        domain=(0.0, float(weights.max())),
+        width=DANCE_MAP_WIDTH,
+    )
+    upright = all(len(label) == 1 for label in labels)
+    font_px = PRESENT_LABEL_PX if presentation.presenting() else TICK_FONT_PX
+    chart = readable_ticks(charts.heatmap_chart(grid.frame, spec), upright=upright, font_px=font_px)
+    presentation.show_chart(st, chart, theme=None)
+    st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
 
 
 def token_labels(tokens: tuple[str, ...]) -> list[str]:
@@ -154,32 +161,41 @@ def readable_ticks(chart, *, upright: bool, font_px: int = TICK_FONT_PX) -> dict
 
 
 def draw_reading(live: DeltaGenerator, caveat: DeltaGenerator) -> None:
-    """它 -> 猫 on the multilingual model in ``live``, with the honest caveat in ``caveat``."""
+    """它 -> 猫 on the multilingual model in ``live`` (:func:`reading_section`), with the
+    honest caveat in ``caveat`` when the model is there."""
     with live.container():
-        if not data.model_installed(data.E5):
-            st.caption(t("intuition.reading_missing", hint=data.MODEL_INSTALL_HINTS[data.E5]))
-            return
-        try:
-            run = data.model_run(data.MODEL_PRESETS[READING_PRESET], "scaled", (), data.E5)
-            link = data.word_link(run, "它", "猫")
-            comfort = [data.word_link(run, "舒服", word) for word in ("坐在", "垫子")]
-        except ValueError as err:
-            controls.show_error(err)
-            return
-        top = link.heads.iloc[0]
+        reading_section()
+    if data.model_installed(data.E5):
+        caveat.info(t("intuition.reading_caveat"))
+
+
+@replayed
+def reading_section() -> None:
+    """The reading's figures: the head that links 它 to 猫 most, and 舒服's best heads
+    (replayed)."""
+    if not data.model_installed(data.E5):
+        st.caption(t("intuition.reading_missing", hint=data.MODEL_INSTALL_HINTS[data.E5]))
+        return
+    try:
+        run = data.model_run(data.MODEL_PRESETS[READING_PRESET], "scaled", (), data.E5)
+        link = data.word_link(run, "它", "猫")
+        comfort = [data.word_link(run, "舒服", word) for word in ("坐在", "垫子")]
+    except ValueError as err:
+        controls.show_error(err)
+        return
+    top = link.heads.iloc[0]
+    st.metric(
+        t("intuition.metric_it_cat", layer=int(top["layer"]), head=int(top["head"])),
+        f"{top['weight']:.2f}",
+        help=t("intuition.uniform_help", uniform=f"{top['uniform']:.3f}"),
+    )
+    best = [(word.word, word.heads.iloc[0]) for word in comfort]
+    for word, head in best:
         st.metric(
-            t("intuition.metric_it_cat", layer=int(top["layer"]), head=int(top["head"])),
-            f"{top['weight']:.2f}",
-            help=t("intuition.uniform_help", uniform=f"{top['uniform']:.3f}"),
+            t("intuition.metric_comfort", word=word),
+            f"{head['weight']:.2f}",
+            help=t("intuition.uniform_help", uniform=f"{head['uniform']:.3f}"),
         )
-        best = [(word.word, word.heads.iloc[0]) for word in comfort]
-        for word, head in best:
-            st.metric(
-                t("intuition.metric_comfort", word=word),
-                f"{head['weight']:.2f}",
-                help=t("intuition.uniform_help", uniform=f"{head['uniform']:.3f}"),
-            )
-    caveat.info(t("intuition.reading_caveat"))
 
 
 def draw_meeting(boss: float) -> None:
