@@ -26,13 +26,13 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from bench.load_figures import cpu_seconds, percentiles, print_errors, verdict
 from bench.load_room import (
     EARLY_FOR_RERUN,
-    JOIN_TIMEOUT_S,
     KEY,
     KEY_ENV,
     ROOM,
     SETTLE_S,
     Follower,
     Presenter,
+    join_all,
 )
 from dashboard.lessons.model import shipped_lessons
 from dashboard.serving.stream_client import RunResult
@@ -124,11 +124,7 @@ async def drive_lesson(
     if not joined.ok:
         stats["errors"].append(f"presenter: status {joined.status} {joined.errors}")
     crowd = [LessonFollower(base_url) for _ in range(followers)]
-    await asyncio.gather(*(f.start() for f in crowd))
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
-    while time.monotonic() < deadline and not all(f.joined_s() is not None for f in crowd):
-        await asyncio.sleep(0.05)
-    stats["join_s"] = [f.joined_s() for f in crowd if f.joined_s() is not None]
+    stats["join_s"] = await join_all(crowd)
     cpu_before = cpu_seconds(server_pid)
     presses: list[tuple[float, str]] = []
     for key, step in step_walk(len(lesson.steps), max(1, round(seconds / interval))):

@@ -175,6 +175,16 @@ class Follower:
         await self.session.close()
 
 
+async def join_all(crowd: list[Follower]) -> list[float]:
+    """Open every follower's link at once and wait (at most :data:`JOIN_TIMEOUT_S`) until
+    each has joined; the seconds each took (those that never joined are left out)."""
+    await asyncio.gather(*(f.start() for f in crowd))
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while time.monotonic() < deadline and not all(f.joined_s() is not None for f in crowd):
+        await asyncio.sleep(0.05)
+    return [f.joined_s() for f in crowd if f.joined_s() is not None]
+
+
 async def drive_room(
     base_url: str, server_pid: int, followers: int, seconds: float, interval: float
 ) -> dict:
@@ -196,11 +206,7 @@ async def drive_room(
     if not first.ok:
         stats["errors"].append(f"presenter: status {first.status} {first.errors}")
     crowd = [Follower(base_url) for _ in range(followers)]
-    await asyncio.gather(*(f.start() for f in crowd))
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
-    while time.monotonic() < deadline and not all(f.joined_s() is not None for f in crowd):
-        await asyncio.sleep(0.05)
-    stats["join_s"] = [f.joined_s() for f in crowd if f.joined_s() is not None]
+    stats["join_s"] = await join_all(crowd)
     cpu_before, idle_start = cpu_seconds(server_pid), time.monotonic()
     await asyncio.sleep(IDLE_S)
     stats["idle_cpu_s"], stats["idle_s"] = (

@@ -174,9 +174,8 @@ def main() -> None:
     notice_box, lesson_box = st.container(), st.container()
     room_box, room_sidebar = st.container(), st.sidebar.container()
     if page_name(pages, page) == PAGES[0][0]:
-        landing.landing_header(
-            pages
-        )  # the lab's name, its lessons and a map, above the landing page
+        # the lab's name, its lessons and a map, above the landing page
+        landing.landing_header(pages)
     room_controls.controls_note()  # a follower's controls are locked: one line says so
     page.run()
     controls.page_notes(page_name(pages, page))  # what to look for, and more, after it

@@ -19,8 +19,6 @@ draft is this tab's own until then.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -89,7 +87,7 @@ def draft_lesson(name: str, title: dict[str, str], minutes: int, level: str, ste
     """
     if not steps:
         raise LessonError(f"{name}.toml: {t('lesson.author_no_steps')}")
-    text = Text(title["en"] or name, title["zh"] or title["en"] or name)
+    text = Text(title["en"] or name, title["zh"] or name)  # (both() filled the other)
     lesson = Lesson(name, text, minutes, level, tuple(steps))
     return parse_lesson(lesson_toml(lesson), name)
 
@@ -247,6 +245,5 @@ def _upload() -> None:
         args=(lesson.name, 1),
         type="primary",
     )
-    st.session_state.setdefault(STEPS, [])
     if not st.session_state[STEPS]:  # an empty draft starts from the loaded lesson
-        st.session_state[STEPS] = [replace(step) for step in lesson.steps]
+        st.session_state[STEPS] = list(lesson.steps)

@@ -23,16 +23,15 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from dashboard import room_controls, state
-from dashboard.i18n import LANG_KEY, current_lang, t
+from dashboard.i18n import current_lang, t
 from dashboard.lesson_record import record_markdown
+from dashboard.lessons import model
 from dashboard.lessons.library import all_lessons
-from dashboard.lessons.model import Lesson, Step
+from dashboard.lessons.model import LESSON_KEY, STEP_KEY, Lesson, Step
 from dashboard.room_questions import SEEN_POLLS
 from dashboard.url_values import RefusedValue, nearest_int
 
 DEFAULT_BASE = "http://localhost:8501/"  # a link's address when the run has none (tests)
-LESSON_KEY = "lesson"
-STEP_KEY = "lesson.step"
 _ARRIVE = "_lesson.arrive"  # (lesson name, step number): the step this session moves to
 _OPENED = "_lesson.opened"  # the lessons this session's links opened
 
@@ -87,10 +86,7 @@ def step_query(lesson: Lesson, number: int) -> dict[str, str]:
     """The link of step ``number`` of ``lesson``: its page's values, the lesson's keys and
     this learner's language (the presentation view stays with the tab by itself,
     :func:`dashboard.presentation.present_switch`)."""
-    step = lesson.steps[number - 1]
-    query = dict(step.query)
-    query.update({LESSON_KEY: lesson.name, STEP_KEY: str(number), LANG_KEY: current_lang()})
-    return query
+    return model.step_query(lesson, number, current_lang())
 
 
 def go_to_step(name: str, number: int) -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dashboard.i18n import LANG_KEY
 from dashboard.rooms.questions import ready_questions
 from dashboard.views import PAGES
 
@@ -40,6 +41,8 @@ FOLDER = Path(__file__).parent
 MAX_STEPS = 30
 MAX_TEXT_LEN = 600
 MAX_MINUTES = 240
+LESSON_KEY = "lesson"
+STEP_KEY = "lesson.step"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _PAGES = tuple(name for name, _icon in PAGES)
 
@@ -90,6 +93,14 @@ class Lesson:
     minutes: int
     level: str
     steps: tuple[Step, ...]
+
+
+def step_query(lesson: Lesson, number: int, lang: str) -> dict[str, str]:
+    """The link query of step ``number`` (from 1) of ``lesson`` for a learner in ``lang``:
+    the step's page values, the lesson's keys and the language."""
+    query = dict(lesson.steps[number - 1].query)
+    query.update({LESSON_KEY: lesson.name, STEP_KEY: str(number), LANG_KEY: lang})
+    return query
 
 
 def _where(source: str, step: int | None, field: str) -> str:

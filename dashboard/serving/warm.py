@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from dashboard.lessons.model import Lesson, shipped_lessons
+from dashboard.lessons.model import Lesson, shipped_lessons, step_query
 from dashboard.views import PAGES
 
 PAGE_TIMEOUT_S = 300.0
@@ -58,12 +58,10 @@ def lesson_links(lesson: Lesson, lang: str = "en") -> list[Link]:
         lesson: the lesson.
         lang: the learner's language (``"en"`` or ``"zh"``; charts are kept per language).
     """
-    links = []
-    for number, step in enumerate(lesson.steps, start=1):
-        query = {**dict(step.query), "lesson": lesson.name, "lesson.step": str(number)}
-        query["lang"] = lang
-        links.append(Link(step.page, urlencode(query)))
-    return links
+    return [
+        Link(step.page, urlencode(step_query(lesson, number, lang)))
+        for number, step in enumerate(lesson.steps, start=1)
+    ]
 
 
 def shipped_lesson_links(lang: str = "en") -> list[Link]:
