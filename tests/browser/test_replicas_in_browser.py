@@ -172,6 +172,9 @@ def stack(redis_server, tmp_path_factory):
     logs = tmp_path_factory.mktemp("serve")
     env = {k: v for k, v in os.environ.items() if k != "ATTENTION_LAB_PRESENTER_KEY"}
     env["ATTENTION_LAB_REDIS_URL"] = redis_server.url
+    # the follow rule's own timings: no shipped lessons warmed behind the room (each replica
+    # would load the real models meanwhile; that warm-up is test_lesson_prewarm.py's)
+    env["ATTENTION_LAB_PREWARM"] = "off"
     port = free_port()
     # cold replicas, as a restarted stack has them (serve.py's warm-up is test_serve.py's)
     cmd = [sys.executable, str(SERVE), "--replicas", "2", "--port", str(port), "--no-warm"]
