@@ -18,6 +18,10 @@ Usage::
 (``--query`` adds those values to every page's URL; ``--tag`` names the files
 ``<page>-<tag>-<lang>.png``.)
 
+The README's picture is one target of its own: ``python3 scripts/screenshots.py --readme``
+writes ``docs/screenshot.png`` of the repository given by ``--repo``: the landing page in
+English, the first 1440×900 CSS pixels a browser window of that size shows.
+
 The waiting helpers are the browser tests' own (``bench/browser.py``,
 ``tests/browser/test_pages.py`` of the repository this script lives in).
 """
@@ -51,6 +55,9 @@ from tests.browser.test_pages import open_page, wait_painted  # noqa: E402
 LANGS = ("en", "zh")
 VIEWPORT_WIDTH = 1400
 VIEWPORT_HEIGHT = 1000
+README_IMAGE = Path("docs") / "screenshot.png"
+README_VIEWPORT = {"width": 1440, "height": 900}
+README_LANG = "en"
 FIRST_CHART_TIMEOUT_MS = 30_000
 STOP_TIMEOUT_S = 15.0
 # Streamlit scrolls inside its main block and its sidebar, not the document: the viewport is
@@ -63,6 +70,9 @@ PAGE_HEIGHT_JS = """() => Math.max(
     document.documentElement.scrollHeight
 )"""
 MAX_PAGE_HEIGHT = 30_000
+# Waiting for the charts scrolls each into view; a one-window picture is taken from the top.
+SCROLL_TO_TOP_JS = """() => { for (const el of document.querySelectorAll('*')) {
+    if (el.scrollTop > 0) el.scrollTop = 0; } }"""
 
 
 def page_names(repo: Path) -> list[str]:
@@ -152,16 +162,20 @@ def dashboard_server(repo: Path, log_path: Path) -> Iterator[str]:
         _stop(process)
 
 
-def shoot(browser, url: str, path: Path) -> None:
+def shoot(browser, url: str, path: Path, *, window: dict[str, int] | None = None) -> None:
     """Open ``url`` in a fresh context, wait until its script finished and its charts are
-    drawn, and write a screenshot of the whole page to ``path``.
+    drawn, and write a screenshot to ``path``.
 
     Args:
         browser: a Playwright browser.
         url: the page's URL.
         path: the PNG to write.
+        window: ``{"width": w, "height": h}`` for a picture of exactly that window (what a
+            browser of that size shows first); None for the whole page at
+            ``VIEWPORT_WIDTH`` CSS pixels wide.
     """
-    context = browser.new_context(viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT})
+    viewport = window or {"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT}
+    context = browser.new_context(viewport=viewport)
     page = context.new_page()
     try:
         open_page(page, url)
@@ -169,6 +183,11 @@ def shoot(browser, url: str, path: Path) -> None:
             page.wait_for_selector(CHART_SELECTOR, timeout=FIRST_CHART_TIMEOUT_MS)
         wait_idle(page)
         wait_painted(page)
+        if window is not None:
+            page.evaluate(SCROLL_TO_TOP_JS)
+            page.wait_for_timeout(300)  # let the scrolled-to area repaint
+            page.screenshot(path=str(path))
+            return
         height = min(int(page.evaluate(PAGE_HEIGHT_JS)), MAX_PAGE_HEIGHT)
         page.set_viewport_size({"width": VIEWPORT_WIDTH, "height": max(height, VIEWPORT_HEIGHT)})
         wait_idle(page)
@@ -183,15 +202,42 @@ def _split(value: str | None) -> list[str] | None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line: ``--repo``, ``--out``, ``--pages a,b``, ``--langs en,zh``."""
+    """The command line: ``--repo``, ``--out``, ``--pages a,b``, ``--langs en,zh``, or
+    ``--readme`` alone."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repo", type=Path, default=Path.cwd(), help="repository root")
-    parser.add_argument("--out", type=Path, required=True, help="folder for <page>-<lang>.png")
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help=f"write only the README's picture, {README_IMAGE} of --repo",
+    )
+    parser.add_argument("--out", type=Path, help="folder for <page>-<lang>.png")
     parser.add_argument("--pages", help="comma-separated page names (default: all)")
     parser.add_argument("--langs", default=",".join(LANGS), help="comma-separated: en,zh")
     parser.add_argument("--query", default="", help="extra query values: a=1&b=2")
     parser.add_argument("--tag", default="", help="file names <page>-<tag>-<lang>.png")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.out is None and not args.readme:
+        parser.error("--out is required (or --readme)")
+    return args
+
+
+def readme_image(browser, base: str, repo: Path) -> Path:
+    """Write the README's picture: the landing page in English, one 1440×900 window.
+
+    Args:
+        browser: a Playwright browser.
+        base: the running dashboard's base URL.
+        repo: the repository root whose ``docs/screenshot.png`` is written.
+
+    Returns:
+        The path written.
+    """
+    path = repo / README_IMAGE
+    landing = page_names(repo)[0]
+    url = page_url(base, landing, landing=landing, lang=README_LANG)
+    shoot(browser, url, path, window=README_VIEWPORT)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,6 +246,16 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     repo = args.repo.resolve()
+    if args.readme:
+        log_path = repo / "artifacts" / "readme-screenshot-server.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with dashboard_server(repo, log_path) as base, sync_playwright() as playwright:
+            browser = launch_chromium(playwright)
+            try:
+                print(readme_image(browser, base, repo))
+            finally:
+                browser.close()
+        return 0
     names = page_names(repo)
     wanted = _split(args.pages) or names
     unknown = sorted(set(wanted) - set(names))
