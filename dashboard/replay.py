@@ -7,7 +7,7 @@ arguments is the same for every session that shows the same values in the same l
 element messages instead of building the Altair charts, validating their specs and
 converting their data to Arrow again. That is what lets a room of thirty followers
 repaint the presenter's view for the price of one (measured with
-``python -m bench.load --mode room``; figures in docs).
+``python -m bench.load --mode room``; its figures are in ``docs/PERFORMANCE.md``).
 
 Rules for a replayed function (Streamlit's own, see "Caching" in its docs):
 
