@@ -230,9 +230,9 @@ def decoder_head_qk(decoder, sentences: Sequence[str], layer: int, head: int) ->
     """One decoder head's queries and keys (after RoPE) for each sentence, one forward each.
 
     A forward pre-hook on the decoder's layer ``layer`` reads the stream entering it and the
-    layer's rotation; the queries are that layer's own steps (``rms_norm``, ``linear``, the
-    bias and q-norm when the family has them, ``apply_rope``); the keys are the ones the
-    layer returns (its KV cache entry). Query head h reads key head h // G.
+    layer's rotation, and hands them to the layer's own steps (``project_qkv``, then
+    ``norm_and_rotate``: the bias, the per-head norms and RoPE as the block applies them).
+    Query head h reads key head h // G.
 
     Args:
         decoder: a :class:`~attention_core.pretrained.llama.Decoder` with exact dense
@@ -247,41 +247,31 @@ def decoder_head_qk(decoder, sentences: Sequence[str], layer: int, head: int) ->
         ValueError: for no sentences or a blank one, a layer or head out of range, a variant
             other than dense exact attention, or more than :data:`MAX_MAP_TOKENS` tokens.
     """
-    from attention_core.pretrained.llama_block import linear, rms_norm
-    from attention_core.pretrained.rope import apply_rope
-
     cfg = decoder.config
     sentences, layer, head, tokenized = _checked_request(
         decoder, sentences, layer, head, cfg.num_layers, cfg.num_heads
     )
     block = decoder.layers[layer]
-    size, kv_head = cfg.head_dim, head // cfg.group_size
+    kv_head = head // cfg.group_size
     seen: dict[str, torch.Tensor] = {}
 
-    def read_input(module, args, kwargs):
+    def read_input(module, args):
         x, run = args[0], args[1]  # (1, L, D), the LayerRun
-        h = rms_norm(x, module.attn_norm, cfg.rms_eps)  # (1, L, D)
-        rows = slice(head * size, (head + 1) * size)
-        q = linear(h, module.qkv)[..., rows]  # (1, L, (H + 2K)·E) -> (1, L, E)
-        if cfg.qkv_bias:
-            q = q + module.qkv_bias[rows]  # (1, L, E)
-        if cfg.qk_norm:
-            q = rms_norm(q, module.q_norm, cfg.rms_eps)  # (1, L, E)
-        q = apply_rope(q[:, None], run.rope.cos, run.rope.sin, run.rope.style)  # (1, 1, L, E)
-        seen["q"] = q[0, 0]  # (L, E)
+        q, k, _ = module.project_qkv(x)  # (1, H, L, E), (1, K, L, E)
+        q, k = module.norm_and_rotate(q, k, run.rope)  # (1, H, L, E), (1, K, L, E)
+        seen["q"], seen["k"] = q[0, head], k[0, kv_head]  # (L, E) each
 
     rows = []
-    handle = block.register_forward_pre_hook(read_input, with_kwargs=True)
+    handle = block.register_forward_pre_hook(read_input)
     try:
         for tokens in tokenized:
             ids = torch.tensor([tokens.input_ids], dtype=torch.int64)  # (1, L)
-            out = decoder(ids, need_weights=True)
-            k = out.cache.keys[layer][0, kv_head]  # (L, E) after RoPE
-            w = out.attentions[layer][0, head]  # (L, L)
-            rows.append((_as_float64(seen["q"]), _as_float64(k), _as_float64(w)))
+            w = decoder(ids, need_weights=True).attentions[layer][0, head]  # (L, L)
+            rows.append((_as_float64(seen["q"]), _as_float64(seen["k"]), _as_float64(w)))
     finally:
         handle.remove()
-    return _head_qk(layer, head, sentences, tokenized, rows, scale=1 / math.sqrt(size), causal=True)
+    scale = 1 / math.sqrt(cfg.head_dim)
+    return _head_qk(layer, head, sentences, tokenized, rows, scale=scale, causal=True)
 
 
 def encoder_head_qk(encoder, sentences: Sequence[str], layer: int, head: int) -> HeadQK:

@@ -28,7 +28,7 @@ bias for Qwen2), S = query + 1 the keys a query may see, P every part of the str
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -41,7 +41,6 @@ from attention_core.experiments.score_run import (
     score_run,
 )
 from attention_core.pretrained.llama import Decoder
-from attention_core.pretrained.rope import apply_rope
 from attention_core.validation import check_choice, check_int
 
 BIAS = "bias"
@@ -200,8 +199,8 @@ def side_parts(
     if cfg.qk_norm:
         parts = parts * scales[layer, index, at].double()[None, :, None]  # (n, P', E)
         parts = parts * norm.double()  # (n, P', E)
-    cos, sin = run.cos[at].double(), run.sin[at].double()  # (P', E/2) each
-    return apply_rope(parts[None], cos, sin, decoder.rope_style)[0]  # (n, P', E)
+    rope = replace(run.rope, cos=run.rope.cos[at].double(), sin=run.rope.sin[at].double())
+    return rope.rotate(parts[None])[0]  # (1, n, P', E) -> (n, P', E), the block's RoPE
 
 
 def model_scores(

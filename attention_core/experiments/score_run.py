@@ -4,12 +4,13 @@ llama decoder that keeps every part of the residual stream apart.
 The residual stream entering layer l is the token embedding plus every earlier head's write
 (head h of layer j writes its output o_{j,h} (L, E) times its slice of the layer's output
 projection, out_j[:, h·E:(h+1)·E]) plus every earlier MLP's write. :func:`record_run` runs
-the decoder's own steps with the decoder's own weights and functions (``rms_norm``,
-``linear``, ``apply_rope``, ``attend``, ``scale_heads``) once, and records each part's write,
-the stream entering each layer, every RMSNorm scale 1/sqrt(mean(x²) + eps) (one number per
-position, and per head for Qwen3's q/k norms), the queries and keys after RoPE, the attention
-weights and each head's output. With the scales frozen at these values, the normed input of
-every layer is linear in the parts, which is what lets a score be split.
+each of the decoder's blocks once through the block itself
+(:meth:`~attention_core.pretrained.llama_block.DecoderLayer.forward_intermediates`), and
+records each part's write, the stream entering each layer, every RMSNorm scale
+1/sqrt(mean(x²) + eps) (one number per position, and per head for Qwen3's q/k norms), the
+queries and keys after RoPE, the attention weights and each head's output. With the scales
+frozen at these values, the normed input of every layer is linear in the parts, which is what
+lets a score be split.
 
 :func:`score_run` is the same run behind a small LRU keyed by the decoder's identity (and its
 variant and RoPE style) and the token ids, so that the cells of one input cost one forward.
@@ -31,11 +32,17 @@ from torch.nn import functional as F
 
 from attention_core import masks
 from attention_core.experiments.heads import as_ids
-from attention_core.pretrained.ablation import scale_heads
 from attention_core.pretrained.llama import Decoder
-from attention_core.pretrained.llama_block import DecoderLayer, LlamaConfig, linear, rms_norm
-from attention_core.pretrained.rope import apply_rope, half_split_order, rope_angles
-from attention_core.registry import attend, get_variant
+from attention_core.pretrained.llama_block import (
+    BlockSteps,
+    LayerRun,
+    LlamaConfig,
+    linear,
+    rms_norm,
+    rms_scale,
+)
+from attention_core.pretrained.rope import Rope, rope_at
+from attention_core.registry import get_variant
 
 EMBEDDING = "emb"
 """The name of the token embedding's part."""
@@ -94,7 +101,7 @@ class ScoreRun:
         weights: (N, H, L, L) attention weights (causal).
         head_outputs: (N, H, L, E) each head's output before the output projection.
         logits: (L, V) next-token logits.
-        cos, sin: (L, E/2) RoPE's angles of positions 0 .. L − 1.
+        rope: the rotation of positions 0 .. L − 1 (cos and sin (L, E/2)).
     """
 
     input_ids: tuple[int, ...]
@@ -112,44 +119,12 @@ class ScoreRun:
     weights: torch.Tensor
     head_outputs: torch.Tensor
     logits: torch.Tensor
-    cos: torch.Tensor
-    sin: torch.Tensor
+    rope: Rope
 
     @property
     def length(self) -> int:
         """L, the number of tokens."""
         return len(self.input_ids)
-
-
-@dataclass(frozen=True)
-class _LayerRecord:
-    """What one layer of :func:`record_run` recorded (shapes as in :class:`ScoreRun`, one
-    layer's slice)."""
-
-    attn_scale: torch.Tensor  # (L,)
-    q_scale: torch.Tensor | None  # (H, L)
-    k_scale: torch.Tensor | None  # (K, L)
-    q: torch.Tensor  # (H, L, E)
-    k: torch.Tensor  # (K, L, E)
-    weights: torch.Tensor  # (H, L, L)
-    head_outputs: torch.Tensor  # (H, L, E)
-    head_writes: torch.Tensor  # (H, L, D)
-    mlp_scale: torch.Tensor  # (L,)
-    mlp_write: torch.Tensor  # (L, D)
-    x: torch.Tensor  # (1, L, D) the stream after the layer
-
-
-def rms_scale(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm's scale 1/sqrt(mean(x²) + eps) over the last axis, as :func:`rms_norm`
-    computes it (rms_norm(x, w) = x · scale · w).
-
-    Args:
-        x: (..., D). eps: added to the mean square.
-
-    Returns:
-        (...) tensor.
-    """
-    return torch.rsqrt(x.pow(2).mean(dim=-1) + eps)
 
 
 def check_decoder(decoder: Decoder) -> Decoder:
@@ -195,97 +170,47 @@ def check_run_ids(decoder: Decoder, input_ids) -> torch.Tensor:
     return ids
 
 
-def _attention_part(
-    decoder: Decoder, layer: DecoderLayer, x: torch.Tensor, keep: torch.Tensor | None
-) -> tuple[dict[str, torch.Tensor | None], torch.Tensor]:
-    """The attention half of one block (the steps of ``DecoderLayer.forward``), recorded.
+def _head_writes(decoder: Decoder, index: int, head_outputs: torch.Tensor) -> torch.Tensor:
+    """Each head's write into the stream: its output times its slice of the output projection
+    (their sum over heads is the block's attention write).
 
     Args:
-        x: (1, L, D) the stream entering the layer. keep: (1, H) head multipliers (0 turns a
-            head off) or None.
+        head_outputs: (H, L, E) one layer's head outputs.
 
     Returns:
-        (the recorded tensors by :class:`_LayerRecord` field, the stream after attention
-        (1, L, D)).
+        (H, L, D) float32.
     """
-    cfg = decoder.config
-    length, heads, kv_heads, size = x.shape[1], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    cos, sin = rope_angles(
-        torch.arange(length), size, cfg.rope_base, linear=cfg.rope_linear, factors=cfg.rope_factors
-    )  # (L, E/2) each
-    h = rms_norm(x, layer.attn_norm, cfg.rms_eps)  # (1, L, D)
-    qkv = linear(h, layer.qkv)  # (1, L, (H + 2K)·E)
-    if cfg.qkv_bias:
-        qkv = qkv + layer.qkv_bias  # (1, L, (H + 2K)·E)
-    q, k, v = qkv.split([heads * size, kv_heads * size, kv_heads * size], dim=-1)
-    q = q.view(1, length, heads, size).transpose(1, 2)  # (1, H, L, E)
-    k = k.view(1, length, kv_heads, size).transpose(1, 2)  # (1, K, L, E)
-    v = v.view(1, length, kv_heads, size).transpose(1, 2)  # (1, K, L, E)
-    q_scale = k_scale = None
-    if cfg.qk_norm:
-        q_scale, k_scale = rms_scale(q, cfg.rms_eps)[0], rms_scale(k, cfg.rms_eps)[0]
-        q = rms_norm(q, layer.q_norm, cfg.rms_eps)  # (1, H, L, E)
-        k = rms_norm(k, layer.k_norm, cfg.rms_eps)  # (1, K, L, E)
-    style = decoder.rope_style
-    q, k = apply_rope(q, cos, sin, style), apply_rope(k, cos, sin, style)
-    q_scored, k_scored = q, k
-    if style == "interleaved":  # summed in the half-split order, as the decoder does
-        order = half_split_order(size).clone()  # (E,)
-        q_scored, k_scored = q[..., order], k[..., order]  # (1, H, L, E), (1, K, L, E)
+    out = decoder.layers[index].out  # (D, H·E)
+    slices = out.float().view(-1, decoder.config.num_heads, decoder.config.head_dim)  # (D, H, E)
+    rounded = head_outputs.to(out.dtype).float()  # (H, L, E) as linear rounds its input
+    return torch.einsum("hle,dhe->hld", rounded, slices)  # (H, L, D)
+
+
+def _layer_steps(
+    decoder: Decoder, index: int, x: torch.Tensor, run: LayerRun, removed: str | None
+) -> BlockSteps:
+    """One block of :func:`record_run`, run by the block itself, with ``removed`` (one of its
+    heads) turned off; zeroing its MLP is the caller's.
+
+    Args:
+        x: (1, L, D) the stream entering the layer.
+
+    Returns:
+        :class:`BlockSteps` with batch 1.
+    """
+    heads = decoder.config.num_heads
+    keep = torch.tensor([[0.0 if head_name(index, h) == removed else 1.0 for h in range(heads)]])
+    scaling = (keep, False) if bool((keep == 0).any()) else None  # (1, H) multipliers
+    length = x.shape[1]
     causal = masks.causal_lower_right(length, length)  # (L, L)
-    result = attend(
-        q_scored,
-        k_scored.repeat_interleave(cfg.group_size, dim=1),  # (1, H, L, E)
-        v.repeat_interleave(cfg.group_size, dim=1),  # (1, H, L, E)
-        decoder.variant,
-        mask=None if bool(causal.all()) else causal,
-        need_weights=True,
-        **decoder.variant_params,
-    )
-    out = result.output if keep is None else scale_heads(result.output, keep, False)
-    merged = out.transpose(1, 2).reshape(1, length, heads * size)  # (1, L, H·E)
-    slices = layer.out.float().view(-1, heads, size)  # (D, H, E)
-    rounded = out[0].to(layer.out.dtype).float()  # (H, L, E) as linear rounds its input
-    record = {
-        "attn_scale": rms_scale(x, cfg.rms_eps)[0],
-        "q_scale": q_scale,
-        "k_scale": k_scale,
-        "q": q[0],
-        "k": k[0],
-        "weights": result.weights[0],
-        "head_outputs": out[0],
-        "head_writes": torch.einsum("hle,dhe->hld", rounded, slices),  # (H, L, D)
-    }
-    return record, x + linear(merged, layer.out)  # (1, L, D)
-
-
-def _layer_record(
-    decoder: Decoder, index: int, x: torch.Tensor, removed: str | None
-) -> _LayerRecord:
-    """One block of :func:`record_run`: attention then the MLP, with ``removed`` (a head or
-    this layer's MLP) set to zero."""
-    cfg = decoder.config
-    layer = decoder.layers[index]
-    keep = None
-    heads_off = [h for h in range(cfg.num_heads) if head_name(index, h) == removed]
-    if heads_off:
-        keep = torch.ones(1, cfg.num_heads)  # (1, H)
-        keep[0, heads_off] = 0.0
-    record, mid = _attention_part(decoder, layer, x, keep)
-    h = rms_norm(mid, layer.mlp_norm, cfg.rms_eps)  # (1, L, D)
-    gate, up = linear(h, layer.gate_up).chunk(2, dim=-1)  # (1, L, F) each
-    mlp = linear(F.silu(gate) * up, layer.down)  # (1, L, D)
-    if removed == mlp_name(index):
-        mlp = torch.zeros_like(mlp)  # (1, L, D)
-    return _LayerRecord(
-        **record, mlp_scale=rms_scale(mid, cfg.rms_eps)[0], mlp_write=mlp[0], x=mid + mlp
-    )
+    mask = None if bool(causal.all()) else causal
+    return decoder.layers[index].forward_intermediates(x, run, mask=mask, scaling=scaling)
 
 
 def record_run(decoder: Decoder, input_ids, *, removed: str | None = None) -> ScoreRun:
     """Run the decoder once on ``input_ids`` and record every part of its residual stream.
 
-    The steps are the decoder's own (a test checks the stream and the logits against
+    The steps are the decoder's own blocks' (a test checks the stream and the logits against
     :meth:`Decoder.forward`); ``removed`` zeroes one part's write at every position: a head
     (the decoder's zero ablation, ``ablate=[(layer, head)]``), an MLP or the embedding.
 
@@ -307,31 +232,28 @@ def record_run(decoder: Decoder, input_ids, *, removed: str | None = None) -> Sc
     names = part_names(cfg.num_layers, cfg.num_heads)
     if removed is not None and removed not in names:
         raise ValueError(f"removed must be one of the part names {names[:4]}…, got {removed!r}")
+    length = ids.shape[1]
+    rope = rope_at(cfg, decoder.rope_style, 0, length)  # (L, E/2) angles
+    run = LayerRun(rope, decoder.variant, decoder.variant_params, need_weights=True)
     with torch.inference_mode():
         x = F.embedding(ids, decoder.embedding).float()  # (1, L, D)
         if removed == EMBEDDING:
             x = torch.zeros_like(x)  # (1, L, D)
-        streams, writes, records = [x[0]], [x[0][None]], []
+        streams, writes, steps = [x[0]], [x[0][None]], []
         for index in range(cfg.num_layers):
-            record = _layer_record(decoder, index, x, removed)
-            x = record.x  # (1, L, D)
-            records.append(record)
+            step = _layer_steps(decoder, index, x, run, removed)
+            mlp = torch.zeros_like(step.mlp_write) if removed == mlp_name(index) else step.mlp_write
+            x = step.attended + mlp  # (1, L, D)
+            steps.append(step)
             streams.append(x[0])
-            writes.extend((record.head_writes, record.mlp_write[None]))  # (H, L, D), (1, L, D)
+            writes.extend((_head_writes(decoder, index, step.head_outputs[0]), mlp))
         normed = rms_norm(x, decoder.final_norm, cfg.rms_eps)  # (1, L, D)
         output = decoder.embedding if decoder.output is None else decoder.output  # (V, D)
         logits = linear(normed, output)[0]  # (L, V)
-        cos, sin = rope_angles(
-            torch.arange(ids.shape[1]),
-            cfg.head_dim,
-            cfg.rope_base,
-            linear=cfg.rope_linear,
-            factors=cfg.rope_factors,
-        )  # (L, E/2) each
 
         def stacked(field: str) -> torch.Tensor | None:
-            values = [getattr(r, field) for r in records]
-            return None if values[0] is None else torch.stack(values)  # (N, …)
+            values = [getattr(step, field) for step in steps]  # each (1, …)
+            return None if values[0] is None else torch.cat(values)  # (N, …)
 
         return ScoreRun(
             input_ids=tuple(ids[0].tolist()),
@@ -349,8 +271,7 @@ def record_run(decoder: Decoder, input_ids, *, removed: str | None = None) -> Sc
             weights=stacked("weights"),
             head_outputs=stacked("head_outputs"),
             logits=logits,
-            cos=cos,
-            sin=sin,
+            rope=rope,
         )
 
 

@@ -47,16 +47,10 @@ from attention_core.pretrained.llama_block import (
     DecoderLayer,
     LayerRun,
     LlamaConfig,
-    Rope,
     linear,
     rms_norm,
 )
-from attention_core.pretrained.rope import (
-    ROPE_STYLES,
-    rope_angles,
-    rows_to_half,
-    rows_to_interleaved,
-)
+from attention_core.pretrained.rope import ROPE_STYLES, rope_at, rows_to_half, rows_to_interleaved
 from attention_core.pretrained.tokenizer import Tokenized, tokenize
 from attention_core.registry import get_variant
 from attention_core.validation import check_bool, check_choice, check_int
@@ -432,17 +426,8 @@ class Decoder(nn.Module):
     ) -> DecoderOutput:
         """The checked forward pass (see :meth:`forward`): embedding, layers, logits."""
         length = input_ids.shape[1]
-        cfg = self.config
-        cos, sin = rope_angles(
-            torch.arange(start, start + length),
-            cfg.head_dim,
-            cfg.rope_base,
-            linear=cfg.rope_linear,
-            factors=cfg.rope_factors,
-        )  # (L, E/2) each
-        run = LayerRun(
-            Rope(cos, sin, self.rope_style), self.variant, self.variant_params, need_weights
-        )
+        rope = rope_at(self.config, self.rope_style, start, length)  # (L, E/2) angles
+        run = LayerRun(rope, self.variant, self.variant_params, need_weights)
         x = F.embedding(input_ids.long(), self.embedding).float()  # (B, L, D) float32
         embeddings = x.requires_grad_() if grad else None
         attentions, keys, values = [], [], []

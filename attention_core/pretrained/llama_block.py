@@ -3,6 +3,14 @@ bfloat16 or int4 weights, RMSNorm, and the block (grouped-query attention with R
 ``attend``, then a SwiGLU MLP). :class:`attention_core.pretrained.llama.Decoder` stacks the
 blocks; the module docstring there gives the conventions and the shape letters.
 
+The block's steps are written once, here, and are public: :meth:`DecoderLayer.project_qkv`,
+:meth:`DecoderLayer.norm_and_rotate` (through
+:meth:`~attention_core.pretrained.rope.Rope.rotate`, the one place RoPE is applied),
+:meth:`DecoderLayer.attend_heads`, :meth:`DecoderLayer.attention_write` and
+:meth:`DecoderLayer.mlp`. :meth:`DecoderLayer.forward_intermediates` runs them in order and
+keeps every step's result; the decoder's forward, the score parts' recorded run and the
+query–key map all read the block through it, so a change to a step reaches all of them.
+
 Shapes: B batch, L new tokens, P cached tokens, S = P + L keys, D width, H query heads, K
 key/value heads, G = H / K heads per group, E head size, F MLP width.
 """
@@ -18,8 +26,9 @@ from torch.nn import functional as F
 
 from attention_core.pretrained.ablation import scale_heads
 from attention_core.pretrained.int4 import Int4Matrix
-from attention_core.pretrained.rope import apply_rope, half_split_order
+from attention_core.pretrained.rope import Rope, half_split_order
 from attention_core.registry import attend
+from attention_core.types import AttentionResult
 from attention_core.validation import check_int
 
 FLOAT32_BYTES = 4
@@ -121,21 +130,6 @@ class LlamaConfig:
 
 
 @dataclass(frozen=True)
-class Rope:
-    """The rotation of one forward pass's new positions.
-
-    Attributes:
-        cos, sin: (L, E/2) each, the angles of positions start .. start + L - 1
-            (:func:`attention_core.pretrained.rope.rope_angles`).
-        style: ``"interleaved"`` or ``"half"``, which features rotate together.
-    """
-
-    cos: torch.Tensor
-    sin: torch.Tensor
-    style: str
-
-
-@dataclass(frozen=True)
 class LayerRun:
     """What every block of one forward pass shares.
 
@@ -150,6 +144,39 @@ class LayerRun:
     variant: str
     params: Mapping[str, object]
     need_weights: bool
+
+
+@dataclass(frozen=True)
+class BlockSteps:
+    """Every step's result of one block on L new tokens (:meth:`DecoderLayer.
+    forward_intermediates`).
+
+    Attributes:
+        attn_scale: (B, L) the attention RMSNorm's 1/sqrt(mean(x²) + eps) per position.
+        q_scale: (B, H, L) the per-head query norm's scales (Qwen3), or None.
+        k_scale: (B, K, L) the per-head key norm's scales (Qwen3), or None.
+        q: (B, H, L, E) the queries after their norm and RoPE.
+        k: (B, K, S, E) the keys after their norm and RoPE, cached ones first.
+        v: (B, K, S, E) the values, cached ones first.
+        weights: (B, H, L, S) the attention weights, or None when not requested.
+        head_outputs: (B, H, L, E) each head's output (scaled, when asked) before the output
+            projection.
+        attended: (B, L, D) the stream after attention: x + the output projection.
+        mlp_scale: (B, L) the MLP RMSNorm's scale per position.
+        mlp_write: (B, L, D) what the MLP adds to ``attended``.
+    """
+
+    attn_scale: torch.Tensor
+    q_scale: torch.Tensor | None
+    k_scale: torch.Tensor | None
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    weights: torch.Tensor | None
+    head_outputs: torch.Tensor
+    attended: torch.Tensor
+    mlp_scale: torch.Tensor
+    mlp_write: torch.Tensor
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor | Int4Matrix) -> torch.Tensor:
@@ -174,8 +201,21 @@ def linear(x: torch.Tensor, weight: torch.Tensor | Int4Matrix) -> torch.Tensor:
     return F.linear(x.to(weight.dtype), weight).to(x.dtype)  # (..., out)
 
 
+def rms_scale(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm's scale 1/sqrt(mean(x²) + eps) over the last axis.
+
+    Args:
+        x: (..., D). eps: added to the mean square.
+
+    Returns:
+        (...) tensor.
+    """
+    return torch.rsqrt(x.pow(2).mean(dim=-1) + eps)
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm: x / sqrt(mean(x²) + eps) · weight over the last axis.
+    """RMSNorm: x / sqrt(mean(x²) + eps) · weight over the last axis (x · :func:`rms_scale` ·
+    weight).
 
     Args:
         x: (..., D). weight: (D,). eps: added to the mean square.
@@ -183,7 +223,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     Returns:
         (..., D) tensor.
     """
-    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
+    return x * rms_scale(x, eps)[..., None] * weight  # (..., D)
 
 
 class DecoderLayer(nn.Module):
@@ -208,28 +248,15 @@ class DecoderLayer(nn.Module):
             else:
                 self.register_parameter(name, nn.Parameter(tensor, requires_grad=False))
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        run: LayerRun,
-        *,
-        past: tuple[torch.Tensor, torch.Tensor] | None = None,
-        mask: torch.Tensor | None = None,
-        scaling: tuple[torch.Tensor, bool] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor]]:
-        """Run the block on L new tokens.
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The attention RMSNorm, then the q, k and v projections (plus the bias, Qwen2),
+        split into heads; no norm of the heads, no RoPE yet.
 
         Args:
-            x: (B, L, D) hidden states.
-            run: the rotation, the attention variant and whether to return the weights (the
-                same for every layer of one forward pass).
-            past: cached (keys, values), each (B, K, P, E), or None.
-            mask: (L, S) bool, True = may attend, or None for no mask.
-            scaling: (multipliers (B or 1, H), mean) applied to each head's output before the
-                output projection (:func:`scale_heads`), or None.
+            x: (B, L, D) the stream entering the block.
 
         Returns:
-            (x (B, L, D), weights (B, H, L, S) or None, (keys, values) each (B, K, S, E)).
+            (q (B, H, L, E), k (B, K, L, E), v (B, K, L, E)).
         """
         cfg = self.config
         batch, length, _ = x.shape
@@ -242,23 +269,53 @@ class DecoderLayer(nn.Module):
         q = q.view(batch, length, heads, size).transpose(1, 2)  # (B, H, L, E)
         k = k.view(batch, length, kv_heads, size).transpose(1, 2)  # (B, K, L, E)
         v = v.view(batch, length, kv_heads, size).transpose(1, 2)  # (B, K, L, E)
+        return q, k, v
+
+    def norm_and_rotate(
+        self, q: torch.Tensor, k: torch.Tensor, rope: Rope
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The q and k that are scored: each head's RMSNorm (Qwen3), then RoPE.
+
+        Args:
+            q: (B, H, L, E). k: (B, K, L, E), from :meth:`project_qkv`. rope: the positions'
+                rotation.
+
+        Returns:
+            (q (B, H, L, E), k (B, K, L, E)).
+        """
+        cfg = self.config
         if cfg.qk_norm:
             q = rms_norm(q, self.q_norm, cfg.rms_eps)  # (B, H, L, E)
             k = rms_norm(k, self.k_norm, cfg.rms_eps)  # (B, K, L, E)
-        rope = run.rope
-        q, k = (
-            apply_rope(q, rope.cos, rope.sin, rope.style),
-            apply_rope(k, rope.cos, rope.sin, rope.style),
-        )
-        if past is not None:
-            k = torch.cat((past[0], k), dim=2)  # (B, K, S, E)
-            v = torch.cat((past[1], v), dim=2)  # (B, K, S, E)
-        group = cfg.group_size
+        return rope.rotate(q), rope.rotate(k)
+
+    def attend_heads(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        run: LayerRun,
+        *,
+        mask: torch.Tensor | None = None,
+        scaling: tuple[torch.Tensor, bool] | None = None,
+    ) -> AttentionResult:
+        """Grouped-query attention through ``attend``: query head h reads key/value head
+        h // G.
+
+        Args:
+            q: (B, H, L, E). k, v: (B, K, S, E) each. run: the variant, its parameters and
+                whether to return the weights. mask: (L, S) bool, True = may attend, or None.
+            scaling: (multipliers (B or 1, H), mean) applied to each head's output
+                (:func:`scale_heads`), or None.
+
+        Returns:
+            AttentionResult(output (B, H, L, E) per head, weights (B, H, L, S) or None).
+        """
         q_scored, k_scored = q, k
-        if rope.style == "interleaved":  # the same scores, summed in the half-split order
-            order = half_split_order(size).clone()  # (E,), never the cached inference tensor
+        if run.rope.style == "interleaved":  # the same scores, summed in the half-split order
+            order = half_split_order(q.shape[-1]).clone()  # (E,), never the cached tensor
             q_scored, k_scored = q[..., order], k[..., order]  # (B, H, L, E), (B, K, S, E)
-        # each key/value head serves G query heads: head h reads key head h // G
+        group = self.config.group_size
         result = attend(
             q_scored,
             k_scored.repeat_interleave(group, dim=1),  # (B, H, S, E)
@@ -269,12 +326,99 @@ class DecoderLayer(nn.Module):
             **run.params,
         )
         out = result.output if scaling is None else scale_heads(result.output, *scaling)
-        out = out.transpose(1, 2).reshape(batch, length, heads * size)  # (B, L, H·E)
-        x = x + linear(out, self.out)  # (B, L, D)
-        h = rms_norm(x, self.mlp_norm, cfg.rms_eps)  # (B, L, D)
+        return AttentionResult(out, result.weights if run.need_weights else None)
+
+    def attention_write(self, head_outputs: torch.Tensor) -> torch.Tensor:
+        """The heads merged and projected back: what attention adds to the stream.
+
+        Args:
+            head_outputs: (B, H, L, E).
+
+        Returns:
+            (B, L, D).
+        """
+        batch, heads, length, size = head_outputs.shape
+        merged = head_outputs.transpose(1, 2).reshape(batch, length, heads * size)  # (B, L, H·E)
+        return linear(merged, self.out)  # (B, L, D)
+
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        """The SwiGLU MLP on the RMSNormed stream: down(silu(gate(h)) · up(h)).
+
+        Args:
+            x: (B, L, D) the stream after attention.
+
+        Returns:
+            (B, L, D) what the MLP adds to the stream.
+        """
+        h = rms_norm(x, self.mlp_norm, self.config.rms_eps)  # (B, L, D)
         gate, up = linear(h, self.gate_up).chunk(2, dim=-1)  # (B, L, F) each
-        x = x + linear(F.silu(gate) * up, self.down)  # (B, L, D)
-        weights = None
-        if run.need_weights:
-            weights = result.weights  # (B, H, L, S)
-        return x, weights, (k, v)
+        return linear(F.silu(gate) * up, self.down)  # (B, L, D)
+
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        run: LayerRun,
+        *,
+        past: tuple[torch.Tensor, torch.Tensor] | None = None,
+        mask: torch.Tensor | None = None,
+        scaling: tuple[torch.Tensor, bool] | None = None,
+    ) -> BlockSteps:
+        """Run the block's steps on L new tokens and keep each one's result.
+
+        Args:
+            x: (B, L, D) hidden states.
+            run: the rotation, the attention variant and whether to return the weights (the
+                same for every layer of one forward pass).
+            past: cached (keys, values), each (B, K, P, E), or None.
+            mask: (L, S) bool, True = may attend, or None for no mask.
+            scaling: (multipliers (B or 1, H), mean) applied to each head's output before the
+                output projection (:func:`scale_heads`), or None.
+
+        Returns:
+            :class:`BlockSteps`; the stream after the block is ``attended + mlp_write``.
+        """
+        cfg = self.config
+        q, k, v = self.project_qkv(x)  # (B, H, L, E), (B, K, L, E), (B, K, L, E)
+        q_scale = k_scale = None
+        if cfg.qk_norm:
+            q_scale, k_scale = rms_scale(q, cfg.rms_eps), rms_scale(k, cfg.rms_eps)
+        q, k = self.norm_and_rotate(q, k, run.rope)
+        if past is not None:
+            k = torch.cat((past[0], k), dim=2)  # (B, K, S, E)
+            v = torch.cat((past[1], v), dim=2)  # (B, K, S, E)
+        result = self.attend_heads(q, k, v, run, mask=mask, scaling=scaling)
+        attended = x + self.attention_write(result.output)  # (B, L, D)
+        return BlockSteps(
+            attn_scale=rms_scale(x, cfg.rms_eps),
+            q_scale=q_scale,
+            k_scale=k_scale,
+            q=q,
+            k=k,
+            v=v,
+            weights=result.weights,
+            head_outputs=result.output,
+            attended=attended,
+            mlp_scale=rms_scale(attended, cfg.rms_eps),
+            mlp_write=self.mlp(attended),
+        )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        run: LayerRun,
+        *,
+        past: tuple[torch.Tensor, torch.Tensor] | None = None,
+        mask: torch.Tensor | None = None,
+        scaling: tuple[torch.Tensor, bool] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor]]:
+        """Run the block on L new tokens (:meth:`forward_intermediates`, keeping what the
+        next block and the cache need).
+
+        Args:
+            x, run, past, mask, scaling: as :meth:`forward_intermediates`.
+
+        Returns:
+            (x (B, L, D), weights (B, H, L, S) or None, (keys, values) each (B, K, S, E)).
+        """
+        steps = self.forward_intermediates(x, run, past=past, mask=mask, scaling=scaling)
+        return steps.attended + steps.mlp_write, steps.weights, (steps.k, steps.v)

@@ -7,6 +7,8 @@ adjacent, and rotates adjacent pairs (``"interleaved"``); HuggingFace keeps the 
 and rotates feature e with feature e + E/2 (``"half"``). :func:`rows_to_half` and
 :func:`rows_to_interleaved` move rows between the two; :func:`half_split_order` lists
 interleaved features in half-split order, so that scores can be summed alike in both.
+:class:`Rope` holds one forward pass's angles; its :meth:`Rope.rotate` is how every llama
+block (and every reader of its queries and keys) applies RoPE.
 
 Shapes: L positions, E head size.
 """
@@ -14,8 +16,13 @@ Shapes: L positions, E head size.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from attention_core.pretrained.llama_block import LlamaConfig
 
 ROPE_STYLES = ("interleaved", "half")
 
@@ -71,6 +78,57 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, style: str
         return torch.view_as_real(rotated).flatten(-2)  # (B, heads, L, E)
     first, second = x[..., :half], x[..., half:]  # (B, heads, L, E/2) each
     return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+
+
+@dataclass(frozen=True)
+class Rope:
+    """The rotation of one forward pass's new positions.
+
+    Attributes:
+        cos, sin: (L, E/2) each, the angles of positions start .. start + L - 1
+            (:func:`rope_angles`).
+        style: ``"interleaved"`` or ``"half"``, which features rotate together.
+    """
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    style: str
+
+    def rotate(self, x: torch.Tensor) -> torch.Tensor:
+        """RoPE as every llama block applies it: each pair of features of ``x`` turned by its
+        position's angle (:func:`apply_rope`). The block, the score parts and the query–key
+        map all rotate through this method.
+
+        Args:
+            x: (B, heads, L, E) queries or keys (or their parts), float32 or float64.
+
+        Returns:
+            (B, heads, L, E) rotated tensor.
+        """
+        return apply_rope(x, self.cos, self.sin, self.style)  # (B, heads, L, E)
+
+
+def rope_at(config: LlamaConfig, style: str, start: int, length: int) -> Rope:
+    """The rotation of positions start .. start + L − 1 under ``config``'s RoPE (its base,
+    linear scaling and per-frequency factors).
+
+    Args:
+        config: the decoder's :class:`~attention_core.pretrained.llama_block.LlamaConfig`
+            (its ``head_dim``, ``rope_base``, ``rope_linear``, ``rope_factors``).
+        style: ``"interleaved"`` or ``"half"``.
+        start: the first position. length: L.
+
+    Returns:
+        :class:`Rope` with cos and sin (L, E/2).
+    """
+    cos, sin = rope_angles(
+        torch.arange(start, start + length),
+        config.head_dim,
+        config.rope_base,
+        linear=config.rope_linear,
+        factors=config.rope_factors,
+    )  # (L, E/2) each
+    return Rope(cos, sin, style)
 
 
 @functools.cache
