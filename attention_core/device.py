@@ -130,13 +130,19 @@ def tensor_bytes(shape: tuple[int, ...] | torch.Size, dtype: torch.dtype) -> int
     return math.prod(shape) * dtype.itemsize
 
 
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
 def format_bytes(nbytes: float) -> str:
-    """Human-readable size, e.g. ``"512.0 MiB"``."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(nbytes) < 1024 or unit == "GiB":
-            return f"{nbytes:.1f} {unit}" if unit != "B" else f"{int(nbytes)} B"
+    """Human-readable size in binary units up to TiB, e.g. ``"512 B"``, ``"512.0 MiB"``,
+    ``"16.0 TiB"`` (a larger size stays in TiB)."""
+    if abs(nbytes) < 1024:
+        return f"{int(nbytes)} B"
+    for unit in BYTE_UNITS[1:-1]:
         nbytes /= 1024
-    return f"{nbytes:.1f} GiB"
+        if abs(nbytes) < 1024:
+            return f"{nbytes:.1f} {unit}"
+    return f"{nbytes / 1024:.1f} {BYTE_UNITS[-1]}"
 
 
 DEFAULT_BUDGET_HINT = (

