@@ -39,6 +39,9 @@ import importlib
 
 TORCH_FREE_MODULES = frozenset({"analogies", "memo"})
 """Modules of this package that import no torch (the landing page's first charts use them)."""
+WHOLE_TORCH_MODULES = frozenset({"training"})
+"""Modules of this package that may reach torch's lazy modules (an optimizer imports
+``torch._dynamo``): imported after :func:`dashboard.runtime.threads.import_whole_torch`."""
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "analogies": (
@@ -363,8 +366,10 @@ __all__ = sorted(_OWNER)
 def __getattr__(name: str):
     """Import a public name from its module on first use (then it is a plain attribute). A
     module that needs torch is imported only once the runtime's torch thread has imported
-    torch and everything torch imports lazily (:func:`dashboard.runtime.threads.import_torch`):
-    a script run never imports torch beside it.
+    torch (:func:`dashboard.runtime.threads.import_torch`), and one of
+    :data:`WHOLE_TORCH_MODULES` once it has also imported what torch imports lazily
+    (:func:`dashboard.runtime.threads.import_whole_torch`): a script run never imports torch
+    beside it.
 
     Raises:
         AttributeError: for a name the package does not export.
@@ -375,7 +380,10 @@ def __getattr__(name: str):
     if module not in TORCH_FREE_MODULES:
         from dashboard.runtime import threads
 
-        threads.import_torch()
+        if module in WHOLE_TORCH_MODULES:
+            threads.import_whole_torch()
+        else:
+            threads.import_torch()
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

@@ -17,18 +17,19 @@ learners shares two things that are process-wide:
   (:func:`profiler_slot`); otherwise it shows the library's estimate and says why.
 
 And the start-up of torch itself, in one thread of its own, the *torch thread*
-(:func:`preload_torch`): it imports torch while the first page draws its title, then the
-modules torch imports lazily on a first profiler use or a first optimizer
-(:data:`LAZY_TORCH_MODULES`: ``torch._dynamo``, ``torch._inductor``, about 1.5 s), and only
-then lets script runs at torch (:func:`import_torch`, which the data layer calls before its
-first torch module): Python's import lock hands a second thread a half-imported module when
-two threads import that circular package at once (``cannot import name 'IndentedBuffer' from
-partially initialized module 'torch._inductor.utils'``), and a module broken that way stays
-broken for the life of the server. Later it starts torch's profiler, when the app asks after
-the first page (:func:`warm_up_profiler`) or the first measurement needs it, whichever comes
-first. The profiler must start in the thread that imported torch: its C++ side (kineto)
-prints ``ERROR: External init callback must run in same thread as registerClient`` to the
-server's terminal otherwise. :func:`quiet_profiler` also stops the ``USDT … profiler_start``
+(:func:`preload_torch`): it imports torch and the data layer's torch modules while the first
+page draws its title, and then lets script runs at torch (:func:`import_torch`). The modules
+torch imports lazily on a first profiler use or a first optimizer (:data:`LAZY_TORCH_MODULES`:
+``torch._dynamo``, ``torch._inductor``, about 1 s) wait until the first page is drawn
+(:func:`warm_up_profiler`), so that its first chart does not wait for them; a run that may
+reach them waits for them first (:func:`import_whole_torch`: the data layer's training
+module, and every profiler measurement). Python's import lock hands a second thread a
+half-imported module when two threads import that circular package at once (``cannot import
+name 'IndentedBuffer' from partially initialized module 'torch._inductor.utils'``), and a
+module broken that way stays broken for the life of the server. Then the torch thread starts
+torch's profiler. The profiler must start in the thread that imported torch: its C++ side
+(kineto) prints ``ERROR: External init callback must run in same thread as registerClient`` to
+the server's terminal otherwise. :func:`quiet_profiler` also stops the ``USDT … profiler_start``
 lines it prints for every measurement. Nothing here imports torch at import time.
 """
 
@@ -45,6 +46,7 @@ _COUNT_LOCK = threading.Lock()
 _PROFILER_SLOT = threading.Lock()
 _PRELOAD_LOCK = threading.Lock()
 _TORCH_IMPORTED = threading.Event()
+_LAZY_IMPORTED = threading.Event()
 _WARM_UP_ASKED = threading.Event()
 _PROFILER_READY = threading.Event()
 _preload: threading.Thread | None = None
@@ -54,8 +56,8 @@ PRELOADED = ("dashboard.data.runs", "dashboard.data.lab")
 """Modules :func:`preload_torch` imports (torch, the library and pandas come with them)."""
 LAZY_TORCH_MODULES = ("torch._dynamo", "torch._inductor.utils", "torch.profiler", "torch.optim")
 """What torch imports on first use from a script run (the profiler's ``hasattr(torch,
-"_inductor")``, an optimizer's ``torch._dynamo``): imported by the torch thread before any
-script run may touch torch."""
+"_inductor")``, an optimizer's ``torch._dynamo``): imported by the torch thread after the first
+page, or at once for a run that needs them (:func:`import_whole_torch`)."""
 KINETO_QUIET_LEVEL = "6"
 """``KINETO_LOG_LEVEL`` above every level kineto logs at (its ``USDT`` lines are level 5)."""
 
@@ -196,14 +198,18 @@ def _start_profiler() -> None:
 
 def _torch_thread() -> None:
     try:
-        for name in (*PRELOADED, *LAZY_TORCH_MODULES):
+        for name in PRELOADED:
             importlib.import_module(name)
         _TORCH_IMPORTED.set()
         share_cores()  # the runs that began while torch was importing get their count now
         _WARM_UP_ASKED.wait()
+        for name in LAZY_TORCH_MODULES:
+            importlib.import_module(name)
+        _LAZY_IMPORTED.set()
         _start_profiler()
     finally:  # also when an import failed: nobody waits for ever
         _TORCH_IMPORTED.set()
+        _LAZY_IMPORTED.set()
         _PROFILER_READY.set()
 
 
@@ -225,19 +231,30 @@ def preload_torch() -> threading.Thread:
 
 
 def import_torch() -> None:
-    """Import torch in the torch thread (:func:`preload_torch`) and wait until its imports are
-    complete (:data:`LAZY_TORCH_MODULES` included): the one way a script run reaches torch.
+    """Import torch in the torch thread (:func:`preload_torch`) and wait until torch and the
+    data layer's torch modules are in: the one way a script run reaches torch.
     :mod:`dashboard.data` calls it before it imports a module that needs torch, and a page
     that imports torch late (``TORCH_LATE_PAGES``) once its torch-free part is drawn. Returns
-    at once after the first time."""
+    at once after the first time. Torch's lazy modules may still be importing in the torch
+    thread: a run that may reach them calls :func:`import_whole_torch`."""
     preload_torch()
     _TORCH_IMPORTED.wait()
 
 
+def import_whole_torch() -> None:
+    """:func:`import_torch`, then have the torch thread import :data:`LAZY_TORCH_MODULES` now
+    (if the first page has not asked yet) and wait until they are in: for a run that builds an
+    optimizer or profiles (``torch._dynamo`` and ``torch._inductor`` must never be imported
+    by two threads at once)."""
+    import_torch()
+    _WARM_UP_ASKED.set()
+    _LAZY_IMPORTED.wait()
+
+
 def warm_up_profiler() -> bool:
-    """Ask the torch thread to start torch's profiler once it has imported torch (called by
-    ``dashboard/app.py`` after the first page that computes with torch, so the start-up is
-    not on the first visitor's path to the first chart, nor in a later page's first
+    """Ask the torch thread to import torch's lazy modules and start torch's profiler once it
+    has imported torch (called by ``dashboard/app.py`` after every page, so that neither is
+    on the first visitor's path to the first chart, nor in a later page's first
     measurement).
 
     Returns:
