@@ -34,7 +34,7 @@ import streamlit as st
 from dashboard import data, presentation, state
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.i18n import current_lang, t
-from dashboard.model_choices import runs_own_model
+from dashboard.model_choices import runs_own_model, unreadable_line
 from dashboard.runtime import threads
 
 if TYPE_CHECKING:
@@ -156,6 +156,9 @@ def _own_suffix(namespace: str) -> str:
 def show_error(err: Exception) -> None:
     """The one way a page shows a refused computation, chosen by the exception's type.
 
+    * :class:`~attention_core.pretrained.model_files.ModelFileError` — an own model file
+      that cannot be read: one line naming it and why
+      (:func:`dashboard.model_choices.unreadable_line`);
     * :class:`~attention_core.device.MemoryBudgetError` — over the memory budget, with what
       to lower;
     * :class:`~attention_core.pretrained.ModelNotInstalledError` — the model package is
@@ -169,8 +172,11 @@ def show_error(err: Exception) -> None:
     threads.import_torch()  # the library only after the torch thread's imports
     from attention_core.device import MemoryBudgetError
     from attention_core.pretrained import ModelNotInstalledError
+    from attention_core.pretrained.model_files import ModelFileError
 
-    if isinstance(err, MemoryBudgetError):
+    if isinstance(err, ModelFileError):
+        st.error(unreadable_line(err))
+    elif isinstance(err, MemoryBudgetError):
         _refusal("common.error_budget", str(err), t("common.error_budget_lower"))
     elif isinstance(err, ModelNotInstalledError):
         show_install_hint(t("common.error_model_missing"), err.install_line, detail=str(err))

@@ -3,6 +3,11 @@
 own GGUF files, :func:`runs_own_model`, :func:`own_model_name`) and which text
 (:func:`preset_text_controls`: a preset or a typed one).
 
+Own files the folder scan left out are named under the choice with their reason
+(:func:`left_out_line`); a link naming one gets the link notice with that reason, not "not
+one of the choices". A listed file that cannot be read is one line naming it and why
+(:func:`unreadable_line`, shown by :func:`dashboard.controls.show_error`).
+
 Importing this module imports neither torch nor the library (the model list is read after
 :func:`dashboard.runtime.threads.import_torch`).
 """
@@ -14,9 +19,9 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from dashboard import data, state
+from dashboard import data, state, url_state
 from dashboard.i18n import t
-from dashboard.literal import literal
+from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.runtime import threads
 
 CUSTOM = "custom"
@@ -54,6 +59,8 @@ def runs_own_model(namespace: str) -> bool:
 
 MODEL_NAME_MAX_LEN = 80
 """Characters of an own model's listed name shown as literal text."""
+LEFT_OUT_SHOWN = 12
+"""Left-out files named under the model choice; more are counted in one line."""
 
 
 def own_model_name(namespace: str, name: str) -> str:
@@ -81,6 +88,7 @@ def model_select(page: str, *, header_key: str, label_key: str) -> str:
     threads.import_torch()  # the model list's module imports the library
     state.controls_box().markdown(f"**{t(header_key)}**")
     smollm2 = data.SMOLLM2_CHOICE
+    _refuse_left_out_link(f"{page}.model")
     name = state.select(
         page,
         "model",
@@ -92,7 +100,68 @@ def model_select(page: str, *, header_key: str, label_key: str) -> str:
     if not data.models_configured():
         howto = t(f"{page}.own_models_howto", env=data.MODELS_DIR_ENV, sep=os.pathsep)
         state.controls_box().caption(howto)
+    left_out = data.left_out_files()
+    for entry in left_out[:LEFT_OUT_SHOWN]:
+        state.controls_box().caption(left_out_line(entry))
+    if len(left_out) > LEFT_OUT_SHOWN:
+        more = t("common.own_left_out_more", count=len(left_out) - LEFT_OUT_SHOWN)
+        state.controls_box().caption(more)
     return name
+
+
+def left_out_reason(entry) -> str:
+    """Why the scan left a file out, in the page's language (``common.own_reason_<reason>``;
+    the file's own values, such as its architecture, as literal text).
+
+    Args:
+        entry: a :class:`~attention_core.pretrained.model_files.LeftOut`.
+    """
+    detail = {name: literal(value, DETAIL_MAX_LEN) for name, value in entry.detail}
+    return t(f"common.own_reason_{entry.reason}", **detail)
+
+
+def left_out_line(entry) -> str:
+    """One "left out" line: the file's name as literal text and why (:func:`left_out_reason`)."""
+    name = literal(entry.name, MODEL_NAME_MAX_LEN)
+    return t("common.own_left_out", name=name, reason=left_out_reason(entry))
+
+
+def _refuse_left_out_link(key: str) -> None:
+    """A link whose ``key`` names a file the scan left out: the link notice says why (reason
+    ``left_out``) and the value leaves the link, so the choice takes its default without the
+    generic "not one of the choices". Only the list is consulted; nothing is opened."""
+    if key in st.session_state or url_state.given_raw(key) is not url_state.NOT_GIVEN:
+        return  # the link was read in an earlier run, or a room gives the value
+    raws = st.query_params.get_all(key)
+    entry = data.left_out(raws[0]) if len(raws) == 1 else None
+    if entry is not None:
+        url_state.add_notice(key, raws[0], "left_out", why=left_out_reason(entry))
+        url_state.forget(key)
+
+
+def unreadable_line(err) -> str:
+    """The one line for a listed own file that cannot be read: its name and why, in plain
+    words (a truncated file: what it claims and what it has, in human sizes).
+
+    Args:
+        err: a :class:`~attention_core.pretrained.model_files.ModelFileError`.
+    """
+    threads.import_torch()  # the library only after the torch thread's imports
+    from attention_core.pretrained.binary import TruncatedFileError, size_pair
+
+    cause = err.cause
+    if isinstance(cause, TruncatedFileError):
+        claimed, size = size_pair(cause.claimed, cause.size)
+        what = literal(cause.what, DETAIL_MAX_LEN)
+        reason = t("common.own_file_truncated", what=what, claimed=claimed, size=size)
+    elif isinstance(cause, OSError):
+        reason = t("common.own_file_os", error=cause.strerror or type(cause).__name__)
+    else:
+        words = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        detail = literal(words, DETAIL_MAX_LEN)
+        reason = t("common.own_file_malformed", detail=detail)
+    name = literal(err.name, MODEL_NAME_MAX_LEN)
+    return t("common.own_file_unreadable", name=name, reason=reason)
 
 
 def preset_text_controls(

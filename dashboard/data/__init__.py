@@ -134,10 +134,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "configured_folders",
         "decoder_choices",
         "decoder_shape",
+        "left_out",
+        "left_out_files",
         "loaded_model",
         "model_card",
         "models_configured",
         "own_model_files",
+        "own_model_scan",
         "run_model_check",
     ),
     "heads": (

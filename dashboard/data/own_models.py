@@ -12,8 +12,10 @@ A model travels through the page as its listed name, a plain string; every funct
 looks that name up in the list again (:func:`~attention_core.pretrained.model_files.resolve_model`),
 so a name from a link is compared, never opened. Each model is loaded once per server
 (``st.cache_resource`` keyed by name), timed, and its weights' bytes counted; a model that
-cannot be loaded raises ``ValueError`` (or ``MemoryBudgetError``), which the page shows in one
-line.
+cannot be read raises :class:`~attention_core.pretrained.model_files.ModelFileError` (a
+``ValueError`` naming the file and why), one over the memory budget ``MemoryBudgetError``;
+the page shows either in one line. The files the scan left out are kept with their reasons
+(:func:`left_out_files`), for the page's "left out" lines and a link that names one.
 """
 
 from __future__ import annotations
@@ -134,10 +136,26 @@ def configured_folders() -> tuple[str, ...]:
 
 
 @st.cache_resource(ttl=MODEL_LIST_TTL_S, show_spinner=False)
+def own_model_scan() -> model_files.ModelScan:
+    """The model files of :func:`configured_folders` and the files left out with why,
+    scanned again every :data:`MODEL_LIST_TTL_S` seconds (unreadable folders skipped)."""
+    return model_files.scan_models(configured_folders())
+
+
 def own_model_files() -> tuple[model_files.ModelFile, ...]:
-    """The model files of :func:`configured_folders`, listed again every
-    :data:`MODEL_LIST_TTL_S` seconds (unreadable folders and files skipped)."""
-    return model_files.find_models(configured_folders())
+    """The listed model files of :func:`own_model_scan`."""
+    return own_model_scan().models
+
+
+def left_out_files() -> tuple[model_files.LeftOut, ...]:
+    """The files of the configured folders left out of the list, each with its reason."""
+    return own_model_scan().left_out
+
+
+def left_out(name: object) -> model_files.LeftOut | None:
+    """The file left out under ``name`` (a link's value, compared with the list only), or
+    None."""
+    return model_files.left_out_reason(name, left_out_files())
 
 
 def decoder_choices() -> tuple[str, ...]:
@@ -185,19 +203,33 @@ def _own_file(name: str) -> model_files.ModelFile:
     return model_files.resolve_model(name, own_model_files())
 
 
-def _load_own(path, weights_dtype: str) -> pretrained.Decoder:
-    """The one call that loads an own file (a file gone or unreadable since it was listed is
-    a ``ValueError`` like a malformed one)."""
+def _reading(name: str, read):
+    """``read()`` of the own file called ``name``; a file that cannot be read (truncated,
+    malformed, gone or unreadable since it was listed) raises
+    :class:`~attention_core.pretrained.model_files.ModelFileError` naming it, which the page
+    shows as one line. Over the memory budget stays a ``MemoryBudgetError``."""
     try:
-        return pretrained.load_gguf(path, weights_dtype=weights_dtype, after_layer=memory.trim_heap)
-    except OSError as err:
-        raise ValueError(f"cannot read the model file: {err.strerror or err}") from err
+        return read()
+    except MemoryBudgetError:
+        raise
+    except (OSError, ValueError) as err:
+        raise model_files.ModelFileError(name, err) from err
+
+
+def _load_own(name: str, weights_dtype: str) -> pretrained.Decoder:
+    """The one call that loads an own file (see :func:`_reading` for its errors)."""
+    path = _own_file(name).path
+    return _reading(
+        name,
+        lambda: pretrained.load_gguf(
+            path, weights_dtype=weights_dtype, after_layer=memory.trim_heap
+        ),
+    )
 
 
 @st.cache_resource(max_entries=OWN_MODELS_KEPT, show_spinner=False)
 def _own_loaded(name: str) -> LoadedModel:
-    path = _own_file(name).path
-    return _timed(name, lambda: _load_own(path, OWN_WEIGHTS_DTYPE))
+    return _timed(name, lambda: _load_own(name, OWN_WEIGHTS_DTYPE))
 
 
 def loaded_model(name: str) -> LoadedModel:
@@ -247,7 +279,11 @@ def model_card(name: str) -> ModelCard:
         ValueError, MemoryBudgetError, ModelNotInstalledError: as :func:`loaded_model`.
     """
     loaded = loaded_model(name)
-    card = pretrained.read_gguf_card(_model_path(name))
+    path = _model_path(name)
+    if name == SMOLLM2_CHOICE:
+        card = pretrained.read_gguf_card(path)
+    else:
+        card = _reading(name, lambda: pretrained.read_gguf_card(path))
     dtype = loaded.decoder.weights_dtype
     return ModelCard(name, card, dtype, loaded.weights_bytes, loaded.load_seconds)
 
@@ -265,7 +301,7 @@ def _float32_reference(name: str) -> pretrained.Decoder:
             expected_sha256=pretrained.SMOLLM2_SHA256,
             after_layer=memory.trim_heap,
         )
-    return _load_own(_own_file(name).path, REFERENCE_DTYPE)
+    return _load_own(name, REFERENCE_DTYPE)
 
 
 @st.cache_resource(max_entries=CHECKS_KEPT, show_spinner=False)

@@ -53,7 +53,7 @@ def _forget_folders() -> None:
     """The folders are read once per server, the list kept a while: forget both (the files'
     names are this module's own, so nothing else is cleared and SmolLM2 stays loaded)."""
     own_models.configured_folders.clear()
-    own_models.own_model_files.clear()
+    own_models.own_model_scan.clear()
 
 
 @pytest.fixture

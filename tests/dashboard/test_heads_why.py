@@ -184,10 +184,10 @@ def own_folder(tmp_path, monkeypatch):
     write_tiny_gguf(tmp_path / TINY_INT4, types=tuple((kind, "Q4_0") for kind in MATRICES))
     monkeypatch.setenv(own_models.MODELS_DIR_ENV, str(tmp_path))
     own_models.configured_folders.clear()
-    own_models.own_model_files.clear()
+    own_models.own_model_scan.clear()
     yield tmp_path
     own_models.configured_folders.clear()
-    own_models.own_model_files.clear()
+    own_models.own_model_scan.clear()
 
 
 @pytest.mark.parametrize("page", [PAGE])

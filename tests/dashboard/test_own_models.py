@@ -41,7 +41,7 @@ TIMEOUT_S = 120
 TINY_BYTES_AVAILABLE = 1024  # what "the system" reports free when a load must be refused
 OWN_CACHES = (
     own_models.configured_folders,
-    own_models.own_model_files,
+    own_models.own_model_scan,
 )
 
 
