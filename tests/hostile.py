@@ -1,5 +1,8 @@
 """Hostile values a crafted link may carry, shared by the AppTest and browser tests: each must
-be shown back as literal text only, never as a live link, markup or a fetch."""
+be shown back as literal text only, never as a live link, markup or a fetch; and a hostile
+GGUF file (:func:`gguf_claiming`), whose header claims more bytes than the file has."""
+
+import struct
 
 HOSTILE = {
     "http-url": "http://evil.example/x",
@@ -13,3 +16,21 @@ HOSTILE = {
     "angle-autolink": "<https://evil.example/x>",
 }
 HOSTILE_HOST = "evil.example"
+
+
+def gguf_claiming(claimed: int, size: int, architecture: str = "llama") -> bytes:
+    """A GGUF file of ``size`` bytes whose one tensor, ``token_embd.weight`` (float32), claims
+    ``claimed`` bytes of data: a header a crafted or cut-short file may carry. Its metadata
+    names ``architecture`` first, as real writers do, so a folder scan lists it."""
+
+    def string(text: str) -> bytes:
+        raw = text.encode()
+        return struct.pack("<Q", len(raw)) + raw
+
+    head = b"GGUF" + struct.pack("<IQQ", 3, 1, 1)  # version, one tensor, one metadata entry
+    head += string("general.architecture") + struct.pack("<I", 8) + string(architecture)
+    f32, float_bytes = 0, 4
+    head += string("token_embd.weight") + struct.pack("<IQIQ", 1, claimed // float_bytes, f32, 0)
+    if len(head) > size:
+        raise ValueError(f"a header of {len(head)} bytes does not fit in {size}")
+    return head + bytes(size - len(head))
