@@ -157,6 +157,42 @@ class MultiHeadSelfAttention(nn.Module):
             return mask.unsqueeze(1)  # (B, 1, L|1, S)
         return mask
 
+    def attend_heads(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> AttentionResult:
+        """Every head attends with this module's variant, scale and parameters (dropout in
+        training mode only); no output projection.
+
+        Args:
+            q, k, v: (B, H, L, E) each, from :meth:`project_qkv`.
+            mask, need_weights, generator: as in :meth:`forward`.
+
+        Returns:
+            AttentionResult(output (B, H, L, E) per head, weights and scores (B, H, L, L) or
+            None).
+
+        Raises:
+            ValueError: for a badly shaped mask, NaN/inf input, or a budget overflow.
+        """
+        return attend(
+            q,
+            k,
+            v,
+            self.variant,
+            mask=self._head_mask(mask),
+            scale=self.scale,
+            need_weights=need_weights,
+            dropout_p=self.dropout if self.training else 0.0,
+            generator=generator,
+            **self.params,
+        )
+
     def forward_intermediates(
         self,
         x: torch.Tensor,
@@ -181,19 +217,8 @@ class MultiHeadSelfAttention(nn.Module):
         Raises:
             ValueError: for a badly shaped x or mask, NaN/inf input, or a budget overflow.
         """
-        q, k, v = self.project_qkv(x)
-        result = attend(
-            q,
-            k,
-            v,
-            self.variant,
-            mask=self._head_mask(mask),
-            scale=self.scale,
-            need_weights=need_weights,
-            dropout_p=self.dropout if self.training else 0.0,
-            generator=generator,
-            **self.params,
-        )
+        q, k, v = self.project_qkv(x)  # (B, H, L, E) each
+        result = self.attend_heads(q, k, v, mask, need_weights, generator)
         out = self.out_linear(self.merge_heads(result.output))  # (B, L, D)
         return AttentionResult(out, result.weights, result.scores)
 

@@ -25,7 +25,7 @@ from torch.nn import functional as F
 from attention_core.modules import MultiHeadSelfAttention
 from attention_core.pretrained.ablation import head_multipliers, layer_scaling, scale_heads
 from attention_core.pretrained.tokenizer import Tokenized, tokenize
-from attention_core.registry import attend, get_variant
+from attention_core.registry import get_variant
 from attention_core.validation import check_float, check_int
 
 
@@ -241,16 +241,7 @@ class BertLayer(nn.Module):
         output projection: (out (B, L, D), weights (B, H, L, L) or None)."""
         module = self.attention
         q, k, v = module.project_qkv(x)  # (B, H, L, E) each
-        result = attend(
-            q,
-            k,
-            v,
-            module.variant,
-            mask=None if mask is None else mask.unsqueeze(1),  # (B, 1, 1, L)
-            scale=module.scale,
-            need_weights=need_weights,
-            **module.params,
-        )
+        result = module.attend_heads(q, k, v, mask, need_weights)  # mask (B, 1, L)
         out = scale_heads(result.output, *scaling)  # (B, H, L, E)
         return module.out_linear(module.merge_heads(out)), result.weights  # (B, L, D)
 
