@@ -158,7 +158,7 @@ def main() -> None:
     )
     pages, root = session_pages()
     page = st.navigation(navigation_sections(pages, root), expanded=True)
-    state.begin_run(page_name(pages, page) if page is not root else "")
+    state.begin_run()
     presentation.begin_page()  # controls go to the sidebar until the page opens its box
     if page is root:  # the landing page, or the page a root link from before names
         start = default_page(list(st.query_params.keys()))  # (/?playground.… opens it)

@@ -1,26 +1,14 @@
-"""The view's state in the URL: every control lives in the query so that a link reproduces
-the view. Pages call the helpers with their page name, e.g.
-``seq_len = state.slider_int("scaling", "seq_len", t("common.ctl_seq_len"), 4, 512, 64)``;
-the widget key and the query key are both ``"<page>.<name>"``.
+"""The view's state in the URL, so that a link reproduces the view: the one module pages use.
+Every control's widget key and query key is ``"<page>.<name>"``, e.g.
+``seq_len = state.slider_int("scaling", "seq_len", t("common.ctl_seq_len"), 4, 512, 64)``.
 
-**Bound by Streamlit.** :func:`slider_int`, :func:`float_input` (a slider or a number box),
-:func:`checkbox` and :func:`text` are drawn with ``bind="query-params"``: Streamlit seeds
-them from the link, writes each change to the URL, drops a value at its default from it and
-keeps the value across a page switch. What stays ours around them (the refusal notice, the
-nearest step, the corrected link, a room's values) is :mod:`dashboard.bound`.
-
-**Ours.** :func:`select`, :func:`radio` and :func:`multiselect` stay on our own code:
+Sliders, number boxes, checkboxes and text boxes are bound by Streamlit
+(:mod:`dashboard.bound`). :func:`select`, :func:`radio` and :func:`multiselect` stay ours:
 Streamlit's binding writes an option's *displayed* text (what ``format_func`` returns) to the
-URL and matches the link against it, and our options are shown as translated labels
-(English/中文), so a bound choice would put "缩放点积注意力" into a link and a Chinese link
-would not open in English. Ours read the option's stable name from the URL
-(:func:`dashboard.url_state.read`) and write it back on every run
-(:func:`dashboard.url_state.write`).
-
-The notices, the ``read``/``write`` of our own values, the room's values and the link built
-from a run's values live in :mod:`dashboard.url_state`; the parsers of a URL value's text
-(``parse_int``, ``parse_choice``, …) are pure functions in :mod:`dashboard.url_values`. Both
-are re-exported here, so a page needs ``state`` alone.
+URL, and our options show translated labels, so a bound choice would put "缩放点积注意力" into
+a link that would not open in English. Ours write the option's stable name
+(:func:`dashboard.url_state.write`). The notices, our own values, a room's values and the
+view's link are :mod:`dashboard.url_state`; the parsers, :mod:`dashboard.url_values`.
 """
 
 from __future__ import annotations
@@ -32,143 +20,64 @@ from typing import Any
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard.bound import (
-    FLOAT_WIDGETS,
-    checkbox,
-    container,
-    controls_box,
-    float_input,
-    moved_caption,
-    slider_int,
-    text,
-    widget_key,
-)
+from dashboard import bound, url_state, url_values
+from dashboard.bound import container, moved_caption, widget_key
 from dashboard.i18n import t
-from dashboard.url_state import (
-    APP_KEYS,
-    NOT_GIVEN,
-    Parser,
-    add_notice,
-    begin_run,
-    carry_notices,
-    check_raws,
-    finish_run,
-    forget,
-    give_values,
-    given_raw,
-    lock_controls,
-    locked,
-    note_unknown_keys,
-    notices,
-    read,
-    render_notices,
-    touch,
-    unknown_keys,
-    view_query,
-    write,
-)
-from dashboard.url_values import (
-    parse_bool,
-    parse_choice,
-    parse_choice_list,
-    parse_float,
-    parse_int,
-    parse_int_list,
-    parse_text,
-    serialise,
-)
+from dashboard.url_state import NOT_GIVEN, Parser, add_notice, check_raws, given_raw, touch
 
-__all__ = [
-    "APP_KEYS",
-    "FLOAT_WIDGETS",
-    "add_notice",
-    "begin_run",
-    "carry_notices",
-    "checkbox",
-    "controls_box",
-    "finish_run",
-    "forget",
-    "float_input",
-    "give_values",
-    "lock_controls",
-    "locked",
-    "multiselect",
-    "note_unknown_keys",
-    "notices",
-    "parse_bool",
-    "parse_choice",
-    "parse_float",
-    "parse_int",
-    "parse_int_list",
-    "parse_text",
-    "radio",
-    "read",
-    "render_notices",
-    "select",
-    "slider_int",
-    "text",
-    "unknown_keys",
-    "view_query",
-    "write",
-]
+# What pages use of the modules behind this one.
+slider_int, float_input, controls_box = bound.slider_int, bound.float_input, bound.controls_box
+checkbox, text = bound.checkbox, bound.text
+begin_run, finish_run = url_state.begin_run, url_state.finish_run
+carry_notices, render_notices = url_state.carry_notices, url_state.render_notices
+read, write, forget = url_state.read, url_state.write, url_state.forget
+view_query, give_values = url_state.view_query, url_state.give_values
+lock_controls, locked = url_state.lock_controls, url_state.locked
+parse_int, parse_float = url_values.parse_int, url_values.parse_float
+parse_bool, parse_text = url_values.parse_bool, url_values.parse_text
+parse_choice, parse_int_list = url_values.parse_choice, url_values.parse_int_list
 
 
 def _prepare(
-    key: str, default: Any, parse: Parser, nearest: Callable[[Any], Any], label: str, where
+    key: str, default: Any, parse: Parser, nearest: Callable[[Any], Any], say_moved: Callable
 ) -> None:
-    """Seed our own widget's state of ``key`` from a room's value or the URL once; a kept
-    value the widget no longer offers (its options depend on another control) becomes
-    ``nearest(value)``, with a quiet caption (:func:`dashboard.bound.moved_caption`)."""
-    raw = given_raw(key)
-    if raw is not NOT_GIVEN:
+    """Put our own widget's value of ``key`` into ``st.session_state`` before it is drawn: a
+    room's value, else on its first draw the link's (or this session's memory of it), else
+    the kept one; ``nearest`` moves a value the widget no longer offers (its options depend
+    on another control) to one it does, said by ``say_moved`` when it was the kept one."""
+    if (raw := given_raw(key)) is not NOT_GIVEN:
         value = default if raw is None else check_raws(key, [raw], default, parse)
         st.session_state[key] = nearest(value)
-        touch(key)
     elif key not in st.session_state:
-        st.session_state[key] = nearest(read(key, default, parse))
-    else:
-        touch(key)
-        kept = st.session_state[key]
-        moved = nearest(kept)
-        if moved != kept:
-            st.session_state[key] = moved
-            moved_caption(container(where), label)(
-                ", ".join(map(str, moved)) if isinstance(moved, list) else moved
-            )
+        st.session_state[key] = nearest(url_state.read(key, default, parse))
+    elif (moved := nearest(kept := st.session_state[key])) != kept:
+        st.session_state[key] = moved
+        say_moved(", ".join(map(str, moved)) if isinstance(moved, list) else moved)
+    touch(key)
 
 
 def _choice_parser(key: str, options: list[Any], nearest: Callable[[Any], Any]) -> Parser:
     """A link's (or a room's) choice for ``key``: one of ``options``, or, for numeric
     options, a number between them taken as the nearest option with a notice naming it."""
-    numeric = all(isinstance(o, int | float) and not isinstance(o, bool) for o in options)
+    numeric = all(map(url_values.is_number, options))
 
     def parse(raw: str) -> Any:
         try:
-            return parse_choice(raw, options)
+            return url_values.parse_choice(raw, options)
         except ValueError:
             if not numeric:
                 raise
-            number = parse_float(raw, -math.inf, math.inf)  # text is refused as before
-            moved = nearest(number)
+            moved = nearest(url_values.parse_float(raw, -math.inf, math.inf))
             add_notice(key, raw, "nearest_option", value=moved)
             return moved
 
     return parse
 
 
-def nearest_option(options: Sequence[Any], default: Any) -> Callable[[Any], Any]:
-    """The option nearest a value: itself when offered, else the nearest number of numeric
-    options (a choice whose options depend on another control), else ``default``."""
-    numeric = all(isinstance(o, int | float) and not isinstance(o, bool) for o in options)
-
-    def nearest(value: Any) -> Any:
-        if value in options:
-            return value
-        if numeric and isinstance(value, int | float) and not isinstance(value, bool):
-            return min(options, key=lambda o: (abs(o - value), o))
-        return default
-
-    return nearest
+def _shown(options: list[Any], format_func: Callable[[Any], str]) -> Callable[[Any], str]:
+    """The label of each option, fixed for this run (by the option's URL text)."""
+    labels = {url_values.serialise(o): str(format_func(o)) for o in options}
+    return lambda option: labels[url_values.serialise(option)]
 
 
 def select(
@@ -181,106 +90,33 @@ def select(
     format_func: Callable[[Any], str] = str,
     help: str | None = None,
     where: DeltaGenerator | None = None,
+    kind: str = "selectbox",
+    **extra: Any,
 ) -> Any:
-    """A selectbox whose value lives in the URL under ``"<page>.<name>"``.
-
-    Args:
-        page, name: form the key ``"<page>.<name>"``.
-        label: the translated label.
-        options: plain values (str/int/float); the URL holds their text form.
-        default: value when the URL has none or a bad one (first option if not in options).
-        format_func: option -> translated display text.
-        help, where: as :func:`slider_int`.
-
-    Returns:
-        The selected option.
-
-    Raises:
-        ValueError: when ``options`` is empty.
-    """
-    return _choice_widget(
-        "selectbox",
-        page,
-        name,
-        label,
-        options,
-        default,
-        format_func=format_func,
-        help=help,
-        where=where,
-    )
-
-
-def radio(
-    page: str,
-    name: str,
-    label: str,
-    options: Sequence[Any],
-    default: Any,
-    *,
-    format_func: Callable[[Any], str] = str,
-    help: str | None = None,
-    where: DeltaGenerator | None = None,
-    horizontal: bool = False,
-) -> Any:
-    """Like :func:`select`, drawn as radio buttons (for two to four options).
-
-    Args:
-        horizontal: lay the options out in a row.
-
-    Raises:
-        ValueError: when ``options`` is empty.
-    """
-    return _choice_widget(
-        "radio",
-        page,
-        name,
-        label,
-        options,
-        default,
-        format_func=format_func,
-        help=help,
-        where=where,
-        horizontal=horizontal,
-    )
-
-
-def _choice_widget(
-    kind: str,
-    page: str,
-    name: str,
-    label: str,
-    options: Sequence[Any],
-    default: Any,
-    *,
-    format_func: Callable[[Any], str],
-    help: str | None,
-    where: DeltaGenerator | None,
-    horizontal: bool | None = None,
-) -> Any:
-    """A select box or radio (``kind``) whose value lives in the URL: see :func:`select`."""
+    """A select box (or another single choice ``kind``: ``"radio"``) whose value lives in the
+    URL under ``"<page>.<name>"`` as the text of a plain option (str/int/float), shown as
+    ``format_func(option)``; ``default`` (else the first option) stands for a missing or bad
+    one; ``extra`` goes to the widget. Returns the option; ``ValueError`` for no options."""
     options = list(options)
     if not options:
         raise ValueError(f"control {page}.{name} has no options")
-    key = widget_key(page, name)
-    if default not in options:
-        default = options[0]
-    nearest = nearest_option(options, default)
-    _prepare(key, default, _choice_parser(key, options, nearest), nearest, label, where)
-    widget = getattr(container(where), kind)
-    extra = {} if horizontal is None else {"horizontal": horizontal}
-    shown = {serialise(o): str(format_func(o)) for o in options}  # labels fixed in this run
-    value = widget(
-        label,
-        options,
-        key=key,
-        format_func=lambda o: shown[serialise(o)],
-        help=help,
-        disabled=locked(key),
-        **extra,
-    )
+    key, box = widget_key(page, name), container(where)
+    default = default if default in options else options[0]
+    nearest = url_values.nearest_option(options, default)
+    parse = _choice_parser(key, options, nearest)
+    _prepare(key, default, parse, nearest, moved_caption(box, label))
+    value = getattr(box, kind)(
+        label, options, key=key, format_func=_shown(options, format_func), help=help,
+        disabled=locked(key), **extra,
+    )  # fmt: skip
     write(key, value)
     return value
+
+
+def radio(*args: Any, horizontal: bool = False, **kwargs: Any) -> Any:
+    """Like :func:`select`, drawn as radio buttons (for two to four options; ``horizontal``:
+    in a row)."""
+    return select(*args, kind="radio", horizontal=horizontal, **kwargs)
 
 
 def multiselect(
@@ -295,41 +131,31 @@ def multiselect(
     help: str | None = None,
     where: DeltaGenerator | None = None,
 ) -> list[Any]:
-    """A multiselect whose value lives in the URL as ``"<page>.<name>=a,b"``.
-
-    An unknown or repeated choice, or more than ``max_selections``, falls back to the
-    default with a notice (Streamlit itself would raise on too many selections).
-
-    Returns:
-        The selected options, in selection order.
-
-    Raises:
-        ValueError: when ``options`` is empty.
-    """
+    """A multiselect whose value lives in the URL as ``"<page>.<name>=a,b"``: an unknown or
+    repeated choice, or more than ``max_selections``, gives the default with a notice. Returns
+    the options in selection order; ``ValueError`` for no options."""
     options = list(options)
     if not options:
         raise ValueError(f"control {page}.{name} has no options")
-    key = widget_key(page, name)
+    key, box = widget_key(page, name), container(where)
     default = [o for o in default if o in options][:max_selections]
 
     def nearest(value: Any) -> list[Any]:
         """The offered ones of a kept choice (options that depend on another control)."""
-        if not isinstance(value, list):
-            return default
-        return [v for v in value if v in options][:max_selections]
+        return (
+            [v for v in value if v in options][:max_selections]
+            if isinstance(value, list)
+            else default
+        )
 
-    parse = lambda raw: parse_choice_list(raw, options, max_selections)  # noqa: E731
-    _prepare(key, default, parse, nearest, label, where)
-    shown = {serialise(o): str(format_func(o)) for o in options}
-    value = container(where).multiselect(
-        label,
-        options,
-        key=key,
-        format_func=lambda o: shown[serialise(o)],
-        max_selections=max_selections,
-        help=help,
-        disabled=locked(key),
-        placeholder=t("common.placeholder_choose_many"),
-    )
-    write(key, list(value))
-    return list(value)
+    parse = lambda raw: url_values.parse_choice_list(raw, options, max_selections)  # noqa: E731
+    _prepare(key, default, parse, nearest, moved_caption(box, label))
+    value = list(
+        box.multiselect(
+            label, options, key=key, format_func=_shown(options, format_func), help=help,
+            max_selections=max_selections, disabled=locked(key),
+            placeholder=t("common.placeholder_choose_many"),
+        )
+    )  # fmt: skip
+    write(key, value)
+    return value

@@ -1,12 +1,11 @@
 """Parsing the text of a URL value (``?page.name=raw``) into a control's value: pure
 functions, no Streamlit. Each refuses what it cannot read with a :class:`RefusedValue` (a
-``ValueError``) naming the value and carrying a reason code, and :mod:`dashboard.state` then
-falls back to the default with a notice that says why, in the page's language.
+``ValueError``) carrying a reason code; :mod:`dashboard.url_state` then falls back to the
+default with a notice that says why, in the page's language.
 
-Text is text: a typed or linked sentence may hold ``<``, ``>``, ``{``, ``}``, ``\\``, backticks
-or ``javascript:``; it is safe because the app shows user text only as literal text
-(:func:`dashboard.literal.literal`, ``st.code``, widget values and chart labels), never as
-markdown or HTML. Only control characters (a newline, a tab, a NUL, …) are refused in a link.
+Text is text: a sentence may hold ``<``, ``{``, backticks or ``javascript:``; the app shows
+user text only as literal text (:func:`dashboard.literal.literal`, widget values, chart
+labels), never as markdown or HTML. Only control characters (a newline, a NUL, …) are refused.
 """
 
 from __future__ import annotations
@@ -21,36 +20,18 @@ from typing import Any
 MAX_RAW_LEN = 200
 SUGGEST_CUTOFF = 0.75
 """How close (difflib's ratio) a known key must be to an unknown one to be suggested."""
-REASONS = (
-    "too_long",
-    "not_whole_number",
-    "not_number",
-    "out_of_range",
-    "not_boolean",
-    "unknown_option",
-    "forbidden_char",
-    "item_count",
-    "too_many_items",
-    "repeated_choice",
-    "repeated_key",
-    "not_accepted",
-    "snapped",
-    "moved_in_range",
-    "nearest_option",
-    "unknown_lesson",
-    "room_code",
+REASONS = tuple(
+    "too_long not_whole_number not_number out_of_range not_boolean unknown_option"
+    " forbidden_char item_count too_many_items repeated_choice repeated_key not_accepted"
+    " snapped moved_in_range nearest_option unknown_lesson room_code".split()
 )
 """The reason codes of :class:`RefusedValue`; each has the locale key
 ``common.url_reason_<code>``."""
 
 
 class RefusedValue(ValueError):
-    """A URL value that cannot be read, with why.
-
-    Attributes:
-        reason: one of :data:`REASONS`.
-        detail: the values the reason's message names (e.g. ``{"low": 4, "high": 1024}``).
-    """
+    """A URL value that cannot be read, with why: ``reason`` (one of :data:`REASONS`) and
+    ``detail``, the values its message names (e.g. ``{"low": 4, "high": 1024}``)."""
 
     def __init__(self, message: str, reason: str, **detail: Any) -> None:
         if reason not in REASONS:
@@ -64,35 +45,15 @@ _CONTROL_NAMES = {"\t": "TAB", "\n": "LINE FEED", "\r": "CARRIAGE RETURN"}
 
 
 def char_name(char: str) -> str:
-    """A character as ``U+000A`` (with its Unicode name when it has one), for a notice.
-
-    Args:
-        char: one character.
-
-    Returns:
-        E.g. ``"U+0009 (CHARACTER TABULATION)"`` or ``"U+0000"``.
-    """
+    """A character for a notice: ``"U+0009 (TAB)"``, or ``"U+0000"`` without a name."""
     code = f"U+{ord(char):04X}"
     name = unicodedata.name(char, "") or _CONTROL_NAMES.get(char, "")
     return f"{code} ({name})" if name else code
 
 
-def control_chars(text: str) -> list[str]:
-    """The control characters (Unicode category Cc) of ``text``, in order, each once."""
-    found = [c for c in text if unicodedata.category(c) == "Cc"]
-    return list(dict.fromkeys(found))
-
-
 def suggest_key(unknown: str, known: Iterable[str]) -> str | None:
-    """The known key closest to ``unknown`` (difflib), when one is close enough.
-
-    Args:
-        unknown: a query key no control used, e.g. ``"playground.seqlen"``.
-        known: the keys the page uses, e.g. ``["playground.seq_len", "lang"]``.
-
-    Returns:
-        The likely intended key (``"playground.seq_len"``), or ``None``.
-    """
+    """The key of ``known`` closest to the ``unknown`` one (difflib), or ``None`` when none
+    is close enough: ``"playground.seqlen"`` gives ``"playground.seq_len"``."""
     close = difflib.get_close_matches(unknown, list(known), n=1, cutoff=SUGGEST_CUTOFF)
     return close[0] if close else None
 
@@ -110,11 +71,7 @@ def serialise(value: Any) -> str:
 
 
 def parse_int(raw: str, low: int, high: int) -> int:
-    """Parse a whole number in [low, high].
-
-    Raises:
-        RefusedValue: for anything else (text, decimals, out of range).
-    """
+    """A whole number in [low, high]; anything else raises :class:`RefusedValue`."""
     if not re.fullmatch(r"[+-]?\d{1,12}", raw.strip()):
         raise RefusedValue(f"not a whole number: {raw!r}", "not_whole_number")
     value = int(raw)
@@ -124,12 +81,8 @@ def parse_int(raw: str, low: int, high: int) -> int:
 
 
 def snap_to_step(value: int, low: int, high: int, step: int) -> int:
-    """The nearest value a slider of ``low``..``high`` in steps of ``step`` offers (ties go
-    down; never past ``high``'s last step).
-
-    Raises:
-        ValueError: for a step below 1.
-    """
+    """The nearest value a slider of ``low``..``high`` in steps of ``step`` (at least 1, else
+    ``ValueError``) offers; ties go down, never past ``high``'s last step."""
     if step < 1:
         raise ValueError(f"slider step must be at least 1, got {step}")
     last = low + (high - low) // step * step
@@ -137,12 +90,8 @@ def snap_to_step(value: int, low: int, high: int, step: int) -> int:
 
 
 def snap_float_to_step(value: float, low: float, high: float, step: float) -> float:
-    """The nearest value a float slider of ``low``..``high`` in steps of ``step`` offers,
-    rounded to the step's decimals (0.1 + 0.2 gives 0.3, not 0.30000000000000004).
-
-    Raises:
-        ValueError: for a step that is not positive.
-    """
+    """The nearest value a float slider of ``low``..``high`` in steps of ``step`` (positive,
+    else ``ValueError``) offers, rounded to the step's decimals (0.3, not 0.30000000000000004)."""
     if not step > 0:
         raise ValueError(f"slider step must be positive, got {step}")
     decimals = max(0, -math.floor(math.log10(step)) + 3)
@@ -151,12 +100,17 @@ def snap_float_to_step(value: float, low: float, high: float, step: float) -> fl
     return round(min(max(snapped, low), last), decimals)
 
 
+def is_number(value: Any) -> bool:
+    """Whether ``value`` is an int or a float (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def nearest_int(low: int, high: int, step: int, default: int) -> Callable[[Any], int]:
     """The nearest value an integer slider of ``low``..``high`` in steps of ``step`` offers
     (``default`` for anything but a whole number)."""
 
     def nearest(value: Any) -> int:
-        if not isinstance(value, int) or isinstance(value, bool):
+        if isinstance(value, bool) or not isinstance(value, int):
             return default
         return snap_to_step(min(max(value, low), high), low, high, step)
 
@@ -170,9 +124,7 @@ def nearest_float(
     ``step`` is given; ``default`` for anything but a finite number)."""
 
     def nearest(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return default
-        if not math.isfinite(value):
+        if not is_number(value) or not math.isfinite(value):
             return default
         inside = min(max(float(value), low), high)
         return inside if step is None else snap_float_to_step(inside, low, high, step)
@@ -180,12 +132,23 @@ def nearest_float(
     return nearest
 
 
-def parse_float(raw: str, low: float, high: float) -> float:
-    """Parse a finite number in [low, high].
+def nearest_option(options: Sequence[Any], default: Any) -> Callable[[Any], Any]:
+    """The option nearest a value: itself when offered, else the nearest number of numeric
+    options (options that depend on another control), else ``default``."""
+    numeric = all(map(is_number, options))
 
-    Raises:
-        RefusedValue: for text, NaN, infinities or values out of range.
-    """
+    def nearest(value: Any) -> Any:
+        if value in options:
+            return value
+        if numeric and is_number(value):
+            return min(options, key=lambda o: (abs(o - value), o))
+        return default
+
+    return nearest
+
+
+def parse_float(raw: str, low: float, high: float) -> float:
+    """A finite number in [low, high]; anything else raises :class:`RefusedValue`."""
     if not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d{1,3})?", raw.strip()):
         raise RefusedValue(f"not a number: {raw!r}", "not_number")
     value = float(raw)
@@ -195,25 +158,15 @@ def parse_float(raw: str, low: float, high: float) -> float:
 
 
 def parse_bool(raw: str) -> bool:
-    """Parse ``true/false/1/0`` (any case).
-
-    Raises:
-        RefusedValue: for any other text.
-    """
+    """``true/false/1/0`` (any case); any other text raises :class:`RefusedValue`."""
     lowered = raw.strip().lower()
-    if lowered in ("true", "1"):
-        return True
-    if lowered in ("false", "0"):
-        return False
+    if lowered in ("true", "1", "false", "0"):
+        return lowered in ("true", "1")
     raise RefusedValue(f"not a boolean: {raw!r}", "not_boolean")
 
 
 def parse_choice(raw: str, options: Sequence[Any]) -> Any:
-    """Return the option whose text form equals ``raw``.
-
-    Raises:
-        RefusedValue: when no option matches.
-    """
+    """The option whose text (:func:`serialise`) is ``raw``, else :class:`RefusedValue`."""
     for option in options:
         if serialise(option) == raw:
             return option
@@ -221,16 +174,9 @@ def parse_choice(raw: str, options: Sequence[Any]) -> Any:
 
 
 def parse_text(raw: str) -> str:
-    """Accept a link's text as it is: markup characters (``<``, ``{``, a backtick, …) are
-    text. Its length is the caller's to cut (:func:`cut_text`), so a long value is kept in
-    part, never refused.
-
-    Raises:
-        RefusedValue: when the text holds a control character (a newline, a tab, a NUL, …),
-            naming the first one.
-    """
-    bad = control_chars(raw)
-    if bad:
+    """A link's text as it is (markup characters are text; a long one is the caller's to cut,
+    never refused); :class:`RefusedValue` names its first control character, if any."""
+    if bad := [c for c in raw if unicodedata.category(c) == "Cc"]:
         name = char_name(bad[0])
         raise RefusedValue(f"text has a control character {name}", "forbidden_char", char=name)
     return raw
@@ -242,22 +188,15 @@ def clean_text(text: str) -> str:
 
 
 def cut_text(text: str, max_len: int) -> str:
-    """The first ``max_len`` characters of ``text`` (all of it when it is not longer).
-
-    Raises:
-        ValueError: when ``max_len`` is not positive.
-    """
+    """The first ``max_len`` characters of ``text`` (``ValueError`` when not positive)."""
     if max_len < 1:
         raise ValueError(f"max_len must be positive, got {max_len}")
     return text[:max_len]
 
 
 def parse_int_list(raw: str, low: int, high: int, max_items: int) -> list[int]:
-    """Parse comma-separated whole numbers in [low, high], at most ``max_items`` of them.
-
-    Raises:
-        RefusedValue: for an empty list, too many items or any bad item.
-    """
+    """Comma-separated whole numbers in [low, high], 1 to ``max_items`` of them; else
+    :class:`RefusedValue`."""
     items = [s for s in raw.split(",") if s.strip()]
     if not items or len(items) > max_items:
         message = f"need 1 to {max_items} numbers, got {len(items)}"
@@ -266,16 +205,11 @@ def parse_int_list(raw: str, low: int, high: int, max_items: int) -> list[int]:
 
 
 def parse_choice_list(raw: str, options: Sequence[Any], max_items: int) -> list[Any]:
-    """Parse ``"a,b"`` into options, in order: each known, none repeated, at most
-    ``max_items`` of them.
-
-    Raises:
-        RefusedValue: for an unknown or repeated name, or too many names.
-    """
+    """``"a,b"`` as options, in order: each known, none repeated, at most ``max_items`` of
+    them; else :class:`RefusedValue`."""
     by_text = {serialise(o): o for o in options}
     names = [part.strip() for part in raw.split(",") if part.strip()]
-    unknown = [n for n in names if n not in by_text]
-    if unknown:
+    if unknown := [n for n in names if n not in by_text]:
         raise RefusedValue(f"unknown choices {unknown}", "unknown_option")
     if len(set(names)) != len(names):
         raise RefusedValue(f"repeated choices in {names}", "repeated_choice")
