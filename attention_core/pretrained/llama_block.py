@@ -149,12 +149,13 @@ class LayerRun:
 @dataclass(frozen=True)
 class BlockSteps:
     """Every step's result of one block on L new tokens (:meth:`DecoderLayer.
-    forward_intermediates`).
+    forward_intermediates`). The RMSNorm scales are computed only when read, so that the
+    decoder's forward pays nothing for them.
 
     Attributes:
-        attn_scale: (B, L) the attention RMSNorm's 1/sqrt(mean(x²) + eps) per position.
-        q_scale: (B, H, L) the per-head query norm's scales (Qwen3), or None.
-        k_scale: (B, K, L) the per-head key norm's scales (Qwen3), or None.
+        x: (B, L, D) the stream entering the block.
+        q_before_norm: (B, H, L, E) the projected queries the per-head norm reads (Qwen3), or
+            None for a family without it. k_before_norm: (B, K, L, E) the keys', or None.
         q: (B, H, L, E) the queries after their norm and RoPE.
         k: (B, K, S, E) the keys after their norm and RoPE, cached ones first.
         v: (B, K, S, E) the values, cached ones first.
@@ -162,21 +163,41 @@ class BlockSteps:
         head_outputs: (B, H, L, E) each head's output (scaled, when asked) before the output
             projection.
         attended: (B, L, D) the stream after attention: x + the output projection.
-        mlp_scale: (B, L) the MLP RMSNorm's scale per position.
         mlp_write: (B, L, D) what the MLP adds to ``attended``.
+        eps: the RMSNorm epsilon.
     """
 
-    attn_scale: torch.Tensor
-    q_scale: torch.Tensor | None
-    k_scale: torch.Tensor | None
+    x: torch.Tensor
+    q_before_norm: torch.Tensor | None
+    k_before_norm: torch.Tensor | None
     q: torch.Tensor
     k: torch.Tensor
     v: torch.Tensor
     weights: torch.Tensor | None
     head_outputs: torch.Tensor
     attended: torch.Tensor
-    mlp_scale: torch.Tensor
     mlp_write: torch.Tensor
+    eps: float
+
+    @property
+    def attn_scale(self) -> torch.Tensor:
+        """(B, L) the attention RMSNorm's 1/sqrt(mean(x²) + eps) per position."""
+        return rms_scale(self.x, self.eps)
+
+    @property
+    def q_scale(self) -> torch.Tensor | None:
+        """(B, H, L) the per-head query norm's scales (Qwen3), or None."""
+        return None if self.q_before_norm is None else rms_scale(self.q_before_norm, self.eps)
+
+    @property
+    def k_scale(self) -> torch.Tensor | None:
+        """(B, K, L) the per-head key norm's scales (Qwen3), or None."""
+        return None if self.k_before_norm is None else rms_scale(self.k_before_norm, self.eps)
+
+    @property
+    def mlp_scale(self) -> torch.Tensor:
+        """(B, L) the MLP RMSNorm's scale per position."""
+        return rms_scale(self.attended, self.eps)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor | Int4Matrix) -> torch.Tensor:
@@ -377,29 +398,26 @@ class DecoderLayer(nn.Module):
         Returns:
             :class:`BlockSteps`; the stream after the block is ``attended + mlp_write``.
         """
-        cfg = self.config
-        q, k, v = self.project_qkv(x)  # (B, H, L, E), (B, K, L, E), (B, K, L, E)
-        q_scale = k_scale = None
-        if cfg.qk_norm:
-            q_scale, k_scale = rms_scale(q, cfg.rms_eps), rms_scale(k, cfg.rms_eps)
-        q, k = self.norm_and_rotate(q, k, run.rope)
+        projected_q, projected_k, v = self.project_qkv(x)  # (B, H|K, L, E) each
+        q, k = self.norm_and_rotate(projected_q, projected_k, run.rope)
         if past is not None:
             k = torch.cat((past[0], k), dim=2)  # (B, K, S, E)
             v = torch.cat((past[1], v), dim=2)  # (B, K, S, E)
         result = self.attend_heads(q, k, v, run, mask=mask, scaling=scaling)
         attended = x + self.attention_write(result.output)  # (B, L, D)
+        normed_qk = self.config.qk_norm
         return BlockSteps(
-            attn_scale=rms_scale(x, cfg.rms_eps),
-            q_scale=q_scale,
-            k_scale=k_scale,
+            x=x,
+            q_before_norm=projected_q if normed_qk else None,
+            k_before_norm=projected_k if normed_qk else None,
             q=q,
             k=k,
             v=v,
             weights=result.weights,
             head_outputs=result.output,
             attended=attended,
-            mlp_scale=rms_scale(attended, cfg.rms_eps),
             mlp_write=self.mlp(attended),
+            eps=self.config.rms_eps,
         )
 
     def forward(
