@@ -130,12 +130,12 @@ def tensor_bytes(shape: tuple[int, ...] | torch.Size, dtype: torch.dtype) -> int
     return math.prod(shape) * dtype.itemsize
 
 
-BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
 def format_bytes(nbytes: float) -> str:
-    """Human-readable size in binary units up to TiB, e.g. ``"512 B"``, ``"512.0 MiB"``,
-    ``"16.0 TiB"`` (a larger size stays in TiB)."""
+    """Human-readable size in binary units up to EiB, e.g. ``"512 B"``, ``"512.0 MiB"``,
+    ``"16.0 TiB"`` (a larger size stays in EiB: a 64-bit count of bytes is below 16 EiB)."""
     if abs(nbytes) < 1024:
         return f"{int(nbytes)} B"
     for unit in BYTE_UNITS[1:-1]:

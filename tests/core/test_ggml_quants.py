@@ -346,7 +346,7 @@ def test_the_built_file_is_read_like_gguf_reads_it(tmp_path):
         ),
         pytest.param(
             gguf_bytes(kv=_kv("k", 9, struct.pack("<IQ", 10, 2**62)), kv_count=1),
-            "'k' needs",
+            "'k' claims",
             id="number array length 2**62",
         ),
         pytest.param(
@@ -383,11 +383,11 @@ def test_the_built_file_is_read_like_gguf_reads_it(tmp_path):
         pytest.param(gguf_bytes([("w", (256,) * 5, Q4_K_ID, 0)]), "5 dims", id="five dims"),
         pytest.param(
             gguf_bytes([("w", (2**40, 2**20), Q4_K_ID, 0)]),
-            "tensor 'w' needs bytes",
+            "tensor 'w' claims",
             id="2**60 values in a small file",
         ),
-        pytest.param(one_q4_k((512,), 2**63), "tensor 'w' needs bytes", id="offset 2**63"),
-        pytest.param(one_q4_k((512,), 32), "tensor 'w' needs bytes", id="data past the end"),
+        pytest.param(one_q4_k((512,), 2**63), "tensor 'w' claims", id="offset 2**63"),
+        pytest.param(one_q4_k((512,), 32), "tensor 'w' claims", id="data past the end"),
         pytest.param(
             one_q4_k((512,), 8, GOOD_Q4_K + b"\0" * 32),
             "not a multiple of",

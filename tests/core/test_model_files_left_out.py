@@ -141,9 +141,10 @@ def test_the_walk_stays_bounded_counting_files_left_out(tmp_path, monkeypatch):
         (2 * MIB, "2.0 MiB"),
         (3 * 2**30, "3.0 GiB"),
         (16 * TIB, "16.0 TiB"),
+        (2**63, "8.0 EiB"),
     ],
 )
-def test_human_sizes_go_up_to_tib(nbytes, text):
+def test_human_sizes_go_up_to_eib(nbytes, text):
     assert format_bytes(nbytes) == text
 
 
