@@ -1,8 +1,12 @@
 """The yardstick of ``python -m bench.coldstart``: a bare Streamlit page with one Altair
-heatmap (a title, one sidebar slider, a 10×10 softmax-normalised matrix), nothing else.
+heatmap (a title, one sidebar slider, a 10×10 softmax-normalised matrix), nothing else. With
+``BARE_CHART_TORCH=1`` in its environment it imports torch before the heatmap (what torch
+alone adds to a cold start).
 
 Run it alone with ``streamlit run bench/bare_chart_app.py``.
 """
+
+import os
 
 import altair as alt
 import numpy as np
@@ -11,8 +15,13 @@ import streamlit as st
 
 SIZE = 10
 
+TORCH_ENV = "BARE_CHART_TORCH"
+
 st.set_page_config(page_title="Bare chart", layout="wide")
 st.title("One Altair heatmap")
+if os.environ.get(TORCH_ENV) == "1":
+    import torch  # noqa: F401  (imported for its cost alone)
+
 seed = st.sidebar.slider("Seed", 0, 10, 0)
 scores = np.random.default_rng(seed).normal(size=(SIZE, SIZE))  # (queries, keys)
 weights = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)  # rows sum to 1
