@@ -6,7 +6,7 @@ own GGUF files, :func:`runs_own_model`, :func:`own_model_name`) and which text
 Own files the folder scan left out are named under the choice with their reason
 (:func:`left_out_line`); a link naming one gets the link notice with that reason, not "not
 one of the choices". A listed file that cannot be read is one line naming it and why
-(:func:`unreadable_line`, shown by :func:`dashboard.controls.show_error`).
+(:func:`unreadable_line`, shown by :func:`dashboard.refusals.show_error`).
 
 Importing this module imports neither torch nor the library (the model list is read after
 :func:`dashboard.runtime.threads.import_torch`).

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, model_choices, presentation, state
+from dashboard import charts, controls, data, model_choices, presentation, refusals, state
 from dashboard.charts import canvas
 from dashboard.i18n import t
 from dashboard.numbers import plain_number
@@ -361,7 +361,7 @@ def draw_windows(table: pd.DataFrame, window: int, sinks: int, shipped: bool) ->
 
 def show_install_hint() -> None:
     """Explain that the decoder's package is missing and give the pip command."""
-    controls.show_install_hint(t("decoder.missing"), data.DECODER_INSTALL_HINT)
+    refusals.show_install_hint(t("decoder.missing"), data.DECODER_INSTALL_HINT)
 
 
 def show_load_error(ctl: DecoderConfig) -> None:
@@ -373,7 +373,7 @@ def show_load_error(ctl: DecoderConfig) -> None:
         show_install_hint()
         return
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     st.rerun()
 
@@ -396,7 +396,7 @@ def render(ctl: DecoderConfig) -> None:
         show_install_hint()
         return
     except ValueError as err:  # a bad file or text
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     draw_generation(step, shape)
     draw_about(ctl.model, t("decoder.weights_note", **tolerances()))
@@ -408,7 +408,7 @@ def render(ctl: DecoderConfig) -> None:
             shares = data.sink_head_shares(model)
             windows = data.window_table(ctl.window, ctl.sinks, model)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     draw_sinks(sinks, shares, shape)
     draw_windows(windows, ctl.window, ctl.sinks, shape.shipped)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from dashboard import controls, data
+from dashboard import controls, data, refusals
 from dashboard.i18n import t
 from dashboard.views.heads_at_work.attribution import (
     AttributionConfig,
@@ -115,7 +115,7 @@ def section(model: ModelChoice, draw, *args) -> None:
     except FileNotFoundError:  # the package was removed while the app ran
         show_install_hint()
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
 
 
 def render(ctl: HeadsConfig) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import charts, controls, data, presentation, state
+from dashboard import charts, controls, data, presentation, refusals, state
 from dashboard.charts import light
 from dashboard.charts.readable import PRESENT_LABEL_PX
 from dashboard.config import LayerConfig
@@ -181,7 +181,7 @@ def reading_section() -> None:
         link = data.word_link(run, "它", "猫")
         comfort = [data.word_link(run, "舒服", word) for word in ("坐在", "垫子")]
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     top = link.heads.iloc[0]
     st.metric(
@@ -239,7 +239,7 @@ def render(ctl: IntuitionConfig) -> None:
         draw_dance(dance, ctl.seed)
     except ValueError as err:
         with dance.container():
-            controls.show_error(err)
+            refusals.show_error(err)
     draw_reading(reading, caveat)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, presentation, state
+from dashboard import charts, controls, data, exports, presentation, refusals, state
 from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
@@ -73,7 +73,7 @@ def gallery(ctl: MultiheadConfig) -> None:
     try:
         gallery, gallery_stats = data.pattern_gallery(ctl.gallery_len, ctl.gallery_seed)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     named = replace(gallery, panels=tuple(map(pattern_label, gallery.panels)))
     spec = charts.weights_spec(
@@ -149,7 +149,7 @@ def real_heads(ctl: LayerConfig) -> None:
     try:
         run = data.attention_run(ctl)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     if run.weights is None:
         st.warning(t("playground.weights_skipped"))

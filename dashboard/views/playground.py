@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, controls, data, exports
+from dashboard import charts, controls, data, exports, refusals
 from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
@@ -25,7 +25,7 @@ def render(ctl: LayerConfig) -> None:
         with st.spinner(t("playground.computing")):
             run = data.attention_run(ctl)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
 
     cols = st.columns(6)
@@ -41,7 +41,7 @@ def render(ctl: LayerConfig) -> None:
     try:
         peak = data.attention_peak(ctl)
     except ValueError as err:  # the same config just ran, so this is not expected
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     memory_label = (
         t("common.metric_memory_measured") if peak.measured else t("common.metric_memory_estimate")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, presentation, state
+from dashboard import charts, controls, data, presentation, refusals, state
 from dashboard.i18n import t
 from dashboard.numbers import plain_number
 from dashboard.replay import replayed
@@ -78,7 +78,7 @@ def overflow_chart(ctl: PracticeConfig) -> None:
     try:
         sweep = data.softmax_sweep(SWEEP_DTYPES, ctl.seed)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         sweep = sweep.assign(
             series=[
@@ -124,7 +124,7 @@ def stability_section(ctl: PracticeConfig) -> None:
     try:
         scale_row = data.scaling_table((64,), 10, ctl.seed, 100).iloc[0]
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         st.markdown(
             t(
@@ -142,7 +142,7 @@ def stability_section(ctl: PracticeConfig) -> None:
             ("scaled",), CLIP_EMBED_DIM, CLIP_SEQ_LEN, "randn", ctl.seed
         )
     except (ValueError, RuntimeError) as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         weights_only = grads[(grads["scaling"] == "unscaled") & (grads["tensor"] != "input")]
         total = math.sqrt(float((weights_only["grad_norm"] ** 2).sum()))
@@ -181,7 +181,7 @@ def chunk_estimates(ctl: PracticeConfig) -> None:
             MEMORY_LENGTHS, MEMORY_HEADS, MEMORY_HEAD_DIM, ctl.chunk_size
         )
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         estimates = estimates.assign(
             mib=estimates["estimated_bytes"] / MIB,
@@ -225,7 +225,7 @@ def chunk_measured(ctl: PracticeConfig) -> None:
                 MEASURED_LENGTHS, MEMORY_HEADS // 2, MEMORY_HEAD_DIM, ctl.chunk_size
             )
         except (ValueError, RuntimeError) as err:
-            controls.show_error(err)
+            refusals.show_error(err)
             measured = None
     if measured is not None:
         ok = measured[measured["status"] == "ok"]
@@ -245,7 +245,7 @@ def chunk_measured(ctl: PracticeConfig) -> None:
                 heads=MEMORY_HEADS // 2,
                 head_dim=MEMORY_HEAD_DIM,
                 chunk=ctl.chunk_size,
-                method=controls.memory_method_text(method),
+                method=refusals.memory_method_text(method),
             )
         )
 
@@ -257,7 +257,7 @@ def precision_metrics(ctl: PracticeConfig) -> None:
     try:
         precision = data.precision_table(ctl.seq_len, ctl.d_model, ctl.heads, ctl.seed)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         cols = st.columns(len(precision))
         for col, (_, row) in zip(cols, precision.iterrows(), strict=True):
@@ -290,7 +290,7 @@ def checkpoint_metrics(ctl: PracticeConfig) -> None:
             ctl.layers, MEMORY_HEADS, ctl.ckpt_len, MEMORY_HEADS * MEMORY_HEAD_DIM
         )
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         stored = ckpt.set_index("strategy")["stored_bytes"]
         c1, c2 = st.columns(2)

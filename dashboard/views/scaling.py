@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, presentation, state
+from dashboard import charts, controls, data, presentation, refusals, state
 from dashboard.config import ScalingConfig
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
@@ -101,7 +101,7 @@ def render(ctl: ScalingConfig) -> None:
         with st.spinner(t("scaling.computing")):
             table = data.scaling_table(ctl.d_ks, ctl.seq_len, ctl.seed, ctl.trials)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     draw(ctl)
     # a download button with on_click="ignore" is output: it never reruns the page; the

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, presentation, state
+from dashboard import charts, controls, data, exports, presentation, refusals, state
 from dashboard.config import StepConfig
 from dashboard.i18n import t
 from dashboard.numbers import plain_number
@@ -213,7 +213,7 @@ def render(ctl: StepPageConfig) -> None:
     try:
         result = data.step_by_step(ctl.walk)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     axes = matrix_axes(result.tokens, ctl.walk.d_k)
     per_row = PRESENT_PER_ROW if presentation.presenting() else len(MATRIX_ROWS[1])

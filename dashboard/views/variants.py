@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, data, presentation, state
+from dashboard import charts, controls, data, presentation, refusals, state
 from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
@@ -121,7 +121,7 @@ def compare_section(ctl: VariantsConfig) -> None:
             reference = data.attention_run(ctl.layer(controls.VariantChoice(REFERENCE)))
             runs = [data.attention_run(ctl.layer(choice)) for choice in ctl.chosen]
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     summary = []
     columns = st.columns(len(ctl.chosen))
@@ -292,7 +292,7 @@ def measure_cost(ctl: VariantsConfig) -> pd.DataFrame | None:
             bar.progress(done / len(cells), text=t("variants.measuring"))
     except ValueError as err:
         bar.empty()
-        controls.show_error(err)
+        refusals.show_error(err)
         return None
     bar.empty()
     return pd.concat(parts, ignore_index=True)
@@ -334,7 +334,7 @@ def cost_captions(ok: pd.DataFrame, device: str) -> None:
             heads=COMPLEXITY_HEADS,
             head_dim=COMPLEXITY_HEAD_DIM,
             repeats=COMPLEXITY_REPEATS,
-            method=controls.memory_method_text(method),
+            method=refusals.memory_method_text(method),
         )
     )
     kernel = data.band_kernel_info()

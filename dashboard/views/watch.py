@@ -11,7 +11,7 @@ import time
 
 import streamlit as st
 
-from dashboard import controls, data
+from dashboard import controls, data, refusals
 from dashboard.i18n import t
 from dashboard.progress import duration
 from dashboard.views.watch_it_learn.figures import draw_heads, draw_target, run_title, show_run
@@ -44,7 +44,7 @@ def train_live(config: data.TrainingConfig, index: int) -> bool:
                 with live.container():
                     draw_heads(snapshot, target, key=f"watch.live.{index}.{snapshot.step}")
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return False
     run = data.finished_run(config)
     if run is not None and run.divergence is not None:  # the bar says why it stopped
@@ -85,7 +85,7 @@ def render(ctl: WatchConfig) -> None:
     try:
         configs = ctl.configs()
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     runs = [data.finished_run(c) for c in configs]
     if any(r is None for r in runs):
@@ -125,7 +125,7 @@ def train_when_allowed(ctl: WatchConfig, configs, runs: list) -> list | None:
         estimate = data.training_time(missing)
     except ValueError as err:
         with notice.container():
-            controls.show_error(err)
+            refusals.show_error(err)
         return None
     if estimate.over:
         notice.error(t("watch.too_long", **time_words(estimate)))

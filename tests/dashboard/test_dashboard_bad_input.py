@@ -396,9 +396,9 @@ def test_literal_cuts_long_values_and_replaces_control_characters():
 
 def _show_error_app(model: str, install_line: str) -> None:
     from attention_core.pretrained import ModelNotInstalledError
-    from dashboard import controls
+    from dashboard import refusals
 
-    controls.show_error(ModelNotInstalledError(model, install_line))
+    refusals.show_error(ModelNotInstalledError(model, install_line))
 
 
 def _install_lines() -> dict[str, str]:

@@ -246,7 +246,7 @@ def render(ctl):
     state.select(PAGE, "x", "x", [1], 1)
     controls.variant_controls(PAGE, 8)
     controls.variant_select(PAGE)
-    controls.show_error(err)
+    refusals.show_error(err)
     more_controls()
     st.download_button("csv", "a,b", on_click="ignore")
     st.download_button("csv", "a,b")

@@ -234,10 +234,10 @@ def test_variants_page_shows_flags_and_memory_in_chinese():
 def _refused_app(lang: str) -> None:
     import streamlit as st
 
-    from dashboard import controls
+    from dashboard import refusals
 
     st.query_params["lang"] = lang
-    controls.show_error(ValueError("seq_len must be at least 2, got 1"))
+    refusals.show_error(ValueError("seq_len must be at least 2, got 1"))
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

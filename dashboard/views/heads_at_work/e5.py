@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data, state
+from dashboard import data, refusals, state
 from dashboard.i18n import t
 from dashboard.views.heads_at_work.common import (
     SCORE_FORMATS,
@@ -105,7 +105,7 @@ def e5_run(ctl: E5Config, prompt: str):
             off = data.e5_off_heads(census, ctl.score, ctl.top_k if ranked else 0, ctl.picked)
             return census, off, data.e5_ablation(ctl.source, text, off)
     except (ValueError, FileNotFoundError) as err:  # ModelNotInstalledError is one
-        controls.show_error(err)
+        refusals.show_error(err)
         return None
 
 
@@ -113,7 +113,7 @@ def draw_e5(ctl: E5Config, prompt: str) -> None:
     """The e5 section: the census grid and the heads off, on ``prompt`` or a preset."""
     section_intro(t("heads.e5_title"), t("heads.e5_intro"))
     if not data.e5_installed():
-        controls.show_install_hint(t("heads.e5_missing"), data.E5_INSTALL_HINT)
+        refusals.show_install_hint(t("heads.e5_missing"), data.E5_INSTALL_HINT)
         return
     found = e5_run(ctl, prompt)
     if found is None:

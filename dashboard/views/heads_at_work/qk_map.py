@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data, presentation, state
+from dashboard import data, presentation, refusals, state
 from dashboard.charts.qk_map import (
     POINT,
     QKMapTitles,
@@ -167,7 +167,7 @@ def draw_qk_map(ctl: QKMapConfig) -> None:
             sentences = data.qk_sentences(ctl.model, ctl.own)
             found = data.qk_map_data(ctl.model, sentences, ctl.layer, ctl.head, ctl.method)
     except (ValueError, FileNotFoundError) as err:  # ModelNotInstalledError is one
-        controls.show_error(err)
+        refusals.show_error(err)
         return
     kinds = (t("qk_map.query"), t("qk_map.key"))
     table = data.qk_map_table(found, kinds)
