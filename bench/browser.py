@@ -133,13 +133,20 @@ def streamlit_server(
         wait_healthy(url, process, log_path, HEALTH_TIMEOUT_S)
         yield Server(url, process, log_path)
     finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(timeout=15)
+        stop_process(process, 15)
+
+
+def stop_process(process: subprocess.Popen, timeout_s: float) -> None:
+    """Stop a process this code started, by its own process id: SIGTERM, then SIGKILL when
+    it has not ended within ``timeout_s``; nothing when it has ended already."""
+    if process.poll() is not None:
+        return
+    os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=timeout_s)
 
 
 def launch_chromium(playwright):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.browser import REPO_ROOT, free_port
+from bench.browser import REPO_ROOT, free_port, stop_process
 from bench.load_figures import cpu_seconds
 
 SERVE = REPO_ROOT / "scripts" / "serve.py"
@@ -110,10 +109,4 @@ def serve_stack(
             wait_until_quiet(process.pid)
         yield Stack(balancer.removeprefix(BALANCER_PREFIX), process.pid, tuple(lines), logs)
     finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_process(process, STOP_TIMEOUT_S)

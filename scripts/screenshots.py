@@ -32,7 +32,6 @@ import argparse
 import contextlib
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -47,6 +46,7 @@ from bench.browser import (  # noqa: E402
     HEALTH_TIMEOUT_S,
     free_port,
     launch_chromium,
+    stop_process,
     wait_healthy,
     wait_idle,
 )
@@ -104,18 +104,6 @@ def page_url(base: str, name: str, *, landing: str, lang: str, query: str = "") 
     return f"{base}/{path}?lang={lang}{extra}"
 
 
-def _stop(process: subprocess.Popen) -> None:
-    """Terminate the server by its own process id, then kill it if it lingers."""
-    if process.poll() is not None:
-        return
-    os.kill(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=STOP_TIMEOUT_S)
-
-
 @contextlib.contextmanager
 def dashboard_server(repo: Path, log_path: Path) -> Iterator[str]:
     """Run ``repo``'s dashboard on a free loopback port; yield its base URL; stop it on exit.
@@ -159,7 +147,7 @@ def dashboard_server(repo: Path, log_path: Path) -> Iterator[str]:
         wait_healthy(url, process, log_path, HEALTH_TIMEOUT_S)
         yield url
     finally:
-        _stop(process)
+        stop_process(process, STOP_TIMEOUT_S)
 
 
 def shoot(browser, url: str, path: Path, *, window: dict[str, int] | None = None) -> None:

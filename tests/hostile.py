@@ -1,8 +1,10 @@
 """Hostile values a crafted link may carry, shared by the AppTest and browser tests: each must
 be shown back as literal text only, never as a live link, markup or a fetch; and a hostile
-GGUF file (:func:`gguf_claiming`), whose header claims more bytes than the file has."""
+GGUF file (:func:`gguf_claiming`), whose header claims more bytes than the file has; and a
+file the system refuses to open (:func:`refuse_opening`)."""
 
 import struct
+from pathlib import Path
 
 HOSTILE = {
     "http-url": "http://evil.example/x",
@@ -34,3 +36,16 @@ def gguf_claiming(claimed: int, size: int, architecture: str = "llama") -> bytes
     if len(head) > size:
         raise ValueError(f"a header of {len(head)} bytes does not fit in {size}")
     return head + bytes(size - len(head))
+
+
+def refuse_opening(monkeypatch, name: str) -> None:
+    """Make ``Path.open`` of a file called ``name`` raise the system's ``PermissionError``
+    for the rest of the test (as a file another user owns would), and open any other file."""
+    real_open = Path.open
+
+    def refusing(self, *args, **kwargs):
+        if self.name == name:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refusing)

@@ -421,22 +421,17 @@ class DecoderLayer(nn.Module):
         )
 
     def forward(
-        self,
-        x: torch.Tensor,
-        run: LayerRun,
-        *,
-        past: tuple[torch.Tensor, torch.Tensor] | None = None,
-        mask: torch.Tensor | None = None,
-        scaling: tuple[torch.Tensor, bool] | None = None,
+        self, x: torch.Tensor, run: LayerRun, **options
     ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor]]:
         """Run the block on L new tokens (:meth:`forward_intermediates`, keeping what the
         next block and the cache need).
 
         Args:
-            x, run, past, mask, scaling: as :meth:`forward_intermediates`.
+            x, run: as :meth:`forward_intermediates`.
+            **options: ``past``, ``mask``, ``scaling``, as :meth:`forward_intermediates`.
 
         Returns:
             (x (B, L, D), weights (B, H, L, S) or None, (keys, values) each (B, K, S, E)).
         """
-        steps = self.forward_intermediates(x, run, past=past, mask=mask, scaling=scaling)
+        steps = self.forward_intermediates(x, run, **options)
         return steps.attended + steps.mlp_write, steps.weights, (steps.k, steps.v)

@@ -57,7 +57,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bench.browser import free_port, wait_idle
+from bench.browser import free_port, stop_process, wait_idle
 from bench.repaint import SLIDER
 from dashboard.i18n import t_in
 from dashboard.lessons.model import shipped_lessons
@@ -201,13 +201,7 @@ def stack(redis_server, tmp_path_factory):
         found.key = key.group(1)
         yield found
     finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)  # serve.py stops every process it started
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_process(process, 60)  # serve.py stops every process it started
 
 
 # --- the page ------------------------------------------------------------------------------

@@ -124,28 +124,27 @@ def test_every_page_ran_on_each_replica_before_the_balancer_started(stack, logs)
     assert [m.group(1) for m in warmed] == [REPLICA_LINE.match(s).group(2) for s in lines[:2]]
 
 
-def test_warm_names_each_page_it_could_not_open():
-    port = free_port()  # nothing listens there
-    result = subprocess.run(
-        [sys.executable, "-m", "scripts.warm", f"http://127.0.0.1:{port}"],
+def _warm(address: str) -> subprocess.CompletedProcess:
+    """``python -m scripts.warm ADDRESS``, as serve.py runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.warm", address],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_warm_names_each_page_it_could_not_open():
+    port = free_port()  # nothing listens there
+    result = _warm(f"http://127.0.0.1:{port}")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     pages, steps = len(page_names()), len(shipped_lesson_links())
     assert lines[0].startswith(f"warmed http://127.0.0.1:{port}: {pages} pages and {steps} lesson")
     assert len(lines) == 1 + pages + steps
     assert all("Connect" in line or "refused" in line for line in lines[1:]), lines
-    refused = subprocess.run(
-        [sys.executable, "-m", "scripts.warm", f"127.0.0.1:{port}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    refused = _warm(f"127.0.0.1:{port}")
     assert refused.returncode == 2
     assert "an address starts with http://" in refused.stderr
 

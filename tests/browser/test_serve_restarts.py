@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.browser import free_port
+from bench.browser import free_port, stop_process
 
 pytestmark = pytest.mark.browser
 
@@ -88,13 +88,7 @@ def stack(tmp_path_factory):
         lines.next(re.compile(rf"^balancer: http://127\.0\.0\.1:{port}$"), START_S)
         yield process, port, lines, first
     finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=STOP_S)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_process(process, STOP_S)
 
 
 def _redis_answers(port: int) -> bool:

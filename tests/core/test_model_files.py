@@ -20,6 +20,7 @@ from attention_core.pretrained.model_files import (
     ollama_name,
     resolve_model,
 )
+from tests.hostile import refuse_opening
 
 BODY = b"GGUF" + bytes(60)  # the magic is all the finder reads
 
@@ -214,14 +215,7 @@ def test_an_unreadable_subfolder_is_skipped(tmp_path):
 def test_an_unreadable_file_is_skipped(tmp_path, monkeypatch):
     _write(tmp_path / "ok.gguf")
     _write(tmp_path / "locked.gguf")
-    real_open = Path.open
-
-    def refusing(self, *args, **kwargs):
-        if self.name == "locked.gguf":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "open", refusing)
+    refuse_opening(monkeypatch, "locked.gguf")
     assert [m.name for m in find_models([tmp_path])] == ["ok.gguf"]
 
 

@@ -24,7 +24,7 @@ from attention_core.pretrained.model_files import (
     left_out_reason,
     scan_models,
 )
-from tests.hostile import gguf_claiming
+from tests.hostile import gguf_claiming, refuse_opening
 from tests.tiny_gguf import write_tiny_gguf
 
 TIB, MIB = 2**40, 2**20
@@ -91,14 +91,7 @@ def test_files_without_the_magic_pipes_and_unreadable_ones_say_so(tmp_path, monk
     (tmp_path / "folder.gguf").mkdir()  # a folder is no file: not mentioned
     (tmp_path / "locked.gguf").write_bytes(b"GGUF" + bytes(60))
     (tmp_path / "notes.txt").write_text("not a model, not mentioned")
-    real_open = Path.open
-
-    def refusing(self, *args, **kwargs):
-        if self.name == "locked.gguf":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "open", refusing)
+    refuse_opening(monkeypatch, "locked.gguf")
     assert _left_out([tmp_path]) == {
         "locked.gguf": LeftOut("locked.gguf", "unreadable", (("error", "Permission denied"),)),
         "pipe.gguf": LeftOut("pipe.gguf", "not_a_file"),

@@ -93,6 +93,17 @@ def open_app(page: str | None = None, **params: str | list[str]) -> AppTest:
     return at.run()
 
 
+def open_model_page(page: str, lang: str, model: str, timeout_s: float) -> AppTest:
+    """A real-model page with ``?<page>.model=<model>`` in ``lang``, within ``timeout_s``: for
+    tests whose model is a tiny own file or a loader made to fail, so :func:`open_app`'s
+    model-tier check does not apply."""
+    at = AppTest.from_file(str(APP_PATH), default_timeout=timeout_s)
+    at.query_params["lang"] = lang
+    at.query_params[f"{page}.model"] = model
+    at.switch_page(f"views/{page}.py")
+    return at.run()
+
+
 def link_params(at: AppTest) -> dict[str, str]:
     """The query of the view's link as the copy-link box shows it (the sidebar's code block
     with the page's URL): what a learner copies. The tests read the link there, not in

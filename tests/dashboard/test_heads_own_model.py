@@ -19,7 +19,7 @@ from attention_core.pretrained import smollm2_available
 from dashboard.data import own_models
 from dashboard.data.heads import HEADS_MAX_OFF
 from dashboard.i18n import t_in
-from tests.dashboard.conftest import APP_PATH, assert_clean, grid_rows
+from tests.dashboard.conftest import APP_PATH, assert_clean, grid_rows, open_model_page
 from tests.tiny_gguf import write_tiny_gguf
 
 PAGE = "heads"
@@ -76,11 +76,7 @@ def unconfigured(monkeypatch):
 
 def open_heads(lang: str, model: str) -> AppTest:
     """The heads page with ``?heads.model=<model>`` in ``lang``."""
-    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
-    at.query_params["lang"] = lang
-    at.query_params[f"{PAGE}.model"] = model
-    at.switch_page(f"views/{PAGE}.py")
-    return at.run()
+    return open_model_page(PAGE, lang, model, TIMEOUT_S)
 
 
 def page_texts(at: AppTest) -> list[str]:

@@ -23,7 +23,7 @@ from dashboard.data import own_models
 from dashboard.i18n import t_in
 from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.model_choices import MODEL_NAME_MAX_LEN
-from tests.dashboard.conftest import APP_PATH
+from tests.dashboard.conftest import open_model_page
 from tests.hostile import gguf_claiming
 from tests.tiny_gguf import write_tiny_gguf
 
@@ -84,11 +84,7 @@ def configured(folders, monkeypatch):
 
 
 def open_page(lang: str, model: str) -> AppTest:
-    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
-    at.query_params["lang"] = lang
-    at.query_params[f"{PAGE}.model"] = model
-    at.switch_page(f"views/{PAGE}.py")
-    return at.run()
+    return open_model_page(PAGE, lang, model, TIMEOUT_S)
 
 
 def reason_text(lang: str, name: str) -> str:
