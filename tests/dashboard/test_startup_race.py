@@ -75,7 +75,8 @@ from dashboard.config import LayerConfig
 data.attention_run(LayerConfig(d_model=32, heads=2, input_kind="preset_zh"))  # the dance
 print("torch._dynamo" in sys.modules)
 threads.import_whole_torch()
-print(sorted(m for m in threads.LAZY_TORCH_MODULES if m not in sys.modules))"""
+print(sorted(m for m in threads.LAZY_TORCH_MODULES if m not in sys.modules))
+threads.start_profiler()  # the torch thread starts it next: not while the interpreter exits"""
 
 
 def test_the_first_page_does_not_wait_for_the_lazy_modules_and_a_run_that_needs_them_does():
