@@ -4,9 +4,9 @@ own GGUF files, :func:`runs_own_model`, :func:`own_model_name`) and which text
 (:func:`preset_text_controls`: a preset or a typed one).
 
 Own files the folder scan left out are named under the choice with their reason
-(:func:`left_out_line`); a link naming one gets the link notice with that reason, not "not
-one of the choices". A listed file that cannot be read is one line naming it and why
-(:func:`unreadable_line`, shown by :func:`dashboard.refusals.show_error`).
+(:func:`left_out_line`); a link naming one gets the link notice with that reason (the select
+box's ``left_out``), not "not one of the choices". A listed file that cannot be read is one
+line naming it and why (:func:`unreadable_line`, shown by :func:`dashboard.refusals.show_error`).
 
 Importing this module imports neither torch nor the library (the model list is read after
 :func:`dashboard.runtime.threads.import_torch`).
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from dashboard import data, state, url_state
+from dashboard import data, state
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.runtime import threads
@@ -88,7 +88,6 @@ def model_select(page: str, *, header_key: str, label_key: str) -> str:
     threads.import_torch()  # the model list's module imports the library
     state.controls_box().markdown(f"**{t(header_key)}**")
     smollm2 = data.SMOLLM2_CHOICE
-    _refuse_left_out_link(f"{page}.model")
     name = state.select(
         page,
         "model",
@@ -96,6 +95,7 @@ def model_select(page: str, *, header_key: str, label_key: str) -> str:
         data.decoder_choices(),
         smollm2,
         format_func=lambda n: t(f"{page}.model_smollm2") if n == smollm2 else n,
+        left_out=_left_out_why,
     )
     if not data.models_configured():
         howto = t(f"{page}.own_models_howto", env=data.MODELS_DIR_ENV, sep=os.pathsep)
@@ -126,17 +126,11 @@ def left_out_line(entry) -> str:
     return t("common.own_left_out", name=name, reason=left_out_reason(entry))
 
 
-def _refuse_left_out_link(key: str) -> None:
-    """A link whose ``key`` names a file the scan left out: the link notice says why (reason
-    ``left_out``) and the value leaves the link, so the choice takes its default without the
-    generic "not one of the choices". Only the list is consulted; nothing is opened."""
-    if key in st.session_state or url_state.given_raw(key) is not url_state.NOT_GIVEN:
-        return  # the link was read in an earlier run, or a room gives the value
-    raws = st.query_params.get_all(key)
-    entry = data.left_out(raws[0]) if len(raws) == 1 else None
-    if entry is not None:
-        url_state.add_notice(key, raws[0], "left_out", why=left_out_reason(entry))
-        url_state.forget(key)
+def _left_out_why(raw: str) -> str | None:
+    """Why the scan left out the file a link names (:func:`left_out_reason`), or None when
+    it names no file left out. Only the list is consulted; nothing is opened."""
+    entry = data.left_out(raw)
+    return None if entry is None else left_out_reason(entry)
 
 
 def unreadable_line(err) -> str:

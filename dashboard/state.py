@@ -36,6 +36,7 @@ lock_controls, locked = url_state.lock_controls, url_state.locked
 parse_int, parse_float = url_values.parse_int, url_values.parse_float
 parse_bool, parse_text = url_values.parse_bool, url_values.parse_text
 parse_choice, parse_int_list = url_values.parse_choice, url_values.parse_int_list
+Why = Callable[[str], str | None] | None  # why a link's value is not offered, or None
 
 
 def _prepare(
@@ -56,15 +57,17 @@ def _prepare(
     touch(key)
 
 
-def _choice_parser(key: str, options: list[Any], nearest: Callable[[Any], Any]) -> Parser:
-    """A link's (or a room's) choice for ``key``: one of ``options``, or, for numeric
-    options, a number between them taken as the nearest option with a notice naming it."""
+def _choice_parser(key: str, options: list[Any], nearest: Callable, left_out: Why) -> Parser:
+    """A link's (or a room's) choice for ``key``: one of ``options`` (a value ``left_out``
+    explains is refused with that reason), or between numeric ones the nearest, with a notice."""
     numeric = all(map(url_values.is_number, options))
 
     def parse(raw: str) -> Any:
         try:
             return url_values.parse_choice(raw, options)
         except ValueError:
+            if left_out is not None and (why := left_out(raw)) is not None:
+                raise url_values.RefusedValue(f"left out: {raw!r}", "left_out", why=why) from None
             if not numeric:
                 raise
             moved = nearest(url_values.parse_float(raw, -math.inf, math.inf))
@@ -91,19 +94,21 @@ def select(
     help: str | None = None,
     where: DeltaGenerator | None = None,
     kind: str = "selectbox",
+    left_out: Why = None,
     **extra: Any,
 ) -> Any:
     """A select box (or another single choice ``kind``: ``"radio"``) whose value lives in the
     URL under ``"<page>.<name>"`` as the text of a plain option (str/int/float), shown as
     ``format_func(option)``; ``default`` (else the first option) stands for a missing or bad
-    one; ``extra`` goes to the widget. Returns the option; ``ValueError`` for no options."""
+    one, and ``left_out(raw)`` why a value is not offered (for its notice); ``extra`` goes to
+    the widget. Returns the option; ``ValueError`` for no options."""
     options = list(options)
     if not options:
         raise ValueError(f"control {page}.{name} has no options")
     key, box = widget_key(page, name), container(where)
     default = default if default in options else options[0]
     nearest = url_values.nearest_option(options, default)
-    parse = _choice_parser(key, options, nearest)
+    parse = _choice_parser(key, options, nearest, left_out)
     _prepare(key, default, parse, nearest, moved_caption(box, label))
     value = getattr(box, kind)(
         label, options, key=key, format_func=_shown(options, format_func), help=help,

@@ -315,7 +315,7 @@ def parse_gguf(data: bytes) -> GGUFFile:
         TruncatedFileError: a ``ValueError`` naming the field, the size it claims and the
             file's size, when the file ends before a field or a tensor's data.
         ValueError: naming the field, when the magic is not ``GGUF``, the version is not 2
-            or 3, a value type is unknown, the file ends early (naming the offset), a count,
+            or 3, a value type is unknown, a count,
             length or dims are more than the file can hold, a string is not UTF-8, a key or
             tensor name repeats, a tensor's offset is off the alignment or its data lies
             outside the file, or a tensor's rows are not whole blocks of its type.

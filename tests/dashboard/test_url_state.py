@@ -321,7 +321,7 @@ def test_every_refusal_reason_reads_in_both_languages():
     from dashboard.i18n import LANGS, t_in
 
     values = {"low": 4, "high": 1024, "max": 200, "char": "U+000A (LINE FEED)", "count": 5}
-    values |= {"step": 50, "value": 350, "lessons": "why-sqrt-dk"}
+    values |= {"step": 50, "value": 350, "lessons": "why-sqrt-dk", "why": "an empty file"}
     for lang in LANGS:
         for reason in url_values.REASONS:
             text = t_in(lang, f"common.url_reason_{reason}", **values)
