@@ -1,7 +1,8 @@
 """The figures the load benches compute from what they measured: a server's CPU time, the
 median and p95 of a list of times, a goal's verdict, each mode's row and the side-by-side
-table of ``--replicas``. Shared by :mod:`bench.load`, :mod:`bench.load_room` and
-:mod:`bench.load_lesson` (each imports this, none the others' internals).
+table of ``--replicas``. Shared by :mod:`bench.load`, :mod:`bench.load_spread`,
+:mod:`bench.load_room` and :mod:`bench.load_lesson` (each imports this, none the others'
+internals).
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class LessonPresenter(Presenter):
         finally:
             self.triggers = []
         while result.status == EARLY_FOR_RERUN:
-            result = await self._finish_run()
+            result = await self.finish_run()
         return RunResult(time.perf_counter() - started, result.status, result.errors)
 
 
@@ -140,6 +140,11 @@ async def drive_lesson(
     while time.monotonic() < deadline and any(f.seen_at(step, sent) is None for f in crowd):
         await asyncio.sleep(0.1)
     stats["cpu_s"], stats["presses"] = cpu_seconds(server_pid) - cpu_before, len(presses)
+    stats["page_changes"] = sum(
+        lesson.steps[int(a) - 1].page != lesson.steps[int(b) - 1].page
+        for (_, a), (_, b) in zip([(0.0, "1"), *presses[:-1]], presses, strict=True)
+    )
+    stats["early_s"] = [seconds for follower in crowd for seconds in follower.early_s]
     for sent, step in presses:
         seen = [f.seen_at(step, sent) for f in crowd]
         stats["missed"] += sum(moment is None for moment in seen)
@@ -178,6 +183,12 @@ def report_lesson(stats: dict, followers: int, interval: float) -> None:
     for number, times in sorted(stats["by_step"].items()):
         p50, p95 = percentiles(times)
         print(f"  step {number:>2} ({pages[number - 1]}): p50 {p50:.3f} s, p95 {p95:.3f} s")
+    early, changes = stats["early_s"], stats["page_changes"] * followers
+    p50, p95 = percentiles(early)
+    print(
+        f"runs that ended early to send a follower on: {len(early)} for {changes} "
+        f"(page change, follower) pairs, p50 {p50:.3f} s, p95 {p95:.3f} s each"
+    )
     per = stats["cpu_s"] / max(stats["presses"], 1)
     print(f"server CPU: {per:.2f} CPU-s per press, the followers' polling included")
 

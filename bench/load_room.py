@@ -79,6 +79,8 @@ class Follower:
         finished: ``(monotonic time, query)`` of every run (full or fragment) that ran to
             its end (not one that ended early for a rerun, which showed nothing).
         ended_early: how many runs after the first ended early.
+        early_s: each such run's seconds, from its new-session message to its end (a
+            follower sent on to the presenter's page: the run before the page's own).
     """
 
     def __init__(self, base_url: str, query: str = f"room={ROOM}", poll_s: float = POLL_S):
@@ -86,6 +88,8 @@ class Follower:
         self.poll_s = poll_s
         self.opened_at = 0.0
         self.ended_early = 0  # runs after the first that ended early (cut short or sent on)
+        self.early_s: list[float] = []
+        self._run_started: float | None = None
         self.finished: list[tuple[float, dict[str, str], str | None]] = []
         self.drawn: str | None = None  # the MOVED slider's value as last drawn
         self.errors: list[str] = []
@@ -113,12 +117,17 @@ class Follower:
             if forward is None:  # the browser's tab would die here ("Cached ForwardMsg MISS")
                 self.errors.append("a reference to a message the browser no longer holds")
                 continue
+            if kind == "new_session":
+                self._run_started = time.monotonic()
             if kind == "script_finished":
                 # a run that ended early (sent on to the presenter's view) showed nothing
                 if forward.script_finished in FINISHED_OK:
                     self.finished.append((time.monotonic(), self.query(), self.drawn))
                 else:
                     self.ended_early += 1
+                    if self._run_started is not None:
+                        self.early_s.append(time.monotonic() - self._run_started)
+                self._run_started = None
             else:
                 errors: list[str] = []
                 self.session._read(forward, kind, errors)

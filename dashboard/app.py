@@ -36,6 +36,7 @@ How the framework fits together (follow this when adding a page):
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -46,6 +47,7 @@ from dashboard import (
     landing,
     lesson_author,
     lesson_bar,
+    lesson_figures,
     presentation,
     room_controls,
     state,
@@ -113,17 +115,21 @@ def root_page() -> st.Page:
 
 
 def session_pages() -> tuple[dict[str, st.Page], st.Page]:
-    """The pages and the hidden root of this session in its language, made once per
-    session and language: ``st.Page`` resolves its file on the disk each time it is made
-    (an eighth of a follower's rerun, measured with py-spy in ``bench.load --mode room``).
-    Never shared between sessions: ``st.navigation`` marks the page it returns as
-    runnable on the object itself, and running it clears the mark."""
+    """This run's own pages and hidden root, copied from the session's, which are made once
+    per session and language: ``st.Page`` resolves its file on the disk each time it is made
+    (an eighth of a follower's rerun, measured with py-spy in ``bench.load --mode room``),
+    and a copy does not. Each run gets copies because ``st.navigation`` marks the page it
+    returns as runnable on the object itself and ``Page.run`` clears the mark, and two runs
+    of one session can overlap (a run that a newer request stopped goes on until its next
+    message): on shared objects, the old run's ``page.run()`` after the new run's
+    ``st.navigation`` would take that run's mark, and the new run would end in "This page
+    cannot be called directly" (``tests/browser/test_rerun_race.py``)."""
     lang = current_lang()
     kept = st.session_state.get(_PAGES_KEY)
     if kept is None or kept[0] != lang:
         kept = (lang, navigation_pages(), root_page())
         st.session_state[_PAGES_KEY] = kept
-    return kept[1], kept[2]
+    return {name: copy.copy(page) for name, page in kept[1].items()}, copy.copy(kept[2])
 
 
 def navigation_sections(pages: dict[str, st.Page], root: st.Page) -> dict[str, list[st.Page]]:
@@ -149,12 +155,11 @@ def page_name(pages: dict[str, st.Page], page: st.Page) -> str:
 
 def main() -> None:
     """Draw the shared sidebar and run the selected page."""
-    sidebar = "collapsed" if presentation.link_presents() else "auto"
     st.set_page_config(
         page_title="Attention Lab",
         page_icon=APP_ICON,
         layout="wide",
-        initial_sidebar_state=sidebar,
+        initial_sidebar_state=presentation.sidebar_state(),
     )
     pages, root = session_pages()
     page = st.navigation(navigation_sections(pages, root), expanded=True)
@@ -166,17 +171,18 @@ def main() -> None:
     language_switch()  # after the redirect, so that the landed page reads the link's lang
     room = room_controls.room_link()  # room=CODE stays across pages
     room_controls.follow_now(room, pages, page_name(pages, page))  # the presenter's view, locked
-    lesson = lesson_bar.lesson_link(page_name(pages, page))  # lesson=NAME&lesson.step=K
-    lesson = lesson_bar.arrive(pages, page_name(pages, page), lesson)  # Next, Back: its view
+    lesson = lesson_bar.lesson_link(page_name(pages, page), room.code)  # lesson=NAME&…step=K
+    lesson = lesson_bar.arrive(pages, page_name(pages, page), lesson, room.code)  # Next, Back
     startup.before_page(page_name(pages, page))  # torch imported while the page draws
     controls.reserve_device_line()  # drawn when the page first asks for the device
     presentation.present_switch()  # this tab's own: a room never shares it
-    notice_box, lesson_box = st.container(), st.container()
-    room_box, room_sidebar = st.container(), st.sidebar.container()
-    if page_name(pages, page) == PAGES[0][0]:
-        # the lab's name, its lessons and a map, above the landing page
-        landing.landing_header(pages)
+    notice_box, lesson_box = st.container(), st.container(key=lesson_bar.BAR_KEY)
+    room_box, room_sidebar = st.container(), presentation.room_box(room.code)
+    if page_name(pages, page) == PAGES[0][0] and lesson is None:
+        # the lab's name, its lessons and a map, above the landing page (not in a lesson)
+        landing.landing_header(pages, room.code)
     room_controls.controls_note()  # a follower's controls are locked: one line says so
+    lesson_figures.begin_run()  # the page notes the figures it shows (the take-home record)
     page.run()
     controls.page_notes(page_name(pages, page))  # what to look for, and more, after it
     lesson_bar.lesson_bar(
@@ -191,7 +197,7 @@ def main() -> None:
     state.finish_run()
     room_controls.room_controls(room, pages, page_name(pages, page), room_sidebar, room_box)
     if room.code and room_controls.presenting():  # the presenter makes and loads lessons
-        lesson_author.author_panel(page_name(pages, page), room_box)
+        lesson_author.author_panel(page_name(pages, page), room_box, room.code)
     with st.sidebar:
         st.divider()
         st.caption(t("common.copy_link_label"))

@@ -39,6 +39,10 @@ class LayerConfig:
         input_kind: ``"random"``, ``"preset_en"``, ``"preset_zh"`` or ``"typed"``.
         sentence: the typed text (empty unless ``input_kind == "typed"``).
         device: ``"auto"`` or a device name such as ``"cpu"`` or ``"cuda"``.
+        projections: ``"random"`` (seeded W_Q and W_K, as an untrained layer has) or
+            ``"identity"`` (W_Q = W_K = I: each head compares its own slice of the input
+            vectors, so a token attends most to itself and to tokens like it; W_V and the
+            output projection stay seeded).
     """
 
     variant: str = "scaled"
@@ -53,6 +57,7 @@ class LayerConfig:
     input_kind: str = "random"
     sentence: str = ""
     device: str = "auto"
+    projections: str = "random"
 
     @property
     def d_k(self) -> int:

@@ -53,7 +53,8 @@ SENTENCE_MAX_CHARS = 200
 DEFAULT_SENTENCE = "the cat sat on the mat because it was comfortable"
 TUTORIAL_INPUT = "preset_zh"  # the tutorial's own sentence: 那只猫坐在垫子上…
 MIN_LAYER_LEN = 4
-DEFAULT_LAYER = LayerConfig()
+STRUCTURED = "identity"  # a fresh page's query and key projections: a map with structure
+DEFAULT_LAYER = LayerConfig(projections=STRUCTURED)
 
 
 @dataclass(frozen=True)
@@ -366,6 +367,21 @@ def width_controls(
     return d_model, heads
 
 
+def projection_controls(page: str, default: str = STRUCTURED) -> str:
+    """The query and key projections: the identity (each head compares its own slice of the
+    token vectors: a map with structure) or seeded random ones (an untrained layer's nearly
+    even map), one choice away."""
+    return state.select(
+        page,
+        "qk",
+        t("common.ctl_qk"),
+        data.PROJECTIONS,
+        default,
+        format_func=lambda k: t(f"common.qk_{k}"),
+        help=t("common.ctl_qk_help"),
+    )
+
+
 def _mask_controls(page: str, seq_len: int) -> tuple[str, int]:
     """The mask kind and, for padding, how many tokens are real."""
     mask_kind = state.select(
@@ -402,7 +418,7 @@ def layer_controls(
     Args:
         page: page name (key prefix).
         defaults: the values a fresh page shows (``variant``, ``seq_len``, ``d_model``,
-            ``heads`` are read from it).
+            ``heads`` and ``projections`` are read from it).
         max_seq_len: the largest L offered (default :data:`dashboard.data.MAX_INPUT_LEN`).
 
     Returns:
@@ -411,6 +427,7 @@ def layer_controls(
     max_seq_len = data.MAX_INPUT_LEN if max_seq_len is None else max_seq_len
     variant = variant_select(page, defaults.variant)
     source, seq_len = input_length_controls(page, defaults.seq_len, max_seq_len)
+    projections = projection_controls(page, defaults.projections)
     params = variant_params_controls(page, variant, seq_len)
     d_model, heads = width_controls(page, defaults.d_model, defaults.heads)
     state.controls_box().caption(t("common.ctl_d_k", d_k=d_model // heads))
@@ -430,4 +447,5 @@ def layer_controls(
         input_kind=source.input_kind,
         sentence=source.sentence,
         device=current_device(),
+        projections=projections,
     )

@@ -8,13 +8,14 @@ the page and
 * downloads the lesson file (TOML, :func:`dashboard.lessons.model.lesson_toml`), or uses it
   in the room at once;
 * loads a lesson file (an upload), and reads why a file of the operator's lessons folder
-  was left out.
+  was left out (the whole reason).
 
 Everything is checked as a shipped file is (:func:`dashboard.lessons.model.parse_lesson`):
-what cannot be used gets one line naming the step and the field. A lesson used or loaded
-here is kept by the server (:func:`dashboard.lessons.library.load_lesson`: in this process,
-and in the operator's lessons folder when one is named, which every replica reads); the
-draft is this tab's own until then.
+what cannot be used gets one line with the whole reason, naming the step and the field. A
+lesson used or loaded here belongs to the presenter's room
+(:func:`dashboard.lessons.library.load_lesson`: the room keeps its text, for its learners on
+every replica; never written into the operator's folder); the draft is this tab's own until
+then. Every text of a lesson file is shown as plain text.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dashboard.lessons.model import (
     parse_lesson,
     parse_step,
 )
-from dashboard.literal import literal, plain
+from dashboard.literal import plain
 from dashboard.rooms.questions import ready_questions
 
 STEPS = "_author.steps"  # the draft's steps, in order
@@ -104,13 +105,14 @@ def remove_step(index: int) -> None:
     st.session_state[STEPS].pop(index)
 
 
-def author_panel(page: str, box: DeltaGenerator) -> None:
+def author_panel(page: str, box: DeltaGenerator, room: str) -> None:
     """The presenter's **Make a lesson** in ``box``: the step form for this view, the draft's
     steps, its name, download and use, and loading a file.
 
     Args:
         page: the page on the screen (its view is what a new step shows).
         box: where the panel goes (above the page, with the room's parts).
+        room: the room presented: a lesson used or loaded here is its own.
     """
     steps = st.session_state.setdefault(STEPS, [])
     with box.expander(t("lesson.author_title"), icon=":material/edit_note:"):
@@ -119,10 +121,10 @@ def author_panel(page: str, box: DeltaGenerator) -> None:
         if said:
             st.success(said)
         _draft_steps(steps)
-        _name_and_use(steps)
-        _upload()
+        _name_and_use(steps, room)
+        _upload(room)
         for reason in library.folder_lessons()[1]:  # the operator's folder: what it left out
-            st.caption(t("lesson.author_left_out", reason=literal(reason)))
+            st.caption(t("lesson.author_left_out", reason=plain(reason)))
 
 
 def _add_form(page: str, steps: list[Step]) -> None:
@@ -151,7 +153,7 @@ def _add_form(page: str, steps: list[Step]) -> None:
                     raise LessonError(t("lesson.author_full", n=MAX_STEPS))
                 steps.append(view_step(page, state.view_query(), fields, len(steps) + 1))
             except LessonError as err:
-                st.warning(t("lesson.author_refused", detail=literal(err)))
+                st.warning(t("lesson.author_refused", detail=plain(err)))
             else:
                 st.session_state[_ADDED] = t("lesson.author_added", n=len(steps))
                 st.rerun()
@@ -170,7 +172,7 @@ def _draft_steps(steps: list[Step]) -> None:
         drop.button("✕", key=f"_author.drop.{index}", on_click=remove_step, args=args)
 
 
-def _name_and_use(steps: list[Step]) -> None:
+def _name_and_use(steps: list[Step], room: str) -> None:
     """The lesson's name, title, minutes and level; its file to download; using it here."""
     lang = current_lang()  # bound now: a label is formatted again outside this run
     name = st.text_input(t("lesson.author_name"), "my-lesson", key="_author.name", max_chars=40)
@@ -191,7 +193,7 @@ def _name_and_use(steps: list[Step]) -> None:
         lesson = draft_lesson(name.strip(), title, int(minutes), level, steps)
     except LessonError as err:
         if steps:
-            st.warning(t("lesson.author_refused", detail=literal(err)))
+            st.warning(t("lesson.author_refused", detail=plain(err)))
         return
     data = lesson_toml(lesson).encode("utf-8")
     download, use = st.columns(2)
@@ -203,41 +205,41 @@ def _name_and_use(steps: list[Step]) -> None:
         key="_author.download",
     )
     if use.button(t("lesson.author_use"), key="_author.use", type="primary"):
-        _use(data, f"{lesson.name}.toml")
+        _use(data, f"{lesson.name}.toml", room)
 
 
-def _use(data: bytes, filename: str) -> None:
-    """Keep the lesson on the server and go to its first step (or say why not)."""
+def _use(data: bytes, filename: str, room: str) -> None:
+    """Keep the lesson in ``room`` and go to its first step (or say why not)."""
     try:
-        lesson = library.load_lesson(data, filename)
+        lesson = library.load_lesson(data, filename, room)
     except LessonError as err:
-        st.warning(t("lesson.author_refused", detail=literal(err)))
+        st.warning(t("lesson.author_refused", detail=plain(err)))
         return
     go_to_step(lesson.name, 1)
     st.rerun()
 
 
-def _upload() -> None:
-    """Load a lesson file: checked, kept on the server, and offered as a link to step 1."""
+def _upload(room: str) -> None:
+    """Load a lesson file: checked, kept in ``room``, and offered as a link to step 1."""
     uploaded = st.file_uploader(t("lesson.author_upload"), type=["toml"], key="_author.upload")
     if uploaded is None:
         return
     done = st.session_state.get(_LOADED)
     if done is None or done[0] != uploaded.file_id:
         try:
-            lesson = library.load_lesson(uploaded.getvalue(), uploaded.name)
+            lesson = library.load_lesson(uploaded.getvalue(), uploaded.name, room)
             done = (uploaded.file_id, lesson.name, "")
         except LessonError as err:
             done = (uploaded.file_id, "", str(err))
         st.session_state[_LOADED] = done
     _, name, problem = done
     if problem:
-        st.warning(t("lesson.author_refused", detail=literal(problem)))
+        st.warning(t("lesson.author_refused", detail=plain(problem)))
         return
-    lesson = library.all_lessons().get(name)
-    if lesson is None:  # made way for newer ones since
+    lesson = library.find_lesson(name, room)
+    if lesson is None:  # the room ended since
         return
-    st.success(t("lesson.author_loaded", title=literal(lesson.title(current_lang()))))
+    st.success(t("lesson.author_loaded", title=plain(lesson.title(current_lang()))))
     st.button(
         t("lesson.author_open"),
         key="_author.open",

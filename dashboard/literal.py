@@ -53,10 +53,41 @@ def literal(value: object, max_len: int = VALUE_MAX_LEN) -> str:
     return f"{fence} {text} {fence}"
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
+_ASCII_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # CommonMark's escapable characters
+_NOT_IN_ENTITY = re.compile(r"([!-%'-/:<-@\[-`{-~])")  # all but "&" and ";"
+_WWW = re.compile(r"(www)(\\\.)", re.IGNORECASE)
+JOINER = "\u2060"
+"""WORD JOINER: an invisible character that :func:`plain` puts after every ``:`` and ``@``
+and inside ``www.``, where an autolink, an emoji or icon shortcode would start."""
 
 
-def plain(text: str) -> str:
-    """Text typed by a person (a question to the room, a lesson's step title) shown as
-    itself in markdown: its markup characters escaped."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+def _one_line(text: str) -> str:
+    """``text`` with each control, format and private-use character (a newline, a tab, a
+    zero-width or bidirectional mark) replaced by a space."""
+    return "".join(" " if unicodedata.category(c).startswith("C") else c for c in str(text))
+
+
+def _unlinked(escaped: str) -> str:
+    """Escaped text with :data:`JOINER` after each ``:`` and ``@`` and inside ``www.``: no
+    ``http://``, ``www.``, ``name@host`` (links that a renderer finds in plain text, after
+    escapes), ``:smile:`` or ``:material/home:`` is left whole."""
+    joined = escaped.replace(":", ":" + JOINER).replace("@", "@" + JOINER)
+    return _WWW.sub(lambda m: m.group(1) + JOINER + m.group(2), joined)
+
+
+def plain(text: object) -> str:
+    """Untrusted text of any length (a question typed to the room, a lesson file's title,
+    what to notice or an error naming a file) as Streamlit markdown that shows it as itself,
+    on one line: every ASCII punctuation character backslash-escaped (no heading, emphasis,
+    list, link, image, HTML, ``$`` maths or ``:red[…]`` colour), links that a renderer finds
+    in plain text and shortcodes broken by :data:`JOINER`, and control characters (a
+    newline) turned into spaces."""
+    return _unlinked(_ASCII_PUNCTUATION.sub(r"\\\1", _one_line(text)))
+
+
+def plain_html(text: object) -> str:
+    """Untrusted text as Markdown that any viewer shows as itself, HTML allowed or not (a
+    take-home record): ``&``, ``<`` and ``>`` as HTML entities (no tag, no ``onerror=``),
+    the rest as :func:`plain` does (no link, ``javascript:`` or otherwise, and no image)."""
+    text = _one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _unlinked(_NOT_IN_ENTITY.sub(r"\\\1", text))

@@ -12,6 +12,7 @@ SMALLEST_PLAIN = 1e-3  # below this a number is written as a power of ten
 LARGEST_PLAIN = 1e5
 MINUS = "\u2212"
 _POWER = re.compile(r"^([−-]?[\d.]+) × 10([⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)$")
+_BARE_POWER = re.compile(r"^10([⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)$")  # an axis label at a power of ten: 10⁻⁸
 
 
 def plain_number(value: float, digits: int = 2) -> str:
@@ -47,7 +48,8 @@ def plain_number(value: float, digits: int = 2) -> str:
 
 
 def parse_plain_number(text: str) -> float:
-    """The float a :func:`plain_number` text shows (for tests and links).
+    """The float a :func:`plain_number` text (or a log axis's ``10⁻⁸``) shows (for tests and
+    links).
 
     Raises:
         ValueError: for text that is not such a number.
@@ -57,6 +59,9 @@ def parse_plain_number(text: str) -> float:
         return math.inf
     if cleaned == "-∞":
         return -math.inf
+    bare = _BARE_POWER.match(cleaned)
+    if bare:
+        return 10.0 ** int(bare.group(1).translate(NORMAL))
     match = _POWER.match(cleaned)
     if match:
         return float(match.group(1)) * 10.0 ** int(match.group(2).translate(NORMAL))

@@ -16,17 +16,13 @@ titles upright.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from dashboard import state
 from dashboard.bound import CONTROLS_BOX
 from dashboard.charts.readable import ChartLook, readable_chart, readable_spec
 from dashboard.i18n import current_lang, t
-
-if TYPE_CHECKING:
-    pass
 
 PRESENT_KEY = "present"
 _KEPT = "_present.kept"  # the switch's value, given back after a change of page
@@ -35,10 +31,25 @@ UPRIGHT_LANGS = frozenset({"zh"})
 """Languages whose chart titles are written in CJK characters: their y titles stand upright."""
 
 
-def link_presents() -> bool:
-    """Whether this run's link asks for the presentation view (read before any widget, to
-    start the sidebar collapsed)."""
-    return st.query_params.get(PRESENT_KEY, "").lower() in _LINK_TRUE
+def wants_present() -> bool:
+    """Whether this run shows the presentation view, read before any widget is drawn (the
+    sidebar's state is set first): the switch's value as the browser sent it, else the
+    link's ``present``, else the value kept across a change of page (a run that switches
+    page ends before it draws the switch, and Streamlit forgets it; the step or room link it
+    switches with does not carry this tab's own ``present``)."""
+    if PRESENT_KEY in st.session_state:
+        return bool(st.session_state[PRESENT_KEY])
+    if PRESENT_KEY in st.query_params:  # kept at once: the run may switch page before the
+        # switch is drawn (a lesson's link whose first step is on another page)
+        st.session_state[_KEPT] = st.query_params.get(PRESENT_KEY, "").lower() in _LINK_TRUE
+    return bool(st.session_state.get(_KEPT))
+
+
+def sidebar_state() -> str:
+    """``initial_sidebar_state`` for this run: folded away in the presentation view. Sent on
+    every run: the browser reopens a sidebar whose state a run left at "auto" on a screen
+    wider than a phone's."""
+    return "collapsed" if wants_present() else "auto"
 
 
 def present_switch() -> bool:
@@ -77,6 +88,35 @@ def controls_here() -> None:
     purpose) holds the page's controls from now on (``state.controls_box``)."""
     if presenting():
         st.session_state[CONTROLS_BOX] = st.expander(t("common.present_controls"), expanded=False)
+
+
+def room_box(code: str) -> DeltaGenerator:
+    """Where the controls of room ``code`` go (the presenter key, the room's state): the
+    sidebar, or in the presentation view a folded box named after the room at the top of the
+    page, so that the key can be typed without opening the folded sidebar."""
+    if presenting() and code:
+        return st.expander(t("common.present_room", code=code), expanded=False)
+    return st.sidebar.container()
+
+
+def in_rows(count: int, per_row: int = 2) -> list:
+    """``count`` columns side by side, or in the presentation view in rows of at most
+    ``per_row``: four charts in one row of a projector's 853 px page spill out of it."""
+    if not presenting():
+        return st.columns(count)
+    boxes: list = []
+    while len(boxes) < count:
+        boxes += st.columns(per_row)
+    return boxes[:count]
+
+
+def side_by_side(count: int) -> list:
+    """``count`` columns side by side, or in the presentation view ``count`` containers one
+    under another: half of a projector's 853 px page leaves a heatmap narrower than its legend
+    and a bar chart too narrow to name its bars."""
+    if presenting():
+        return [st.container() for _ in range(count)]
+    return st.columns(count)
 
 
 def explain(text: str) -> None:

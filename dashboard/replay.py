@@ -21,6 +21,9 @@ Rules for a replayed function (Streamlit's own, see "Caching" in its docs):
 * whatever the section says depends only on its arguments, the language and the look of
   the tab's charts (:func:`dashboard.presentation.chart_look`: the presentation view).
 
+The lesson figures a section notes as it draws (:func:`dashboard.lesson_figures.
+headline_metric`) are recorded with its drawing and noted again on each replay.
+
 Switch it off with ``ATTENTION_LAB_NO_REPLAY=1`` (the section is then drawn on every run,
 as the readable code says).
 """
@@ -35,6 +38,7 @@ from typing import ParamSpec
 
 import streamlit as st
 
+from dashboard import lesson_figures
 from dashboard.i18n import current_lang
 from dashboard.presentation import chart_look
 
@@ -73,7 +77,7 @@ def replayed(draw: Callable[P, None]) -> Callable[P, None]:
     @functools.wraps(draw)
     def section(*args: P.args, **kwargs: P.kwargs) -> None:
         if replay_enabled():
-            cached((current_lang(), chart_look()), *args, **kwargs)
+            lesson_figures.note_all(cached((current_lang(), chart_look()), *args, **kwargs))
         else:
             draw(*args, **kwargs)
 
@@ -88,9 +92,11 @@ def _cached_recorder(draw: Callable[P, None]) -> tuple[Callable[..., None], list
     """
     current: list[Callable[P, None]] = [draw]
 
-    def record(view: tuple, *args: P.args, **kwargs: P.kwargs) -> None:
+    def record(view: tuple, *args: P.args, **kwargs: P.kwargs) -> dict[str, str]:
         del view  # part of the cache key: the drawing's language and chart look
-        current[0](*args, **kwargs)
+        with lesson_figures.noting() as noted:  # a replay notes them again, as drawn
+            current[0](*args, **kwargs)
+        return noted
 
     # Streamlit's caches key a function by its module, qualified name and source; every
     # ``record`` has the same source, so each takes the name of the function it draws

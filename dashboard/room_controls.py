@@ -24,6 +24,8 @@ and their checks are :mod:`dashboard.rooms.link`.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
+from functools import partial
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
@@ -38,7 +40,7 @@ from dashboard.rooms import presenter, push
 from dashboard.rooms.codes import parse_room_code
 from dashboard.rooms.link import FOLLOW_KEY, ROOM_KEY, SERVER_KEY, RoomLink, parse_marker
 from dashboard.rooms.questions import ready_to_ask
-from dashboard.rooms.store import RoomLimitError
+from dashboard.rooms.store import Poll, RoomLimitError, RoomServerUnreachable
 
 KEY_WIDGET = "_room.presenter_key"
 _KEY_KEPT = "_room.key_kept"  # the key as typed: a run that switches page drops the widget's
@@ -262,3 +264,21 @@ def wake_followers() -> None:
     code = st.session_state.pop(_WAKE, None)
     if code:
         push.wake(code)
+
+
+def room_poll_reader() -> Callable[[], Poll | None]:
+    """A call, for use outside any run (a download made when clicked), that reads this run's
+    room's current question at that moment: ``None`` without a room or a question."""
+    return partial(current_poll, st.query_params.get(ROOM_KEY, ""))
+
+
+def current_poll(code: str) -> Poll | None:
+    """Room ``code``'s current question now; ``None`` without one, for no room or one that
+    ended, and while the room server cannot be reached (what was seen stays)."""
+    if not code:
+        return None
+    try:
+        snap = presenter.shared_store().get(code)
+    except RoomServerUnreachable:
+        return None
+    return None if snap is None else snap.poll

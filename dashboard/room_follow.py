@@ -89,7 +89,7 @@ def follow_before_page(link: RoomLink, pages: dict, page: str) -> None:
         snap = presenter.shared_store().get(link.code, voter())
         st.session_state[_STATUS] = _status_of(snap)
         if snap is not None and snap.view is not None and snap.view.page in pages:
-            if snap.view.page != page:
+            if elsewhere(snap, pages, page):
                 _switch(link, pages, snap)  # ends the run
             state.give_values(page, dict(snap.view.params))
             st.session_state[_SHOWN] = (snap.version, snap.view)
@@ -167,12 +167,20 @@ def follower_controls(
 
 def presence_line(snap: RoomSnapshot) -> None:
     """Say when the room's presenter has been away for some seconds (their tab closed or
-    lost its connection), and, once, when they are back."""
+    lost its connection), with one line on how to present again from this tab (a presenter
+    who reloaded is a follower until they type the key again), and, once, when they are
+    back."""
     if snap.presenter_away:
         st.session_state[_AWAY] = True
         st.warning(t("room.presenter_away", code=literal(snap.code), s=int(snap.presenter_seen_s)))
+        st.caption(t("room.present_again"))  # a presenter who reloaded reads how to go on
     elif st.session_state.pop(_AWAY, False):
         st.info(t("room.presenter_back", code=literal(snap.code)))
+
+
+def elsewhere(snap: RoomSnapshot, pages: dict, page: str) -> bool:
+    """Whether the room's view is on another page of this app than ``page``."""
+    return snap.view is not None and snap.view.page in pages and snap.view.page != page
 
 
 def out_of_date(snap: RoomSnapshot | None, pages: dict) -> bool:
@@ -192,12 +200,13 @@ def follower_live(link: RoomLink, pages: dict, page: str) -> None:
     (:func:`out_of_date`, for a follower), say where the room stands, and offer the current
     question's answers; while the room server cannot be reached, say so in one line (the
     page goes on) and ask again at the next poll."""
-    del page  # part of the fragment's identity: one per page
     with room_reach(link.code):
         push.send_whole_messages()
         snap = presenter.shared_store().get(link.code, voter())
         back = server_back()
         if follows(link) and (back or out_of_date(snap, pages)):
+            if not back and snap is not None and elsewhere(snap, pages, page):
+                _switch(link, pages, snap)  # straight to the presenter's page: one run
             st.rerun(scope="app")
         if snap is None:
             ended = st.session_state.get(_SEEN) or link.marker

@@ -39,15 +39,19 @@ _MY_ANSWER = "_room.my_answer"  # (question number, choice)
 SEEN_POLLS = "_room.polls"  # {question number: (Poll, my choice or None)}, for the record
 
 
-def question_text(question: Question) -> str:
-    """The question in this session's language (a typed one as typed)."""
-    return t(f"room.q_{question.ready}") if question.ready else plain(question.text)
+def question_text(question: Question, lang: str | None = None) -> str:
+    """The question in ``lang`` (this session's language when not given; a typed one as
+    typed)."""
+    if not question.ready:
+        return plain(question.text)
+    return t_in(lang or current_lang(), f"room.q_{question.ready}")
 
 
-def option_text(question: Question, index: int) -> str:
-    """Answer ``index`` of ``question`` in this session's language."""
+def option_text(question: Question, index: int, lang: str | None = None) -> str:
+    """Answer ``index`` of ``question`` in ``lang`` (this session's language when not
+    given)."""
     if question.ready:
-        return t(f"room.q_{question.ready}_a{index}")
+        return t_in(lang or current_lang(), f"room.q_{question.ready}_a{index}")
     return plain(question.options[index])
 
 
@@ -173,12 +177,19 @@ def show_answer(question: Question) -> None:
     st.success(f"**{t('room.answer_is', answer=answer)}**" + (f"\n\n{why}" if why else ""))
 
 
+def seen_polls() -> dict[int, tuple[Poll, int | None]]:
+    """This session's questions seen, by number: (the newest state seen, this learner's
+    answer or ``None``). One dict for the session's life, updated in place, so that a
+    take-home record made later from it (outside any run) holds the answers given since."""
+    return st.session_state.setdefault(SEEN_POLLS, {})
+
+
 def remember_poll(poll: Poll) -> None:
     """Keep the newest state of ``poll`` seen by this session, with this learner's answer
     to it (a lesson's take-home record lists them)."""
     mine = st.session_state.get(_MY_ANSWER)
     choice = mine[1] if mine is not None and mine[0] == poll.number else None
-    st.session_state.setdefault(SEEN_POLLS, {})[poll.number] = (poll, choice)
+    seen_polls()[poll.number] = (poll, choice)
 
 
 def answer_controls(code: str, poll: Poll) -> None:

@@ -23,7 +23,8 @@ SUGGEST_CUTOFF = 0.75
 REASONS = tuple(
     "too_long not_whole_number not_number out_of_range not_boolean unknown_option"
     " forbidden_char item_count too_many_items repeated_choice repeated_key not_accepted"
-    " snapped moved_in_range nearest_option unknown_lesson room_code left_out".split()
+    " snapped moved_in_range nearest_option unknown_lesson room_code left_out"
+    " left_out_lesson".split()
 )
 """The reason codes of :class:`RefusedValue`; each has the locale key
 ``common.url_reason_<code>``."""

@@ -15,7 +15,8 @@ Usage: ``python scripts/serve.py --replicas N --port P [--address A] [--logs DIR
    (``ATTENTION_LAB_PRESENTER_KEY``, else one made now and printed last) and the machine's
    cores shared out among them (each replica's CPU affinity, which its torch threads follow),
    and one lessons folder (``ATTENTION_LAB_LESSONS_DIR``, else ``lessons`` in the data folder:
-   a lesson a presenter loads on one replica is read by every replica, and kept);
+   the operator's lessons, read by every replica; a lesson a presenter loads is kept by the
+   room, in Redis, for the room's learners on every replica);
 3. HAProxy on ``A:P`` with ``deploy/haproxy.cfg`` (cookie affinity, websockets passed through,
    health checks on ``/_stcore/health``), its server lines appended for the replicas.
 
@@ -246,9 +247,9 @@ def _stop_on_signal(signum, _frame) -> None:
 
 def start_replicas(count: int, redis_url: str, key: str, logs: Path, data: Path) -> list[Part]:
     """``count`` replicas with one environment: the Redis URL, one cookie secret, the
-    presenter ``key`` (whichever replica a tab reaches) and one lessons folder (a lesson a
-    presenter loads on one replica is read by all; ``<data>/lessons`` unless
-    ``ATTENTION_LAB_LESSONS_DIR`` names one), the cores shared out."""
+    presenter ``key`` (whichever replica a tab reaches) and one lessons folder (the operator's
+    lessons, read by all; ``<data>/lessons`` unless ``ATTENTION_LAB_LESSONS_DIR`` names one),
+    the cores shared out."""
     secret = os.environ.get(SECRET_ENV) or secrets.token_hex(SECRET_BYTES)
     env = {**os.environ, REDIS_ENV: redis_url, "STREAMLIT_SERVER_COOKIE_SECRET": secret}
     env[KEY_ENV] = key

@@ -18,6 +18,27 @@ HOSTILE = {
     "angle-autolink": "<https://evil.example/x>",
 }
 HOSTILE_HOST = "evil.example"
+HOSTILE_LESSON_TEXT = (
+    "# Head ![x](http://evil.example/a.png) <img src=http://evil.example/b.png onerror=alert(1)> "
+    "<script>alert(1)</script> [go](javascript:alert(1)) $x$ :red[red] :smile: "
+    "www.evil.example https://evil.example/c mail@evil.example"
+)
+"""A lesson file's text that tries every markup a renderer knows: a heading, a remote image,
+HTML with a script, a ``javascript:`` link, LaTeX, a colour directive, a shortcode, raw
+links and an address."""
+
+
+def hostile_lesson(name: str = "hostile"):
+    """A one-step lesson (on the Scaling page) whose every text holds
+    :data:`HOSTILE_LESSON_TEXT`, after a word that names the field (``t``: the step's title,
+    ``n``: what to notice, ``x``: the notes; ``lesson``: the lesson's title)."""
+    from dashboard.lessons.model import Lesson, Step, Text
+
+    def text(word: str) -> Text:
+        return Text(f"{word}: {HOSTILE_LESSON_TEXT}", f"{word}（中文）: {HOSTILE_LESSON_TEXT}")
+
+    step = Step("scaling", (), text("t"), text("n"), "", text("x"))
+    return Lesson(name, text("lesson"), 5, "beginner", (step,))
 
 
 def gguf_claiming(claimed: int, size: int, architecture: str = "llama") -> bytes:

@@ -130,7 +130,7 @@ def _data_rows(spec: dict, layer: int | None = None) -> list[dict]:
 def _field_value(row: dict, field: str) -> float:
     """``row[field]``, the field named as Vega-Lite names it (``\\.`` escapes a dot)."""
     name = field.replace("\\.", ".").replace("\\[", "[").replace("\\]", "]")
-    return float(row[name])
+    return math.nan if row[name] is None else float(row[name])  # None: a cell left unpainted
 
 
 def _marks(node: dict, ox: float, oy: float) -> Iterator[tuple[dict, float, float]]:
@@ -219,7 +219,7 @@ def painted_cells(spec: dict) -> list[PaintedCell]:
     origin = scene["origin"]
     png = vlc.vegalite_to_png(without_text(spec, layers.texts), scale=PIXEL_SCALE)
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
-    expected = scale_colours(values, layers.scale)
+    expected = scale_colours([0.0 if math.isnan(v) else v for v in values], layers.scale)
     cells = []
     for index in layers.texts:
         for mark, ox, oy in _layer_marks(scene, spec, index):
@@ -227,6 +227,8 @@ def painted_cells(spec: dict) -> list[PaintedCell]:
             if len(items) != len(rows):
                 raise ValueError(f"text layer {index} drew {len(items)} items for {len(rows)} rows")
             for k, item in enumerate(items):
+                if math.isnan(values[k]):  # a masked cell prints −∞ over no colour of its own
+                    continue
                 x = (origin[0] + ox + item["x"] + item.get("dx", 0)) * PIXEL_SCALE
                 y = (origin[1] + oy + item["y"] + item.get("dy", 0)) * PIXEL_SCALE
                 cells.append(
@@ -304,6 +306,8 @@ def outlines(spec: dict) -> list[Outline]:
     if layers is None:
         raise ValueError("the chart has no rect layer with text printed over it")
     rows = _data_rows(spec, layers.rect)
+    # Vega-Lite draws no rect for a row without a value (a masked cell): the drawn rows
+    rows = [row for row in rows if not math.isnan(_field_value(row, layers.value_field))]
     scene = vlc.vegalite_to_scenegraph(spec)
     origin = scene["origin"]
     png = vlc.vegalite_to_png(without_text(spec, layers.texts), scale=PIXEL_SCALE)

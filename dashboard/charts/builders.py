@@ -9,12 +9,43 @@ tables over :data:`MAX_CHART_ROWS` rows: the data layer pools big matrices first
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from dashboard.charts.base import check_rows, finish, header, header_config
+from dashboard.numbers import LARGEST_PLAIN, SMALLEST_PLAIN, plain_number
+
+SUPERSCRIPT_DIGITS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
+
+
+def _power_label_expr() -> str:
+    """A Vega expression writing an axis value as :func:`dashboard.numbers.plain_number`
+    does: a decimal between 10⁻³ and 10⁵ (``0.001``, ``1,000``), else a power of ten with a
+    superscript exponent (``10⁻⁸``, ``3 × 10⁻⁸``), never e-notation (``1e-8``)."""
+    exponent = "floor(log(datum.value) / LN10 + 1e-9)"
+    size = f"abs({exponent})"
+
+    def digit(index: str) -> str:
+        return f"substring('{SUPERSCRIPT_DIGITS}', {index}, {index} + 1)"
+
+    superscript = (
+        f"({exponent} < 0 ? '⁻' : '') + ({size} >= 10 ? {digit(f'floor({size} / 10)')} : '')"
+        f" + {digit(f'{size} % 10')}"
+    )
+    mantissa = f"datum.value / pow(10, {exponent})"
+    power = f"(abs({mantissa} - 1) < 1e-6 ? '' : format({mantissa}, '.2~r') + ' × ') + '10'"
+    return (
+        f"datum.value >= {SMALLEST_PLAIN} && datum.value < {LARGEST_PLAIN:.0f}"
+        f" ? format(datum.value, ',~r') : {power} + {superscript}"
+    )
+
+
+POWER_LABEL_EXPR = _power_label_expr()
+"""Every log axis's labels (:func:`log_axis`): plain decimals and powers of ten (10⁻⁸)."""
 
 
 def line_chart(
@@ -31,6 +62,7 @@ def line_chart(
     log_y: bool = False,
     points: bool = True,
     height: int = 300,
+    value_format: str = ".4g",
 ) -> alt.Chart:
     """A line chart with points and tooltips.
 
@@ -40,6 +72,8 @@ def line_chart(
         log_x, log_y: logarithmic axes.
         points: draw a point per row.
         height: pixels.
+        value_format: d3 format of the value in tooltips (plain notation, see
+            :func:`value_tooltip`).
 
     Returns:
         An ``alt.Chart``.
@@ -48,16 +82,28 @@ def line_chart(
         ValueError: for missing columns or too many rows.
     """
     check_rows(df, [x, y] + ([color] if color else []))
+    df, shown_value = value_tooltip(df, y, y_title, value_format)
     enc = {
-        "x": alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log" if log_x else "linear")),
-        "y": alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear")),
-        "tooltip": [alt.Tooltip(f"{x}:Q", title=x_title), alt.Tooltip(f"{y}:Q", title=y_title)],
+        "x": alt.X(
+            f"{x}:Q",
+            title=x_title,
+            **log_or_linear(df[x], log_x),
+        ),
+        "y": alt.Y(
+            f"{y}:Q",
+            title=y_title,
+            **log_or_linear(df[y], log_y),
+        ),
+        "tooltip": [alt.Tooltip(f"{x}:Q", title=x_title), shown_value],
     }
     if color:
         enc["color"] = alt.Color(f"{color}:N", title=color_title or color)
         enc["tooltip"].insert(0, alt.Tooltip(f"{color}:N", title=color_title or color))
     chart = alt.Chart(df).mark_line(point=points).encode(**enc).properties(height=height)
     return finish(chart, title, None)
+
+
+BAR_LABEL_ANGLE = -45
 
 
 def bar_chart(
@@ -93,7 +139,14 @@ def bar_chart(
         alt.Chart(df)
         .mark_bar()
         .encode(
-            x=alt.X(f"{x}:N", sort=order, title=x_title, axis=alt.Axis(labelAngle=-30)),
+            # every bar named: Vega would hide labels that overlap (the presentation view's
+            # larger labels lost 6 of 8), so they turn steeper instead
+            x=alt.X(
+                f"{x}:N",
+                sort=order,
+                title=x_title,
+                axis=alt.Axis(labelAngle=BAR_LABEL_ANGLE, labelOverlap=False),
+            ),
             y=alt.Y(f"{y}:Q", title=y_title),
             tooltip=[
                 alt.Tooltip(f"{x}:N", title=x_title),
@@ -110,30 +163,64 @@ def bar_chart(
 
 # --- lab pages ---
 
+TOOLTIP_DIGITS = 4  # significant digits of a tooltip whose format names none
 MIN_DECADES = 2  # a log axis spanning this many decades is labelled at powers of ten only
-DECADE_FORMAT = "~e"  # 1e-7, 1e-6, … 1e+1: one notation, never 0.000001 beside 1e-7
 
 
-def log_axis(values: pd.Series, **options) -> alt.Axis:
-    """A log axis for ``values``: labelled at each power of ten in one notation (d3's
-    ``~g`` would write 0.000001 beside 1e-7) when the positive values span at least
-    :data:`MIN_DECADES` decades, else Vega's own ticks.
+def log_or_linear(values, log: bool) -> dict:
+    """The ``scale`` and ``axis`` of a quantitative channel over ``values``: a log scale with
+    :func:`log_axis`'s plain-notation labels, or a linear one."""
+    return {
+        "scale": alt.Scale(type="log" if log else "linear"),
+        "axis": log_axis(values) if log else alt.Axis(),
+    }
+
+
+def log_axis(values, **options) -> alt.Axis:
+    """A log axis for ``values``, its labels in plain notation (:data:`POWER_LABEL_EXPR`):
+    at each power of ten when the positive values span at least :data:`MIN_DECADES`
+    decades, else at Vega's own ticks.
 
     Args:
-        values: the axis's data. **options: other ``alt.Axis`` properties.
+        values: the axis's data (a Series or a sequence). **options: other ``alt.Axis``
+            properties.
 
     Returns:
         An ``alt.Axis``.
     """
-    positive = values[values > 0]
-    if len(positive) == 0:
+    options = {"labelExpr": POWER_LABEL_EXPR, **options}
+    positive = [float(v) for v in values if v > 0]
+    if not positive:
         return alt.Axis(**options)
-    low = math.floor(math.log10(float(positive.min())))
-    high = math.ceil(math.log10(float(positive.max())))
+    low = math.floor(math.log10(min(positive)))
+    high = math.ceil(math.log10(max(positive)))
     if high - low < MIN_DECADES:
         return alt.Axis(**options)
     decades = [10.0**k for k in range(low, high + 1)]
-    return alt.Axis(values=decades, format=DECADE_FORMAT, **options)
+    return alt.Axis(values=decades, **options)
+
+
+def value_tooltip(df: pd.DataFrame, y: str, title: str, value_format: str):
+    """The tooltip of a value column: d3's ``value_format`` where it writes plain decimals,
+    else a text column of :func:`dashboard.numbers.plain_number` (``3.0 × 10⁻⁸``) with as
+    many significant digits: always for an e-notation format (``.2e``), and for a ``g``
+    format (``.4g``) when a value lies outside 10⁻³..10⁵, where d3 writes ``2.980e-8``.
+
+    Returns:
+        (the table, with the text column added when one is needed; the ``alt.Tooltip``).
+    """
+    kind = value_format[-1:]
+    values = pd.to_numeric(df[y], errors="coerce").to_numpy(dtype=float)
+    sizes = np.abs(values[np.isfinite(values) & (values != 0)])
+    beyond = bool(((sizes < SMALLEST_PLAIN) | (sizes >= LARGEST_PLAIN)).any())
+    if not (kind == "e" or (kind == "g" and beyond)):
+        return df, alt.Tooltip(f"{y}:Q", title=title, format=value_format)
+    precision = re.search(r"\.(\d+)", value_format)
+    digits = int(precision.group(1)) if precision else TOOLTIP_DIGITS
+    digits = max(1, digits + 1 if kind == "e" else digits)
+    text = f"{y}_text"
+    shown = df.assign(**{text: [plain_number(float(v), digits) for v in values]})
+    return shown, alt.Tooltip(f"{text}:N", title=title)
 
 
 SHORT_AXIS = 4
@@ -186,11 +273,9 @@ def grouped_bar_chart(
     check_rows(df, [x, y, color] + ([facet] if facet else []))
     order = list(sort) if sort is not None else list(dict.fromkeys(df[x]))
     groups = list(color_sort) if color_sort is not None else list(dict.fromkeys(df[color]))
-    tooltip = [
-        alt.Tooltip(f"{x}:N", title=x_title),
-        alt.Tooltip(f"{color}:N", title=color_title),
-        alt.Tooltip(f"{y}:Q", title=y_title, format=value_format),
-    ]
+    df, shown_value = value_tooltip(df, y, y_title, value_format)
+    tooltip = [alt.Tooltip(f"{x}:N", title=x_title), alt.Tooltip(f"{color}:N", title=color_title)]
+    tooltip.append(shown_value)
     if facet:
         tooltip.insert(0, alt.Tooltip(f"{facet}:N"))
     encoding = {
@@ -204,8 +289,7 @@ def grouped_bar_chart(
         "y": alt.Y(
             f"{y}:Q",
             title=y_title,
-            scale=alt.Scale(type="log" if log_y else "linear"),
-            axis=log_axis(df[y]) if log_y else alt.Axis(),
+            **log_or_linear(df[y], log_y),
         ),
         # the legend above the panels: beside them it needs width a page's column lacks
         "color": alt.Color(
@@ -232,8 +316,10 @@ def grouped_bar_chart(
     return finish(chart, title, None)
 
 
+MEASURED_TICKS = 12  # a log x axis with at most this many values is ticked at each of them
 LINE_PX = 3  # a measured series
 DASHED_PX = 1.5  # a dashed one (a theory curve) drawn over it
+ON_TOP_DASH = (5, 7)  # px dash, px gap: more than half of the line under it shows between dashes
 
 
 def line_x_axis(x_values: Sequence[float], log_x: bool) -> alt.Axis:
@@ -241,7 +327,9 @@ def line_x_axis(x_values: Sequence[float], log_x: bool) -> alt.Axis:
     (powers of two read badly as 10, 100); on whole-number x (positions, steps, sizes), whole
     ticks only (never 1.2, 1.4 on a short axis)."""
     if log_x:
-        return alt.Axis(values=list(x_values), format="~g") if len(x_values) <= 12 else alt.Axis()
+        if len(x_values) > MEASURED_TICKS:
+            return log_axis(x_values)
+        return alt.Axis(values=list(x_values), labelExpr=POWER_LABEL_EXPR)
     if all(float(v).is_integer() for v in x_values):
         return alt.Axis(tickMinStep=1, format="d")
     return alt.Axis()
@@ -298,6 +386,7 @@ def layered_line_chart(
     )
     x_values = sorted({float(v) for v in df[x]})
     x_axis = line_x_axis(x_values, log_x)
+    df, shown_value = value_tooltip(df, y, y_title, value_format)
     chart = (
         alt.Chart(df)
         .mark_line(point=True, strokeWidth=LINE_PX)
@@ -311,8 +400,7 @@ def layered_line_chart(
             y=alt.Y(
                 f"{y}:Q",
                 title=y_title,
-                scale=alt.Scale(type="log" if log_y else "linear"),
-                axis=log_axis(df[y]) if log_y else alt.Axis(),
+                **log_or_linear(df[y], log_y),
             ),
             color=alt.Color(
                 f"{color}:N",
@@ -331,17 +419,23 @@ def layered_line_chart(
             tooltip=[
                 alt.Tooltip(f"{color}:N", title=color_title),
                 alt.Tooltip(f"{x}:Q", title=x_title),
-                alt.Tooltip(f"{y}:Q", title=y_title, format=value_format),
+                shown_value,
             ],
         )
         .properties(height=height)
     )
     if dashed:
-        # the dashed series drawn again on top, thinner: one that lies on another (bfloat16's
-        # overflow curve is float32's, the unscaled std is the √d_k theory) shows as thin
-        # dashes along a thicker line instead of hiding it or vanishing under it
-        on_top = chart.transform_filter(
-            alt.FieldOneOfPredicate(field=color, oneOf=list(dashed))
-        ).mark_line(point=False, strokeWidth=DASHED_PX)
-        chart = alt.layer(chart, on_top)
+        # the dashed series only on top, thin: one that lies on another (bfloat16's overflow
+        # curve is float32's, the unscaled std is the √d_k theory) shows as thin dashes along
+        # the other's whole thick line, which nothing covers but those dashes
+        chosen = alt.FieldOneOfPredicate(field=color, oneOf=list(dashed))
+        below = chart.transform_filter(alt.LogicalNotPredicate(**{"not": chosen}))
+        on_top = (
+            chart.transform_filter(chosen)
+            .mark_line(
+                point=alt.OverlayMarkDef(shape="diamond", filled=False), strokeWidth=DASHED_PX
+            )
+            .encode(strokeDash=alt.value(list(ON_TOP_DASH)))
+        )
+        chart = alt.layer(below, on_top)
     return finish(chart, title, None)

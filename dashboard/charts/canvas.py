@@ -38,7 +38,7 @@ def heatmap(spec: dict, *, key: str) -> None:
     """
     look = chart_look()
     shown = {"font_scale": look.font_scale, "title_scale": look.title_scale}
-    if look.present:  # two panels a row at most: cells large enough to read on a projector
+    if look.present and not spec.get("grid"):  # two panels a row at most: cells to read
         shown["columns"] = min(spec["columns"], PRESENT_COLUMNS)
     _HEATMAP(data={**spec, **shown}, key=f"_canvas.{key}")
 

@@ -38,6 +38,7 @@ def head_score_chart(
     marks: dict[str, str],
     value_format: str,
     chosen: tuple[int, int] | None = None,
+    letter_px: int = LABEL_FONT,
 ) -> alt.LayerChart:
     """A layers × heads heatmap of a score, each cell lettered with its head's label.
 
@@ -51,6 +52,7 @@ def head_score_chart(
         marks: label text -> the short mark drawn in its cell.
         value_format: d3 format of the score in tooltips.
         chosen: the (layer, head) outlined as the one shown, or None.
+        letter_px: the letters' font size (``ChartLook.letter_px``: larger when presenting).
 
     Returns:
         An Altair layer chart (rects, text and the outline), layers as rows, heads as columns.
@@ -85,7 +87,7 @@ def head_score_chart(
         alt.value("white"),
         alt.value("black"),
     )
-    letters = base.mark_text(fontSize=LABEL_FONT).encode(text="mark:N", color=lightness)
+    letters = base.mark_text(fontSize=letter_px).encode(text="mark:N", color=lightness)
     layers = [rects, letters]
     if chosen is not None:
         shown_head = shown[(shown["layer"] == chosen[0]) & (shown["head"] == chosen[1])]

@@ -81,6 +81,7 @@ def heatmap_chart(df: pd.DataFrame, spec: HeatmapSpec) -> alt.Chart:
         ),
         axis_scales=(ordered_scale(row_order), ordered_scale(col_order)),
         highlight=_highlight(spec),
+        missing_text=spec.missing_text,
     )
     # a single map's title wraps to its cells and y labels (Vega clips it at the chart)
     width_px = None if faceted else cell_w * len(col_order) + TITLE_LABEL_ALLOWANCE_PX
@@ -133,6 +134,7 @@ class _CellStyle:
     annotate: str | None
     axis_scales: tuple[alt.Scale, alt.Scale]
     highlight: tuple[str, str] | None = None
+    missing_text: str | None = None
 
 
 def _highlight(spec: HeatmapSpec) -> tuple[str, str] | None:
@@ -168,18 +170,22 @@ def _annotation_test(value_name: str, lo: float, hi: float, diverging: bool) -> 
     return f"{value} > {(lo + hi) / 2}"
 
 
-def _annotation_text(value_field: str, value_format: str) -> dict:
+def _annotation_text(value_field: str, value_format: str, missing: str | None = None) -> dict:
     """The text of an annotated cell, as a Vega expression: ``value_format``, with one
     decimal fewer for values of magnitude 10 or more (``-10.43`` is as wide as two narrow
-    cells' ``-0.45``) when the format is ``.Nf`` with N >= 1."""
+    cells' ``-0.45``) when the format is ``.Nf`` with N >= 1; ``missing`` (when given) in a
+    cell whose value is missing or not finite."""
     value = f"datum[{json.dumps(value_field, ensure_ascii=False)}]"
     plain = f"format({value}, {json.dumps(value_format)})"
     match = FORMAT_PRECISION.search(value_format)
-    if match is None or match.group(2) != "f" or int(match.group(1)) < 1:
+    if match is not None and match.group(2) == "f" and int(match.group(1)) >= 1:
+        shorter = value_format[: match.start()] + f".{int(match.group(1)) - 1}f"
+        wide = f"format({value}, {json.dumps(shorter)})"
+        plain = f"abs({value}) >= {WIDE_VALUE} ? {wide} : {plain}"
+    if missing is None:
         return {"expr": plain}
-    shorter = value_format[: match.start()] + f".{int(match.group(1)) - 1}f"
-    wide = f"format({value}, {json.dumps(shorter)})"
-    return {"expr": f"abs({value}) >= {WIDE_VALUE} ? {wide} : {plain}"}
+    finite = f"isValid({value}) && isFinite({value})"
+    return {"expr": f"{finite} ? ({plain}) : {json.dumps(missing, ensure_ascii=False)}"}
 
 
 def _heatmap_layer(
@@ -256,7 +262,7 @@ def _heatmap_layer(
         type="text",
         fontSize=ANNOTATION_FONT_PX,
         tooltip=alt.TooltipContent("data"),
-        text=_annotation_text(value_field, cells.value_format),
+        text=_annotation_text(value_field, cells.value_format, cells.missing_text),
     )
     text = alt.FacetedEncoding(
         **position,

@@ -130,22 +130,102 @@ function tickText(v, ticks) {
   return v.toFixed(decimals);
 }
 
-// The cells' size: the spec's, or in the presentation view (a font scale above 1), as much
-// smaller as it takes for the drawing to fit `maxWidth` with its text at full size (a canvas
-// wider than its column is shrunk whole by the page, its text with it).
-function fittedCell(spec, fixedWidth, maxWidth) {
+// The cells' size: the spec's, or in the presentation view (a font scale above 1) grown
+// until each panel is at least `minSide` px on its shorter side (never a map smaller than its
+// legend, or shorter than its turned y title), then as much smaller as it takes for the drawing
+// to fit `maxWidth` with its text at full size (a canvas wider than its column is shrunk whole
+// by the page, its text with it).
+function fittedCell(spec, fixedWidth, maxWidth, minSide = 0) {
   const [cellW, cellH] = spec.cell;
   const across = Math.max(1, Math.min(spec.columns, spec.panels.length)) * spec.cols.length;
   if (!((spec.font_scale || 1) > 1) || !(maxWidth > 0)) return [cellW, cellH];
+  const side = Math.min(cellW * spec.cols.length, cellH * spec.rows.length);
+  const grow = side > 0 && side < minSide ? minSide / side : 1;
+  const [w0, h0] = [Math.ceil(cellW * grow), Math.ceil(cellH * grow)];
   const fitW = Math.floor((maxWidth - fixedWidth) / across);
-  if (fitW >= cellW) return [cellW, cellH];
+  if (fitW >= w0) return [w0, h0];
   const w = Math.max(1, fitW);
-  return [w, Math.max(1, Math.round((cellH * w) / cellW))];
+  return [w, Math.max(1, Math.round((h0 * w) / w0))];
+}
+
+// A table of panels (spec.grid: BertViz's model view, a row per layer and a column per
+// head): headers instead of panel titles and tick labels, cells as large as spec.cell
+// and as small as it takes for the drawing to fit `maxWidth` (fractional pixels: each panel
+// is one image scaled).
+function gridLayout(ctx, spec, maxWidth) {
+  const g = spec.grid;
+  const R = spec.rows.length;
+  const C = spec.cols.length;
+  const nCols = g.col_names.length;
+  const nRows = g.row_names.length;
+  const wrapWidth = (spec.font_scale || 1) > 1 && maxWidth > 0 ? maxWidth - 2 * PAD : 0;
+  ctx.font = fontOf(F.title, true);
+  const titles = titleLines(ctx, spec.title, wrapWidth);
+  ctx.font = fontOf(F.subtitle);
+  const subtitles = titleLines(ctx, spec.subtitle, wrapWidth);
+  const headW = Math.max(widest(ctx, g.row_names, fontOf(F.label), spec.label_limit),
+                         widest(ctx, [g.row_title], fontOf(F.label, true), spec.label_limit));
+  const left = PAD + headW + TICK + 2;
+  ctx.font = fontOf(F.axisTitle, true);
+  const legendW = Math.max(ctx.measureText(spec.legend_title || spec.value_title).width,
+                           LEGEND_BAR_W + TICK + 40);
+  const fixed = left + (nCols - 1) * g.gap + LEGEND_GAP + legendW + PAD;
+  const [w0, h0] = spec.cell;
+  const fit = maxWidth > 0 ? (maxWidth - fixed) / (nCols * C) : w0;
+  const cellW = Math.max(1, Math.min(w0, fit));
+  const cellH = (h0 * cellW) / w0;
+  const panelW = cellW * C;
+  const panelH = cellH * R;
+  const top = PAD + titles.length * (F.title + 6) + subtitles.length * (F.subtitle + 4) +
+              (F.axisTitle + 6) + (F.label + 6);
+  const panels = spec.panels.map((name, p) => {
+    const col = p % nCols;
+    const row = Math.floor(p / nCols);
+    return { name, col, row, x: left + col * (panelW + g.gap), y: top + row * (panelH + g.gap),
+             yLabels: false, xLabels: false };
+  });
+  const gridRight = left + nCols * panelW + (nCols - 1) * g.gap;
+  const gridBottom = top + nRows * panelH + (nRows - 1) * g.gap;
+  const legendX = gridRight + LEGEND_GAP;
+  const legend = legendBox(top, gridBottom, spec);
+  const width = Math.ceil(
+    Math.max(legendX + legendW + PAD, PAD + measureTitles(ctx, titles, subtitles) + PAD),
+  );
+  const height = Math.ceil(Math.max(gridBottom + PAD, legend.barTop + legend.h + 40));
+  return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, legendW, legend,
+           width, height, gridBottom, xLabelH: 0, yShown: [], xShown: [], titles, subtitles,
+           upright: false, yTitleW: 0, gridRight };
+}
+
+// The grid's headers: its column title over the columns, each column's name over it, the
+// row title above the row names, each row's name left of its row.
+function drawGridHeaders(ctx, spec, box, ink) {
+  const g = spec.grid;
+  ctx.fillStyle = ink;
+  ctx.textBaseline = "bottom";
+  ctx.textAlign = "center";
+  const namesBottom = box.top - 4;
+  ctx.font = fontOf(F.axisTitle, true);
+  ctx.fillText(g.col_title, (box.left + box.gridRight) / 2, namesBottom - F.label - 4);
+  ctx.font = fontOf(F.label);
+  const across = box.panels.filter((panel) => panel.row === 0);
+  for (const panel of across) {
+    ctx.fillText(g.col_names[panel.col], panel.x + box.panelW / 2, namesBottom);
+  }
+  ctx.textAlign = "right";
+  ctx.font = fontOf(F.label, true);
+  ctx.fillText(fitText(ctx, g.row_title, spec.label_limit), box.left - TICK, namesBottom);
+  ctx.font = fontOf(F.label);
+  ctx.textBaseline = "middle";
+  for (const panel of box.panels.filter((p) => p.col === 0)) {
+    ctx.fillText(g.row_names[panel.row], box.left - TICK, panel.y + box.panelH / 2);
+  }
 }
 
 // Where everything goes, in CSS pixels (`maxWidth`: the column's width, or 0).
 function layout(ctx, spec, maxWidth = 0) {
   F = fontsFor(spec);
+  if (spec.grid) return gridLayout(ctx, spec, maxWidth);
   let [cellW, cellH] = spec.cell;
   const R = spec.rows.length;
   const C = spec.cols.length;
@@ -165,7 +245,12 @@ function layout(ctx, spec, maxWidth = 0) {
   const legendW0 = Math.max(ctx.measureText(spec.legend_title || spec.value_title).width, LEGEND_BAR_W + TICK + 40);
   const yAll = widest(ctx, spec.rows, fontOf(F.label), spec.label_limit) + TICK + 3;
   const fixed = PAD + F.axisTitle + 6 + yAll + (nCols - 1) * PANEL_GAP + LEGEND_GAP + legendW0 + PAD;
-  [cellW, cellH] = fittedCell(spec, fixed, maxWidth);
+  // a panel as tall and as wide as its legend, and as tall as its y title turned along it
+  ctx.font = fontOf(F.axisTitle, true);
+  const turnedTitle = CJK.test(spec.y_title || "") ? 0 : ctx.measureText(spec.y_title || "").width;
+  const minSide = Math.max(LEGEND_MIN_H + F.axisTitle + 8, legendW0, turnedTitle);
+  [cellW, cellH] = fittedCell(spec, fixed, maxWidth, minSide);
+  const yTitleW = turnedTitle;
   const panelW = cellW * C;
   const panelH = cellH * R;
   const yShown = labelledIndices(R, cellH, F.yGap);
@@ -209,8 +294,9 @@ function layout(ctx, spec, maxWidth = 0) {
   const height = Math.ceil(
     Math.max(gridBottom + xLabelH + F.axisTitle + 10 + PAD, legend.barTop + legend.h + 40),
   );
-  return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, legend, width,
-           height, gridBottom, xLabelH, yShown, xShown, titles, subtitles, upright };
+  return { cellW, cellH, R, C, panelW, panelH, panels, top, left, legendX, legendW, legend,
+           width, height, gridBottom, xLabelH, yShown, xShown, titles, subtitles, upright,
+           yTitleW };
 }
 
 // A title as lines no wider than `maxWidth` (broken at spaces, or between CJK characters);
@@ -300,7 +386,8 @@ function draw(canvas, spec, values, ink, maxWidth) {
     }
     drawAxes(ctx, spec, box, panel, ink);
   });
-  drawAxisTitles(ctx, spec, box);
+  if (spec.grid) drawGridHeaders(ctx, spec, box, ink);
+  else drawAxisTitles(ctx, spec, box);
   drawLegend(ctx, spec, box, stops, ink);
   return box;
 }
@@ -371,7 +458,7 @@ function legendBox(gridTop, gridBottom, spec) {
   // under it, as tall as the grid but at least LEGEND_MIN_H
   const top = gridTop + (spec.panel_title !== null ? F.panelTitle + 6 : 0);
   const titleBottom = top + F.axisTitle + 2;
-  const barTop = titleBottom + 6;
+  const barTop = titleBottom + Math.ceil(F.label / 2) + 4; // the top tick's label clears the title
   const h = Math.min(LEGEND_BAR_H, Math.max(LEGEND_MIN_H, gridBottom - barTop));
   return { titleBottom, barTop, h };
 }
@@ -426,6 +513,11 @@ function cellAt(box, px, py) {
 function tooltipRows(spec, values, scores, hit) {
   const i = hit.p * spec.rows.length * spec.cols.length + hit.r * spec.cols.length + hit.c;
   const rows = [];
+  if (spec.grid) {
+    const across = spec.grid.col_names.length;
+    rows.push([spec.grid.row_title, spec.grid.row_names[Math.floor(hit.p / across)]]);
+    rows.push([spec.grid.col_title, spec.grid.col_names[hit.p % across]]);
+  }
   if (spec.panel_title !== null) rows.push([spec.panel_title, spec.panels[hit.p]]);
   rows.push([spec.y_title, spec.rows[hit.r]]);
   rows.push([spec.x_title, spec.cols[hit.c]]);
@@ -500,6 +592,9 @@ export default function heatmapCanvas(component) {
     titles_bottom: box.top,
     y_title_upright: box.upright,
     legend: [box.legend.titleBottom - F.axisTitle, box.legend.barTop, box.legend.h],
+    legend_width: box.legendW,
+    panel_size: [box.panelW, box.panelH],
+    y_title_turned_px: box.yTitleW, // 0 for an upright (CJK) y title
   });
   tip.style.display = "none";
 

@@ -111,6 +111,8 @@ class HeatmapSpec:
             the cell a page takes apart (Altair only), or None.
         sqrt_note: what the legend's title adds on a square-root colour scale (translated
             by :func:`dashboard.charts.weights_spec`), so a learner knows it is not linear.
+        missing_text: what an annotated cell without a finite value prints (``"−∞"`` for a
+            score the mask removed; the cell is left unpainted), or None (Altair only).
     """
 
     title: str
@@ -131,6 +133,7 @@ class HeatmapSpec:
     width: int | None = None
     highlight: tuple[str, str] | None = None
     sqrt_note: str = "√"
+    missing_text: str | None = None
 
     def legend_title(self, kind: str) -> str:
         """The colour legend's title on a scale of ``kind``: the value's title, with
@@ -138,11 +141,55 @@ class HeatmapSpec:
         return f"{self.value_title} ({self.sqrt_note})" if kind == "sqrt" else self.value_title
 
 
-def _panel_stack(values: np.ndarray, spec: HeatmapSpec, what: str) -> np.ndarray:
+MAX_GRID_CELLS = 72 * 32 * 32
+"""Cells of a :class:`PanelGrid` at most (all-MiniLM's 72 maps at 32 tokens, 288 KB of
+float32): each panel is drawn as one image, so the paint does not grow per cell as Vega's
+marks do; the limit bounds what travels to the browser."""
+
+
+@dataclass(frozen=True)
+class PanelGrid:
+    """Panels laid out as a table, as BertViz's model view lays out a model's heads: one row
+    per ``row_names`` entry (layers), one column per ``col_names`` entry (heads), panels in
+    row-major order; row and column headers instead of panel titles, no tick labels, and
+    ``gap_px`` between panels of ``panel_px`` a side (or less, to fit the page's width).
+
+    Attributes:
+        row_title, col_title: translated header titles (e.g. "Layer", "Head").
+        row_names, col_names: the headers, top to bottom and left to right.
+        panel_px: one panel's side in pixels at most. gap_px: pixels between panels.
+    """
+
+    row_title: str
+    col_title: str
+    row_names: tuple[str, ...]
+    col_names: tuple[str, ...]
+    panel_px: int
+    gap_px: int = 4
+
+    def cell_px(self, n_rows: int, n_cols: int) -> float:
+        """One cell's side, so that an ``n_rows`` × ``n_cols`` map fills at most ``panel_px``
+        a side (fractional pixels: the canvas scales one image per panel)."""
+        return self.panel_px / max(n_rows, n_cols, 1)
+
+    def canvas(self) -> dict:
+        """The grid's titles, headers and gap for the canvas heatmap."""
+        return {
+            "row_title": self.row_title,
+            "col_title": self.col_title,
+            "row_names": list(self.row_names),
+            "col_names": list(self.col_names),
+            "gap": self.gap_px,
+        }
+
+
+def _panel_stack(
+    values: np.ndarray, spec: HeatmapSpec, what: str, limit: int = MAX_CHART_ROWS
+) -> np.ndarray:
     """``values`` as a (P, R, C) float array whose R and C match the spec's axis orders.
 
     Raises:
-        ValueError: for another shape, repeated labels or more than MAX_CHART_ROWS cells.
+        ValueError: for another shape, repeated labels or more than ``limit`` cells.
     """
     stack = np.asarray(values, dtype=np.float64)
     stack = stack[None] if stack.ndim == 2 else stack
@@ -157,9 +204,9 @@ def _panel_stack(values: np.ndarray, spec: HeatmapSpec, what: str) -> np.ndarray
         if len(set(order)) != len(order):
             repeated = sorted({label for label in order if order.count(label) > 1})
             raise ValueError(f"the {name} order repeats labels {repeated}")
-    if stack.size > MAX_CHART_ROWS:
+    if stack.size > limit:
         raise ValueError(
-            f"heatmap has {stack.size} cells, over the limit of {MAX_CHART_ROWS}; pool it first"
+            f"heatmap has {stack.size} cells, over the limit of {limit}; pool it first"
         )
     return stack
 
@@ -170,6 +217,7 @@ def heatmap_canvas_spec(
     *,
     scores: np.ndarray | None = None,
     panels: Sequence[str] | None = None,
+    grid: PanelGrid | None = None,
 ) -> dict:
     """The same heatmap as :func:`heatmap_chart`, as data for the canvas heatmap component,
     straight from the matrices (no long table).
@@ -185,6 +233,8 @@ def heatmap_canvas_spec(
         scores: optional array of the same shape, shown in tooltips under
             ``spec.score_title`` (which must then be given).
         panels: P panel names (needed, with ``spec.panel_title``, for several panels).
+        grid: lay the P panels out as a table of ``len(grid.row_names)`` ×
+            ``len(grid.col_names)`` (then ``panels`` and ``spec.panel_title`` are not used).
 
     Returns:
         A JSON-ready dict: titles, ``rows``/``cols``/``panels`` labels in order, the colour
@@ -194,21 +244,34 @@ def heatmap_canvas_spec(
 
     Raises:
         ValueError: for shapes that do not match the axis orders or each other, repeated
-            labels, more than :data:`MAX_CHART_ROWS` cells, or scores without a title.
+            labels, more than :data:`MAX_CHART_ROWS` cells (:data:`MAX_GRID_CELLS` in a
+            grid), scores without a title, or a grid whose size is not the number of panels.
     """
-    stack = _panel_stack(values, spec, "values")  # (P, R, C)
+    limit = MAX_CHART_ROWS if grid is None else MAX_GRID_CELLS
+    stack = _panel_stack(values, spec, "values", limit)  # (P, R, C)
     score_stack = None
     if scores is not None or spec.score_title is not None:
         if scores is None or spec.score_title is None:
             raise ValueError("scores and spec.score_title must be given together")
-        score_stack = _panel_stack(scores, spec, "scores")
+        score_stack = _panel_stack(scores, spec, "scores", limit)
         if score_stack.shape != stack.shape:
             raise ValueError(f"scores shape {score_stack.shape} != values shape {stack.shape}")
-    names = [""] if panels is None else [str(p) for p in panels]
+    if grid is not None:
+        names = [f"{r} · {c}" for r in grid.row_names for c in grid.col_names]
+        if len(names) != stack.shape[0]:
+            raise ValueError(
+                f"a grid of {len(grid.row_names)} × {len(grid.col_names)} for "
+                f"{stack.shape[0]} panels"
+            )
+    else:
+        names = [""] if panels is None else [str(p) for p in panels]
     if len(names) != stack.shape[0]:
         raise ValueError(f"{len(names)} panel names for {stack.shape[0]} panels")
-    faceted = spec.panel_title is not None
-    cell_w, cell_h = cell_px(len(spec.row_order), len(spec.col_order), faceted, spec.width)
+    n_rows, n_cols = len(spec.row_order), len(spec.col_order)
+    if grid is None:
+        cell_w, cell_h = cell_px(n_rows, n_cols, spec.panel_title is not None, spec.width)
+    else:
+        cell_w = cell_h = grid.cell_px(n_rows, n_cols)
     colours = colour_scale(stack, spec)
     precision = FORMAT_PRECISION.search(spec.value_format)
     kind, digits = ("f", 3) if precision is None else (precision.group(2), int(precision.group(1)))
@@ -220,7 +283,8 @@ def heatmap_canvas_spec(
         "value_title": spec.value_title,
         "legend_title": spec.legend_title(colours.kind),
         "score_title": spec.score_title,
-        "panel_title": spec.panel_title,
+        "panel_title": None if grid is not None else spec.panel_title,
+        "grid": None if grid is None else grid.canvas(),
         "rows": [str(label) for label in spec.row_order],
         "cols": [str(label) for label in spec.col_order],
         "panels": names,
@@ -228,7 +292,7 @@ def heatmap_canvas_spec(
         "scores": None if score_stack is None else _float32_base64(score_stack),
         "scale": colours.canvas(),
         "cell": [cell_w, cell_h],
-        "columns": max(1, min(spec.columns, len(names))),
+        "columns": max(1, min(spec.columns, len(names))) if grid is None else len(grid.col_names),
         "label_limit": LABEL_LIMIT_PX,
         # the tooltip shows one more decimal than a ".Nf" format, as the Altair heatmap does
         "value_format": {"kind": kind, "digits": digits + 1 if kind == "f" else digits},

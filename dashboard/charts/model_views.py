@@ -1,43 +1,22 @@
-"""The real model's charts: every layer and head at once and the head view (no Streamlit, no
-torch); one token's weights are :func:`dashboard.light_charts.token_bars_spec`."""
+"""The real model's charts: every layer and head at once (data for the canvas heatmap) and the
+head view (no Streamlit, no torch); one token's weights are
+:func:`dashboard.charts.light.token_bars_spec`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import altair as alt
+import numpy as np
 import pandas as pd
 
-from dashboard.charts.base import (
-    FONT_SIZE,
-    check_rows,
-    finish,
-    header,
-    header_config,
-)
+from dashboard.charts.base import FONT_SIZE, check_rows, finish
+from dashboard.charts.heatmaps import HeatmapSpec, PanelGrid, heatmap_canvas_spec
 from dashboard.charts.light import TOKEN_BAR_COLOR as HEAD_VIEW_COLOR
 from dashboard.charts.light import TOKEN_ROW_PX as HEAD_VIEW_ROW_PX
 
-MODEL_VIEW_MAX_CELLS = 72 * 32 * 32
-WEIGHT_MILLI = 1000
-MODEL_VIEW_RANGE = ("#FFFFFF", "#08306B")  # white = no attention, dark blue = all of it
-MODEL_PANEL_PX = 62
+MODEL_PANEL_PX = 62  # one map's side at most; the canvas shrinks maps to fit the column
 MODEL_PANEL_SPACING_PX = 4
-MIN_MODEL_PANEL_PX = 24
-
-
-def model_panel_px(heads: int, width_px: int | None) -> int:
-    """The side of one map of the model view so that ``heads`` maps and their spacing fit
-    ``width_px`` (None: no limit), at most :data:`MODEL_PANEL_PX`.
-
-    Raises:
-        ValueError: for fewer than one head.
-    """
-    if heads < 1:
-        raise ValueError(f"heads must be at least 1, got {heads}")
-    if width_px is None:
-        return MODEL_PANEL_PX
-    fitting = (width_px - MODEL_PANEL_SPACING_PX * (heads - 1)) // heads
-    return max(MIN_MODEL_PANEL_PX, min(MODEL_PANEL_PX, fitting))
-
 
 HEAD_VIEW_WIDTH = 420
 HEAD_VIEW_MAX_STROKE = 6.0
@@ -46,9 +25,9 @@ HEAD_VIEW_LEFT, HEAD_VIEW_RIGHT = 0.0, 1.0
 HEAD_VIEW_GAP = 0.06
 
 
-def model_view_chart(
-    grid: pd.DataFrame,
-    tokens: pd.DataFrame,
+def model_view_spec(
+    weights: np.ndarray,
+    tokens: Sequence[str],
     *,
     title: str,
     subtitle: str | None,
@@ -57,76 +36,61 @@ def model_view_chart(
     query_title: str,
     key_title: str,
     weight_title: str,
+    sqrt_note: str,
     panel_px: int = MODEL_PANEL_PX,
-) -> alt.Chart:
-    """Small multiples of every layer's and head's attention map (BertViz's "model view").
+) -> dict:
+    """Small multiples of every layer's and head's attention map (BertViz's "model view"),
+    as data for the canvas heatmap: one row of maps per layer, one column per head.
 
-    The payload stays small: each row of ``grid`` carries a whole weight row as text of
-    thousandths, expanded in the browser (Vega split, flatten, window), and token labels travel
-    once, in ``tokens``, joined in the browser by a lookup.
+    The colours are the house's weight scale on a square root from 0 to 1, on which a trained
+    head's small weights show (most of a row's weight sits on [CLS], [SEP] or the token itself:
+    on a linear scale every other cell is pale); the legend says so, the tooltips give the
+    weight itself. Vega laid out one faceted chart of N × H maps in seconds; the canvas draws
+    each map as one image.
 
     Args:
-        grid: columns ``layer``, ``head``, ``i`` (query) and ``w`` (text: l comma-separated
-            weights in thousandths, keys 0..l-1), as made by
-            ``dashboard.data.model_grid_frame``.
-        tokens: columns ``i`` and ``token`` (label of each position).
+        weights: (N, H, l, l) weights of N layers and H heads on the first l tokens.
+        tokens: the l token labels.
         title, subtitle: translated chart title and note (e.g. the token cap).
         layer_title, head_title, query_title, key_title, weight_title: translated labels.
-        panel_px: side of one map in pixels.
+        sqrt_note: what the legend's title adds for the square-root scale.
+        panel_px: side of one map in pixels at most.
 
     Returns:
-        An ``alt.Chart`` with one row per layer and one column per head.
+        The spec for :func:`dashboard.charts.canvas.heatmap`.
 
     Raises:
-        ValueError: for missing columns or more than :data:`MODEL_VIEW_MAX_CELLS` cells.
+        ValueError: for weights that are not (N, H, l, l) with l labels, or more than
+            :data:`dashboard.charts.heatmaps.MAX_GRID_CELLS` cells.
     """
-    missing = [c for c in ("layer", "head", "i", "w") if c not in grid.columns]
-    missing += [c for c in ("i", "token") if c not in tokens.columns]
-    if missing:
-        raise ValueError(f"model view data lacks columns {missing}")
-    cells = int(grid["w"].str.count(",").sum()) + len(grid)
-    if cells > MODEL_VIEW_MAX_CELLS:
-        raise ValueError(f"model view has {cells} cells, over {MODEL_VIEW_MAX_CELLS}")
-    token_lookup = tokens.rename(columns={"i": "pos"})
-    chart = (
-        alt.Chart(grid)
-        # w is text ("12,647,…"): Streamlit ships DataFrames as Arrow, and Vega's flatten
-        # expands only plain arrays, which split() makes in the browser.
-        .transform_calculate(ws="split(datum.w, ',')")
-        .transform_flatten(["ws"])
-        .transform_window(rank="row_number()", groupby=["layer", "head", "i"])
-        .transform_calculate(j="datum.rank - 1", weight=f"toNumber(datum.ws) / {WEIGHT_MILLI}")
-        .transform_lookup(
-            lookup="i", from_=alt.LookupData(token_lookup, "pos", ["token"]), as_=["query"]
+    maps = np.asarray(weights)
+    if maps.ndim != 4 or maps.shape[2:] != (len(tokens), len(tokens)):
+        raise ValueError(
+            f"model view weights must be (N, H, {len(tokens)}, {len(tokens)}), got {maps.shape}"
         )
-        .transform_lookup(
-            lookup="j", from_=alt.LookupData(token_lookup, "pos", ["token"]), as_=["key"]
-        )
-        .mark_rect()
-        .encode(
-            x=alt.X("j:O", axis=None),
-            y=alt.Y("i:O", axis=None),
-            color=alt.Color(
-                "weight:Q",
-                scale=alt.Scale(range=list(MODEL_VIEW_RANGE), domain=[0.0, 1.0]),
-                title=weight_title,
-            ),
-            tooltip=[
-                alt.Tooltip("layer:O", title=layer_title),
-                alt.Tooltip("head:O", title=head_title),
-                alt.Tooltip("query:N", title=query_title),
-                alt.Tooltip("key:N", title=key_title),
-                alt.Tooltip("weight:Q", title=weight_title, format=".3f"),
-            ],
-        )
-        .properties(width=panel_px, height=panel_px)
-        .facet(
-            row=alt.Row("layer:O", title=layer_title, header=header()),
-            column=alt.Column("head:O", title=head_title, header=header()),
-            spacing=MODEL_PANEL_SPACING_PX,
-        )
+    n_layers, n_heads = maps.shape[:2]
+    labels = tuple(str(token) for token in tokens)
+    look = HeatmapSpec(
+        title=title,
+        subtitle=subtitle,
+        x_title=key_title,
+        y_title=query_title,
+        value_title=weight_title,
+        row_order=labels,
+        col_order=labels,
+        domain=(0.0, 1.0),
+        sqrt=True,
+        sqrt_note=sqrt_note,
     )
-    return header_config(finish(chart, title, subtitle))
+    grid = PanelGrid(
+        row_title=layer_title,
+        col_title=head_title,
+        row_names=tuple(str(n) for n in range(1, n_layers + 1)),
+        col_names=tuple(str(h) for h in range(1, n_heads + 1)),
+        panel_px=panel_px,
+        gap_px=MODEL_PANEL_SPACING_PX,
+    )
+    return heatmap_canvas_spec(maps.reshape(-1, *maps.shape[2:]), look, grid=grid)
 
 
 def head_view_chart(

@@ -28,15 +28,13 @@ PRESENT_SUBTITLE_PX = 16
 PRESENT_TEXT_PX = 14  # text marks without a size of their own (printed cell values keep theirs)
 VEGA_SUBTITLE_PX = 10  # Vega's subtitle size, which the house title keeps
 MIN_WRAP_UNITS = 8
-PRESENT_GRID_PX = 600
-"""The width every head of a layer fits in, in the presentation view: a 853 px page less its
-margins, the layer labels and the legend."""
 LINE_SPACING = 1.25
 FIT_WIDTH = {"type": "fit-x", "contains": "padding"}
 """The presentation view's autosize for a chart that names none: the width fits the column,
 the height grows with the larger text instead of squeezing the plot (Streamlit's default
 "fit" takes a taller title's room from the plot)."""
 COMPOSED = ("facet", "concat", "hconcat", "vconcat", "repeat")  # Vega-Lite cannot fit these
+CELL_LETTER_PX = 10  # letters printed in a heatmap's cells, outside the presentation view
 CANVAS_LABEL_PX = 10  # the canvas heatmap's tick labels at font scale 1 (heatmap_canvas.js)
 CANVAS_TITLE_PX = 16  # and its title
 UPRIGHT_Y_TITLE = {
@@ -48,6 +46,9 @@ UPRIGHT_Y_TITLE = {
     "titleY": -8,
 }
 """A y title drawn horizontally, above the top of its axis, starting at the axis line."""
+UPRIGHT_LEGEND_OFFSET = 40
+"""Pixels between a plot and its legend when y titles stand upright: room for the upright
+title (up to :data:`PRESENT_LABEL_PX` tall, 8 px above the axis) under a legend on top."""
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
 
@@ -72,9 +73,10 @@ class ChartLook:
         return PRESENT_TITLE_PX / CANVAS_TITLE_PX if self.present else 1.0
 
     @property
-    def grid_px(self) -> int | None:
-        """The width a grid of every head must fit (None: its own size)."""
-        return PRESENT_GRID_PX if self.present else None
+    def letter_px(self) -> int:
+        """The size of a few letters printed in a heatmap's cells (the head census's labels):
+        :data:`PRESENT_LABEL_PX` when presenting, else :data:`CELL_LETTER_PX`."""
+        return PRESENT_LABEL_PX if self.present else CELL_LETTER_PX
 
     @property
     def plain(self) -> bool:
@@ -100,6 +102,8 @@ def readable_config(config: dict, look: ChartLook) -> dict:
     out = copy.deepcopy(config)
     if look.upright_y:
         out["axisY"] = {**out.get("axisY", {}), **UPRIGHT_Y_TITLE}
+        # a legend above the plot stands clear of the upright title between them
+        out["legend"] = {**out.get("legend", {}), "offset": UPRIGHT_LEGEND_OFFSET}
     if look.present:
         sizes = {"labelFontSize": PRESENT_LABEL_PX, "titleFontSize": PRESENT_LABEL_PX}
         for part in ("axis", "legend", "header"):

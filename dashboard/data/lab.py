@@ -11,11 +11,12 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 import streamlit as st
+import torch
 
 import attention_core as core
 from attention_core import experiments
 from attention_core.device import resolve_budget
-from attention_core.experiments.scaling import check_d_ks
+from attention_core.experiments.scaling import MAX_SCALING_LEN, check_d_ks, derived_seed
 from attention_core.validation import check_int
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.data.catalogue import device_for
@@ -40,6 +41,43 @@ def scaling_table(d_ks: tuple[int, ...], seq_len: int, seed: int, trials: int) -
         ValueError: for a bad d_k list (each in [1, 1024]), seq_len, seed or trials.
     """
     return experiments.measure_scaling(check_d_ks(d_ks, LAB_MAX_D_K), seq_len, seed, trials)
+
+
+SCALING_ROW_QUERY = 0  # the query whose weights the scaling page draws
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def scaling_row(d_k: int, seq_len: int, seed: int) -> pd.DataFrame:
+    """One query's attention weights over ``seq_len`` keys, divided by √d_k and not: q and
+    k of N(0, 1) entries (as the scaling table draws them), through ``attention_core.attend``
+    with its default scale 1/√d_k and with scale 1.
+
+    Returns:
+        One row per key: ``key`` (1-based position), ``scaled`` and ``unscaled`` (weights,
+        each column summing to 1).
+
+    Raises:
+        ValueError: for a d_k outside [1, :data:`LAB_MAX_D_K`], a length outside [2, 256]
+            or a negative seed.
+    """
+    d_k = check_int("d_k", d_k, low=1, high=LAB_MAX_D_K)
+    seq_len = check_int("seq_len", seq_len, low=2, high=MAX_SCALING_LEN)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
+    generator = torch.Generator().manual_seed(derived_seed(seed, d_k))
+    q = torch.randn(1, d_k, generator=generator, dtype=torch.float64)  # (1, E): one query
+    k = torch.randn(seq_len, d_k, generator=generator, dtype=torch.float64)  # (L, E)
+    v = torch.zeros(seq_len, 1, dtype=torch.float64)  # (L, 1): only the weights are read
+    weights = {
+        name: core.attend(q, k, v, "scaled", scale=scale, need_weights=True).weights[0]  # (L,)
+        for name, scale in (("scaled", None), ("unscaled", 1.0))
+    }
+    return pd.DataFrame(
+        {
+            "key": np.arange(1, seq_len + 1),
+            "scaled": weights["scaled"].numpy(),
+            "unscaled": weights["unscaled"].numpy(),
+        }
+    )
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

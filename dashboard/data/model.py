@@ -29,7 +29,6 @@ MODEL_SINK_TOKENS = {E5: ("<s>", "</s>"), MINILM: ("[CLS]", "[SEP]")}
 MODEL_TEXT_MAX_CHARS = 200
 MODEL_GRID_MAX_TOKENS = 32
 MODEL_VIEW_CELLS = 72 * MODEL_GRID_MAX_TOKENS**2  # all-MiniLM's 72 maps at 32 tokens
-WEIGHT_MILLI = 1000
 MODEL_HEAD_VIEW_MAX_TOKENS = 40
 MODEL_LINE_MIN_WEIGHT = 0.01
 MODEL_PRESETS = {
@@ -233,35 +232,21 @@ def top_key(run: ModelRun, layer: int, head: int, query: int) -> tuple[int, floa
     return key, float(row[key])
 
 
-def model_grid_frame(run: ModelRun, max_tokens: int = MODEL_GRID_MAX_TOKENS) -> pd.DataFrame:
-    """Every layer's and head's weights on the first ``max_tokens`` tokens, compactly.
-
-    One row per (layer, head, query) holds the whole weight row as whole thousandths in
-    one text field, so the browser receives N·H·l short rows instead of N·H·l² (about 7x
-    smaller); :func:`dashboard.charts.model_view_chart` expands them in the browser.
+def model_grid(
+    run: ModelRun, max_tokens: int = MODEL_GRID_MAX_TOKENS
+) -> tuple[np.ndarray, list[str]]:
+    """Every layer's and head's weights on the first ``max_tokens`` tokens, and their labels.
 
     Args:
         run: a :class:`ModelRun`.
-        max_tokens: crop to this many leading tokens (at most 72 · max_tokens² cells).
+        max_tokens: crop to this many leading tokens (l = min(L, max_tokens)).
 
     Returns:
-        Columns ``layer``, ``head`` (1-based), ``i`` (query position) and ``w``: text of l
-        comma-separated integers, the weights to keys 0..l-1 in thousandths (0..1000).
+        The (N, H, l, l) weights (a view of ``run.attentions``) and the l token labels, as
+        :func:`dashboard.charts.model_view_spec` takes them.
     """
     weights = run.attentions[:, :, :max_tokens, :max_tokens]  # (N, H, l, l)
-    n_layers, n_heads, n, _ = weights.shape
-    layer, head, i = np.meshgrid(
-        np.arange(1, n_layers + 1), np.arange(1, n_heads + 1), np.arange(n), indexing="ij"
-    )  # each (N, H, l)
-    milli = np.rint(weights * WEIGHT_MILLI).astype(np.int16).reshape(-1, n)  # (N·H·l, l)
-    return pd.DataFrame(
-        {
-            "layer": layer.ravel(),
-            "head": head.ravel(),
-            "i": i.ravel(),
-            "w": [",".join(map(str, row.tolist())) for row in milli],
-        }
-    )
+    return weights, axis_labels(run.tokens)[: weights.shape[-1]]
 
 
 def model_token_frame(run: ModelRun, max_tokens: int) -> pd.DataFrame:

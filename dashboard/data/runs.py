@@ -22,6 +22,7 @@ import torch
 import attention_core as core
 from attention_core import experiments
 from attention_core.experiments import head_entropy, mean_distance
+from attention_core.validation import check_choice
 from dashboard.config import LayerConfig, ParamPairs
 from dashboard.data.catalogue import device_for
 from dashboard.data.inputs import build_input, build_mask
@@ -151,6 +152,20 @@ class _Layer:
             return self.forward(False)
 
 
+PROJECTIONS = ("identity", "random")
+
+
+def identity_queries_and_keys(module: torch.nn.Module) -> None:
+    """Set a layer's query and key projections to the identity (no bias): head h's queries
+    and keys are then its own d_k-wide slice of the input vectors, and a score is the dot
+    product of two tokens' slices, largest for a token with itself and with its repeats."""
+    with torch.no_grad():
+        for linear in (module.q_linear, module.k_linear):
+            linear.weight.copy_(torch.eye(linear.weight.shape[0], dtype=linear.weight.dtype))
+            if linear.bias is not None:
+                linear.bias.zero_()
+
+
 def _layer(cfg: LayerConfig) -> _Layer:
     """Build the seeded layer, its input and mask for ``cfg`` on its device.
 
@@ -168,6 +183,8 @@ def _layer(cfg: LayerConfig) -> _Layer:
         init_seed=cfg.seed,
         **cfg.param_dict,
     )
+    if check_choice("projections", cfg.projections, PROJECTIONS) == "identity":
+        identity_queries_and_keys(module)
     module = module.to(dev).train(cfg.dropout > 0)  # training mode only to apply the dropout
     mask = build_mask(cfg.mask_kind, L, min(cfg.pad_len, L))  # (L, L), (1, 1, L) or None
     return _Layer(

@@ -61,6 +61,17 @@ def step_by_step(cfg: StepConfig) -> experiments.Walkthrough:
     )
 
 
+def masked_scores(result: experiments.Walkthrough) -> np.ndarray:
+    """The scaled scores after the mask, as the softmax reads them: ``QKᵀ/√d_k`` where a
+    query may attend, ``-inf`` where the mask blocks it (so its weight is exactly 0).
+
+    Returns:
+        A new float64 (n, n) array.
+    """
+    scaled, allowed = result.matrices["scaled"], result.matrices["mask"]
+    return np.where(allowed > 0, scaled, -np.inf)  # (n, n)
+
+
 def cell_breakdown(result: experiments.Walkthrough, i: int, j: int) -> experiments.CellBreakdown:
     """The numbers behind one weight: q_i·k_j, ÷√d_k, mask, exp, row sum, weight.
 

@@ -13,6 +13,7 @@ A lesson is one TOML file (read with the standard library's :mod:`tomllib`)::
     query = { "scaling.d_ks" = "64,256" }  # exactly a link's query: "<page>.<name>" = text
     title = { en = "…", zh = "…" }
     notice = { en = "…", zh = "…" }        # what to notice
+    section = "table"                      # optional: the section the step is about
     question = "scaling_peak"              # optional: a ready question of the page
     notes = { en = "…", zh = "…" }         # optional: for the presenter only
 
@@ -33,7 +34,7 @@ from typing import Any
 
 from dashboard.i18n import LANG_KEY
 from dashboard.rooms.questions import ready_questions
-from dashboard.views import PAGES
+from dashboard.views import PAGE_SECTIONS, PAGES
 
 LANGS = ("en", "zh")
 LEVELS = ("beginner", "intermediate", "advanced")
@@ -74,6 +75,9 @@ class Step:
         title, notice: the step's title and what to notice.
         question: the id of one of the page's ready questions, or ``""``.
         notes: what the presenter alone reads (``None`` when the step has none).
+        section: the section of the page the step is about (a name of
+            :data:`dashboard.views.PAGE_SECTIONS`), shown first on arriving at the step;
+            ``""``: the page's first chart.
     """
 
     page: str
@@ -82,6 +86,7 @@ class Step:
     notice: Text
     question: str = ""
     notes: Text | None = None
+    section: str = ""
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,7 @@ def parse_step(raw: Any, source: str, number: int) -> Step:
     """
     if not isinstance(raw, dict):
         raise LessonError(f"{source}: step {number} is not a table")
-    unknown = set(raw) - {"page", "query", "title", "notice", "question", "notes"}
+    unknown = set(raw) - {"page", "query", "title", "notice", "question", "notes", "section"}
     if unknown:
         raise LessonError(f"{_where(source, number, sorted(unknown)[0])}: not a step's field")
     page = raw.get("page")
@@ -166,6 +171,13 @@ def parse_step(raw: Any, source: str, number: int) -> Step:
         raise LessonError(
             f"{_where(source, number, 'question')}: {question!r} is not a ready question of {page}"
         )
+    section = raw.get("section", "")
+    if section and section not in PAGE_SECTIONS.get(page, ()):
+        named = ", ".join(PAGE_SECTIONS.get(page, ())) or "none"
+        raise LessonError(
+            f"{_where(source, number, 'section')}: {section!r} is not a section of {page}"
+            f" (its sections: {named})"
+        )
     notes = raw.get("notes")
     return Step(
         page,
@@ -174,6 +186,7 @@ def parse_step(raw: Any, source: str, number: int) -> Step:
         _text(raw.get("notice"), source, number, "notice"),
         question,
         None if notes is None else _text(notes, source, number, "notes"),
+        section,
     )
 
 
@@ -229,6 +242,8 @@ def lesson_toml(lesson: Lesson) -> str:
     for step in lesson.steps:
         raw: dict[str, Any] = {"page": step.page, "query": dict(step.query)}
         raw.update(title=text(step.title), notice=text(step.notice))
+        if step.section:
+            raw["section"] = step.section
         if step.question:
             raw["question"] = step.question
         if step.notes is not None:

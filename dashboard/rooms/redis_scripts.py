@@ -9,6 +9,7 @@ A room ``<code>`` is these keys, each with a TTL that the room's activity refres
 - ``room:<code>:votes`` (hash): each voter's answer to the current question;
 - ``room:<code>:seen`` (sorted set): each viewer by the clock of their last poll (its TTL is
   the room's: a poll is not activity);
+- ``room:<code>:lessons`` (hash): the text of each lesson file the presenter loaded, by name;
 - ``rooms`` (sorted set, :data:`INDEX_KEY`): every open room's code by the clock of its last
   activity, which bounds their number.
 
@@ -28,8 +29,16 @@ CHANNEL_PREFIX = "room:"
 
 
 def room_keys(code: str) -> list[str]:
-    """The KEYS of every script for room ``code``: its hash, votes, viewers and the index."""
-    return [f"room:{code}", f"room:{code}:votes", f"room:{code}:seen", INDEX_KEY]
+    """The KEYS of every script for room ``code``: its hash, votes, viewers, the index and
+    its lesson files."""
+    return [f"room:{code}", f"room:{code}:votes", f"room:{code}:seen", INDEX_KEY] + [
+        lessons_key(code)
+    ]
+
+
+def lessons_key(code: str) -> str:
+    """The hash of room ``code``'s lesson files."""
+    return f"room:{code}:lessons"
 
 
 def channel(code: str) -> str:
@@ -38,9 +47,9 @@ def channel(code: str) -> str:
 
 
 PRELUDE = """
--- KEYS: the room's hash, votes, viewers, the index; ARGV 1-8: code, now, ttl in s and ms,
+-- KEYS: the room's hash, votes, viewers, the index, lessons; ARGV 1-8: code, now, ttl in s and ms,
 -- the oldest poll that counts as a viewer, the last activity that keeps a room, channel, origin
-local room, votes, seen, index = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local room, votes, seen, index, lessons = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local code, now_s, ttl_s, ttl_ms = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local seen_since, expired_before, channel, origin = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local now = tonumber(now_s)
@@ -48,14 +57,16 @@ local function ended()
   local active = redis.call('HGET', room, 'active')
   if not active then return true end
   if now - tonumber(active) <= ttl_s then return false end
-  redis.call('DEL', room, votes, seen)
+  redis.call('DEL', room, votes, seen, lessons)
   redis.call('ZREM', index, code)
   return true
 end
 local function touch()
   redis.call('HSET', room, 'active', now_s)
   redis.call('ZADD', index, now_s, code)
-  for _, key in ipairs({room, votes, seen, index}) do redis.call('PEXPIRE', key, ttl_ms) end
+  for _, key in ipairs({room, votes, seen, index, lessons}) do
+    redis.call('PEXPIRE', key, ttl_ms)
+  end
 end
 local function notify()
   redis.call('PUBLISH', channel, redis.call('HGET', room, 'version') .. ' ' .. origin)
@@ -154,6 +165,29 @@ touch()
 redis.call('HSET', room, 'revealed', redis.call('HEXISTS', room, 'question'))
 notify()
 return snapshot()
+""",
+    "keep_lesson": """
+if ended() then return {'ended'} end
+local name, most_here, most = ARGV[9], tonumber(ARGV[11]), tonumber(ARGV[12])
+if redis.call('HEXISTS', lessons, name) == 0 then
+  if redis.call('HLEN', lessons) >= most_here then return {'room'} end
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', '(' .. expired_before)
+  local kept = 0
+  for _, other in ipairs(redis.call('ZRANGE', index, 0, -1)) do
+    kept = kept + redis.call('HLEN', 'room:' .. other .. ':lessons')
+  end
+  if kept >= most then return {'server'} end
+end
+redis.call('HSET', lessons, name, ARGV[10])
+touch()
+return {'ok'}
+""",
+    "lesson_text": """
+if ended() then return {'ended'} end
+if ARGV[9] == '' then return {'ok', redis.call('HGETALL', lessons)} end
+local text = redis.call('HGET', lessons, ARGV[9])
+if not text then return {'ok', {}} end
+return {'ok', {ARGV[9], text}}
 """,
     "clear_question": """
 if ended() then return {'ended'} end

@@ -34,10 +34,13 @@ from redis.retry import Retry
 from dashboard.rooms import redis_scripts as layout
 from dashboard.rooms.store import (
     MAX_ANSWERS,
+    MAX_LESSONS,
+    MAX_ROOM_LESSONS,
     MAX_ROOMS,
     MAX_VIEWERS,
     ROOM_TTL_S,
     VIEWER_WINDOW_S,
+    LessonLimitError,
     Question,
     QuestionClosedError,
     RoomEndedError,
@@ -106,6 +109,8 @@ class RedisRoomStore:
         max_rooms: int = MAX_ROOMS,
         max_answers: int = MAX_ANSWERS,
         max_viewers: int = MAX_VIEWERS,
+        max_room_lessons: int = MAX_ROOM_LESSONS,
+        max_lessons: int = MAX_LESSONS,
         ttl_s: float = ROOM_TTL_S,
         clock: Callable[[], float] = time.time,
         timeout_s: float = SOCKET_TIMEOUT_S,
@@ -115,10 +120,13 @@ class RedisRoomStore:
             max_rooms=max_rooms,
             max_answers=max_answers,
             max_viewers=max_viewers,
+            max_room_lessons=max_room_lessons,
+            max_lessons=max_lessons,
             ttl_s=ttl_s,
             timeout_s=timeout_s,
         )
         self.max_rooms, self.max_answers, self.max_viewers = max_rooms, max_answers, max_viewers
+        self.max_room_lessons, self.max_lessons = max_room_lessons, max_lessons
         self.ttl_s, self._clock, self.retry_after_s = ttl_s, clock, retry_after_s
         self.origin = secrets.token_hex(4)
         self._redis = redis.Redis.from_url(
@@ -277,6 +285,48 @@ class RedisRoomStore:
             RoomServerUnreachable: when Redis cannot be reached.
         """
         return self._snapshot(code, *self._call("reveal", code))
+
+    def keep_lesson(self, code: str, name: str, text: str) -> None:
+        """Keep lesson file ``text`` under ``name`` in room ``code``, for every replica's
+        learners of the room (see :meth:`RoomStore.keep_lesson
+        <dashboard.rooms.store.RoomStore.keep_lesson>`, with its errors).
+
+        Raises:
+            RoomServerUnreachable: when Redis cannot be reached.
+        """
+        reply, _now = self._call(
+            "keep_lesson", code, name, text, self.max_room_lessons, self.max_lessons
+        )
+        if reply[0] == "ended":
+            raise RoomEndedError(f"room {code!r} is not open on the room server")
+        if reply[0] == "room":
+            raise LessonLimitError("room", self.max_room_lessons)
+        if reply[0] == "server":
+            raise LessonLimitError("server", self.max_lessons)
+
+    def lesson_text(self, code: str, name: str) -> str | None:
+        """The text of room ``code``'s lesson file ``name``, or ``None``.
+
+        Raises:
+            RoomServerUnreachable: when Redis cannot be reached.
+        """
+        return self._lessons(code, name).get(name) if name else None
+
+    def lesson_texts(self, code: str) -> dict[str, str]:
+        """Room ``code``'s lesson files by name (none when the room is not open).
+
+        Raises:
+            RoomServerUnreachable: when Redis cannot be reached.
+        """
+        return self._lessons(code, "")
+
+    def _lessons(self, code: str, name: str) -> dict[str, str]:
+        """Room ``code``'s lesson file ``name`` (every one for ``""``), by name."""
+        reply, _now = self._call("lesson_text", code, name)
+        if reply[0] == "ended":
+            return {}
+        flat = reply[1]
+        return dict(zip(flat[::2], flat[1::2], strict=True))
 
     def clear_question(self, code: str) -> RoomSnapshot:
         """Take the current question away.

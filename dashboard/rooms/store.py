@@ -9,8 +9,10 @@ when it last said it is there (a presenter whose tab closed is away after
 :data:`PRESENTER_AWAY_S`). Callers get frozen snapshots, never the store's own objects.
 
 Limits: a room untouched by its presenter or its learners' answers for :data:`ROOM_TTL_S`
-ends; at most :data:`MAX_ROOMS` rooms, :data:`MAX_ANSWERS` answers per question and
-:data:`MAX_VIEWERS` counted learners per room. A server restart ends every room (nothing is
+ends; at most :data:`MAX_ROOMS` rooms, :data:`MAX_ANSWERS` answers per question,
+:data:`MAX_VIEWERS` counted learners per room, and :data:`MAX_ROOM_LESSONS` lesson files per
+room (:data:`MAX_LESSONS` in all: a presenter's uploads, which belong to their room and end
+with it, :meth:`RoomStore.keep_lesson`). A server restart ends every room (nothing is
 written to disk).
 """
 
@@ -30,10 +32,21 @@ MAX_PARAMS = 64
 MAX_PARAM_LEN = 2000
 MIN_OPTIONS, MAX_OPTIONS = 2, 4
 PRESENTER_AWAY_S = 15.0  # three of the presenter's heartbeats (room_controls.PRESENCE_S)
+MAX_ROOM_LESSONS = 8
+MAX_LESSONS = 64
 
 
 class RoomLimitError(RuntimeError):
     """A new room, answer or viewer would pass the store's bounds."""
+
+
+class LessonLimitError(RoomLimitError):
+    """A new lesson file would pass the room's bound (``scope`` ``"room"``) or the server's
+    (``"server"``); ``limit`` is that bound."""
+
+    def __init__(self, scope: str, limit: int) -> None:
+        super().__init__(f"the {scope} keeps {limit} lesson files already")
+        self.scope, self.limit = scope, limit
 
 
 class QuestionClosedError(ValueError):
@@ -167,13 +180,15 @@ class _Room:
     seen: dict[str, float] = field(default_factory=dict)
     presenter: str = ""
     presenter_seen: float = 0.0
+    lessons: dict[str, str] = field(default_factory=dict)
 
 
 class RoomStore:
     """Every room of this process, behind one lock.
 
     Args:
-        max_rooms, max_answers, max_viewers: the bounds (defaults: the module's constants).
+        max_rooms, max_answers, max_viewers, max_room_lessons, max_lessons: the bounds
+            (defaults: the module's constants).
         ttl_s: seconds without activity after which a room ends.
         clock: monotonic seconds (a test passes its own).
     """
@@ -184,10 +199,13 @@ class RoomStore:
         max_rooms: int = MAX_ROOMS,
         max_answers: int = MAX_ANSWERS,
         max_viewers: int = MAX_VIEWERS,
+        max_room_lessons: int = MAX_ROOM_LESSONS,
+        max_lessons: int = MAX_LESSONS,
         ttl_s: float = ROOM_TTL_S,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.max_rooms, self.max_answers, self.max_viewers = max_rooms, max_answers, max_viewers
+        self.max_room_lessons, self.max_lessons = max_room_lessons, max_lessons
         self.ttl_s, self._clock = ttl_s, clock
         self._rooms: dict[str, _Room] = {}
         self._lock = threading.Lock()
@@ -354,3 +372,39 @@ class RoomStore:
             room = self._room(code)
             room.question, room.votes, room.revealed = None, {}, False
             return self._touch(room)
+
+    def keep_lesson(self, code: str, name: str, text: str) -> None:
+        """Keep lesson file ``text`` under ``name`` in room ``code`` (replacing the room's
+        own file of that name), for every learner of the room; it ends with the room.
+
+        Raises:
+            RoomEndedError: when the room is not open.
+            LessonLimitError: when the room keeps ``max_room_lessons`` other files, or the
+                open rooms ``max_lessons`` in all.
+        """
+        with self._lock:
+            room = self._room(code)
+            if name not in room.lessons:
+                if len(room.lessons) >= self.max_room_lessons:
+                    raise LessonLimitError("room", self.max_room_lessons)
+                if sum(len(r.lessons) for r in self._rooms.values()) >= self.max_lessons:
+                    raise LessonLimitError("server", self.max_lessons)
+            room.lessons[name] = text
+            self._touch(room)
+
+    def lesson_text(self, code: str, name: str) -> str | None:
+        """The text of room ``code``'s lesson file ``name``, or ``None`` (no such file, or
+        the room is not open)."""
+        with self._lock:
+            try:
+                return self._room(code).lessons.get(name)
+            except RoomEndedError:
+                return None
+
+    def lesson_texts(self, code: str) -> dict[str, str]:
+        """Room ``code``'s lesson files by name, in the order kept (none when not open)."""
+        with self._lock:
+            try:
+                return dict(self._room(code).lessons)
+            except RoomEndedError:
+                return {}

@@ -13,7 +13,10 @@ state a background thread touches:
   the newer ones are done: the moves next
   to where a learner is *now* come before those next to where they were (measured with
   ``bench.load``: a learner's second copy-length move in a row waited behind the previous
-  value's sixteen top-k fills, 3.2 s at p95 on the Heads page);
+  value's sixteen top-k fills, 3.2 s at p95 on the Heads page); a job asked for again with
+  ``promote`` moves its waiting calls up (a lesson opened after the shipped ones were
+  queued), and a unit with a ``when`` waits, older units going on, until it holds (the
+  shipped lessons' warm-up while a room is live);
 * its priority: the lowest (:data:`FILLER_NICE`, per thread on Linux), and it computes only
   while no script run is going (:func:`dashboard.runtime.threads.active_runs`), so a
   learner's run goes first;
@@ -33,6 +36,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 from dashboard.runtime import threads
 
@@ -43,31 +47,60 @@ FILLER_NICE = 19
 """The worker thread's niceness (Linux: per thread): a learner's run goes first."""
 IDLE_POLL_S = 0.05
 """How often a waiting filler looks whether the learners' runs are done."""
+WHEN_POLL_S = 1.0
+"""How often a filler whose every unit waits for its ``when`` asks again."""
 STOP_WAIT_S = 30.0
 """At exit, how long to wait for a filler's call in progress (a daemon thread killed inside
 torch aborts the process: ``terminate called without an active exception``)."""
 WORKER_NAME = "prefetch"
 """The worker thread's name (seen in a profiler or a stack dump)."""
 _LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class _Unit:
+    """Calls queued together: ``(job name, function, arguments, one_thread)`` each, and the
+    condition under which they may start (``None``: always)."""
+
+    calls: deque
+    when: Callable[[], bool] | None = None
+
+    def may_start(self) -> bool:
+        return self.when is None or bool(self.when())
+
+
 _STATE = threading.Condition()  # guards what follows, and wakes the worker and the waiters
 _STARTED: set[Hashable] = set()
-_JOBS: list[deque] = []  # each job's calls still to run; the newest job last
+_JOBS: list[_Unit] = []  # each unit's calls still to run; the newest unit last
 _RUNNING = 0  # calls in progress (0 or 1)
 _WORKER: list[threading.Thread] = []
 _STOP = threading.Event()
 
 
-def start_filling(name: Hashable, calls: Calls, *, one_thread: bool = True) -> bool:
+def start_filling(
+    name: Hashable,
+    calls: Calls,
+    *,
+    one_thread: bool = True,
+    promote: bool = False,
+    when: Callable[[], bool] | None = None,
+) -> bool:
     """Queue ``calls`` for the background worker (lowest priority), once per ``name``: one
-    job, as :func:`start_group` queues several.
+    job, as :func:`start_group` queues several (the same keywords).
 
     Returns:
-        True when the job was queued (False: one of that name was queued before).
+        True when the job was queued or moved ahead.
     """
-    return start_group(((name, calls),), one_thread=one_thread)
+    return start_group(((name, calls),), one_thread=one_thread, promote=promote, when=when)
 
 
-def start_group(jobs: tuple[tuple[Hashable, Calls], ...], *, one_thread: bool = True) -> bool:
+def start_group(
+    jobs: tuple[tuple[Hashable, Calls], ...],
+    *,
+    one_thread: bool = True,
+    promote: bool = False,
+    when: Callable[[], bool] | None = None,
+) -> bool:
     """Queue several jobs as one unit for the background worker (lowest priority): their
     calls in the order given, each job once per name, the unit before the rest of any unit
     queued earlier (what a page asks in one run, most likely first).
@@ -79,26 +112,45 @@ def start_group(jobs: tuple[tuple[Hashable, Calls], ...], *, one_thread: bool = 
 
     Args:
         jobs: (name, calls) pairs: ``name`` is hashable (a job whose name was queued before
-            is left out), ``calls`` its (function, arguments) pairs.
+            is left out, unless ``promote``), ``calls`` its (function, arguments) pairs.
         one_thread: run each call with torch on one thread (a computation of the worker's
             own); False for a call that waits on a script run of this server, which shares
             the cores as every run does.
+        promote: a job of these names queued before whose calls are still waiting moves
+            into this unit, in its place in ``jobs`` (what is wanted now goes first).
+        when: the unit's calls start only while this holds (polled every
+            :data:`WHEN_POLL_S`; it must not block); older units go on meanwhile.
 
     Returns:
-        True when at least one job was queued.
+        True when at least one job was queued or moved ahead.
     """
     with _STATE:
-        new = [(name, calls) for name, calls in jobs if name not in _STARTED]
-        _STARTED.update(name for name, _ in new)
-        unit = deque((*call, one_thread) for _, calls in new for call in calls)
-        if unit:
-            _JOBS.append(unit)
+        calls: deque = deque()
+        for name, job_calls in jobs:
+            if name not in _STARTED:
+                _STARTED.add(name)
+                calls.extend((name, *call, one_thread) for call in job_calls)
+            elif promote:
+                calls.extend(_take_waiting(name))
+        if calls:
+            _JOBS.append(_Unit(calls, when))
         if not _WORKER:
             worker = threading.Thread(target=_work, name=WORKER_NAME, daemon=True)
             _WORKER.append(worker)
             worker.start()
         _STATE.notify_all()
-        return bool(new)
+        return bool(calls)
+
+
+def _take_waiting(name: Hashable) -> list[tuple]:
+    """The calls of job ``name`` still queued, taken out of their units (the caller holds
+    ``_STATE``); a unit left empty is dropped."""
+    taken = []
+    for unit in _JOBS:
+        taken += [call for call in unit.calls if call[0] == name]
+        unit.calls = deque(call for call in unit.calls if call[0] != name)
+    _JOBS[:] = [unit for unit in _JOBS if unit.calls]
+    return taken
 
 
 def wait_for_fillers(timeout: float) -> bool:
@@ -134,17 +186,20 @@ def _wait_for_work() -> bool:
     return _server_idle()
 
 
-def _take_newest() -> tuple[Callable, tuple, bool]:
-    """The next call of the newest job, taken off it and counted as running (only the worker
-    takes calls, so a job is queued when it asks)."""
+def _take_newest() -> tuple[Callable, tuple, bool] | None:
+    """The next call of the newest unit that may start, taken off it and counted as running
+    (only the worker takes calls); ``None`` when every queued unit waits for its ``when``."""
     global _RUNNING
     with _STATE:
-        job = _JOBS[-1]
-        call = job.popleft()
-        if not job:
-            _JOBS.pop()
-        _RUNNING += 1
-        return call
+        for index in range(len(_JOBS) - 1, -1, -1):
+            unit = _JOBS[index]
+            if unit.may_start():
+                _name, function, args, one_thread = unit.calls.popleft()
+                if not unit.calls:
+                    del _JOBS[index]
+                _RUNNING += 1
+                return function, args, one_thread
+        return None
 
 
 def _done() -> None:
@@ -159,7 +214,11 @@ def _work() -> None:
     is idle, run the newest job's next call."""
     _lowest_priority()
     while _wait_for_work():
-        function, args, one_thread = _take_newest()
+        call = _take_newest()
+        if call is None:  # every unit waits for its moment
+            _STOP.wait(WHEN_POLL_S)
+            continue
+        function, args, one_thread = call
         try:
             with threads.single_threaded() if one_thread else contextlib.nullcontext():
                 function(*args)  # (runtime/threads owns torch's thread count)

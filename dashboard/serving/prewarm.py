@@ -5,8 +5,11 @@ page for every shipped lesson (:func:`warm_shipped_lessons`), each step's link i
 once on this server through its own websocket (:func:`dashboard.serving.warm.open_link`):
 the step's page runs exactly as a learner's would, so every cached computation it makes (the
 layer, the model, the chart's data) is there when the room arrives. The links are run by the
-background worker of :mod:`dashboard.runtime.prefetch`: one at a time, newest lesson first,
-only while no learner's run is going, at the lowest priority.
+background worker of :mod:`dashboard.runtime.prefetch`: one at a time, only while no
+learner's run is going, at the lowest priority. The lesson a session opens goes first (its
+steps still waiting move ahead of the rest); the shipped lessons' speculative warm-up waits
+while a room has followers on this server (:func:`no_room_live`), since a step's first run
+(a real model loaded, a census of its heads) would share the cores with the room's runs.
 
 ``ATTENTION_LAB_PREWARM=off`` leaves the shipped lessons cold at start (a lesson still warms
 when it is opened); the benchmarks' and tests' servers set it (:func:`bench.browser.
@@ -22,6 +25,7 @@ import threading
 import streamlit as st
 
 from dashboard.lessons.model import Lesson, shipped_lessons
+from dashboard.rooms import push
 from dashboard.runtime import prefetch
 from dashboard.serving.warm import lesson_links, open_link
 
@@ -43,16 +47,28 @@ def own_address() -> str | None:
 
 def warm_lesson(lesson: Lesson, lang: str) -> bool:
     """Queue every step of ``lesson`` in ``lang`` for the background worker, once per
-    lesson and language in this process.
+    lesson and language in this process, ahead of everything queued before (its steps still
+    waiting move up, and no longer wait for :func:`no_room_live`).
 
     Returns:
-        True when the steps were queued now (False: queued before, or no server runs).
+        True when steps were queued or moved up now (False: nothing waiting, or no server).
     """
     url = own_address()
     if url is None:
         return False
+    return prefetch.start_group((lesson_job(url, lesson, lang),), one_thread=False, promote=True)
+
+
+def lesson_job(url: str, lesson: Lesson, lang: str) -> tuple[tuple, prefetch.Calls]:
+    """The filler's job for ``lesson`` in ``lang``: its name and each step's link opened on
+    the server at ``url``."""
     calls = tuple((open_link, (url, link)) for link in lesson_links(lesson, lang))
-    return prefetch.start_filling(("lesson", lesson.name, lang), calls, one_thread=False)
+    return ("lesson", lesson.name, lang), calls
+
+
+def no_room_live() -> bool:
+    """Whether no room has followers on this server (the shipped lessons' warm-up may run)."""
+    return not push.registry().codes()
 
 
 def warm_shipped_lessons() -> bool:
@@ -65,8 +81,11 @@ def warm_shipped_lessons() -> bool:
     if _SHIPPED.is_set() or os.environ.get(PREWARM_ENV, "on").strip().lower() == "off":
         return False
     _SHIPPED.set()
-    queued = [warm_lesson(lesson, "en") for lesson in shipped_lessons().values()]
-    return any(queued)
+    url = own_address()
+    if url is None:
+        return False
+    jobs = tuple(lesson_job(url, lesson, "en") for lesson in shipped_lessons().values())
+    return prefetch.start_group(jobs, one_thread=False, when=no_room_live)
 
 
 def after_page(found: tuple[Lesson, int] | None, lang: str) -> None:

@@ -36,7 +36,12 @@ from websockets.asyncio.client import ClientConnection, connect
 
 STREAM_PATH = "/_stcore/stream"
 SUBPROTOCOL = "streamlit"
-RUN_TIMEOUT_S = 120.0
+RUN_TIMEOUT_S = 300.0
+"""The longest one run may take: a real model's first run on a machine that also runs other
+servers (Heads at work's census of 270 heads: 47 s on one quiet core of an AMD EPYC, two
+replicas warming at once and a test run beside them share two cores)."""
+OPEN_TIMEOUT_S = 60.0
+"""The longest the websocket's opening handshake may take on a busy server."""
 FINISHED_OK = (
     ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY,
     ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY,
@@ -185,12 +190,19 @@ class StreamSession:
         to the presenter's page) ends early and the app runs again by itself: the result is
         the time until the page it landed on finished."""
         self._socket = await connect(
-            self.url, subprotocols=[SUBPROTOCOL], max_size=None, proxy=None
+            self.url,
+            subprotocols=[SUBPROTOCOL],
+            max_size=None,
+            proxy=None,
+            # a server busy with a model's first run answers a handshake or a ping late (the
+            # library's 10 s and 20 s): the caller's own wait for the run bounds the session
+            open_timeout=OPEN_TIMEOUT_S,
+            ping_interval=None,
         )
         started = time.perf_counter()
         result = await self.rerun()
         while result.status == EARLY_FOR_RERUN:
-            result = await self._finish_run()
+            result = await self.finish_run()
         return RunResult(time.perf_counter() - started, result.status, result.errors)
 
     async def close(self) -> None:
@@ -224,6 +236,17 @@ class StreamSession:
             TimeoutError: when the run does not finish within :data:`RUN_TIMEOUT_S`.
             RuntimeError: when the session is not open.
         """
+        await self.ask_rerun()
+        return await self.finish_run()
+
+    async def ask_rerun(self) -> None:
+        """Ask for a run with the current widget values without waiting for it (a second
+        request while a run is under way starts a new run beside the old one, as a browser's
+        does: Streamlit's ``runner.fastReruns``).
+
+        Raises:
+            RuntimeError: when the session is not open.
+        """
         if self._socket is None:
             raise RuntimeError("the session is not open; call open() first")
         msg = BackMsg()
@@ -235,7 +258,6 @@ class StreamSession:
         state.widget_states.widgets.extend(self._widget_states())
         state.context_info.url = self.address()  # as a browser says where it is
         await self.send_rerun(msg)
-        return await self._finish_run()
 
     def address(self) -> str:
         """The page's address as a browser's address bar shows it (``st.context.url``)."""
@@ -266,7 +288,7 @@ class StreamSession:
         forward = self.cache.receive(ForwardMsg.FromString(raw), raw)
         return forward, None if forward is None else forward.WhichOneof("type")
 
-    async def _finish_run(self) -> RunResult:
+    async def finish_run(self) -> RunResult:
         """Read the messages of the run under way until its finished message."""
         started = time.perf_counter()
         errors: list[str] = []

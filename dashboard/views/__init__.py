@@ -20,6 +20,22 @@ PAGES = (
 )
 """``(file stem, icon)`` of every page, in navigation order; the first is the default. The
 icons are emoji, drawn from the browser's own fonts: nothing is fetched for them."""
+PAGE_SECTIONS = {
+    "intuition": ("dance", "reading", "meeting", "library"),
+    "step_by_step": ("scores", "masked"),
+    "scaling": ("table", "saturation"),
+    "multihead": ("gallery", "real"),
+    "variants": ("cost",),
+    "properties": ("equivariance", "rows", "leak", "chunk", "softmax"),
+    "gradients": ("variant", "dk"),
+    "real_model": ("tokens", "grid", "pronoun"),
+    "decoder": ("generation", "maps", "rope", "sink"),
+    "heads": ("census", "why"),
+}
+"""The sections of a page that a lesson step may name (``section = "meeting"``): each page
+draws the section's header with the anchor :func:`section_anchor` gives (or, for a chart with
+no header of its own, a box keyed with it: its class ``st-key-<anchor>``), and arriving at the
+step shows that section first."""
 SECTIONS = (
     ("basics", ("intuition", "playground", "step_by_step", "scaling", "multihead")),
     ("lab", ("variants", "properties", "gradients", "watch", "practice")),
@@ -47,3 +63,8 @@ def default_page(query_keys: list[str]) -> str:
         if "." in key and prefix in names:
             return prefix
     return names[0]
+
+
+def section_anchor(page: str, section: str) -> str:
+    """The HTML id of ``section`` of ``page`` (the anchor of its header): ``"<page>-<section>"``."""
+    return f"{page}-{section}"

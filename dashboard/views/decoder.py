@@ -13,7 +13,9 @@ import streamlit as st
 from dashboard import charts, controls, data, model_choices, presentation, refusals, state
 from dashboard.charts import canvas
 from dashboard.i18n import t
+from dashboard.lesson_figures import headline_metric
 from dashboard.numbers import plain_number
+from dashboard.views import section_anchor
 from dashboard.views.decoder_model.about import ModelChoice, draw_about, model_controls, shown_name
 
 PAGE = "decoder"
@@ -192,7 +194,7 @@ def _head_names(shape: Shape) -> list[str]:
 def draw_generation(step: data.DecodeStep, shape: Shape) -> None:
     """Section 1: the text so far, top-5 next tokens and the newest token's row, then what
     a step does and the cache."""
-    st.header(t("decoder.gen_header"))
+    st.header(t("decoder.gen_header"), anchor=section_anchor(PAGE, "generation"))
     st.code(step.text or t("decoder.gen_nothing"), language=None, wrap_lines=True)
     left, right = st.columns([1, 2])
     with left:
@@ -231,11 +233,12 @@ def draw_generation(step: data.DecodeStep, shape: Shape) -> None:
     presentation.explain(t("decoder.gen_intro"))
     generated = len(step.tokens) - step.prompt_length
     cols = st.columns(4)
-    cols[0].metric(t("decoder.metric_generated"), f"{generated} / {data.DECODER_MAX_STEPS}")
+    generated_text = f"{generated} / {data.DECODER_MAX_STEPS}"
+    headline_metric(cols[0], t("decoder.metric_generated"), generated_text, section="generation")
     cols[1].metric(t("decoder.metric_cache_tokens"), step.cache_tokens)
     cols[2].metric(t("decoder.metric_cache_bytes"), data.describe_bytes(step.cache_bytes))
     difference = "—" if step.cached_vs_full is None else plain_number(step.cached_vs_full)
-    cols[3].metric(t("decoder.metric_cached_vs_full"), difference)
+    headline_metric(cols[3], t("decoder.metric_cached_vs_full"), difference, section="maps")
     per_token = step.cache_bytes // max(step.cache_tokens, 1)
     if shape.shipped:
         st.caption(t("decoder.cache_caption", per_token=per_token, **tolerances()))
@@ -245,7 +248,7 @@ def draw_generation(step: data.DecodeStep, shape: Shape) -> None:
 
 def draw_causal_maps(maps: data.PromptMaps, layer: int, shape: Shape) -> None:
     """Section 2: every head of one layer, one row of panels per shared key/value head."""
-    st.header(t("decoder.maps_header", layer=layer))
+    st.header(t("decoder.maps_header", layer=layer), anchor=section_anchor(PAGE, "maps"))
     sizes = {"heads": shape.heads, "kv": shape.kv_heads, "group": shape.heads // shape.kv_heads}
     if shape.columns == sizes["group"]:
         presentation.explain(t("decoder.maps_intro", **sizes))
@@ -265,7 +268,7 @@ def draw_causal_maps(maps: data.PromptMaps, layer: int, shape: Shape) -> None:
 def draw_rope(maps: data.PromptMaps, ctl: DecoderConfig) -> None:
     """Section 3: the same text shifted by k positions (maps unchanged) and permuted (changed)."""
     layer, head = ctl.layer, ctl.head
-    st.header(t("decoder.rope_header"))
+    st.header(t("decoder.rope_header"), anchor=section_anchor(PAGE, "rope"))
     presentation.explain(t("decoder.rope_intro"))
     cols = st.columns(2)
     shift_label = t("decoder.metric_shift", k=maps.shift, maps=ctl.layers * ctl.heads)
@@ -288,7 +291,7 @@ def draw_sinks(table: pd.DataFrame, shares: np.ndarray, shape: Shape) -> None:
     """Section 4a: the share of attention on token 0 per layer, with and without
     <|endoftext|> in front (the paragraph alone for a vocabulary without it), and of every
     head (``shares``: (H, N))."""
-    st.header(t("decoder.sink_header"))
+    st.header(t("decoder.sink_header"), anchor=section_anchor(PAGE, "sink"))
     presentation.explain(t("decoder.sink_intro", heads=shape.heads))
     names = {series: t(f"decoder.series_{series}") for series in data.SINK_SERIES}
     shown = table.assign(

@@ -13,6 +13,7 @@ from dashboard import charts, controls, data, presentation, state
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.replay import replayed
+from dashboard.views import section_anchor
 
 PAGE = "gradients"
 EMBED_DIMS = (4, 8, 16, 32, 64, 128, 256)
@@ -139,7 +140,7 @@ def dk_table(ctl: GradientsConfig) -> pd.DataFrame:
 def variant_section(ctl: GradientsConfig) -> None:
     """Gradient norms of every registered variant, scaled and unscaled (drawn once per values
     and language, then replayed: :mod:`dashboard.replay`)."""
-    st.header(t("gradients.variant_header"))
+    st.header(t("gradients.variant_header"), anchor=section_anchor(PAGE, "variant"))
     st.caption(t("gradients.variant_caption", embed_dim=ctl.embed_dim, seq_len=ctl.seq_len))
     tables, failed = variant_tables(ctl)
     for name, detail in failed:
@@ -157,7 +158,7 @@ def variant_section(ctl: GradientsConfig) -> None:
     scaled_loss = by_variant[by_variant["scaling"] == "scaled"]
     reference = scaled_loss[scaled_loss["variant"] == "scaled"].set_index("tensor")["grad_norm"]
     if not reference.empty:
-        cols = st.columns(len(TENSORS))
+        cols = presentation.in_rows(len(TENSORS))
         unscaled_ref = by_variant[
             (by_variant["variant"] == "scaled") & (by_variant["scaling"] == "unscaled")
         ].set_index("tensor")["grad_norm"]
@@ -177,7 +178,7 @@ def variant_section(ctl: GradientsConfig) -> None:
             y="grad_norm",
             color="scaling_label",
             facet="tensor_label",
-            facet_columns=2,
+            facet_columns=1 if presentation.presenting() else 2,  # a projector's page: one
             title=t("gradients.chart_variants"),
             x_title=t("gradients.axis_variant"),
             y_title=t("gradients.axis_norm"),
@@ -196,7 +197,7 @@ def variant_section(ctl: GradientsConfig) -> None:
 def dk_section(ctl: GradientsConfig) -> None:
     """Gradient norms of one variant against d_k, scaled and unscaled (drawn once per values
     and language, then replayed)."""
-    st.header(t("gradients.dk_header"))
+    st.header(t("gradients.dk_header"), anchor=section_anchor(PAGE, "dk"))
     presentation.explain(t("gradients.dk_intro"))
     sweep = ctl.dk
     if sweep.bad_d_ks is not None:
@@ -222,7 +223,7 @@ def dk_section(ctl: GradientsConfig) -> None:
 
 def dk_charts(vs_dk: pd.DataFrame) -> None:
     """One log-log chart per tensor: the gradient norm against d_k, scaled and unscaled."""
-    chart_cols = st.columns(len(TENSORS))
+    chart_cols = presentation.in_rows(len(TENSORS))
     for col, name in zip(chart_cols, TENSORS, strict=True):
         part = vs_dk[(vs_dk["tensor"] == name) & (vs_dk["grad_norm"] > 0)]
         presentation.show_chart(

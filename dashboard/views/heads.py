@@ -110,7 +110,7 @@ def section(model: ModelChoice, draw, *args) -> None:
     """Run one section's drawing on ``model``; a refusal shows the one error notice, not a
     traceback."""
     try:
-        with st.spinner(loading_text(model.name)):
+        with st.container(), st.spinner(loading_text(model.name)):
             draw(*args)
     except FileNotFoundError:  # the package was removed while the app ran
         show_install_hint()

@@ -8,6 +8,7 @@ imported; the dance's heatmap imports them afterwards (see ``TORCH_LATE_PAGES`` 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import streamlit as st
@@ -18,8 +19,11 @@ from dashboard.charts import light
 from dashboard.charts.readable import PRESENT_LABEL_PX
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
+from dashboard.lesson_figures import headline_metric
+from dashboard.numbers import plain_number
 from dashboard.replay import replayed
 from dashboard.runtime import threads
+from dashboard.views import section_anchor
 
 PAGE = "intuition"
 DANCE_D_MODEL = 16
@@ -38,16 +42,19 @@ DANCE_COLUMNS = (1, 1)  # the dance's map needs a wider column than the bars
 
 @dataclass(frozen=True)
 class IntuitionConfig:
-    """The page's live elements: the dance's seed, the boss's relevance, the reader's topic."""
+    """The page's live elements: the dance's seed and query/key projections, the boss's
+    relevance, the reader's topic."""
 
     seed: int
     boss: float
     topic: float
+    projections: str = controls.STRUCTURED
 
 
 def intuition_controls(page: str) -> IntuitionConfig:
     """Sidebar: one control per live element (every value is in the link)."""
     state.controls_box().markdown(f"**{t('intuition.ctl_header')}**")
+    projections = controls.projection_controls(page)
     seed = state.slider_int(page, "seed", t("intuition.ctl_seed"), 0, 99, 0)
     boss = state.float_input(
         page, "boss", t("intuition.ctl_boss"), BOSS_LOW, BOSS_HIGH, BOSS_DEFAULT, step=BOSS_STEP
@@ -55,14 +62,14 @@ def intuition_controls(page: str) -> IntuitionConfig:
     topic = state.float_input(
         page, "topic", t("intuition.ctl_topic"), 0.0, 1.0, TOPIC_DEFAULT, step=TOPIC_STEP
     )
-    return IntuitionConfig(seed=seed, boss=boss, topic=topic)
+    return IntuitionConfig(seed=seed, boss=boss, topic=topic, projections=projections)
 
 
 def analogy(
     name: str, target: str, columns: tuple[int, int] = (TEXT_COLUMN, LIVE_COLUMN)
 ) -> DeltaGenerator:
     """One analogy's text and its link to the deeper page; returns the live element's column."""
-    st.header(t(f"intuition.{name}_header"))
+    st.header(t(f"intuition.{name}_header"), anchor=section_anchor("intuition", name))
     text, live = st.columns(list(columns))
     with text:
         st.markdown(t(f"intuition.{name}_text"))
@@ -95,26 +102,35 @@ def waiting_slot(live: DeltaGenerator) -> DeltaGenerator:
     return slot
 
 
-def draw_dance(live: DeltaGenerator, seed: int) -> None:
-    """Every token watches every token: one random head on the tutorial's sentence, in
-    ``live`` (:func:`dance_section`)."""
+def dance_config(seed: int, projections: str) -> LayerConfig:
+    """The dance's layer: one head on the tutorial's sentence."""
+    return LayerConfig(
+        d_model=DANCE_D_MODEL,
+        heads=DANCE_HEADS,
+        seed=seed,
+        input_kind="preset_zh",
+        projections=projections,
+    )
+
+
+def draw_dance(live: DeltaGenerator, seed: int, projections: str) -> None:
+    """Every token watches every token: one head on the tutorial's sentence, in ``live``
+    (:func:`dance_section`)."""
     with live.container():
-        dance_section(seed)
+        dance_section(seed, projections)
 
 
 @replayed
-def dance_section(seed: int) -> None:
-    """The dance's heatmap and its smallest weight (drawn once per seed, language and look,
-    then replayed: :mod:`dashboard.replay`)."""
-    run = data.attention_run(
-        LayerConfig(d_model=DANCE_D_MODEL, heads=DANCE_HEADS, seed=seed, input_kind="preset_zh")
-    )
+def dance_section(seed: int, projections: str) -> None:
+    """The dance's heatmap, its smallest weight and its row sums (drawn once per values,
+    language and look, then replayed: :mod:`dashboard.replay`)."""
+    run = data.attention_run(dance_config(seed, projections))
     weights = run.weights[0]  # (L, L)
     labels = token_labels(run.tokens)
     grid = data.heatmap_grid(weights, labels, labels)
     spec = charts.weights_spec(
         grid,
-        t("intuition.dance_chart"),
+        t(f"intuition.dance_chart_{projections}"),
         domain=(0.0, float(weights.max())),
         width=DANCE_MAP_WIDTH,
     )
@@ -122,7 +138,22 @@ def dance_section(seed: int) -> None:
     font_px = PRESENT_LABEL_PX if presentation.presenting() else TICK_FONT_PX
     chart = readable_ticks(charts.heatmap_chart(grid.frame, spec), upright=upright, font_px=font_px)
     presentation.show_chart(st, chart, theme=None)
-    st.metric(t("intuition.metric_smallest"), f"{float(weights.min()):.4f}")
+    smallest, sums = st.columns(2)
+    # a power of ten for a tiny weight: above zero, never printed as 0.0000
+    smallest.metric(t("intuition.metric_smallest"), plain_number(float(weights.min())))
+    headline_metric(
+        sums,
+        t("intuition.metric_row_sums"),
+        sum_range(float(run.row_sums.min()), float(run.row_sums.max())),
+        section="dance",
+    )
+
+
+def sum_range(low: float, high: float) -> str:
+    """Row sums as four decimals: one number when every row prints the same ("1.0000"),
+    else ``"low – high"`` (the metric sits in a narrow column)."""
+    low_text, high_text = f"{low:.4f}", f"{high:.4f}"
+    return low_text if low_text == high_text else f"{low_text} – {high_text}"
 
 
 def token_labels(tokens: tuple[str, ...]) -> list[str]:
@@ -205,7 +236,9 @@ def draw_meeting(boss: float) -> None:
     names = [t(f"intuition.person_{person}") for person in data.MEETING_PEOPLE]
     with live:
         bars(names, weights, t("intuition.meeting_chart"))
-        st.metric(t("intuition.metric_boss"), f"{weights[0]:.3f}")
+        boss, total = st.columns(2)
+        headline_metric(boss, t("intuition.metric_boss"), f"{weights[0]:.3f}", section="meeting")
+        total.metric(t("intuition.metric_shares_total"), f"{math.fsum(weights):.3f}")
 
 
 def draw_library(topic: float) -> None:
@@ -236,7 +269,7 @@ def render(ctl: IntuitionConfig) -> None:
     draw_library(ctl.topic)
     threads.import_torch()  # in the torch thread, where its profiler must start later
     try:
-        draw_dance(dance, ctl.seed)
+        draw_dance(dance, ctl.seed, ctl.projections)
     except ValueError as err:
         with dance.container():
             refusals.show_error(err)

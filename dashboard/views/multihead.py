@@ -12,12 +12,14 @@ from dashboard import charts, controls, data, exports, presentation, refusals, s
 from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
+from dashboard.lesson_figures import headline_metric
 from dashboard.replay import replayed
+from dashboard.views import section_anchor
 
 PAGE = "multihead"
 GALLERY_MAX_LEN = 32
 GALLERY_COLUMNS = 4
-REAL_DEFAULTS = LayerConfig(seq_len=12, d_model=64, heads=8)
+REAL_DEFAULTS = LayerConfig(seq_len=12, d_model=64, heads=8, projections=controls.STRUCTURED)
 REAL_MAX_SEQ_LEN = 256
 # the per-head statistics charted side by side: (column, name), the name in the charts' locale
 # keys (multihead.<name>_title, multihead.col_<name>) and widget keys
@@ -42,7 +44,7 @@ def pattern_label(name: str) -> str:
 
 def stats_charts(stats: pd.DataFrame, key: str) -> None:
     """Two bar charts side by side: mean row entropy and mean attention distance."""
-    for column, (stat, name) in zip(st.columns(2), STATS_CHARTED, strict=True):
+    for column, (stat, name) in zip(presentation.side_by_side(2), STATS_CHARTED, strict=True):
         chart = charts.bar_chart(
             stats,
             x="name",
@@ -68,7 +70,7 @@ def gallery_stats_section(length: int, seed: int) -> None:
 
 def gallery(ctl: MultiheadConfig) -> None:
     """The eight synthetic patterns (returns early, without st.stop, on refusal)."""
-    st.header(t("multihead.gallery_header"))
+    st.header(t("multihead.gallery_header"), anchor=section_anchor(PAGE, "gallery"))
     presentation.explain(t("multihead.gallery_intro"))
     try:
         gallery, gallery_stats = data.pattern_gallery(ctl.gallery_len, ctl.gallery_seed)
@@ -137,14 +139,19 @@ def real_stats_section(ctl: LayerConfig) -> None:
     st.dataframe(table, hide_index=True)
     metric_cols = st.columns(3)
     metric_cols[0].metric(t("multihead.metric_heads"), len(head_names))
-    metric_cols[1].metric(t("multihead.metric_max_entropy"), f"{run.entropy.max():.3f}")
+    headline_metric(
+        metric_cols[1],
+        t("multihead.metric_max_entropy"),
+        f"{run.entropy.max():.3f}",
+        section="gallery",
+    )
     metric_cols[2].metric(t("multihead.metric_uniform_entropy"), f"{math.log(len(run.tokens)):.3f}")
     st.caption(t("multihead.stats_note"))
 
 
 def real_heads(ctl: LayerConfig) -> None:
     """The heads of a real layer (returns early, without st.stop, on refusal)."""
-    st.header(t("multihead.real_header"))
+    st.header(t("multihead.real_header"), anchor=section_anchor(PAGE, "real"))
     presentation.explain(t("multihead.real_intro"))
     try:
         run = data.attention_run(ctl)

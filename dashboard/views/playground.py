@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, refusals
+from dashboard import charts, controls, data, exports, presentation, refusals
 from dashboard.charts import canvas
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
+from dashboard.lesson_figures import headline_metric
 
 PAGE = "playground"
 GRID_COLUMNS = 4
@@ -34,7 +35,7 @@ def render(ctl: LayerConfig) -> None:
     cols[2].metric(t("common.metric_device"), run.device)
     cols[3].metric(t("common.metric_time"), data.describe_seconds(run.seconds))
     sparsity_text = "—" if run.weights is None else f"{run.sparsity:.1%}"
-    cols[5].metric(t("common.metric_sparsity"), sparsity_text)
+    headline_metric(cols[5], t("common.metric_sparsity"), sparsity_text)  # masks: what is cut
     # the peak-memory run comes last, so the heatmaps are on their way to the browser first
     memory_slot = cols[4].empty()
     draw_maps(ctl, run)
@@ -70,7 +71,7 @@ def draw_maps(ctl: LayerConfig, run: data.AttentionRun) -> None:
     grid_spec = charts.head_grid_spec(grid, title, columns=min(heads, GRID_COLUMNS))
     canvas.draw_heatmaps(grid, grid_spec, key="playground.grid")
 
-    left, right = st.columns(2)
+    left, right = presentation.side_by_side(2)
     with left:
         avg = data.heatmap_grid(run.mean_weights, labels, labels, scores=run.mean_scores)
         avg_spec = charts.weights_spec(avg, t("playground.avg_title"), width=SIDE_BY_SIDE_WIDTH)

@@ -11,9 +11,11 @@ import streamlit as st
 from dashboard import charts, controls, data, presentation, refusals, state
 from dashboard.config import LayerConfig
 from dashboard.i18n import t
+from dashboard.lesson_figures import headline_metric
 from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.numbers import plain_number
 from dashboard.replay import replayed
+from dashboard.views import section_anchor
 
 PAGE = "properties"
 TOLERANCE = 1e-5
@@ -34,7 +36,12 @@ def verdict(diff: float) -> str:
 
 
 def show_with_and_without_mask(
-    results: list[tuple[str, str, dict]], value_key: str, seq_len: int, title: str, y_title: str
+    results: list[tuple[str, str, dict]],
+    value_key: str,
+    seq_len: int,
+    title: str,
+    y_title: str,
+    section: str,
 ) -> None:
     """Two metrics with their verdicts and a per-position bar chart, for one check run with
     and without the causal mask.
@@ -42,11 +49,12 @@ def show_with_and_without_mask(
     Args:
         results: ``(metric label, series label, result)`` for each of the two runs; each
             result holds ``value_key`` and ``per_position_diff`` (L values).
+        section: the page section drawing them (its step's headline figure is the first).
         value_key: the result's headline difference.
         seq_len: L. title, y_title: translated chart labels.
     """
     for column, (label, _series, result) in zip(st.columns(2), results, strict=True):
-        column.metric(label, plain_number(result[value_key]))
+        headline_metric(column, label, plain_number(result[value_key]), section=section)
         column.markdown(verdict(result[value_key]))
     per_position = pd.DataFrame(
         {
@@ -247,7 +255,7 @@ def softmax_controls(page: str) -> tuple[float, str]:
 def equivariance_section(ctl: PropertiesConfig) -> None:
     """Permutation equivariance: f(Px) = P f(x), with and without a causal mask (the page's
     first picture, so its explanation follows it)."""
-    st.header(t("properties.eq_header"))
+    st.header(t("properties.eq_header"), anchor=section_anchor(PAGE, "equivariance"))
     choice, layer = ctl.perm, ctl.layer
     if choice.warning is not None:
         st.warning(choice.warning)
@@ -271,6 +279,7 @@ def equivariance_section(ctl: PropertiesConfig) -> None:
         layer.seq_len,
         t("properties.chart_eq"),
         t("properties.axis_diff"),
+        "equivariance",
     )
     presentation.explain(t("properties.eq_intro"))
     st.caption(t("properties.perm_used", perm=", ".join(map(str, plain["perm"]))))
@@ -280,7 +289,7 @@ def equivariance_section(ctl: PropertiesConfig) -> None:
 @replayed
 def row_sums_section(ctl: LayerConfig) -> None:
     """Every row of weights sums to 1 (or 0 for a query with no key)."""
-    st.header(t("properties.rows_header"))
+    st.header(t("properties.rows_header"), anchor=section_anchor(PAGE, "rows"))
     presentation.explain(t("properties.rows_intro"))
     try:
         sums_plain = data.row_sum_table(ctl, causal=False)
@@ -303,7 +312,7 @@ def row_sums_section(ctl: LayerConfig) -> None:
 @replayed
 def leak_section(ctl: PropertiesConfig) -> None:
     """A causal mask never lets a position see a later one."""
-    st.header(t("properties.leak_header"))
+    st.header(t("properties.leak_header"), anchor=section_anchor(PAGE, "leak"))
     presentation.explain(t("properties.leak_intro"))
     layer, cutoff = ctl.layer, ctl.cutoff
     try:
@@ -321,13 +330,14 @@ def leak_section(ctl: PropertiesConfig) -> None:
             layer.seq_len,
             t("properties.chart_leak", cutoff=cutoff),
             t("properties.axis_change"),
+            "leak",
         )
 
 
 @replayed
 def chunked_section(ctl: PropertiesConfig) -> None:
     """Chunked attention equals exact attention."""
-    st.header(t("properties.chunk_header"))
+    st.header(t("properties.chunk_header"), anchor=section_anchor(PAGE, "chunk"))
     presentation.explain(t("properties.chunk_intro"))
     chunk_len, chunk_size, key_chunk = ctl.chunk_len, ctl.chunk_size, ctl.key_chunk
     try:
@@ -352,7 +362,7 @@ def chunked_section(ctl: PropertiesConfig) -> None:
 @replayed
 def softmax_section(ctl: PropertiesConfig) -> None:
     """A naive float16 softmax overflows; the stable one does not."""
-    st.header(t("properties.softmax_header"))
+    st.header(t("properties.softmax_header"), anchor=section_anchor(PAGE, "softmax"))
     presentation.explain(t("properties.softmax_intro"))
     try:
         stability = data.softmax_stability(ctl.logit_scale, ctl.dtype, ctl.layer.seed)

@@ -10,10 +10,11 @@ import altair as alt
 import streamlit as st
 
 from dashboard import charts, controls, data, exports, model_choices, presentation, refusals, state
-from dashboard.charts import light
+from dashboard.charts import canvas, light
 from dashboard.i18n import t
 from dashboard.literal import literal
 from dashboard.replay import replayed
+from dashboard.views import section_anchor
 
 PAGE = "real_model"
 CUSTOM = model_choices.CUSTOM
@@ -76,7 +77,7 @@ def sentence_controls(page: str, model: str) -> tuple[str, str]:
 
 def draw_tokens(run: data.ModelRun) -> None:
     """Section 2: the tokens, their count, the unknown share and the weight on specials."""
-    st.header(t("real_model.tokens_header"))
+    st.header(t("real_model.tokens_header"), anchor=section_anchor(PAGE, "tokens"))
     st.code(" ".join(run.tokens), language=None, wrap_lines=True)
     n_layers = run.attentions.shape[0]
     sinks, uniform = data.sink_share(run)
@@ -98,13 +99,14 @@ def draw_tokens(run: data.ModelRun) -> None:
 
 def draw_model_view(run: data.ModelRun) -> None:
     """Section 1: all N × 12 maps as small multiples (the first tokens only, see the cap)."""
-    st.header(t("real_model.grid_header"))
+    st.header(t("real_model.grid_header"), anchor=section_anchor(PAGE, "grid"))
     length = len(run.tokens)
     cap = data.model_grid_max_tokens(run)
     shown = min(length, cap)
-    grid_chart = charts.model_view_chart(
-        data.model_grid_frame(run, cap),
-        data.model_token_frame(run, cap),
+    weights, tokens = data.model_grid(run, cap)
+    grid = charts.model_view_spec(
+        weights,
+        tokens,
         title=t("real_model.grid_title", layers=run.attentions.shape[0]),
         subtitle=t("real_model.grid_cap", shown=shown, total=length, cap=cap),
         layer_title=t("real_model.chart_layer"),
@@ -112,9 +114,9 @@ def draw_model_view(run: data.ModelRun) -> None:
         query_title=t("common.chart_query"),
         key_title=t("common.chart_key"),
         weight_title=t("common.chart_weight"),
-        panel_px=charts.model_panel_px(run.attentions.shape[1], presentation.chart_look().grid_px),
+        sqrt_note=t("common.chart_sqrt_scale"),
     )
-    presentation.show_chart(st, grid_chart, theme=None, key=f"{PAGE}.grid_chart")
+    canvas.heatmap(grid, key=f"{PAGE}.grid_chart")
     st.caption(t(f"real_model.grid_caption_{run.model}"))
 
 
@@ -223,7 +225,7 @@ def draw_swap(
 
 def draw_pronoun(run: data.ModelRun, probe: Probe) -> None:
     """Section 4: every head ranked by the weight from the pronoun to each noun."""
-    st.header(t("real_model.pronoun_header"))
+    st.header(t("real_model.pronoun_header"), anchor=section_anchor(PAGE, "pronoun"))
     presentation.explain(t("real_model.pronoun_intro"))
     columns = st.columns(max(1, len(probe.nouns)))
     for column, noun in zip(columns, probe.nouns, strict=False):
@@ -394,7 +396,8 @@ def render(ctl: RealModelConfig) -> None:
     if ctl.view is None or ctl.swap is None or ctl.probe is None:
         return  # the run was refused while the controls were drawn, and works now: rerun
     view = ctl.view
-    model_sections(ctl.text, ctl.model)  # the picture first, then what the model read
+    draw_model_view(exact)  # the picture first (a canvas component: drawn, never replayed)
+    tokens_section(ctl.text, ctl.model)  # then what the model read
     head_section(ctl.text, ctl.model, view.layer, view.head, view.token)
     pronoun_section(ctl.text, ctl.model, ctl.probe)
     draw_pair(ctl.preset, ctl.model)
@@ -412,13 +415,11 @@ def render(ctl: RealModelConfig) -> None:
 
 
 @replayed
-def model_sections(text: str, model: str) -> None:
-    """Sections 1 and 2 of the sentence as the model reads it: every map, then the tokens
-    (drawn once per text, model and language, then replayed: :mod:`dashboard.replay`; a room
-    of followers arriving on this page pays for one drawing)."""
-    exact = data.model_run(text, "scaled", (), model)
-    draw_model_view(exact)
-    draw_tokens(exact)
+def tokens_section(text: str, model: str) -> None:
+    """Section 2, the sentence as the model reads it (drawn once per text, model and
+    language, then replayed: :mod:`dashboard.replay`; a room of followers arriving on this
+    page pays for one drawing)."""
+    draw_tokens(data.model_run(text, "scaled", (), model))
 
 
 @replayed

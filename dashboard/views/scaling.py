@@ -12,8 +12,11 @@ import streamlit as st
 from dashboard import charts, controls, data, presentation, refusals, state
 from dashboard.config import ScalingConfig
 from dashboard.i18n import t
+from dashboard.lesson_figures import headline_metric
 from dashboard.literal import DETAIL_MAX_LEN, literal
+from dashboard.numbers import plain_number
 from dashboard.replay import replayed
+from dashboard.views import section_anchor
 
 PAGE = "scaling"
 DEFAULT_D_KS = "32,64,128,256"
@@ -22,6 +25,7 @@ D_KS_MAX_CHARS = 60
 MAX_TRIALS = 500
 CHART_COLUMNS = 3
 SPREAD_HEIGHT, SATURATION_HEIGHT = 320, 300  # px: the std and mean charts, the saturation row
+ROW_WIDTH, ROW_HEIGHT = 520, 220  # px: one query's weights, scaled and unscaled
 
 
 def parse_d_ks(raw: str) -> list[int]:
@@ -121,6 +125,7 @@ def draw(ctl: ScalingConfig) -> None:
     per values and language, then replayed: :mod:`dashboard.replay`)."""
     table = data.scaling_table(ctl.d_ks, ctl.seq_len, ctl.seed, ctl.trials)
     draw_metrics(table)
+    draw_row(ctl)
     draw_table(ctl, table)
     draw_spread(table)
     draw_saturation(table)
@@ -133,13 +138,16 @@ def draw_metrics(table: pd.DataFrame) -> None:
     largest = table.iloc[-1]
     cols = st.columns(4)
     cols[0].metric(t("scaling.metric_largest_d_k"), int(largest["d_k"]))
-    cols[1].metric(
+    headline_metric(
+        cols[1],
         t("scaling.metric_std_unscaled"),
         f"{largest['std_unscaled']:.2f}",
         help=t("scaling.metric_theory", value=f"{largest['theory_std_unscaled']:.2f}"),
+        section="table",
     )
     cols[2].metric(t("scaling.metric_std_scaled"), f"{largest['std_scaled']:.3f}")
-    cols[3].metric(
+    headline_metric(
+        cols[3],
         t("scaling.metric_max_weight_unscaled"),
         f"{largest['max_weight_unscaled']:.3f}",
         delta=t(
@@ -149,12 +157,55 @@ def draw_metrics(table: pd.DataFrame) -> None:
         ),
         delta_color="off",
         help=t("scaling.metric_max_weight_help", value=f"{largest['max_weight_scaled']:.3f}"),
+        section="saturation",
+    )
+
+
+def row_frame(row: pd.DataFrame, series: dict[str, str]) -> pd.DataFrame:
+    """Long table (key, series, weight) of :func:`dashboard.data.scaling_row`'s columns
+    ``{column: translated series name}``, the keys as text labels."""
+    parts = [
+        pd.DataFrame({"key": row["key"].astype(str), "series": name, "weight": row[column]})
+        for column, name in series.items()
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+def draw_row(ctl: ScalingConfig) -> None:
+    """One query's weights over the keys, unscaled and scaled, two bars per key, at the
+    largest d_k of the list."""
+    d_k = ctl.d_ks[-1]
+    row = data.scaling_row(d_k, ctl.seq_len, ctl.seed)
+    series = {"unscaled": t("scaling.series_unscaled"), "scaled": t("scaling.series_scaled")}
+    st.subheader(t("scaling.row_header"))
+    chart = charts.grouped_bar_chart(
+        row_frame(row, series),
+        x="key",
+        y="weight",
+        color="series",
+        title=t("scaling.chart_row", keys=ctl.seq_len, d_k=d_k),
+        x_title=t("scaling.axis_key"),
+        y_title=t("common.chart_weight"),
+        color_title=t("scaling.axis_row_series"),
+        color_sort=list(series.values()),
+        value_format=".3f",
+        width=ROW_WIDTH,
+        height=ROW_HEIGHT,
+    )
+    presentation.show_chart(st, chart, theme=None)
+    st.caption(
+        t(
+            "scaling.row_caption",
+            d_k=d_k,
+            top_unscaled=plain_number(float(row["unscaled"].max())),
+            top_scaled=plain_number(float(row["scaled"].max())),
+        )
     )
 
 
 def draw_table(ctl: ScalingConfig, table: pd.DataFrame) -> None:
     """The tutorial's table: mean and std of the scores per d_k, with the theory."""
-    st.subheader(t("scaling.table_header"))
+    st.subheader(t("scaling.table_header"), anchor=section_anchor(PAGE, "table"))
     st.caption(t("scaling.table_caption", trials=ctl.trials, seq_len=ctl.seq_len))
     shown = table[
         ["d_k", "mean_unscaled", "std_unscaled", "mean_scaled", "std_scaled", "theory_std_unscaled"]
@@ -175,7 +226,7 @@ def draw_spread(table: pd.DataFrame) -> None:
     """The scores' std and mean against d_k, unscaled and scaled."""
     unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
     theory = t("scaling.series_theory")
-    left, right = st.columns(2)
+    left, right = presentation.side_by_side(2)
     std = {"std_unscaled": unscaled, "std_scaled": scaled, "theory_std_unscaled": theory}
     presentation.show_chart(
         left, d_k_chart(table, "std", std, [theory]), theme=None, width="stretch"
@@ -187,7 +238,7 @@ def draw_spread(table: pd.DataFrame) -> None:
 def draw_saturation(table: pd.DataFrame) -> None:
     """Softmax saturation: entropy, largest weight and Jacobian norm against d_k."""
     unscaled, scaled = t("scaling.series_unscaled"), t("scaling.series_scaled")
-    st.subheader(t("scaling.saturation_header"))
+    st.subheader(t("scaling.saturation_header"), anchor=section_anchor(PAGE, "saturation"))
     presentation.explain(t("scaling.saturation_intro"))
     saturation = (
         (
@@ -202,7 +253,7 @@ def draw_saturation(table: pd.DataFrame) -> None:
         ("max_weight", {"max_weight_unscaled": unscaled, "max_weight_scaled": scaled}, []),
         ("jacobian", {"jacobian_norm_unscaled": unscaled, "jacobian_norm_scaled": scaled}, []),
     )
-    sat_cols = st.columns(CHART_COLUMNS)
+    sat_cols = presentation.side_by_side(CHART_COLUMNS)
     for col, (name, columns, dashed) in zip(sat_cols, saturation, strict=True):
         chart = d_k_chart(table, name, columns, dashed, height=SATURATION_HEIGHT)
         presentation.show_chart(col, chart, theme=None, width="stretch")

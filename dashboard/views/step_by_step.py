@@ -5,21 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from dashboard import charts, controls, data, exports, presentation, refusals, state
 from dashboard.config import StepConfig
 from dashboard.i18n import t
+from dashboard.lesson_figures import headline_metric
 from dashboard.numbers import plain_number
 from dashboard.replay import replayed
+from dashboard.views import PAGE_SECTIONS, section_anchor
 
 if TYPE_CHECKING:  # the library is imported by the data layer, after the torch thread's imports
     from attention_core.experiments import CellBreakdown, Walkthrough
 
 PAGE = "step_by_step"
+SECTIONS = PAGE_SECTIONS[PAGE]  # the scores (scaled beside them) and the masked scores
 SENTENCES = ("preset_en", "preset_zh")
-SIGNED = ("X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "scaled", "output")
+SIGNED = ("X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "scaled", "masked", "output")
 # one row of charts per stage, three columns a row: X (up to 8 × 8) has half the page, the
 # three projections a third each, so no matrix's cells are squeezed under its printed values
 MATRIX_ROWS = (
@@ -29,16 +33,25 @@ MATRIX_ROWS = (
     ("scores", "scaled", "mask"),
     ("weights", "output", None),
 )
+# with the causal mask: the scores after the mask (−∞ where it blocks) beside the mask
+CAUSAL_MATRIX_ROWS = (
+    ("X", None),
+    ("W_Q", "W_K", "W_V"),
+    ("Q", "K", "V"),
+    ("scores", "scaled", "mask"),
+    ("masked", "weights", "output"),
+)
 # the cells' width: 32 px cells at d_k = 8 in a third of the page, with the row labels; X
 # (up to 8 columns) has half the page
 PRESENT_PER_ROW = 2  # the presentation view's larger text: two matrices a row
 
 
-def matrix_rows(per_row: int) -> list[tuple[str | None, ...]]:
-    """:data:`MATRIX_ROWS`, each stage's row cut into rows of at most ``per_row`` columns
-    (padded with None, so a matrix keeps its column width)."""
+def matrix_rows(per_row: int, causal: bool = False) -> list[tuple[str | None, ...]]:
+    """:data:`MATRIX_ROWS` (:data:`CAUSAL_MATRIX_ROWS` under the causal mask), each stage's
+    row cut into rows of at most ``per_row`` columns (padded with None, so a matrix keeps its
+    column width)."""
     rows = []
-    for group in MATRIX_ROWS:
+    for group in CAUSAL_MATRIX_ROWS if causal else MATRIX_ROWS:
         if len(group) <= per_row:
             rows.append(group)
             continue
@@ -51,7 +64,8 @@ def matrix_rows(per_row: int) -> list[tuple[str | None, ...]]:
 
 CHART_WIDTH = 256
 WIDE_CHART_WIDTH = 352
-CELL_MATRICES = ("scores", "scaled", "mask", "weights")  # n × n: where the cell (i, j) is
+CELL_MATRICES = ("scores", "scaled", "mask", "masked", "weights")
+MINUS_INFINITY = "−∞"  # printed in a cell the mask removed  # n × n: where the cell (i, j) is
 TWO_DECIMALS_CELL_PX = 36  # "−1.32" is 29 px at 10 px: narrower cells print one decimal
 
 
@@ -113,18 +127,26 @@ def matrix_axes(tokens: tuple[str, ...], d_k: int) -> dict[str, tuple[list[str],
         (("X",), (labels, model)),
         (("W_Q", "W_K", "W_V"), (model, head)),
         (("Q", "K", "V", "output"), (labels, head)),
-        (("scores", "scaled", "mask", "weights"), (labels, labels)),
+        (("scores", "scaled", "mask", "masked", "weights"), (labels, labels)),
     )
     return {name: axes for names, axes in by_shape for name in names}
 
 
+def shown_matrix(result: Walkthrough, name: str):
+    """The values of the matrix ``name`` as drawn: a matrix of the walkthrough, or
+    ``"masked"``, the scaled scores after the mask (:func:`dashboard.data.masked_scores`)."""
+    return data.masked_scores(result) if name == "masked" else result.matrices[name]
+
+
 def matrix_chart(result: Walkthrough, axes: dict, name: str, cell: tuple[int, int] = (0, 0)):
     """Annotated heatmap of one intermediate matrix; on the n × n matrices, the cell
-    ``cell`` = (query i, key j) taken apart below is outlined."""
+    ``cell`` = (query i, key j) taken apart below is outlined. A score the mask removed
+    (``-inf``) is an unpainted cell that reads "−∞"."""
     rows, cols = axes[name]
     outlined = (rows[cell[0]], cols[cell[1]]) if name in CELL_MATRICES else None
-    heat = data.heatmap_grid(result.matrices[name], rows, cols)
-    shape = "×".join(str(s) for s in result.matrices[name].shape)
+    values = shown_matrix(result, name)
+    heat = data.heatmap_grid(np.where(np.isfinite(values), values, np.nan), rows, cols)
+    shape = "×".join(str(s) for s in values.shape)
     width = WIDE_CHART_WIDTH if name == "X" else CHART_WIDTH
     spec = charts.HeatmapSpec(
         title=f"{t(f'step_by_step.m_{name}')} ({shape})",
@@ -140,6 +162,7 @@ def matrix_chart(result: Walkthrough, axes: dict, name: str, cell: tuple[int, in
         value_format=".2f" if width // len(cols) >= TWO_DECIMALS_CELL_PX else ".1f",
         width=width,
         highlight=outlined,
+        missing_text=MINUS_INFINITY,
     )
     return charts.heatmap_chart(heat.frame, spec)
 
@@ -151,12 +174,13 @@ def draw_matrices(walk: StepConfig, cell: tuple[int, int], per_row: int) -> None
     language, then replayed: :mod:`dashboard.replay`)."""
     result = data.step_by_step(walk)
     axes = matrix_axes(result.tokens, walk.d_k)
-    for group in matrix_rows(per_row):
+    for group in matrix_rows(per_row, walk.causal):
         cols = st.columns(len(group))
         for col, name in zip(cols, group, strict=True):
             if name is None:
                 continue
-            with col:
+            # a matrix a lesson step may name (PAGE_SECTIONS) is a keyed box: its anchor
+            with col.container(key=section_anchor(PAGE, name)) if name in SECTIONS else col:
                 if name == "mask" and charts.flat_value(result.matrices[name]) is not None:
                     st.info(t("step_by_step.mask_flat"))  # a block of 1s says nothing
                     continue
@@ -196,7 +220,7 @@ def draw_cell(result: Walkthrough, i: int, j: int) -> None:
     cell = data.cell_breakdown(result, i, j)
     st.dataframe(cell_table(cell, i, j), hide_index=True)
     metric_cols = st.columns(3)
-    metric_cols[0].metric(t("step_by_step.metric_weight"), f"{cell.weight:.4f}")
+    headline_metric(metric_cols[0], t("step_by_step.metric_weight"), f"{cell.weight:.4f}")
     metric_cols[1].metric(
         t("step_by_step.metric_recomputed"),
         f"{(cell.exp / cell.row_sum):.4f}",

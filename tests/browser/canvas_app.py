@@ -1,6 +1,7 @@
 """A Streamlit app showing canvas heatmaps of literal matrices, for
 tests/browser/test_canvas_heatmap.py: the cells' colours and the tooltip are checked there
-against Vega's own rendering and the matrices below, and a 1 × 1 map's legend layout."""
+against Vega's own rendering and the matrices below, a 1 × 1 map's legend layout, and a
+model view's table of layers and heads."""
 
 from __future__ import annotations
 
@@ -76,6 +77,19 @@ CHINESE_SPEC = rows_by_cols_spec(
     title="权重", x_title="键词元", y_title="查询词元", value_title="权重", domain=(0.0, 1.0)
 )
 """A map with Chinese axis titles: its y title stands upright."""
+MODEL_TOKENS = ["[CLS]", "the", "cat", "[SEP]"]
+MODEL_WEIGHTS = np.random.default_rng(2).dirichlet(np.full(4, 0.3), size=(2, 3, 4))
+"""A model view's (N=2 layers, H=3 heads, 4, 4) weights, rows adding up to 1."""
+MODEL_TITLES = {
+    "title": "Every layer",
+    "subtitle": None,
+    "layer_title": "Layer",
+    "head_title": "Head",
+    "query_title": "Query token",
+    "key_title": "Key token",
+    "weight_title": "Weight",
+    "sqrt_note": "square root",
+}
 
 if __name__ == "__main__":
     grid = charts.heatmap_canvas_spec(WEIGHTS, GRID_SPEC, scores=SCORES, panels=PANELS)
@@ -83,3 +97,6 @@ if __name__ == "__main__":
     canvas.heatmap(charts.heatmap_canvas_spec(SIGNED, SIGNED_SPEC), key="test.signed")
     canvas.heatmap(charts.heatmap_canvas_spec(np.ones((1, 1)), TINY_SPEC), key="test.tiny")
     canvas.heatmap(charts.heatmap_canvas_spec(WEIGHTS[0], CHINESE_SPEC), key="test.chinese")
+    canvas.heatmap(
+        charts.model_view_spec(MODEL_WEIGHTS, MODEL_TOKENS, **MODEL_TITLES), key="test.model"
+    )

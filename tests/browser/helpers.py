@@ -408,9 +408,10 @@ def open_shot(page, url: str, shot: Path, timeout_ms: int = PAINT_TIMEOUT_MS) ->
     Returns:
         Each chart's painted pixel fraction (:func:`wait_painted`).
     """
-    open_page(page, url)
+    slow = timeout_ms if timeout_ms > PAINT_TIMEOUT_MS else None  # a model's first run
+    open_page(page, url, idle_ms=slow)
     page.wait_for_selector(CHART_SELECTOR, timeout=timeout_ms)
-    wait_idle(page)
+    wait_idle(page) if slow is None else wait_idle(page, timeout_ms=slow)
     assert_no_errors(page)
     painted = wait_painted(page)
     page.screenshot(path=str(shot), full_page=True)

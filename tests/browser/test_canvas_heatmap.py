@@ -14,6 +14,9 @@ from dashboard import charts
 from tests.browser.canvas_app import (
     COLS,
     GRID_SPEC,
+    MODEL_TITLES,
+    MODEL_TOKENS,
+    MODEL_WEIGHTS,
     PANELS,
     ROWS,
     SCORES,
@@ -39,7 +42,7 @@ def canvas_page(browser, tmp_path_factory):
         page.goto(server.url)
         wait_idle(page)
         page.wait_for_function(
-            "() => document.querySelectorAll('.attn-heatmap[data-paints]').length === 4"
+            "() => document.querySelectorAll('.attn-heatmap[data-paints]').length === 5"
         )
         yield page
         assert not errors, errors
@@ -68,8 +71,8 @@ def chart_colours(values: np.ndarray, chart) -> np.ndarray:
     return vega_colours(values, _colour_encoding(chart.to_dict())["scale"])
 
 
-def drawn_cells(page, index: int) -> np.ndarray:
-    """(P, R, C, 3) RGB at every cell centre of the index-th canvas heatmap."""
+def drawn_cells(page, index: int, shape: tuple[int, int] = (len(ROWS), len(COLS))) -> np.ndarray:
+    """(P, R, C, 3) RGB at every cell centre of the index-th canvas heatmap of R × C maps."""
     pixels = page.evaluate(
         """(index) => {
             const wrap = document.querySelectorAll('.attn-heatmap')[index];
@@ -90,7 +93,7 @@ def drawn_cells(page, index: int) -> np.ndarray:
         }""",
         index,
     )
-    return np.array(pixels).reshape(len(pixels), len(ROWS), len(COLS), 3)
+    return np.array(pixels).reshape(len(pixels), *shape, 3)
 
 
 def test_cells_have_vega_colours_on_a_shared_sqrt_scale(canvas_page):
@@ -164,4 +167,40 @@ def test_a_chinese_y_title_stands_upright_above_the_grid(canvas_page):
             ".map((el) => el.dataset.layout)"
         )
     ]
-    assert [layout["y_title_upright"] for layout in layouts] == [False, False, False, True]
+    assert [layout["y_title_upright"] for layout in layouts] == [False, False, False, True, False]
+
+
+MODEL_INDEX = 4  # the model view: 2 layers × 3 heads of 4 tokens
+
+
+def test_the_model_view_paints_each_weight_in_vega_s_colour_on_a_square_root_scale(canvas_page):
+    """Every cell of every layer's and head's map has the colour Vega's square-root scale
+    from 0 to 1 gives its weight, maps in rows of layers and columns of heads."""
+    n = len(MODEL_TOKENS)
+    drawn = drawn_cells(canvas_page, MODEL_INDEX, (n, n))  # (N·H, l, l, 3), row-major
+    scale = {"type": "sqrt", "domain": [0.0, 1.0], "scheme": charts.base.SEQUENTIAL_SCHEME}
+    expected = vega_colours(MODEL_WEIGHTS.ravel(), scale).reshape(drawn.shape)
+    assert np.abs(drawn - expected).max() <= COLOUR_TOLERANCE, (drawn - expected).max()
+    layout = json.loads(
+        canvas_page.locator(".attn-heatmap").nth(MODEL_INDEX).get_attribute("data-layout")
+    )
+    xs = sorted({x for x, _ in layout["panels"]})
+    ys = sorted({y for _, y in layout["panels"]})
+    assert (len(ys), len(xs)) == MODEL_WEIGHTS.shape[:2]  # a row per layer, a column per head
+    assert layout["width"] <= 1200
+
+
+@pytest.mark.parametrize(("layer", "head", "row", "col"), [(0, 0, 0, 0), (1, 2, 3, 1)])
+def test_hovering_the_model_view_names_the_layer_head_tokens_and_weight(
+    canvas_page, layer, head, row, col
+):
+    heads = MODEL_WEIGHTS.shape[1]
+    text = _hover(canvas_page, MODEL_INDEX, layer * heads + head, row, col)
+    lines = dict(line.split("\t") for line in text.splitlines())
+    assert lines == {
+        MODEL_TITLES["layer_title"]: str(layer + 1),
+        MODEL_TITLES["head_title"]: str(head + 1),
+        MODEL_TITLES["query_title"]: MODEL_TOKENS[row],
+        MODEL_TITLES["key_title"]: MODEL_TOKENS[col],
+        MODEL_TITLES["weight_title"]: f"{MODEL_WEIGHTS[layer, head, row, col]:.4f}",
+    }

@@ -23,7 +23,7 @@ from dashboard.serving.warm import Link, PageRun, lesson_links, open_link
 
 pytestmark = pytest.mark.browser
 
-WAIT_S = 240.0
+WAIT_S = 600.0  # every shipped lesson in turn, the census among them, on a loaded machine
 GRADIENTS_CACHE = "dashboard.data.lab.gradient_by_dk"  # only the Gradients page asks for it
 HEADS_CACHE = "dashboard.data.heads.copy_census"  # only the Heads page asks for it
 

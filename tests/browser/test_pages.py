@@ -21,6 +21,7 @@ from tests.browser.helpers import (
     MAX_TEXT_ABOVE_CHART,
     PAGES,
     PAINT_TIMEOUT_MS,
+    SLOW_PAGE_MS,
     assert_no_errors,
     chart_problems,
     open_page,
@@ -30,6 +31,7 @@ from tests.browser.helpers import (
     text_above_first_chart,
     wait_painted,
 )
+from tests.conftest import MODEL_PAGES
 
 pytestmark = pytest.mark.browser
 
@@ -44,7 +46,8 @@ MAX_SLIDERS_TRIED = 4
 @pytest.mark.parametrize("name", PAGES)
 def test_page_loads_paints_speaks_fits_and_moves(server, page, screenshot_dir, name, lang):
     url = page_url(server.url, name, f"lang={lang}")
-    painted = open_shot(page, url, screenshot_dir / f"{name}-{lang}.png")
+    wait_ms = SLOW_PAGE_MS if name in MODEL_PAGES else PAINT_TIMEOUT_MS  # a model's first run
+    painted = open_shot(page, url, screenshot_dir / f"{name}-{lang}.png", wait_ms)
     assert page.locator(CHART_SELECTOR).count() >= 1, f"page {name} shows no chart"
     assert any(frac is not None for frac in painted), f"no chart of {name} is visible"
     blank = [i for i, frac in enumerate(painted) if frac is not None and frac < MIN_PAINTED]

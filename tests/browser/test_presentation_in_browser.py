@@ -124,3 +124,34 @@ def test_next_to_a_step_on_another_page_keeps_the_presentation_view(
         page.screenshot(path=str(screenshot_dir / f"lesson-step3-presentation-853-{lang}.png"))
     finally:
         context.close()
+
+
+CANVAS_LAYOUTS_JS = """() => Array.from(document.querySelectorAll('.attn-heatmap'))
+  .filter((el) => el.dataset.layout).map((el) => JSON.parse(el.dataset.layout))"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_map_is_smaller_than_its_legend_or_its_y_title_when_presenting(
+    server, browser, screenshot_dir, lang
+):
+    """At 853×480 the Playground's maps (every head, the head average, the output) are as
+    wide as their legend and, panels together, as tall, and a turned y title is no longer than its
+    map, so it never reaches the chart's title: the head average was once 70 px under a
+    legend taller than itself, its y title over its title."""
+    url = page_url(server.url, "playground", f"lang={lang}&present=1")
+    context, page = _open(browser, url, PROJECTOR)
+    try:
+        assert_no_errors(page)
+        page.wait_for_function(CANVAS_LAYOUTS_JS + ".length >= 3", timeout=60_000)
+        layouts = page.evaluate(CANVAS_LAYOUTS_JS)
+        for layout in layouts:
+            width, height = layout["panel_size"]
+            tops = [y for _x, y in layout["panels"]]
+            grid_h = max(tops) + height - min(tops)  # the legend stands beside the whole grid
+            title_top, bar_top, bar_h = layout["legend"]
+            assert grid_h >= bar_top + bar_h - title_top, layout
+            assert min(width, height) >= layout["legend_width"], layout
+            assert layout["y_title_turned_px"] <= height, layout
+        page.screenshot(path=str(screenshot_dir / f"present-playground-maps-{lang}-853x480.png"))
+    finally:
+        context.close()

@@ -282,20 +282,22 @@ def wait_text(tab, words: str, deadline: float, what: str, *, gone: bool = False
     return time.monotonic()
 
 
-STATE_JS = """() => {
+STATE_JS = r"""() => {
     const app = document.querySelector('[data-testid="stApp"]');
     return {url: location.href, app: !!app,
             script: app ? app.getAttribute('data-test-script-state') : null,
             stale: document.querySelectorAll('[data-stale="true"]').length,
-            sliders: document.querySelectorAll('[data-testid="stSlider"]').length,
-            text: document.body ? document.body.innerText.slice(0, 400) : ''};
+            sliders: Array.from(document.querySelectorAll('[data-testid="stSlider"]'))
+                .map((s) => s.innerText.replace(/\s+/g, ' ').slice(0, 60)),
+            main: (document.querySelector('[data-testid="stMain"]') || document.body)
+                .innerText.slice(0, 700)};
 }"""
 
 
 def described(tab) -> str:
     """What ``tab`` shows, for a failed wait: its URL, whether the app is there, the
-    script's state, how many elements are stale, its sliders, its first words and the last
-    console lines (a screenshot goes to ``artifacts/screenshots``)."""
+    script's state, how many elements are stale, its sliders' text, the main area's first
+    words and the last console lines (a screenshot goes to ``artifacts/screenshots``)."""
     try:
         seen = tab.evaluate(STATE_JS)
     except Exception as err:  # a tab that no longer answers says so
@@ -330,7 +332,9 @@ def shoot(tab, path: Path) -> None:
     line) in view."""
     wait_painted(tab)
     tab.evaluate(TOP_JS)
-    tab.locator(KEY_BOX).scroll_into_view_if_needed()
+    box = tab.locator(KEY_BOX)
+    if box.count():  # the presentation view keeps the room's controls in a folded box
+        box.scroll_into_view_if_needed()
     tab.wait_for_timeout(200)
     tab.screenshot(path=str(path))
 
@@ -394,7 +398,10 @@ def all_follow(
     """Wait until every follower (or each of ``tabs``) shows Scaling with L at ``value``,
     ``within`` seconds of ``since`` at the most; the slowest is ``room.timings[timing]``."""
     tabs = room.followers if tabs is None else tabs
-    reached = [wait_view(f.page, "scaling", value, since + within, f.name) for f in tabs]
+    try:
+        reached = [wait_view(f.page, "scaling", value, since + within, f.name) for f in tabs]
+    except AssertionError as err:  # the replicas' own words on what happened
+        raise AssertionError(f"{err}\n{room.stack.log_tail()}") from err
     room.timings[timing] = max(reached) - since
 
 
@@ -692,13 +699,14 @@ def back_on_their_replicas(room: Room) -> dict[str, int]:
     return sessions
 
 
-def step_shown(lesson, number: int, lang: str) -> list:
-    """What a tab in ``lang`` shows on step ``number``: the arguments of :data:`STEP_JS` (its
-    page, the step in the link, the step's values, and the bar's "Step K of N", title and
-    what to notice)."""
-    step = lesson.steps[number - 1]
-    n = len(lesson.steps)
-    words = [t_in(lang, "lesson.step_of", k=number, n=n), step.title(lang), step.notice(lang)]
+def step_shown(lesson, number: int, tab: Tab) -> list:
+    """What ``tab`` shows on step ``number``: the arguments of :data:`STEP_JS` (its page, the
+    step in the link, the step's values, and the bar's "Step K of N", title and what to
+    notice, which the presentation view keeps one click away)."""
+    step, lang = lesson.steps[number - 1], tab.lang
+    words = [t_in(lang, "lesson.step_of", k=number, n=len(lesson.steps)), step.title(lang)]
+    if "present=true" not in tab.page.url:
+        words.append(step.notice(lang))
     return [step.page, str(number), [list(pair) for pair in step.query], words]
 
 
@@ -706,9 +714,7 @@ def wait_step(tab: Tab, lesson, number: int, deadline: float) -> float:
     """Wait until ``tab`` shows step ``number`` of ``lesson`` (:func:`step_shown`)."""
     left_ms = max(1.0, (deadline - time.monotonic()) * 1000)
     try:
-        tab.page.wait_for_function(
-            STEP_JS, arg=step_shown(lesson, number, tab.lang), timeout=left_ms
-        )
+        tab.page.wait_for_function(STEP_JS, arg=step_shown(lesson, number, tab), timeout=left_ms)
     except Exception as err:
         shows = described(tab.page)
         raise AssertionError(f"{tab.name}: not on step {number} in time: {shows}") from err
@@ -722,7 +728,7 @@ def followers_reach(room: Room, lesson, number: int, press) -> dict[str, float]:
     50 ms), so that waiting for one follower adds nothing to another's time."""
     host = room.presenter
     for f in room.followers:
-        f.page.evaluate(WATCH_JS, step_shown(lesson, number, f.lang))
+        f.page.evaluate(WATCH_JS, step_shown(lesson, number, f))
     clicked, since = time.time(), time.monotonic()
     press()
     presenting = first_part(host.lang, "room.presenting", room.code)
@@ -739,11 +745,19 @@ def followers_reach(room: Room, lesson, number: int, press) -> dict[str, float]:
         try:
             f.page.wait_for_function("() => window.__stepSeen !== null", timeout=left_ms)
         except Exception as err:
-            shown = step_shown(lesson, number, f.lang)
+            shown = step_shown(lesson, number, f)
             raise AssertionError(f"{f.name}: not {shown} in time: {described(f.page)}") from err
         seen[f.name] = round(f.page.evaluate("window.__stepSeen") / 1000 - clicked, 2)
     assert all(s <= FOLLOW_S for s in seen.values()), seen
     return seen
+
+
+def open_more(tab) -> None:
+    """Open the lesson bar's "More" popover (its label: "What to notice" when presenting)."""
+    names = [t_in(tab.lang, key) for key in ("lesson.more", "lesson.notice_more")]
+    more = tab.page.get_by_role("button", name=re.compile("|".join(map(re.escape, names))))
+    more.first.click()
+    tab.page.locator('[data-testid="stPopoverBody"]').first.wait_for(timeout=10_000)
 
 
 def notes_for_the_presenter_alone(room: Room, lesson, number: int) -> None:
@@ -754,6 +768,7 @@ def notes_for_the_presenter_alone(room: Room, lesson, number: int) -> None:
     for key in ("lesson.back", "lesson.next"):
         named = host.page.get_by_role("button", name=t_in(host.lang, key), exact=True)
         assert named.count() == 1, f"the presenter's {key} on step {number}"
+    open_more(host)  # the notes are in the bar's "More"
     notes = host.page.locator(EXPANDER).filter(has_text=t_in(host.lang, "lesson.notes"))
     if step.notes is None:
         assert notes.count() == 0, f"notes on step {number}, which has none"
@@ -761,8 +776,11 @@ def notes_for_the_presenter_alone(room: Room, lesson, number: int) -> None:
         assert notes.count() == 1, f"the presenter's notes on step {number}"
         notes.locator("summary").click()
         wait_text(host.page, step.notes(host.lang), time.monotonic() + 10, "the notes unfold")
+    host.page.keyboard.press("Escape")
     for f in room.followers:
+        open_more(f)
         shown = text(f.page)
+        f.page.keyboard.press("Escape")
         for key in ("lesson.back", "lesson.next", "lesson.notes"):
             assert t_in(f.lang, key) not in shown, f"{f.name} shows {key} on step {number}"
             assert f.page.get_by_role("button", name=t_in(f.lang, key)).count() == 0

@@ -19,6 +19,9 @@ from tests.pictures import scale_colours
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_PATH = REPO_ROOT / "dashboard" / "app.py"
 TIMEOUT_S = 30
+MODEL_TIMEOUT_S = 180
+"""A real-model page's first run: its model loaded and, on Heads at work, the census of 270
+heads computed (47 s on an AMD EPYC's two cores, a run that 30 s cut short)."""
 CANVAS_COMPONENT = "attention_lab.heatmap"
 GRID_COLUMNS = frozenset({"layer", "head", "score", "label"})  # a head grid's table
 
@@ -85,7 +88,8 @@ def open_app(page: str | None = None, **params: str | list[str]) -> AppTest:
             f"{item.nodeid} opens the {page} page, which loads a real model: give it a model "
             "fixture, a page parameter or a place in MODEL_MODULES (tests/conftest.py)"
         )
-    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
+    timeout = MODEL_TIMEOUT_S if page in MODEL_PAGES else TIMEOUT_S
+    at = AppTest.from_file(str(APP_PATH), default_timeout=timeout)
     for key, value in params.items():
         at.query_params[key] = value
     if page is not None:

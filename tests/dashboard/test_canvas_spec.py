@@ -127,3 +127,25 @@ def test_bad_matrices_are_refused_with_the_reason():
         charts.heatmap_canvas_spec(
             np.zeros((side, side)), charts.HeatmapSpec(**TITLES, row_order=labels, col_order=labels)
         )
+
+
+def test_a_panel_grid_must_hold_every_panel_and_stays_within_its_own_limit():
+    """A table of layers × heads takes as many maps as it has cells, and up to
+    MAX_GRID_CELLS cells (the model view's 72 maps of 32 tokens), more than a single map."""
+    from dashboard.charts.heatmaps import MAX_GRID_CELLS, PanelGrid
+
+    def grid(rows: int, cols: int) -> PanelGrid:
+        return PanelGrid("Layer", "Head", ("1",) * rows, tuple(map(str, range(cols))), 62)
+
+    look = charts.HeatmapSpec(**TITLES, row_order=("a", "b"), col_order=("c", "d"))
+    with pytest.raises(ValueError, match=r"a grid of 2 × 3 for 5 panels"):
+        charts.heatmap_canvas_spec(np.ones((5, 2, 2)), look, grid=grid(2, 3))
+    side = 32
+    labels = tuple(str(i) for i in range(side))
+    square = charts.HeatmapSpec(**TITLES, row_order=labels, col_order=labels)
+    maps = MAX_GRID_CELLS // side**2  # 72
+    spec = charts.heatmap_canvas_spec(np.zeros((maps, side, side)), square, grid=grid(6, 12))
+    assert len(spec["panels"]) == maps and spec["columns"] == 12
+    assert spec["cell"] == [62 / side, 62 / side] and spec["panel_title"] is None
+    with pytest.raises(ValueError, match="over the limit"):
+        charts.heatmap_canvas_spec(np.zeros((maps + 12, side, side)), square, grid=grid(7, 12))

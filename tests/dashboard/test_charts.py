@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import io
+import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import vl_convert
 
 from dashboard import charts, data, exports
 from dashboard.config import StepConfig
+from dashboard.numbers import parse_plain_number
 
 
 def _stochastic(rng, heads, n):
@@ -269,3 +274,247 @@ def test_the_effect_scatter_names_only_the_largest_effects():
     largest = frame.loc[frame["effect"].abs().nlargest(SCATTER_LABELS).index, "head"]
     assert sorted(row["head"] for row in named) == sorted(largest)
     assert {"16.3", "16.17"} <= {row["head"] for row in named} and len(named) == SCATTER_LABELS
+
+
+# --- how a chart reads: axis labels, lines, bars, letters, drawn by Vega (vl-convert) --------
+
+SVG_TEXT = re.compile(r"<text([^>]*)>([^<]*)</text>")
+SVG_LINE = re.compile(
+    r'<path aria-label="[^"]*; s: ([^"]+)" role="graphics-symbol" '
+    r'aria-roledescription="line mark" d="([^"]+)"([^>]*)/>'
+)
+
+
+def _shown_texts(spec: dict) -> list[tuple[str, str]]:
+    """(text, its attributes) of every text Vega draws visibly (labels it hides for overlap
+    are drawn at opacity 0)."""
+    svg = vl_convert.vegalite_to_svg(spec)
+    return [(text, attrs) for attrs, text in SVG_TEXT.findall(svg) if 'opacity="0"' not in attrs]
+
+
+def _log_charts(frame: pd.DataFrame) -> dict[str, dict]:
+    """Every builder's log axes, on values spanning 10⁻⁸..10."""
+    common = {"title": "t", "x_title": "X", "y_title": "Y"}
+    return {
+        "line": charts.line_chart(frame, x="x", y="y", log_x=True, log_y=True, **common),
+        "layered": charts.layered_line_chart(
+            frame, x="x", y="y", color="s", color_title="s", log_x=True, log_y=True, **common
+        ),
+        "layered few x": charts.layered_line_chart(
+            frame.head(5), x="x", y="y", color="s", color_title="s", log_x=True, **common
+        ),
+        "grouped bars": charts.grouped_bar_chart(
+            frame.assign(x=[f"c{i}" for i in range(len(frame))]),
+            x="x",
+            y="y",
+            color="s",
+            color_title="s",
+            log_y=True,
+            **common,
+        ),
+    }
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["plain", "presenting"])
+def test_every_log_axis_reads_in_plain_notation(present):
+    from dashboard.charts.readable import ChartLook, readable_chart
+
+    decades = 10.0 ** np.arange(-8, 2)  # 10⁻⁸ … 10
+    frame = pd.DataFrame({"x": decades, "y": decades[::-1] * 3.0, "s": "a"})
+    for name, chart in _log_charts(frame).items():
+        texts = [
+            text
+            for text, _ in _shown_texts(readable_chart(chart, ChartLook(present=present)).to_dict())
+        ]
+        numbers = [text for text in texts if text and text[0].isdigit()]
+        assert numbers, name
+        assert not [n for n in numbers if re.search(r"\de[+-−]?\d", n)], (name, numbers)
+        values = [parse_plain_number(n) for n in numbers]  # each label reads as a number
+        assert all(v >= 0 for v in values), (name, numbers)
+        if name != "layered few x":  # decades: labelled at powers of ten only
+            assert "10⁻⁸" in numbers or "10⁻⁷" in numbers, (name, numbers)
+            small = [v for v in values if v < 1e-3]
+            assert all(math.log10(v) == round(math.log10(v)) for v in small), (name, numbers)
+
+
+def test_log_scales_are_made_only_by_the_builders_that_label_them():
+    """A log scale anywhere else would miss :data:`charts.builders.POWER_LABEL_EXPR`."""
+    root = Path(charts.__file__).parents[1]
+    pattern = re.compile(r'type="log"|"type": "log"|type=\'log\'')
+    found = {
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if pattern.search(path.read_text(encoding="utf-8"))
+    }
+    assert found == {"charts/builders.py"}
+
+
+def test_an_e_notation_tooltip_is_written_as_a_power_of_ten():
+    frame = pd.DataFrame({"x": ["a", "b"], "y": [2.98e-08, 0.0004], "s": ["m", "m"]})
+    chart = charts.grouped_bar_chart(
+        frame,
+        x="x",
+        y="y",
+        color="s",
+        title="t",
+        x_title="X",
+        y_title="Y",
+        color_title="s",
+        value_format=".2e",
+    ).to_dict()
+    (shown,) = [tip for tip in chart["encoding"]["tooltip"] if tip["title"] == "Y"]
+    rows = chart["datasets"][chart["data"]["name"]]
+    texts = [row[shown["field"]] for row in rows]
+    assert texts == ["2.98 × 10⁻⁸", "4.00 × 10⁻⁴"]
+    assert [parse_plain_number(text) for text in texts] == pytest.approx(frame["y"].tolist())
+
+
+def test_a_dashed_series_lies_thin_on_top_of_the_line_it_follows():
+    """The √d_k theory and the measured unscaled std nearly coincide: the measured line is
+    drawn whole and once, the theory once, after it, thinner and dashed."""
+    d_ks = np.array([32, 64, 128, 256])
+    frame = pd.concat(
+        [
+            pd.DataFrame({"d_k": d_ks, "s": "unscaled", "v": np.sqrt(d_ks) * 1.01}),
+            pd.DataFrame({"d_k": d_ks, "s": "scaled", "v": 1.0}),
+            pd.DataFrame({"d_k": d_ks, "s": "theory", "v": np.sqrt(d_ks)}),
+        ]
+    )
+    chart = charts.layered_line_chart(
+        frame,
+        x="d_k",
+        y="v",
+        color="s",
+        title="t",
+        x_title="d_k",
+        y_title="v",
+        color_title="s",
+        dashed=["theory"],
+        log_x=True,
+    )
+    svg = vl_convert.vegalite_to_svg(chart.to_dict())
+    drawn = [(name, attrs) for name, _path, attrs in SVG_LINE.findall(svg)]
+    assert [name for name, _ in drawn] == ["unscaled", "scaled", "theory"]  # each once, in order
+
+    def width(attrs):
+        return float(re.search(r'stroke-width="([\d.]+)"', attrs).group(1))
+
+    def dash(attrs):
+        return re.search(r'stroke-dasharray="([^"]+)"', attrs).group(1)
+
+    under, theory = dict(drawn)["unscaled"], dict(drawn)["theory"]
+    assert width(theory) < width(under)  # the one on top is the thinner
+    assert dash(theory) != dash(under) and dash(under) == "1,0"
+
+
+@pytest.mark.parametrize("width", [300, 360, 700])
+def test_every_bar_is_named_in_the_presentation_view(width):
+    from dashboard.charts.readable import ChartLook, readable_chart
+
+    heads = [f"Head {h}" for h in range(8)]
+    frame = pd.DataFrame({"name": heads, "entropy": np.linspace(2.70, 2.77, 8)})
+    chart = charts.bar_chart(
+        frame, x="name", y="entropy", title="Mean entropy", x_title="Head", y_title="Entropy"
+    )
+    spec = readable_chart(chart, ChartLook(present=True)).to_dict() | {"width": width}
+    shown = [text for text, _ in _shown_texts(spec)]
+    assert [text for text in shown if text in heads] == heads
+
+
+def test_census_letters_are_16_px_when_presenting():
+    from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
+    from dashboard.charts.readable import PRESENT_LABEL_PX, ChartLook, readable_chart
+
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(3), 4),
+            "head": np.tile(np.arange(4), 3),
+            "score": rng.random(12),
+            "label": rng.choice(["previous", "first"], 12),
+        }
+    )
+    sizes = {}
+    for look in (ChartLook(), ChartLook(present=True)):
+        chart = head_score_chart(
+            frame,
+            HeadGridTitles("T", "Head", "Layer", "Score", "Label"),
+            marks={"previous": "P", "first": "F"},
+            value_format=".2f",
+            letter_px=look.letter_px,
+        )
+        letters = [
+            a for text, a in _shown_texts(readable_chart(chart, look).to_dict()) if text in "PF"
+        ]
+        assert len(letters) == 12
+        sizes[look.present] = {
+            float(re.search(r'font-size="([\d.]+)px"', a).group(1)) for a in letters
+        }
+    assert sizes[True] == {PRESENT_LABEL_PX} and min(sizes[True]) >= 16
+    assert sizes[False] == {10}
+
+
+def test_a_tiny_value_in_a_g_format_tooltip_is_written_as_a_power_of_ten():
+    """d3's ``.4g`` writes 2.98e-8 as ``2.980e-8``; the line charts' tooltips do not."""
+    frame = pd.DataFrame({"x": [1.0, 2.0, 4.0], "y": [2.98e-08, 0.5, 3.0e6], "s": "a"})
+    common = {"title": "t", "x_title": "X", "y_title": "Y"}
+    built = {
+        "line": charts.line_chart(frame, x="x", y="y", log_y=True, **common),
+        "layered": charts.layered_line_chart(
+            frame, x="x", y="y", color="s", color_title="s", log_y=True, **common
+        ),
+    }
+    for name, chart in built.items():
+        spec = chart.to_dict()
+        (shown,) = [tip for tip in spec["encoding"]["tooltip"] if tip["title"] == "Y"]
+        texts = [row[shown["field"]] for row in spec["datasets"][spec["data"]["name"]]]
+        assert texts == ["2.980 × 10⁻⁸", "0.5000", "3.000 × 10⁶"], name
+        assert [parse_plain_number(text) for text in texts] == pytest.approx(frame["y"].tolist())
+    plain = frame.assign(y=[0.25, 0.5, 3.0])  # plain decimals: d3's own format, as before
+    spec = charts.line_chart(plain, x="x", y="y", **common).to_dict()
+    assert {"field": "y", "type": "quantitative", "title": "Y", "format": ".4g"} in spec[
+        "encoding"
+    ]["tooltip"]
+
+
+def _placed(node: dict, roles: tuple[str, ...], ox: float = 0.0, oy: float = 0.0):
+    """(role, item, absolute x, absolute y) of every scenegraph item of the given roles."""
+    if node.get("role") in roles:
+        for item in node.get("items", []):
+            yield node["role"], item, ox + item.get("x", 0), oy + item.get("y", 0)
+    for item in node.get("items", []):
+        if isinstance(item, dict):
+            for child in item.get("items", []):
+                if isinstance(child, dict):
+                    yield from _placed(child, roles, ox + item.get("x", 0), oy + item.get("y", 0))
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["plain", "presenting"])
+def test_a_legend_on_top_stands_clear_of_an_upright_chinese_y_title(present):
+    from dashboard.charts.readable import ChartLook, readable_chart
+
+    frame = pd.DataFrame(
+        {
+            "key": ["1", "2"] * 2,
+            "s": ["不缩放"] * 2 + ["乘以 1/√d_k"] * 2,
+            "w": [0.1, 0.9, 0.4, 0.6],
+        }
+    )
+    chart = charts.grouped_bar_chart(
+        frame,
+        x="key",
+        y="w",
+        color="s",
+        title="T",
+        x_title="键",
+        y_title="权重",
+        color_title="分数",
+    )
+    spec = readable_chart(chart, ChartLook(upright_y=True, present=present)).to_dict()
+    scene = vl_convert.vegalite_to_scenegraph(spec)["scenegraph"]
+    placed = list(_placed(scene, ("legend", "axis-title")))
+    (legend_bottom,) = [y + item["height"] for role, item, _x, y in placed if role == "legend"]
+    (title_top,) = [
+        y - item["fontSize"] for role, item, _x, y in placed if item.get("text") == "权重"
+    ]
+    assert legend_bottom <= title_top

@@ -25,7 +25,7 @@ export nothing through the table."""
 
 HELPERS = {
     "decoder": {"prompt_ids"},
-    "runs": {"shown_scores", "zero_fraction"},
+    "runs": {"shown_scores", "zero_fraction", "identity_queries_and_keys"},
     "training": {"single_threaded_steps"},
 }
 """Public functions and classes a module keeps for its own cached calls (and its tests,

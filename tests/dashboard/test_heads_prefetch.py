@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -17,7 +18,25 @@ from attention_core.pretrained import smollm2_available
 from dashboard.data import heads as heads_data
 from dashboard.data import heads_prefetch
 from dashboard.runtime import prefetch as fillers
+from dashboard.runtime import threads as runtime_threads
 from tests.dashboard.conftest import fresh_python
+
+IDLE_WAIT_S = 600
+"""How long a test waits for what an earlier test file left in this worker process."""
+
+
+@pytest.fixture(autouse=True)
+def idle_filler():
+    """The worker process may have run the Heads page's AppTests first: their jobs (minutes
+    of real-model fills) are dropped, and the call in progress and any page run still going
+    are waited for, so that each test's ``prefetch_wait`` waits for its own calls only."""
+    with fillers._STATE:
+        fillers._JOBS.clear()
+    assert fillers.wait_for_fillers(IDLE_WAIT_S), "a filler call ran past the wait"
+    deadline = time.monotonic() + IDLE_WAIT_S
+    while runtime_threads.active_runs() and time.monotonic() < deadline:
+        time.sleep(fillers.IDLE_POLL_S)
+    assert not runtime_threads.active_runs(), "a page run of an earlier test is still going"
 
 
 def test_prefetch_runs_each_call_once_per_name_in_order_off_thread():
@@ -39,17 +58,24 @@ def test_prefetch_runs_each_call_once_per_name_in_order_off_thread():
     assert threading.get_ident() not in threads
 
 
-def test_the_newest_job_goes_first_and_an_older_one_then_goes_on():
-    """A learner's next move is next to where they are now: a job queued while another runs
-    takes the worker at the next call, and the older job's calls follow."""
-    seen: list[str] = []
+def held_call(seen: list[str]):
+    """A call that says it is running, then waits for ``release`` before it appends its
+    value to ``seen``: (the call, its running event, its release event)."""
     running, release = threading.Event(), threading.Event()
 
-    def first(value):
+    def call(value):
         running.set()
         release.wait(60)
         seen.append(value)
 
+    return call, running, release
+
+
+def test_the_newest_job_goes_first_and_an_older_one_then_goes_on():
+    """A learner's next move is next to where they are now: a job queued while another runs
+    takes the worker at the next call, and the older job's calls follow."""
+    seen: list[str] = []
+    first, running, release = held_call(seen)
     older = ((first, ("a1",)), (seen.append, ("a2",)), (seen.append, ("a3",)))
     assert heads_prefetch.prefetch(("test", "older"), older)
     assert running.wait(60)  # a1 is running
@@ -65,9 +91,43 @@ def test_the_newest_job_goes_first_and_an_older_one_then_goes_on():
     assert not heads_prefetch.prefetch_all(newer[1:2])  # nothing new
 
 
-def test_prefetch_waits_while_a_learner_run_is_going():
-    from dashboard.runtime import threads as runtime_threads
+def test_a_promoted_job_moves_ahead_of_what_was_queued_after_it():
+    """What a learner opens now goes first: a job queued before whose calls still wait moves
+    into the newest unit (a lesson opened after the server queued every shipped lesson)."""
+    seen: list[str] = []
+    first, running, release = held_call(seen)
+    assert fillers.start_filling(("test", "busy"), ((first, ("busy",)),))
+    assert running.wait(60)
+    assert fillers.start_filling(
+        ("test", "opened"), ((seen.append, ("o1",)), (seen.append, ("o2",)))
+    )
+    assert fillers.start_filling(("test", "later"), ((seen.append, ("x1",)),))
+    assert not fillers.start_filling(("test", "opened"), ((seen.append, ("again",)),))
+    assert fillers.start_filling(("test", "opened"), (), promote=True)  # its calls move up
+    release.set()
+    assert fillers.wait_for_fillers(60)
+    assert seen == ["busy", "o1", "o2", "x1"]
+    assert not fillers.start_filling(("test", "opened"), (), promote=True)  # nothing waits
 
+
+def test_a_unit_waits_for_its_when_and_older_units_go_on():
+    """The shipped lessons' warm-up waits while a room is live: a unit whose ``when`` does
+    not hold is passed over, the older units run, and it starts once ``when`` holds."""
+    seen: list[str] = []
+    allowed = threading.Event()
+    assert fillers.start_filling(("test", "older"), ((seen.append, ("n1",)),))
+    assert fillers.start_filling(("test", "held"), ((seen.append, ("w1",)),), when=allowed.is_set)
+    deadline = time.monotonic() + 60
+    while seen != ["n1"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2 * fillers.WHEN_POLL_S)
+    assert seen == ["n1"]  # the held unit did not start
+    allowed.set()
+    assert fillers.wait_for_fillers(60)
+    assert seen == ["n1", "w1"]
+
+
+def test_prefetch_waits_while_a_learner_run_is_going():
     seen: list[tuple[int, int]] = []
 
     def record(value):

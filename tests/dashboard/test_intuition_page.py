@@ -9,6 +9,7 @@ import math
 import pytest
 
 from attention_core.pretrained import PASSAGE_PREFIX, e5_available, load_e5_small
+from dashboard.numbers import parse_plain_number
 from tests.dashboard.conftest import assert_clean, e5_links, link_params, metrics, open_app
 
 TITLE = {"en": "Intuition: what self-attention does", "zh": "直观理解：自注意力在做什么"}
@@ -36,7 +37,7 @@ def test_landing_page_is_intuition_with_links_deeper(lang):
     links = at.get("page_link")
     deeper = [link for link in links if "lesson" not in link.proto.query_string]
     assert {link.proto.page for link in deeper} >= LINKED_PAGES
-    assert float(metrics(at)[SMALLEST[lang]]) > 0.0  # every token sees every token
+    assert parse_plain_number(metrics(at)[SMALLEST[lang]]) > 0.0  # every token sees every token
     assert len(at.get("vega_lite_chart")) == 3
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dashboard.i18n import t_in
-from dashboard.numbers import parse_plain_number
+from dashboard.numbers import parse_plain_number, plain_number
 from tests.dashboard.conftest import assert_clean, canvas_heatmaps, metrics, open_app
 
 CHART = "vega_lite_chart"
@@ -36,7 +36,55 @@ def test_scaling_default_english():
     assert float(shown["Largest weight, unscaled"]) > 0.8
     table = at.dataframe[0].value
     assert table["d_k"].tolist() == [32, 64, 128, 256]
-    assert _charts(at) == 5
+    assert _charts(at) == 6
+
+
+def _row_chart(at) -> list[dict]:
+    """The rows of the scaling page's one-query chart (key, series, weight)."""
+    from tests.pictures import element_spec
+
+    for element in at.get(CHART):
+        spec = element_spec(element)
+        title = spec.get("title", {})
+        text = " ".join(title["text"]) if isinstance(title.get("text"), list) else title.get("text")
+        if text and ("One query" in text or "一个查询" in text):
+            return spec["datasets"][spec["data"]["name"]]
+    raise AssertionError("no one-query chart on the page")
+
+
+@pytest.mark.parametrize(
+    ("lang", "d_ks", "seq_len"), [("en", "32,64,128,256", 10), ("zh", "8,512", 6)]
+)
+def test_scaling_draws_one_query_scaled_and_unscaled(lang, d_ks, seq_len):
+    import torch
+
+    from attention_core.experiments.scaling import derived_seed
+
+    at = open_app("scaling", lang=lang, **{"scaling.d_ks": d_ks, "scaling.seq_len": str(seq_len)})
+    assert_clean(at)
+    d_k = max(int(d) for d in d_ks.split(","))
+    generator = torch.Generator().manual_seed(derived_seed(0, d_k))  # the page's seed is 0
+    q = torch.randn(1, d_k, generator=generator, dtype=torch.float64).numpy()
+    k = torch.randn(seq_len, d_k, generator=generator, dtype=torch.float64).numpy()
+    scores = (q @ k.T)[0]  # (L,)
+
+    def softmax(x):
+        e = np.exp(x - x.max())
+        return e / e.sum()
+
+    reference = {
+        t_in(lang, "scaling.series_unscaled"): softmax(scores),
+        t_in(lang, "scaling.series_scaled"): softmax(scores / math.sqrt(d_k)),
+    }
+    rows = _row_chart(at)
+    for series, expected in reference.items():
+        shown = [r for r in rows if r["series"] == series]
+        assert [r["key"] for r in shown] == [str(j) for j in range(1, seq_len + 1)]
+        assert [r["weight"] for r in shown] == pytest.approx(expected, abs=1e-9)
+    unscaled, scaled = reference.values()
+    assert unscaled.max() > scaled.max()  # the caption's claim, from the page's numbers
+    caption = next(c.value for c in at.caption if f"d_k = {d_k}" in c.value)
+    assert plain_number(unscaled.max()) in caption and plain_number(scaled.max()) in caption
 
 
 def test_scaling_custom_d_ks_chinese():
@@ -68,8 +116,9 @@ def test_variants_default_english():
     assert diffs[0] == 0.0
     assert diffs[1] > 1e-3 and diffs[2] > 1e-3  # local drops keys; linear approximates
     # weights per variant, and a pattern for the local window, which drops keys: full and
-    # linear attention's would be one block of colour, said in words instead
-    assert _charts(at) == 4
+    # linear attention's would be one block of colour, said in words instead; then the cost
+    # charts (time, memory), measured at short lengths on arrival
+    assert _charts(at) == 6
     notes = [box.value for box in at.info]
     assert notes.count(t_in("en", "variants.pattern_all")) == 2
     assert at.button[0].label == "Measure time and memory"

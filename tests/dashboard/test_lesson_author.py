@@ -3,7 +3,7 @@
 reorders and removes steps, downloads the file (read back by ``tomllib`` as the same lesson)
 and uses it in the room, where a follower's bar shows it; a lesson file is refused with its
 reason (file, step, field); the operator's folder is read, its bad files left out with their
-reasons, and a loaded lesson is written into it for the other replicas."""
+reasons; a loaded lesson is kept by the presenter's room, never written into the folder."""
 
 from __future__ import annotations
 
@@ -19,12 +19,6 @@ from dashboard.rooms import presenter
 from tests.dashboard.conftest import open_app
 
 WHY = shipped_lessons()["why-sqrt-dk"]
-
-
-@pytest.fixture(autouse=True)
-def fresh_server_lessons(monkeypatch):
-    """Each test's loaded lessons are its own (the process keeps them otherwise)."""
-    monkeypatch.setattr(library, "_LOADED", {})
 
 
 @pytest.fixture
@@ -71,7 +65,9 @@ def test_a_presenter_makes_a_lesson_from_two_views_and_the_room_follows_it(folde
     assert len(download) == 1
     host.button(key="_author.use").click().run()
     assert not host.exception
-    kept = (folder / f"{name}.toml").read_text(encoding="utf-8")
+    assert not host.warning, [w.value for w in host.warning]
+    assert not (folder / f"{name}.toml").exists()  # the room keeps it, not the folder
+    kept = presenter.shared_store().lesson_text(code, name)
     lesson = parse_lesson(kept, name)
     assert tomllib.loads(kept)["step"][1]["question"] == "scaling_peak"
     assert [s.title("en") for s in lesson.steps] == ["Longer sequences", "Saturation"]
@@ -143,17 +139,19 @@ def test_the_folder_is_read_its_bad_files_left_out_with_their_reasons(folder):
     assert library.folder_lessons()[0]["mine"].minutes == 9  # a changed file is read again
     assert "mine" in library.all_lessons()
     host = _presenter("scaling", f"t-{uuid.uuid4().hex[:10]}")
-    assert any("broken.toml" in c.value for c in host.caption)  # the presenter reads why
+    assert any("broken\\.toml" in c.value for c in host.caption)  # the presenter reads why
     landing = open_app(None)
     queries = [link.proto.query_string for link in landing.get("page_link")]
     assert any("lesson=mine&" in query for query in queries), queries  # on the lessons' map
 
 
-def test_a_lesson_file_is_found_by_a_link_once_loaded(folder):
-    name = f"up-{uuid.uuid4().hex[:6]}"
-    library.load_lesson(lesson_toml(shipped_lessons()["why-sqrt-dk"]).encode(), f"{name}.toml")
-    assert (folder / f"{name}.toml").is_file()
-    at = open_app("scaling", lesson=name, **{"lesson.step": "2"})
+def test_a_lesson_file_is_found_by_a_link_of_its_room_once_loaded(folder):
+    name, code = f"up-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:10]}"
+    presenter.shared_store().open(code)
+    data = lesson_toml(shipped_lessons()["why-sqrt-dk"]).encode()
+    library.load_lesson(data, f"{name}.toml", code)
+    assert not (folder / f"{name}.toml").exists()
+    at = open_app("scaling", lesson=name, room=code, **{"lesson.step": "2"})
     assert not at.exception and not at.warning
     assert at.query_params["lesson"] == name
     assert at.text_input(key="scaling.d_ks").value == "64,256"

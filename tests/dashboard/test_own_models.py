@@ -27,6 +27,7 @@ from attention_core.experiments import model_check
 from attention_core.pretrained import gguf_model, load_gguf, smollm2_available
 from dashboard import data, i18n
 from dashboard.data import own_models
+from dashboard.numbers import parse_plain_number
 from tests.dashboard.conftest import APP_PATH, assert_clean, canvas_heatmaps, metrics, open_app
 from tests.tiny_gguf import write_tiny_gguf
 
@@ -163,9 +164,9 @@ def test_the_check_runs_and_its_perplexity_is_the_file_s(own_env, no_smollm2):
     at.button(key="decoder.check").click().run()
     assert_clean(at)
     shown = metrics(at)
-    assert float(shown["Cached vs full pass: logits"]) < 1e-3
-    assert float(shown["Cached vs full pass: attention"]) < 1e-3
-    assert 0 < float(shown["bfloat16 vs float32: attention"]) < 0.05
+    assert parse_plain_number(shown["Cached vs full pass: logits"]) < 1e-3
+    assert parse_plain_number(shown["Cached vs full pass: attention"]) < 1e-3
+    assert 0 < parse_plain_number(shown["bfloat16 vs float32: attention"]) < 0.05
     decoder = load_gguf(tiny.path)  # as the page holds it (bfloat16 for float32 matrices)
     limit = min(model_check.PERPLEXITY_MAX_TOKENS, tiny.spec.context)
     ids = decoder.tokenize(model_check.PERPLEXITY_TEXT).input_ids[:limit]

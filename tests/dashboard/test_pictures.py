@@ -104,8 +104,9 @@ def test_step_by_step_outlines_the_cell_it_takes_apart():
     for title, spec in printed_charts(at):
         for outline in outlines(spec):
             outlined[title] = outline
-    # the four n × n matrices: scores, scaled scores, the causal mask and weights
-    assert len(outlined) == 4, sorted(outlined)
+    # the five n × n matrices: scores, scaled scores, the causal mask, the masked scores and
+    # the weights
+    assert len(outlined) == 5, sorted(outlined)
     stroke = np.array(hex_rgb(charts.CHOSEN_STROKE))
     for title, outline in outlined.items():
         assert outline.row["row"].startswith(f"{i} ") and outline.row["col"].startswith(f"{j} ")
@@ -177,3 +178,54 @@ def test_the_head_grid_outlines_the_chosen_head_and_colours_every_cell():
     assert (outline.row["layer"], outline.row["head"]) == chosen
     stroke = np.array(hex_rgb(charts.CHOSEN_STROKE))
     assert np.abs(np.array(outline.edge) - stroke).max() <= COLOUR_TOLERANCE
+
+
+def test_the_model_view_sends_each_weight_for_a_square_root_scale():
+    """The model view's canvas data holds every layer's and head's weights as they are (rows
+    of layers, columns of heads), on a square-root scale from 0 to 1 whose legend says so; on
+    it a small weight (a trained head's share off [CLS] or [SEP]) is visibly darker than none,
+    as it was not on a linear scale. (The browser test paints it: test_canvas_heatmap.)"""
+    import base64
+
+    from dashboard.charts.base import SEQUENTIAL_SCHEME
+    from dashboard.charts.model_views import model_view_spec
+    from tests.pictures import scale_colours
+
+    rng = np.random.default_rng(2)
+    length = 5
+    weights = rng.dirichlet(np.full(length, 0.3), size=(2, 3, length))  # (N, H, L, L)
+    spec = model_view_spec(
+        weights,
+        list("abcde"),
+        title="T",
+        subtitle=None,
+        layer_title="Layer",
+        head_title="Head",
+        query_title="q",
+        key_title="k",
+        weight_title="w",
+        sqrt_note="√",
+    )
+    sent = np.frombuffer(base64.b64decode(spec["values"]), dtype="<f4")
+    np.testing.assert_array_equal(sent, weights.astype(np.float32).ravel())
+    assert spec["grid"]["row_names"] == ["1", "2"] and spec["grid"]["col_names"] == ["1", "2", "3"]
+    assert spec["scale"]["type"] == "sqrt" and spec["scale"]["domain"] == [0.0, 1.0]
+    assert spec["legend_title"] == "w (√)"
+    sqrt = {"type": "sqrt", "domain": [0.0, 1.0], "scheme": SEQUENTIAL_SCHEME}
+    linear = {"type": "linear", "domain": [0.0, 1.0], "scheme": SEQUENTIAL_SCHEME}
+    sqrt_small, sqrt_none = scale_colours([0.04, 0.0, 1.0], sqrt)[:2]
+    lin_small, lin_none = scale_colours([0.04, 0.0, 1.0], linear)[:2]
+    assert np.abs(sqrt_small - sqrt_none).max() >= 3 * np.abs(lin_small - lin_none).max()
+    assert np.abs(sqrt_small - sqrt_none).max() >= 40
+    with pytest.raises(ValueError, match="model view weights"):
+        model_view_spec(
+            weights,
+            list("abcd"),
+            **{k: "x" for k in ("title", "subtitle")},
+            layer_title="L",
+            head_title="H",
+            query_title="q",
+            key_title="k",
+            weight_title="w",
+            sqrt_note="√",
+        )

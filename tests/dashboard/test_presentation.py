@@ -93,3 +93,32 @@ def test_presenting_folds_each_section_s_explanation_behind_read_more():
     plain = open_app("properties")
     assert not [e for e in plain.expander if e.label == t_in("en", "common.present_more")]
     assert t_in("en", "properties.eq_intro") in [m.value for m in plain.markdown]
+
+
+def test_presenting_names_every_bar_of_multihead_s_charts():
+    """Each head's bar is named under it: Vega hides no label for overlap (it did 6 of 8)."""
+    from dashboard.i18n import t_in
+
+    at = open_app("multihead", **PRESENT)
+    assert_clean(at)
+    heads = {t_in("en", "multihead.head_name", h=h) for h in range(8)}
+    shown = [
+        item["text"]
+        for role, item in drawn_texts(at)
+        if role == "axis-label" and item.get("text") in heads and item.get("opacity", 1) != 0
+    ]
+    assert sorted(shown) == sorted([*heads, *heads])  # the entropy and the distance charts
+
+
+@pytest.mark.parametrize("page", ["multihead", "scaling"])
+def test_presenting_stacks_the_charts_drawn_side_by_side(page):
+    """Half of an 853 px page leaves a map narrower than its legend and bars too narrow to
+    name: when presenting, no chart shares a row."""
+
+    def in_columns(at) -> int:
+        return sum(len(column.get("vega_lite_chart")) for column in at.columns)
+
+    at = open_app(page, **PRESENT)
+    assert_clean(at)
+    assert in_columns(at) == 0
+    assert in_columns(open_app(page)) >= 2  # side by side on a wide screen

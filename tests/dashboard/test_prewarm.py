@@ -1,7 +1,8 @@
 """Which links the server's own pre-warm queues (:mod:`dashboard.serving.prewarm`), with the
 background worker replaced by a list: each shipped lesson's steps once per process after the
 first page unless ``ATTENTION_LAB_PREWARM=off``, and an opened lesson's steps in its
-learner's language, queued last (the worker takes the newest first)."""
+learner's language, queued last (the worker takes the newest first) and moved ahead when
+queued before; the shipped lessons wait while a room has followers on this server."""
 
 from __future__ import annotations
 
@@ -18,14 +19,13 @@ URL = "http://127.0.0.1:9"
 def queued(monkeypatch):
     jobs: dict = {}
 
-    def start_filling(name, calls, *, one_thread=True):
+    def start_group(group, *, one_thread=True, promote=False, when=None):
         assert not one_thread  # a step's page run shares the cores as any run does
-        if name in jobs:
-            return False
-        jobs[name] = calls
-        return True
+        new = {name: (calls, promote, when) for name, calls in group if name not in jobs}
+        jobs.update(new)
+        return bool(new)
 
-    monkeypatch.setattr(prewarm.prefetch, "start_filling", start_filling)
+    monkeypatch.setattr(prewarm.prefetch, "start_group", start_group)
     monkeypatch.setattr(prewarm, "own_address", lambda: URL)
     monkeypatch.setattr(prewarm, "_SHIPPED", prewarm.threading.Event())
     return jobs
@@ -39,7 +39,9 @@ def test_the_shipped_lessons_once_per_process_then_the_opened_one(queued, monkey
     names = list(queued)
     assert names[:-1] == [("lesson", name, "en") for name in shipped_lessons()]
     assert names[-1] == ("lesson", "why-sqrt-dk", "zh")
-    calls = queued[("lesson", "why-sqrt-dk", "zh")]
+    calls, promote, when = queued[("lesson", "why-sqrt-dk", "zh")]
+    assert promote and when is None  # the opened lesson goes first, room or not
+    assert all(queued[name][2] is prewarm.no_room_live for name in names[:-1])
     assert calls == tuple((open_link, (URL, link)) for link in lesson_links(lesson, "zh"))
     assert all("lang=zh" in link.query and "lesson.step=" in link.query for _f, (_u, link) in calls)
 
@@ -48,6 +50,16 @@ def test_off_leaves_the_shipped_lessons_cold_but_warms_an_opened_one(queued, mon
     monkeypatch.setenv(prewarm.PREWARM_ENV, "off")
     prewarm.after_page((shipped_lessons()["self-attention-20"], 1), "en")
     assert list(queued) == [("lesson", "self-attention-20", "en")]
+
+
+def test_the_shipped_lessons_wait_while_a_room_has_followers_here(monkeypatch):
+    registry = prewarm.push.FollowerRegistry()
+    monkeypatch.setattr(prewarm.push, "registry", lambda: registry)
+    assert prewarm.no_room_live()
+    registry.register("ROOM1", "session-a")
+    assert not prewarm.no_room_live()
+    registry.forget("ROOM1", "session-a")
+    assert prewarm.no_room_live()
 
 
 def _no_address_app() -> None:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import importlib.util
 import json
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.pretrained import default_model_folder
+from dashboard.i18n import t_in
 from tests.dashboard.conftest import (
     APP_PATH,
     assert_clean,
+    canvas_heatmaps,
     chart_tables,
     link_params,
     metrics,
@@ -57,10 +60,6 @@ def swapped(lang: str, variant: str, **params: str) -> tuple[AppTest, dict[str, 
     return at, metrics(at)
 
 
-def _specs(at: AppTest) -> list[str]:
-    return [chart.proto.spec for chart in at.get("vega_lite_chart")]
-
-
 def _inline_rows(at: AppTest) -> int:
     """Data rows sent to the browser by all charts (inline values, in datasets or in a
     layer, and Arrow datasets)."""
@@ -84,10 +83,17 @@ def test_default_view_renders_with_cosine(lang):
     cosine = float(shown[COSINE_LABEL[lang]])
     assert 0.3 < cosine < 0.9  # linear attention, the default swap, is an approximation
     assert shown[UNK_LABEL[lang]] == "0%"
-    assert len(at.get("vega_lite_chart")) == 5  # model view, head view, row bars, 2 heatmaps
+    assert len(at.get("vega_lite_chart")) == 4  # head view, row bars, 2 heatmaps
     assert at.query_params["real_model.model"] == "minilm"
     assert at.query_params["real_model.variant"] == "linear"
     assert link_params(at)["real_model.token"] == "8"  # "it"
+    # the model view: every layer's and head's weights, on a square-root scale its legend names
+    (grid,) = [h for h in canvas_heatmaps(at) if h.get("grid")]
+    assert grid["scale"]["type"] == "sqrt"
+    assert t_in(lang, "common.chart_sqrt_scale") in grid["legend_title"]
+    layers, heads = len(grid["grid"]["row_names"]), len(grid["grid"]["col_names"])
+    assert grid["values"].shape[0] == layers * heads == 6 * 12  # all-MiniLM-L6
+    np.testing.assert_allclose(grid["values"].sum(axis=-1), 1.0, atol=1e-5)  # rows of weights
 
 
 @needs_model
@@ -132,8 +138,10 @@ def test_custom_text_and_model_view_cap():
     at = open_page(**{"real_model.preset": "custom", "real_model.text": long_text})
     assert_clean(at)
     assert metrics(at)["Tokens L"] == "47"
-    assert any("showing 32 of 47 tokens" in spec for spec in _specs(at))
-    assert _inline_rows(at) < 72 * 32 + 3 * 47 * 47 + 200  # compact: one row per map row
+    (grid,) = [h for h in canvas_heatmaps(at) if h.get("grid")]
+    assert "showing 32 of 47 tokens" in grid["subtitle"]
+    assert grid["values"].shape == (72, 32, 32)  # the first 32 tokens of every map
+    assert _inline_rows(at) < 3 * 47 * 47 + 200  # the Vega charts: lines, bars, two maps
 
 
 @needs_model

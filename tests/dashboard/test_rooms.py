@@ -32,6 +32,7 @@ from dashboard.rooms.redis_store import RedisRoomStore, RoomServerUnreachable
 from dashboard.rooms.store import (
     PRESENTER_AWAY_S,
     VIEWER_WINDOW_S,
+    LessonLimitError,
     Question,
     QuestionClosedError,
     RoomEndedError,
@@ -342,6 +343,41 @@ def test_two_replicas_share_rooms_a_presenter_on_one_and_followers_on_the_other(
     assert here.reveal("r").poll.revealed and there.get("r").poll.revealed
     assert there.clear_question("r").poll is None and here.get("r").poll is None
     assert here.rooms() == there.rooms() == 1
+
+
+def test_a_room_keeps_its_lesson_files_bounded_per_room_and_in_all(make_store):
+    clock = Clock()
+    store = make_store(max_room_lessons=2, max_lessons=3, ttl_s=60.0, clock=clock)
+    for code in ("a", "b", "c"):
+        store.open(code)
+    store.keep_lesson("a", "one", "text 1")
+    store.keep_lesson("a", "two", "text 2")
+    store.keep_lesson("a", "two", "text 2, again")  # its own name: replaced, not counted
+    with pytest.raises(LessonLimitError) as refused:
+        store.keep_lesson("a", "three", "text 3")
+    assert (refused.value.scope, refused.value.limit) == ("room", 2)
+    store.keep_lesson("b", "one", "b's own")
+    with pytest.raises(LessonLimitError) as refused:
+        store.keep_lesson("c", "one", "text")
+    assert (refused.value.scope, refused.value.limit) == ("server", 3)
+    assert store.lesson_texts("a") == {"one": "text 1", "two": "text 2, again"}
+    assert (store.lesson_text("b", "one"), store.lesson_text("c", "one")) == ("b's own", None)
+    assert store.lesson_text("nowhere", "one") is None and store.lesson_texts("nowhere") == {}
+    clock.now += 61.0  # the rooms end, and their files with them: space again
+    store.open("c")
+    store.keep_lesson("c", "one", "text")
+    assert store.lesson_text("a", "one") is None and store.lesson_text("c", "one") == "text"
+    with pytest.raises(RoomEndedError):
+        store.keep_lesson("a", "one", "text")
+
+
+def test_a_room_s_lesson_file_reaches_the_other_replica(redis_stores):
+    here, there = redis_stores(), redis_stores()
+    here.open("r")
+    here.keep_lesson("r", "mine", "[lesson]\nminutes = 5\n")
+    assert there.lesson_text("r", "mine") == "[lesson]\nminutes = 5\n"
+    assert there.lesson_texts("r") == {"mine": "[lesson]\nminutes = 5\n"}
+    assert there.lesson_text("other", "mine") is None
 
 
 def wait_for(predicate, timeout_s: float = 3.0) -> None:

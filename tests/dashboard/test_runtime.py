@@ -146,6 +146,7 @@ def test_the_app_header_and_data_package_import_no_torch():
         "import sys\n"
         "from streamlit.testing.v1 import AppTest\n"
         "from dashboard import controls, data, i18n, landing, lesson_author, lesson_bar\n"
+        "from dashboard import lesson_figures\n"
         "from dashboard import state, views\n"
         "from dashboard.runtime import memory, prefetch, startup, threads\n"
         "from dashboard.serving import prewarm\n"
@@ -179,6 +180,7 @@ def test_app_imports_only_light_modules_at_the_top():
         "dashboard.landing",
         "dashboard.lesson_author",
         "dashboard.lesson_bar",
+        "dashboard.lesson_figures",
         "dashboard.presentation",
         "dashboard.room_controls",
         "dashboard.state",

@@ -16,12 +16,13 @@ import streamlit as st
 from dashboard import data, model_choices, refusals, state
 from dashboard.i18n import t
 from dashboard.literal import literal
+from dashboard.numbers import plain_number
 
 PAGE = "decoder"
 CHECKED_KEY = f"_{PAGE}.checked"
 """Session state: the names of the models this session asked to check (their results are
 cached per server, so they stay shown while the learner moves other controls)."""
-DIFFERENCE_FORMAT = ".1e"
+DIFFERENCE_DIGITS = 2  # significant digits of a difference: 3.0 × 10⁻⁸
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def model_controls(page: str) -> ModelChoice:
 
 
 def _difference(value: float) -> str:
-    return format(value, DIFFERENCE_FORMAT) if math.isfinite(value) else "∞"
+    return plain_number(value, DIFFERENCE_DIGITS) if math.isfinite(value) else "∞"
 
 
 def card_lines(card: data.ModelCard) -> list[str]:

@@ -14,6 +14,7 @@ from dashboard import charts, data, model_choices, presentation, refusals, state
 from dashboard.charts import canvas
 from dashboard.charts.head_grid import PICK, picked_head
 from dashboard.i18n import t
+from dashboard.views import section_anchor
 from dashboard.views.heads_at_work.common import (
     PAGE,
     SCORE_FORMATS,
@@ -121,7 +122,9 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
         The census and the map's column, or None when the prompt cannot run (the notice is
         shown).
     """
-    st.header(t("heads.census_title"))  # the page's first picture: its paragraph follows
+    st.header(
+        t("heads.census_title"), anchor=section_anchor("heads", "census")
+    )  # the page's first picture: its paragraph follows
     try:
         with st.spinner(loading_text(ctl.model)):
             census = data.prompt_census(ctl.text, ctl.model)

@@ -164,7 +164,10 @@ def grid_chart(
         for name in label_set
         if name != UNMARKED
     }
-    return head_score_chart(shown, titles, marks=marks, value_format=fmt, chosen=chosen)
+    letter_px = presentation.chart_look().letter_px
+    return head_score_chart(
+        shown, titles, marks=marks, value_format=fmt, chosen=chosen, letter_px=letter_px
+    )
 
 
 def heads_off_controls(
@@ -203,10 +206,10 @@ def group_header(text: str) -> None:
     state.controls_box().markdown(f"**{text}**")
 
 
-def section_intro(title: str, intro: str) -> None:
-    """A section's opening: its header ``title`` and the paragraph ``intro`` (translated;
-    folded in the presentation view)."""
-    st.header(title)
+def section_intro(title: str, intro: str, anchor: str | None = None) -> None:
+    """A section's opening: its header ``title`` (with the HTML id ``anchor``, when given) and
+    the paragraph ``intro`` (translated; folded in the presentation view)."""
+    st.header(title, anchor=anchor)
     presentation.explain(intro)
 
 

@@ -16,7 +16,9 @@ import streamlit as st
 from dashboard import charts, data, presentation, state
 from dashboard.exports import export_buttons
 from dashboard.i18n import t
+from dashboard.lesson_figures import headline_metric
 from dashboard.literal import literal
+from dashboard.views import section_anchor
 from dashboard.views.heads_at_work.common import (
     PAGE,
     ModelChoice,
@@ -191,7 +193,8 @@ def draw_without(ctl: WhyConfig, ids: tuple[int, ...], cell: data.WhyCell, label
     cols = st.columns(3)
     cols[0].metric(t("heads.metric_why_clean", key=ctl.key), numbers["clean"])
     cols[1].metric(t("heads.metric_why_predicted", part=part), numbers["predicted"])
-    cols[2].metric(t("heads.metric_why_measured", part=part), numbers["measured"])
+    measured = t("heads.metric_why_measured", part=part)
+    headline_metric(cols[2], measured, numbers["measured"], section="why")
     repair = data.repair_table(without)
     st.markdown(
         t(
@@ -209,7 +212,7 @@ def draw_without(ctl: WhyConfig, ids: tuple[int, ...], cell: data.WhyCell, label
 
 def draw_why(ctl: WhyConfig) -> None:
     """Section 2b: the chosen cell's score split into parts, and the top part turned off."""
-    section_intro(t("heads.why_title"), t("heads.why_intro"))
+    section_intro(t("heads.why_title"), t("heads.why_intro"), anchor=section_anchor("heads", "why"))
     if not ctl.gradients:
         st.info(t("heads.why_needs_float"))
         return
