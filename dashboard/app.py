@@ -53,6 +53,7 @@ from dashboard import (
     state,
 )
 from dashboard.i18n import LANG_KEY, LANG_NAMES, LANGS, current_lang, t
+from dashboard.rooms import push
 from dashboard.runtime import startup, threads
 from dashboard.serving import prewarm
 from dashboard.views import APP_ICON, PAGES, SECTIONS, default_page
@@ -163,6 +164,7 @@ def main() -> None:
     )
     pages, root = session_pages()
     page = st.navigation(navigation_sections(pages, root), expanded=True)
+    push.note_full_run(page, link_query())  # the page the room's fragments belong to (push)
     state.begin_run()
     presentation.begin_page()  # controls go to the sidebar until the page opens its box
     if page is root:  # the landing page, or the page a root link from before names

@@ -243,7 +243,7 @@ SCROLL_JS = """<script>
 (() => {
   const anchor = %(anchor)s, nonce = %(nonce)s;
   const charts = '[data-testid="stVegaLiteChart"], .attn-heatmap';
-  let stopped = false, last = null, still = 0;
+  let stopped = false, last = null, still = 0, idleSince = null;
   const stop = () => { stopped = true; };
   for (const kind of ['wheel', 'touchmove', 'keydown', 'mousedown'])
     window.addEventListener(kind, stop, {once: true, capture: true});
@@ -259,28 +259,44 @@ SCROLL_JS = """<script>
     if (anchor) return document.getElementById(anchor) || main.querySelector('.st-key-' + anchor);
     return main.querySelector(charts);
   }
+  function running() {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const state = app ? app.getAttribute('data-test-script-state') : null;
+    return state === 'running' || state === 'rerunRequested';
+  }
+  function drawnAbove(el) {
+    const top = el.getBoundingClientRect().top;
+    return Array.from(document.querySelectorAll(charts)).every((c) =>
+      c.getBoundingClientRect().top >= top
+      || (c.matches('.attn-heatmap') || !!c.querySelector('canvas, svg'))
+         && c.getBoundingClientRect().height > 0);
+  }
   function place() {
     if (stopped) return;
     const el = target(), bar = document.querySelector('.st-key-lesson_bar');
-    if (el && bar) {
-      const below = Math.max(bar.getBoundingClientRect().bottom, 60) + 8;
-      const top = el.getBoundingClientRect().top;
-      const fits = !anchor && top >= below && el.getBoundingClientRect().bottom <= innerHeight;
-      if (!fits && Math.abs(top - below) > 2) scroller(el).scrollTop += top - below;
-      still = last !== null && Math.abs(top - last) < 2 ? still + 1 : 0;
-      last = el.getBoundingClientRect().top;
-    }
-    if (still < 6) setTimeout(place, 150);
+    if (!el || !bar || running()) { still = 0; setTimeout(place, 150); return; }
+    idleSince = idleSince ?? Date.now();
+    const below = Math.max(bar.getBoundingClientRect().bottom, 60) + 8;
+    const top = el.getBoundingClientRect().top;
+    const fits = !anchor && top >= below && el.getBoundingClientRect().bottom <= innerHeight;
+    if (!fits && Math.abs(top - below) > 2) scroller(el).scrollTop += top - below;
+    const now = el.getBoundingClientRect().top;
+    still = last !== null && Math.abs(now - last) < 2 && drawnAbove(el) ? still + 1 : 0;
+    last = now;
+    if (still < 6 && Date.now() - idleSince < 8000) setTimeout(place, 150);
   }
   setTimeout(place, 50);
-  setTimeout(stop, 8000);
+  setTimeout(stop, 180000);
   void nonce;
 })();
 </script>"""
-"""Shows the step's section first: scrolls the page until the section's header (or, for a
-step that names none, the page's first chart) sits just under the lesson bar, again while the
-charts above it are still being drawn (their heights move it), and stops once it has stayed
-put for about a second, or when the learner scrolls, clicks or types."""
+"""Shows the step's section first: once the run has ended and the section is on the page,
+scrolls until the section's header (or, for a step that names none, the page's first chart)
+sits just under the lesson bar, again while the charts above it are still being drawn (their
+heights move it), and stops once every chart above it is drawn and it has stayed put for
+about a second (8 s at the most after the run ended), or when the learner scrolls, clicks or
+types. A run slower than the script's start (a loaded server, a model loading) is waited
+for, up to 3 minutes."""
 _SCROLL = "_lesson.scroll"  # the step this session arrived at this run (its section first)
 
 

@@ -233,6 +233,7 @@ def presenter_heartbeat(code: str) -> None:
     is there; when a newer tab took the room, rerun the page so this one is told. When the
     room server stops answering, or answers again, rerun the page: it says so in one line,
     or publishes its view again."""
+    push.back_to_full_run_page()  # a timer's run on the page the server switched away from
     was_away = bool(st.session_state.get(UNREACHABLE))
     with room_reach(code, say=False):
         if was_away:

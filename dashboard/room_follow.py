@@ -26,6 +26,9 @@ on their own; the link's ``room.follow`` says which (on by default).
 
 from __future__ import annotations
 
+import logging
+import os
+
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -40,8 +43,44 @@ from dashboard.rooms.link import FOLLOW_KEY, ROOM_KEY, SERVER_KEY, RoomLink, sha
 from dashboard.rooms.store import RoomSnapshot, View
 
 OWN_KEYS = (LANG_KEY, PRESENT_KEY)  # each learner's own: never shared by a room, never locked
-POLL_S = 5.0  # the fallback: the presenter's moves and questions wake followers at once
-# (rooms/push.py); thirty followers polling every 2 s kept 0.1-0.2 of a core busy
+POLL_ENV = "ATTENTION_LAB_FOLLOW_POLL_S"
+DEFAULT_POLL_S, MIN_POLL_S, MAX_POLL_S = 5.0, 0.1, 60.0
+
+
+def poll_seconds(raw: str | None) -> float:
+    """The followers' poll interval from :data:`POLL_ENV` (seconds, 0.1 to 60; unset: 5).
+
+    Raises:
+        ValueError: naming ``raw`` when it is not a number in that range.
+    """
+    if raw is None or not raw.strip():
+        return DEFAULT_POLL_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not MIN_POLL_S <= seconds <= MAX_POLL_S:  # NaN fails too
+        raise ValueError(
+            f"{POLL_ENV}={raw!r}: give the followers' poll interval in seconds, "
+            f"{MIN_POLL_S:g} to {MAX_POLL_S:g}"
+        )
+    return seconds
+
+
+def _poll_from_env() -> float:
+    """:func:`poll_seconds` of the environment's value; a bad one is named in the server's log
+    and the default is used."""
+    try:
+        return poll_seconds(os.environ.get(POLL_ENV))
+    except ValueError as err:
+        logging.getLogger(__name__).warning("%s; polling every %g s", err, DEFAULT_POLL_S)
+        return DEFAULT_POLL_S
+
+
+POLL_S = _poll_from_env()
+"""The fallback: the presenter's moves and questions wake followers at once
+(:mod:`dashboard.rooms.push`); thirty followers polling every 2 s kept 0.1-0.2 of a core
+busy. The tests set 0.3 s to meet the races of a page switch on every move."""
 _SHOWN = "_room.shown"  # (version, View): the presenter's view the last run applied
 _STATUS = "_room.status"  # what the last full run found: one of the STATUS values
 FOLLOWING, WAITING, ENDED, UNREACHABLE, EXPLORING = (
@@ -200,6 +239,7 @@ def follower_live(link: RoomLink, pages: dict, page: str) -> None:
     (:func:`out_of_date`, for a follower), say where the room stands, and offer the current
     question's answers; while the room server cannot be reached, say so in one line (the
     page goes on) and ask again at the next poll."""
+    push.back_to_full_run_page()  # a timer's run on the page the server switched away from
     with room_reach(link.code):
         push.send_whole_messages()
         snap = presenter.shared_store().get(link.code, voter())

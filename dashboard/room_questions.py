@@ -125,6 +125,7 @@ def put_question(code: str, question: Question) -> bool:
 def tally_controls(code: str) -> None:
     """The presenter's live view of the room: learners, the question, its tally, the reveal
     (while the room server cannot be reached, one line saying so)."""
+    push.back_to_full_run_page()  # a timer's run on the page the server switched away from
     with room_reach(code):
         _tally(code)
 

@@ -31,9 +31,20 @@ its messages whole (:func:`send_whole_messages`): two to three times the bytes o
 learners outside a room keep the cache, whose lists Streamlit keeps right for runs the
 browser asks for itself.
 
+A page switch the server makes (a wake-up, or a follower's poll that sends it on) meets one
+more race: the browser's fragment timers go on asking for reruns of the page it still shows
+until the new page's first message reaches it. Streamlit runs such a request after the new
+page's run, on the *old* page: the browser takes it for a page change, clears the page and
+draws the fragment alone (a follower left with its "Following" line and nothing else, seen
+under load and reproduced by ``tests/browser/test_rooms_in_browser.py`` with a 0.3 s poll).
+Every full run notes its page as it starts (:func:`note_full_run`), and each of the room's
+fragments first sends a run on another page back to that page whole
+(:func:`back_to_full_run_page`).
+
 This reaches into Streamlit's runtime (``Runtime._session_mgr``, ``AppSession._client_state``
-and ``AppSession._event_loop``, Streamlit 1.67): when any of it is missing, :func:`wake`
-wakes nobody and says so once in the server's log, and followers still follow by polling.
+and ``AppSession._event_loop``, ``ScriptRunContext.page_script_hash``, Streamlit 1.67): when
+any of it is missing, :func:`wake` wakes nobody and says so once in the server's log, and
+followers still follow by polling.
 """
 
 from __future__ import annotations
@@ -123,6 +134,50 @@ def this_session() -> str:
 
     ctx = get_script_run_ctx()
     return ctx.session_id if ctx is not None else ""
+
+
+_FULL_RUN = "_push.full_run"  # (page script hash, st.Page, query) of the last full run
+_warned_page = threading.Event()
+
+
+def run_page_hash() -> str | None:
+    """The script hash of the page this run draws (Streamlit's run context); ``None``
+    outside a script run or when the context no longer has it (logged once)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    page_hash = getattr(ctx, "page_script_hash", None) if ctx is not None else None
+    if ctx is not None and not isinstance(page_hash, str):
+        if not _warned_page.is_set():
+            _warned_page.set()
+            _LOG.warning("rooms: the run context has no page script hash")
+        return None
+    return page_hash
+
+
+def note_full_run(page, query: dict[str, list[str]]) -> None:
+    """At the start of every full run (once ``st.navigation`` chose the page): keep the page
+    it draws (an ``st.Page``) and its link's query, for :func:`back_to_full_run_page`. At the
+    start, not the end: a run that a newer one stops is still the page the browser is sent
+    to."""
+    import streamlit as st
+
+    st.session_state[_FULL_RUN] = (run_page_hash(), page, query)
+
+
+def back_to_full_run_page() -> None:
+    """At the start of a fragment's run: when the run is on another page than the last full
+    run (a timer's request the browser sent before the server's page switch reached it, see
+    the module docstring), switch back to that page with its query, which ends the run and
+    draws the page whole. Does nothing otherwise, or when the page is not known."""
+    import streamlit as st
+
+    kept = st.session_state.get(_FULL_RUN)
+    now = run_page_hash()
+    if kept is None or now is None or kept[0] is None or kept[0] == now:
+        return
+    _LOG.info("a fragment's run on a page the session left: back to the page whole")
+    st.switch_page(kept[1], query_params=kept[2])
 
 
 def send_whole_messages() -> bool:

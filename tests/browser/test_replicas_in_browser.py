@@ -246,14 +246,21 @@ def active_sessions(url: str) -> int:
 
 
 SCALING_DEFAULT_L = "10"  # the Scaling slider's default, which its binding leaves out of the URL
-ON_VIEW_JS = """([page, value, slider, fallback]) => {
+ON_VIEW_PARTS_JS = """([page, value, slider, fallback]) => {
     const app = document.querySelector('[data-testid="stApp"]');
     const input = document.querySelector(slider);
-    return location.pathname.endsWith('/' + page)
-        && (new URLSearchParams(location.search).get('scaling.seq_len') ?? fallback) === value
-        && !!input && input.value === value
-        && !!app && app.getAttribute('data-test-script-state') === 'notRunning';
+    return {
+        page: location.pathname.endsWith('/' + page),
+        link: (new URLSearchParams(location.search).get('scaling.seq_len') ?? fallback) === value,
+        slider: input ? input.value : null,
+        idle: !!app && app.getAttribute('data-test-script-state') === 'notRunning',
+    };
 }"""
+ON_VIEW_JS = f"""(args) => {{
+    const seen = ({ON_VIEW_PARTS_JS})(args);
+    return seen.page && seen.link && seen.slider === args[1] && seen.idle;
+}}"""
+POLL_MS = 100  # timer polling: a frame callback (Playwright's default) waits for a paint
 
 
 def wait_view(tab, page: str, value: str, deadline: float, what: str) -> float:
@@ -262,11 +269,17 @@ def wait_view(tab, page: str, value: str, deadline: float, what: str) -> float:
     left_ms = max(1.0, (deadline - time.monotonic()) * 1000)
     try:
         tab.wait_for_function(
-            ON_VIEW_JS, arg=[page, value, SLIDER, SCALING_DEFAULT_L], timeout=left_ms
+            ON_VIEW_JS,
+            arg=[page, value, SLIDER, SCALING_DEFAULT_L],
+            timeout=left_ms,
+            polling=POLL_MS,
         )
     except Exception as err:  # Playwright's TimeoutError: say what the page shows instead
+        parts = tab.evaluate(ON_VIEW_PARTS_JS, [page, value, SLIDER, SCALING_DEFAULT_L])
         shows = described(tab)
-        raise AssertionError(f"{what}: not on {page} with L={value} in time: {shows}") from err
+        raise AssertionError(
+            f"{what}: not on {page} with L={value} in time: the checks {parts}; {shows}"
+        ) from err
     return time.monotonic()
 
 
@@ -287,6 +300,8 @@ STATE_JS = r"""() => {
     return {url: location.href, app: !!app,
             script: app ? app.getAttribute('data-test-script-state') : null,
             stale: document.querySelectorAll('[data-stale="true"]').length,
+            sidebar: (document.querySelector('[data-testid="stSidebarUserContent"]')
+                || {innerText: ''}).innerText.slice(0, 300),
             sliders: Array.from(document.querySelectorAll('[data-testid="stSlider"]'))
                 .map((s) => s.innerText.replace(/\s+/g, ' ').slice(0, 60)),
             main: (document.querySelector('[data-testid="stMain"]') || document.body)
@@ -302,7 +317,8 @@ def described(tab) -> str:
         seen = tab.evaluate(STATE_JS)
     except Exception as err:  # a tab that no longer answers says so
         seen = {"evaluate": repr(err)[:200]}
-    shot = REPO / "artifacts" / "screenshots" / "replicas-failed.png"
+    name = re.sub(r"[^a-z0-9]+", "-", urlsplit(tab.url).path.lower()).strip("-") or "root"
+    shot = REPO / "artifacts" / "screenshots" / f"replicas-failed-{name}-{time.time():.0f}.png"
     try:
         shot.parent.mkdir(parents=True, exist_ok=True)
         tab.screenshot(path=str(shot))
@@ -619,11 +635,14 @@ def slider_of(tab, label: str):
 
 def press_to(tab, label: str, key: str, name: str, target: str) -> None:
     """Press ``key`` on the slider labelled ``label``, a press at a time, until the link's
-    ``name`` reads ``target`` (a loaded server's run can swallow a press)."""
-    slider_of(tab, label).focus()
+    ``name`` reads ``target`` (a loaded server's run can swallow a press). The slider is
+    focused again before each press: a run that redraws it (its range moved with another
+    slider) takes the focus with the old one."""
+    wait_idle(tab)
     for _ in range(MAX_PRESSES):
         if query(tab).get(name) == target:
             return
+        slider_of(tab, label).focus()
         tab.keyboard.press(key)
         tab.wait_for_timeout(50)
         if query(tab).get(name) != target:

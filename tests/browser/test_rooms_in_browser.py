@@ -25,6 +25,8 @@ import pytest
 
 from bench.browser import REPO_ROOT, free_port, streamlit_server, wait_idle
 from bench.repaint import SLIDER
+from dashboard.i18n import t_in
+from dashboard.room_follow import POLL_ENV
 from tests.browser.helpers import CODE_JS, HREFS_JS, foreign_hrefs
 from tests.hostile import HOSTILE
 
@@ -35,6 +37,17 @@ KEY = "room-test-key-7f3a9c"
 FOLLOW_TIMEOUT_S = 60.0
 VIEWPORT = {"width": 1440, "height": 1000}
 KEY_BOX = '[data-testid="stSidebar"] input[type="password"]'
+NAV = '[data-testid="stSidebarNav"]'
+FAST_POLL_S = 0.3
+WHOLE_JS = """(page) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return location.pathname.endsWith('/' + page)
+        && !!app && app.getAttribute('data-test-script-state') === 'notRunning'
+        && !!document.querySelector('[data-testid="stMain"] h1')
+        && !!document.querySelector('[data-testid="stSidebar"] [data-testid="stSlider"]');
+}"""
+"""A page drawn whole: its path, an idle script, the page's title and its sidebar's controls
+(a tab cleared by a run on the page it left keeps neither)."""
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +55,16 @@ def room_server(tmp_path_factory):
     """The dashboard with a presenter key set in its environment."""
     log = tmp_path_factory.mktemp("room") / "server.log"
     with streamlit_server(log_path=log, env={KEY_ENV: KEY}) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def fast_poll_server(tmp_path_factory):
+    """The dashboard with a presenter key, its followers polling every 0.3 s: a poll is then
+    on its way during nearly every page switch the server makes for a follower."""
+    log = tmp_path_factory.mktemp("fast-poll") / "server.log"
+    env = {KEY_ENV: KEY, POLL_ENV: str(FAST_POLL_S)}
+    with streamlit_server(log_path=log, env=env) as srv:
         yield srv
 
 
@@ -171,6 +194,24 @@ def test_a_room_follows_its_presenter_and_answers_a_question(room_server, tabs, 
     wait_for(lambda: "你正在自己探索" in page_text(learner_zh), what="exploring in Chinese")
     learner_zh.locator(SLIDER).first.scroll_into_view_if_needed()
     learner_zh.screenshot(path=str(screenshot_dir / "room-exploring-zh.png"))
+
+
+def test_a_follower_gets_every_page_the_presenter_switches_to_whole(fast_poll_server, tabs):
+    """The presenter goes from page to page; the follower, whose 0.3 s poll is on its way
+    when the server switches its page, shows each page whole (title and controls) and still
+    does a second later, when a poll that left before the switch has run (on the page the
+    follower left, it cleared the page and drew the poll's line alone)."""
+    base = fast_poll_server.url
+    host = open_tab(tabs, f"{base}/scaling?room=race-7")
+    type_key(host, KEY)
+    learner = open_tab(tabs, f"{base}/?room=race-7")
+    wait_for(lambda: learner.evaluate(WHOLE_JS, "scaling"), "the follower on Scaling", learner)
+    for page in ("playground", "step_by_step", "scaling", "playground", "scaling"):
+        host.locator(NAV).get_by_text(t_in("en", f"common.page_{page}"), exact=True).click()
+        wait_idle(host)
+        wait_for(lambda p=page: learner.evaluate(WHOLE_JS, p), f"{page} whole", learner)
+        learner.wait_for_timeout(1_000)
+        wait_for(lambda p=page: learner.evaluate(WHOLE_JS, p), f"{page} still whole", learner)
 
 
 def test_the_presenter_and_a_follower_in_chinese_look_right(room_server, tabs, screenshot_dir):

@@ -183,6 +183,7 @@ def test_app_imports_only_light_modules_at_the_top():
         "dashboard.lesson_figures",
         "dashboard.presentation",
         "dashboard.room_controls",
+        "dashboard.rooms.push",
         "dashboard.state",
         "dashboard.runtime.startup",
         "dashboard.runtime.threads",

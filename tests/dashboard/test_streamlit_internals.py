@@ -150,3 +150,48 @@ def test_send_whole_messages_empties_the_running_scripts_list(monkeypatch):
     broken = SimpleNamespace()
     monkeypatch.setattr(scriptrunner, "get_script_run_ctx", lambda: broken)
     assert push.send_whole_messages() is False
+
+
+def test_a_run_s_context_names_the_page_its_request_named():
+    """``rooms/push.run_page_hash`` reads ``ScriptRunContext.page_script_hash``, which each
+    run (a fragment's too) resets to the page of the request it runs: a fragment timer's
+    request sent before a page switch reached the browser runs on the page it left."""
+    from streamlit.runtime.scriptrunner.script_runner import ScriptRunner
+    from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
+
+    assert isinstance(ScriptRunContext.page_script_hash, property)
+    assert "page_script_hash" in _parameters(ScriptRunContext.reset)
+    reset = inspect.getsource(ScriptRunContext.reset)
+    assert "set_current_page_script_hash(page_script_hash)" in reset
+    run = inspect.getsource(ScriptRunner._run_script)
+    assert "rerun_data.page_script_hash" in run
+    assert "page_script_hash=page_script_hash" in run
+
+
+def test_a_fragment_run_on_a_page_the_session_left_goes_back_to_it(monkeypatch):
+    """``back_to_full_run_page``: a fragment's run on the page of the last full run does
+    nothing; one on another page switches to the full run's page with its query; with no
+    run context or no full run noted, nothing happens."""
+    from types import SimpleNamespace
+
+    import streamlit
+    from streamlit.runtime import scriptrunner
+
+    switched = []
+    monkeypatch.setattr(streamlit, "session_state", {})
+    monkeypatch.setattr(streamlit, "switch_page", lambda page, **kw: switched.append((page, kw)))
+    push.back_to_full_run_page()  # no run, nothing noted
+    ctx = SimpleNamespace(page_script_hash="hash-scaling")
+    monkeypatch.setattr(scriptrunner, "get_script_run_ctx", lambda: ctx)
+    push.back_to_full_run_page()  # nothing noted yet
+    page, query = object(), {"room": ["r-1"], "scaling.seq_len": ["12"]}
+    push.note_full_run(page, query)
+    push.back_to_full_run_page()  # the same page
+    assert switched == []
+    ctx.page_script_hash = "hash-landing"  # the request of a timer set before the switch
+    push.back_to_full_run_page()
+    assert switched == [(page, {"query_params": query})]
+    monkeypatch.setattr(scriptrunner, "get_script_run_ctx", lambda: SimpleNamespace())
+    assert push.run_page_hash() is None  # another Streamlit: logged once, nothing switched
+    push.back_to_full_run_page()
+    assert len(switched) == 1
