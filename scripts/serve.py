@@ -248,12 +248,14 @@ def _stop_on_signal(signum, _frame) -> None:
 def start_replicas(count: int, redis_url: str, key: str, logs: Path, data: Path) -> list[Part]:
     """``count`` replicas with one environment: the Redis URL, one cookie secret, the
     presenter ``key`` (whichever replica a tab reaches) and one lessons folder (the operator's
-    lessons, read by all; ``<data>/lessons`` unless ``ATTENTION_LAB_LESSONS_DIR`` names one),
-    the cores shared out."""
+    lessons, read by all; ``<data>/lessons``, made empty when missing, unless
+    ``ATTENTION_LAB_LESSONS_DIR`` names one), the cores shared out."""
     secret = os.environ.get(SECRET_ENV) or secrets.token_hex(SECRET_BYTES)
     env = {**os.environ, REDIS_ENV: redis_url, "STREAMLIT_SERVER_COOKIE_SECRET": secret}
     env[KEY_ENV] = key
-    env.setdefault(LESSONS_ENV, str(data / "lessons"))
+    if not env.get(LESSONS_ENV):  # the default folder is there, so no replica warns of it
+        (data / "lessons").mkdir(parents=True, exist_ok=True)
+        env[LESSONS_ENV] = str(data / "lessons")
     cores = core_sets(count, sorted(os.sched_getaffinity(0)))
     return [start_replica(k, cores[k - 1], env, logs) for k in range(1, count + 1)]
 

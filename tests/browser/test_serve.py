@@ -126,6 +126,15 @@ def test_every_page_ran_on_each_replica_before_the_balancer_started(stack, logs)
     assert [m.group(1) for m in warmed] == [REPLICA_LINE.match(s).group(2) for s in lines[:2]]
 
 
+def test_a_new_data_folder_gets_its_lessons_folder_and_no_replica_warns_of_it(stack, logs):
+    """serve.py names ``<data>/lessons`` as every replica's lessons folder and makes it when
+    it is missing: a first start's replica logs say nothing of a folder they cannot read."""
+    assert (logs / "data" / "lessons").is_dir()
+    for name in ("replica-1.log", "replica-2.log"):
+        text = (logs / name).read_text()
+        assert "cannot be read" not in text, f"{name}:\n{text[-2000:]}"
+
+
 def _warm(address: str) -> subprocess.CompletedProcess:
     """``python -m scripts.warm ADDRESS``, as serve.py runs it."""
     return subprocess.run(
