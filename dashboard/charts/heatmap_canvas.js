@@ -460,7 +460,27 @@ function legendBox(gridTop, gridBottom, spec) {
   const titleBottom = top + F.axisTitle + 2;
   const barTop = titleBottom + Math.ceil(F.label / 2) + 4; // the top tick's label clears the title
   const h = Math.min(LEGEND_BAR_H, Math.max(LEGEND_MIN_H, gridBottom - barTop));
-  return { titleBottom, barTop, h };
+  return { titleBottom, barTop, h, ...legendTicks(spec.scale, h) };
+}
+
+// The legend's ticks: round values (niceTicks) at their place on the scale's own transform
+// (y: px below the bar's top), each label at least a gap from the next. On a square-root
+// scale round values crowd the top (0.8 and 1.0 sit a tenth of the bar apart), so ticks are
+// kept from the top down, skipping any too close to the last kept; the bottom end is kept
+// in place of the tick above it. `round`: every round value (their step sets the decimals).
+function legendTicks(scale, h) {
+  const [lo, hi] = scale.domain;
+  const toF = fraction(scale);
+  const gap = Math.max(LEGEND_TICK_GAP, F.label + 6);
+  const round = niceTicks(lo, hi, Math.max(2, Math.min(LEGEND_TICKS, Math.floor(h / gap))));
+  const all = round.map((value) => ({ value, y: (1 - toF(value)) * h })).reverse();
+  const kept = [];
+  for (const tick of all) {
+    if (!kept.length || tick.y - kept[kept.length - 1].y >= gap) kept.push(tick);
+  }
+  const bottom = all[all.length - 1];
+  if (kept[kept.length - 1] !== bottom && kept.length > 1) kept[kept.length - 1] = bottom;
+  return { ticks: kept, round };
 }
 
 function drawLegend(ctx, spec, box, stops, ink) {
@@ -482,20 +502,17 @@ function drawLegend(ctx, spec, box, stops, ink) {
   ctx.strokeStyle = "#888";
   ctx.lineWidth = 1;
   ctx.strokeRect(x + 0.5, top + 0.5, LEGEND_BAR_W - 1, h - 1);
-  const [lo, hi] = spec.scale.domain;
-  const toF = fraction(spec.scale);
-  const ticks = niceTicks(lo, hi, Math.max(2, Math.min(LEGEND_TICKS, Math.floor(h / LEGEND_TICK_GAP))));
   ctx.font = fontOf(F.label);
   ctx.textBaseline = "middle";
   ctx.fillStyle = ink;
   ctx.strokeStyle = ink;
-  for (const v of ticks) {
-    const ty = top + (1 - toF(v)) * h;
+  for (const { value, y } of box.legend.ticks) {
+    const ty = top + y;
     ctx.beginPath();
     ctx.moveTo(x + LEGEND_BAR_W, ty);
     ctx.lineTo(x + LEGEND_BAR_W + TICK, ty);
     ctx.stroke();
-    ctx.fillText(tickText(v, ticks), x + LEGEND_BAR_W + TICK + 2, ty);
+    ctx.fillText(tickText(value, box.legend.round), x + LEGEND_BAR_W + TICK + 2, ty);
   }
 }
 
@@ -592,6 +609,8 @@ export default function heatmapCanvas(component) {
     titles_bottom: box.top,
     y_title_upright: box.upright,
     legend: [box.legend.titleBottom - F.axisTitle, box.legend.barTop, box.legend.h],
+    legend_ticks: box.legend.ticks.map(({ value, y }) => [value, y]), // y: px below the bar top
+    label_px: F.label,
     legend_width: box.legendW,
     panel_size: [box.panelW, box.panelH],
     y_title_turned_px: box.yTitleW, // 0 for an upright (CJK) y title

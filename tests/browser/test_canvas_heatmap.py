@@ -12,6 +12,7 @@ import pytest
 from bench.browser import streamlit_server, wait_idle
 from dashboard import charts
 from tests.browser.canvas_app import (
+    CHINESE_SPEC,
     COLS,
     GRID_SPEC,
     MODEL_TITLES,
@@ -22,6 +23,7 @@ from tests.browser.canvas_app import (
     SCORES,
     SIGNED,
     SIGNED_SPEC,
+    TINY_SPEC,
     WEIGHTS,
     tidy,
 )
@@ -155,6 +157,42 @@ def test_a_one_cell_maps_legend_fits_under_its_title_with_room_for_its_ticks(can
     assert title_top >= layout["titles_bottom"]  # below the chart's title and subtitle
     assert bar_top > title_top and bar_h >= 120
     assert bar_top + bar_h <= layout["height"]
+
+
+def _scales() -> list[dict]:
+    """The colour scale of each heatmap on the test page, in page order (canvas_app.py)."""
+    specs = [
+        charts.heatmap_canvas_spec(WEIGHTS, GRID_SPEC, scores=SCORES, panels=PANELS),
+        charts.heatmap_canvas_spec(SIGNED, SIGNED_SPEC),
+        charts.heatmap_canvas_spec(np.ones((1, 1)), TINY_SPEC),
+        charts.heatmap_canvas_spec(WEIGHTS[0], CHINESE_SPEC),
+        charts.model_view_spec(MODEL_WEIGHTS, MODEL_TOKENS, **MODEL_TITLES),
+    ]
+    return [spec["scale"] for spec in specs]
+
+
+def test_legend_ticks_sit_on_the_scale_with_room_for_their_labels(canvas_page):
+    """Every legend's ticks sit where the scale's own transform puts their values (a square
+    root measured from the domain's start, by an explicit float64 formula); the domain's
+    start and a value in its top quarter are labelled; labels are at least their own height
+    and 6 px apart: on a square-root scale the round values 0.8 and 1.0 sat 13 px apart,
+    their labels overlapping (the census's head map on the projector)."""
+    layouts = canvas_page.evaluate(
+        "() => Array.from(document.querySelectorAll('.attn-heatmap'))"
+        ".map((w) => JSON.parse(w.dataset.layout))"
+    )
+    scales = _scales()
+    assert len(layouts) == len(scales)
+    for layout, scale in zip(layouts, scales, strict=True):
+        lo, hi = scale["domain"]
+        warp = np.sqrt if scale["type"] == "sqrt" else (lambda v: v)
+        bar_h = layout["legend"][2]
+        values = np.array([value for value, _ in layout["legend_ticks"]], dtype=np.float64)
+        ys = np.array([y for _, y in layout["legend_ticks"]], dtype=np.float64)
+        expected = bar_h * (1 - (warp(values) - warp(lo)) / (warp(hi) - warp(lo)))
+        np.testing.assert_allclose(ys, expected, atol=1e-6)
+        assert values.min() == pytest.approx(lo) and hi - values.max() < (hi - lo) / 4, values
+        assert np.all(np.diff(ys) >= layout["label_px"] + 6), (scale, values, ys)
 
 
 def test_a_chinese_y_title_stands_upright_above_the_grid(canvas_page):
