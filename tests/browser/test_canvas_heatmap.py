@@ -120,6 +120,7 @@ def _hover(page, index: int, panel: int, row: int, col: int) -> str:
     k = box["width"] / layout["width"]
     x, y = layout["panels"][panel]
     cell_w, cell_h = layout["cell"]
+    page.mouse.move(0, 0)  # off the canvas first: a pointer already there sends no move
     page.mouse.move(
         box["x"] + (x + (col + 0.5) * cell_w) * k, box["y"] + (y + (row + 0.5) * cell_h) * k
     )
