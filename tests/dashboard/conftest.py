@@ -97,6 +97,30 @@ def open_app(page: str | None = None, **params: str | list[str]) -> AppTest:
     return at.run()
 
 
+def presenting_app(page: str, code: str, **query: str) -> AppTest:
+    """``page`` opened in room ``code`` by a tab that then types the presenter key."""
+    from dashboard.rooms import presenter
+
+    host = open_app(page, room=code, **query)
+    key, _source = presenter.presenter_key()
+    host.text_input(key="_room.presenter_key").input(key).run()
+    return host
+
+
+def shipped_steps() -> tuple[list, dict[int, tuple[str, int]]]:
+    """Every shipped lesson's steps as pytest params (id ``<lesson>-<number>``), and each
+    step's (lesson, number) by the step's ``id()``."""
+    from dashboard.lessons.model import shipped_lessons
+
+    found = [
+        (name, number, step)
+        for name, lesson in shipped_lessons().items()
+        for number, step in enumerate(lesson.steps, start=1)
+    ]
+    params = [pytest.param(step, id=f"{name}-{number}") for name, number, step in found]
+    return params, {id(step): (name, number) for name, number, step in found}
+
+
 def open_model_page(page: str, lang: str, model: str, timeout_s: float) -> AppTest:
     """A real-model page with ``?<page>.model=<model>`` in ``lang``, within ``timeout_s``: for
     tests whose model is a tiny own file or a loader made to fail, so :func:`open_app`'s

@@ -16,7 +16,7 @@ from dashboard.i18n import t_in
 from dashboard.lessons import library
 from dashboard.lessons.model import LessonError, lesson_toml, parse_lesson, shipped_lessons
 from dashboard.rooms import presenter
-from tests.dashboard.conftest import open_app
+from tests.dashboard.conftest import open_app, presenting_app
 
 WHY = shipped_lessons()["why-sqrt-dk"]
 
@@ -25,13 +25,6 @@ WHY = shipped_lessons()["why-sqrt-dk"]
 def folder(tmp_path, monkeypatch):
     monkeypatch.setenv(library.DIR_ENV, str(tmp_path))
     return tmp_path
-
-
-def _presenter(page: str, code: str, **query):
-    host = open_app(page, room=code, **query)
-    key, _source = presenter.presenter_key()
-    host.text_input(key="_room.presenter_key").input(key).run()
-    return host
 
 
 def _add_step(host, title_en: str, notice_zh: str, question: str = "") -> None:
@@ -46,7 +39,7 @@ def _add_step(host, title_en: str, notice_zh: str, question: str = "") -> None:
 def test_a_presenter_makes_a_lesson_from_two_views_and_the_room_follows_it(folder):
     code = f"t-{uuid.uuid4().hex[:10]}"
     name = f"made-{uuid.uuid4().hex[:6]}"
-    host = _presenter("scaling", code, **{"scaling.d_ks": "64,256"})
+    host = presenting_app("scaling", code, **{"scaling.d_ks": "64,256"})
     assert t_in("en", "lesson.author_title") in [e.label for e in host.expander]
     _add_step(host, "Saturation", "看最大的权重", "scaling_peak")
     assert not host.exception and not host.warning
@@ -81,7 +74,7 @@ def test_a_presenter_makes_a_lesson_from_two_views_and_the_room_follows_it(folde
 
 def test_removing_a_step_and_an_empty_draft_offers_no_file():
     code = f"t-{uuid.uuid4().hex[:10]}"
-    host = _presenter("scaling", code)
+    host = presenting_app("scaling", code)
     _add_step(host, "One", "一")
     assert len(host.session_state["_author.steps"]) == 1
     host.button(key="_author.drop.0").click().run()
@@ -91,7 +84,7 @@ def test_removing_a_step_and_an_empty_draft_offers_no_file():
 
 def test_a_follower_never_sees_make_a_lesson():
     code = f"t-{uuid.uuid4().hex[:10]}"
-    _presenter("scaling", code)
+    presenting_app("scaling", code)
     learner = open_app(None, room=code)
     assert t_in("en", "lesson.author_title") not in [e.label for e in learner.expander]
 
@@ -138,7 +131,7 @@ def test_the_folder_is_read_its_bad_files_left_out_with_their_reasons(folder):
     (folder / "mine.toml").write_text(good.replace("minutes = 8", "minutes = 9"), encoding="utf-8")
     assert library.folder_lessons()[0]["mine"].minutes == 9  # a changed file is read again
     assert "mine" in library.all_lessons()
-    host = _presenter("scaling", f"t-{uuid.uuid4().hex[:10]}")
+    host = presenting_app("scaling", f"t-{uuid.uuid4().hex[:10]}")
     assert any("broken\\.toml" in c.value for c in host.caption)  # the presenter reads why
     landing = open_app(None)
     queries = [link.proto.query_string for link in landing.get("page_link")]

@@ -23,9 +23,15 @@ from streamlit.testing.v1 import AppTest
 from dashboard import data
 from dashboard.config import StepConfig
 from dashboard.i18n import t_in
-from dashboard.lessons.model import shipped_lessons
 from dashboard.numbers import parse_plain_number
-from tests.dashboard.conftest import assert_clean, canvas_heatmaps, chart_tables, metrics, open_app
+from tests.dashboard.conftest import (
+    assert_clean,
+    canvas_heatmaps,
+    chart_tables,
+    metrics,
+    open_app,
+    shipped_steps,
+)
 
 LANG = "en"
 ROW_SUM_TOLERANCE = 1e-6
@@ -39,19 +45,7 @@ BROKEN_ABOVE = 1e-2
 CELL_DECIMALS = 4  # the cell table prints four decimals
 
 
-def _steps() -> list:
-    return [
-        pytest.param(step, id=f"{name}-{number}")
-        for name, lesson in shipped_lessons().items()
-        for number, step in enumerate(lesson.steps, start=1)
-    ]
-
-
-STEP_IDS = {
-    id(step): (name, number)
-    for name, lesson in shipped_lessons().items()
-    for number, step in enumerate(lesson.steps, start=1)
-}
+STEPS, STEP_IDS = shipped_steps()
 
 
 def open_step(step) -> AppTest:
@@ -330,7 +324,7 @@ def test_every_shipped_step_has_a_claim_check():
     assert not set(CLAIMS) & set(MODEL_CLAIMS)
 
 
-@pytest.mark.parametrize("step", [p for p in _steps() if p.id in CLAIMS])
+@pytest.mark.parametrize("step", [p for p in STEPS if p.id in CLAIMS])
 def test_the_step_shows_what_it_asks_to_notice(step):
     name, number = STEP_IDS[id(step)]
     CLAIMS[f"{name}-{number}"](open_step(step))

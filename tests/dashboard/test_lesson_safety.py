@@ -20,7 +20,7 @@ from dashboard.lessons import library
 from dashboard.lessons.model import LessonError, lesson_toml, shipped_lessons
 from dashboard.rooms import presenter
 from dashboard.rooms.store import RoomStore
-from tests.dashboard.conftest import open_app
+from tests.dashboard.conftest import open_app, presenting_app
 from tests.hostile import hostile_lesson
 
 JOINER = "\u2060"  # an invisible character; a reader of the text sees nothing of it
@@ -70,13 +70,6 @@ def _room() -> str:
     return code
 
 
-def _present(page: str, code: str, **query):
-    host = open_app(page, room=code, **query)
-    key, _source = presenter.presenter_key()
-    host.text_input(key="_room.presenter_key").input(key).run()
-    return host
-
-
 def _lesson_queries(at) -> list[str]:
     return [link.proto.query_string for link in at.get("page_link")]
 
@@ -85,7 +78,7 @@ def _lesson_queries(at) -> list[str]:
 def test_a_folder_lesson_s_texts_are_plain_text_in_the_bar_and_on_the_landing_page(folder, lang):
     lesson = hostile_lesson()
     (folder / "hostile.toml").write_text(lesson_toml(lesson), encoding="utf-8")
-    host = _present("scaling", _room(), lang=lang, lesson="hostile")
+    host = presenting_app("scaling", _room(), lang=lang, lesson="hostile")
     assert not host.exception and not host.warning
     step = lesson.steps[0]
     drawn = [m.value for m in host.markdown] + [c.value for c in host.caption]
@@ -168,7 +161,7 @@ def test_an_upload_of_a_name_the_folder_has_is_refused(folder, kept):
 def test_the_presenter_reads_why_a_lesson_of_a_name_the_folder_has_is_refused(folder):
     (folder / "taken.toml").write_text(BROKEN_TOML, encoding="utf-8")
     code = _room()
-    host = _present("scaling", code)
+    host = presenting_app("scaling", code)
     host.text_input(key="_author.title_en").input("One")
     host.text_input(key="_author.notice_en").input("Look")
     host.button(key="FormSubmitter:_author.add-" + t_in("en", "lesson.author_add")).click().run()
@@ -215,7 +208,7 @@ def test_the_presenter_reads_a_left_out_file_s_whole_reason(folder):
     (folder / "malformed.toml").write_text(BROKEN_TOML, encoding="utf-8")
     whole = f"malformed.toml: not TOML ({_toml_reason(BROKEN_TOML)})"
     assert len(whole) > 60
-    host = _present("scaling", _room())
+    host = presenting_app("scaling", _room())
     shown = [read_as_commonmark(c.value) for c in host.caption if "malformed" in c.value]
     assert shown == [t_in("en", "lesson.author_left_out", reason=whole)]
 

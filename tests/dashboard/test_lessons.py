@@ -12,18 +12,9 @@ import pytest
 from dashboard.i18n import t_in
 from dashboard.lessons.model import LessonError, parse_lesson, shipped_lessons
 from dashboard.rooms import presenter
-from tests.dashboard.conftest import open_app
+from tests.dashboard.conftest import open_app, shipped_steps
 
-STEPS = [
-    pytest.param(step, id=f"{name}-{number}")
-    for name, lesson in shipped_lessons().items()
-    for number, step in enumerate(lesson.steps, start=1)
-]
-NAMES = {
-    id(step): (name, number)
-    for name, lesson in shipped_lessons().items()
-    for number, step in enumerate(lesson.steps, start=1)
-}
+STEPS, NAMES = shipped_steps()
 
 
 def test_three_lessons_ship_each_in_both_languages():
