@@ -48,6 +48,7 @@ from dashboard import (
     lesson_author,
     lesson_bar,
     lesson_figures,
+    lesson_focus,
     presentation,
     room_controls,
     state,
@@ -175,6 +176,7 @@ def main() -> None:
     room_controls.follow_now(room, pages, page_name(pages, page))  # the presenter's view, locked
     lesson = lesson_bar.lesson_link(page_name(pages, page), room.code)  # lesson=NAME&…step=K
     lesson = lesson_bar.arrive(pages, page_name(pages, page), lesson, room.code)  # Next, Back
+    lesson_focus.note_step(lesson)  # a long page folds what comes after the step's section
     startup.before_page(page_name(pages, page))  # torch imported while the page draws
     controls.reserve_device_line()  # drawn when the page first asks for the device
     presentation.present_switch()  # this tab's own: a room never shares it

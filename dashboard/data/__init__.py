@@ -242,6 +242,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "tokens_for",
     ),
     "lab": (
+        "CostCells",
         "QUADRATIC_MAX_L",
         "SUBQUADRATIC_GROWTH",
         "measurable_variants",
@@ -254,6 +255,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "chunk_memory_measured",
         "chunked_exact_diff",
         "complexity_cell",
+        "complexity_table",
         "equivariance_check",
         "gradient_by_dk",
         "gradient_by_variant",

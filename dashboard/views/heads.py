@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from dashboard import controls, data, refusals
+from dashboard import controls, data, lesson_focus, refusals
 from dashboard.i18n import t
+from dashboard.lesson_focus import SectionBox
 from dashboard.views.heads_at_work.attribution import (
     AttributionConfig,
     attribution_controls,
@@ -106,16 +107,32 @@ def draw_links() -> None:
         )
 
 
-def section(model: ModelChoice, draw, *args) -> None:
-    """Run one section's drawing on ``model``; a refusal shows the one error notice, not a
-    traceback."""
+def section(model: ModelChoice, box: SectionBox, draw, *args) -> None:
+    """Run one section's drawing on ``model`` in its box (nothing in a fold left closed); a
+    refusal shows the one error notice, not a traceback."""
+    if not box.shown:
+        return
     try:
-        with st.container(), st.spinner(loading_text(model.name)):
+        with box.box, st.spinner(loading_text(model.name)):
             draw(*args)
     except FileNotFoundError:  # the package was removed while the app ran
         show_install_hint()
     except ValueError as err:
         refusals.show_error(err)
+
+
+def section_titles() -> dict[str, str]:
+    """The page's sections below the census, top to bottom, with their titles (a lesson
+    step's folds are labelled with them, :mod:`dashboard.lesson_focus`)."""
+    return {
+        "copy": t("heads.copy_title"),
+        "why": t("heads.why_title"),
+        "attribution": t("heads.attr_title"),
+        "explanation": t("heads.explain_title"),
+        "mask": t("heads.mask_title"),
+        "e5": t("heads.e5_title"),
+        "qk_map": t("qk_map.title"),
+    }
 
 
 def render(ctl: HeadsConfig) -> None:
@@ -129,16 +146,21 @@ def render(ctl: HeadsConfig) -> None:
     if not model.smollm2:
         st.info(t("heads.own_model_note", name=shown_name(model.name)))
     draw_head_map(ctl.census_view, ctl.census)
-    section(model, draw_copy, ctl.copy)
-    section(model, draw_why, ctl.why)
-    section(model, draw_attribution, ctl.attribution, ctl.census.text, ctl.copy)
-    section(model, draw_explanation, ctl.census.text, model)
-    section(model, draw_mask, ctl.mask)
-    draw_e5(ctl.e5, ctl.census.text)
-    section(model, draw_qk_map, ctl.qk_map)
+    boxes = lesson_focus.section_boxes(PAGE, section_titles(), above=("census",))
+    section(model, boxes["copy"], draw_copy, ctl.copy)
+    section(model, boxes["why"], draw_why, ctl.why)
+    section(
+        model, boxes["attribution"], draw_attribution, ctl.attribution, ctl.census.text, ctl.copy
+    )
+    section(model, boxes["explanation"], draw_explanation, ctl.census.text, model)
+    section(model, boxes["mask"], draw_mask, ctl.mask)
+    if boxes["e5"].shown:
+        with boxes["e5"].box:
+            draw_e5(ctl.e5, ctl.census.text)
+    section(model, boxes["qk_map"], draw_qk_map, ctl.qk_map)
     draw_links()
     if model.smollm2:  # an own model's moves are computed when asked
-        section(model, prefetch_moves, ctl)
+        section(model, SectionBox(st.container(), True), prefetch_moves, ctl)
 
 
 def prefetch_moves(ctl: HeadsConfig) -> None:

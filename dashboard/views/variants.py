@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -290,42 +289,47 @@ def cost_figures(
     st.dataframe(cost_table(cost).round(2), hide_index=True, width="stretch")
 
 
-def cost_cells(
-    lengths: tuple[int, ...], device: str, on_cell: Callable[[float], None] | None = None
-) -> pd.DataFrame:
-    """Every (variant, L) cell for ``lengths`` (:func:`cost_lengths`) on ``device``, each
-    measured once per server (cached by the data layer); ``on_cell`` gets the share done.
-
-    Raises:
-        ValueError: when a cell cannot be measured here.
-    """
-    cells = [
-        (v, n)
+def cost_cell_list(lengths: tuple[int, ...]) -> data.CostCells:
+    """(variant, L, repeats) of every cell measured for ``lengths`` (:func:`cost_lengths`):
+    the variants that can run at each L, timed :data:`COMPLEXITY_REPEATS` times up to the
+    quadratic ones' longest L, once above."""
+    return tuple(
+        (v, n, COMPLEXITY_REPEATS if n <= data.QUADRATIC_MAX_L else 1)
         for n in lengths
         for v in data.measurable_variants(
             COMPLEXITY_VARIANTS, n, COMPLEXITY_HEADS, COMPLEXITY_HEAD_DIM
         )
-    ]
-    parts = []
-    for done, (name, n) in enumerate(cells, start=1):
-        repeats = COMPLEXITY_REPEATS if n <= data.QUADRATIC_MAX_L else 1
-        parts.append(
-            data.complexity_cell(name, n, COMPLEXITY_HEADS, COMPLEXITY_HEAD_DIM, repeats, device)
-        )
-        if on_cell is not None:
-            on_cell(done / len(cells))
-    return pd.concat(parts, ignore_index=True)
+    )
+
+
+def cost_cells(lengths: tuple[int, ...], device: str) -> pd.DataFrame:
+    """Every (variant, L) cell for ``lengths`` on ``device`` in one table, each measured once
+    per server (cached by the data layer).
+
+    Raises:
+        ValueError: when a cell cannot be measured here.
+    """
+    cells = cost_cell_list(lengths)
+    return data.complexity_table(cells, COMPLEXITY_HEADS, COMPLEXITY_HEAD_DIM, device)
 
 
 def measure_cost(lengths: tuple[int, ...], device: str) -> bool:
-    """Measure every cell of :func:`cost_cells` with a progress bar.
+    """Measure every cell of :func:`cost_cells` with a progress bar, one cell at a time; no
+    bar when the whole table is already measured (a room's followers arriving at the step).
 
     Returns:
         True when every cell was measured (False after showing a refusal).
     """
+    cells = cost_cell_list(lengths)
+    table = (cells, COMPLEXITY_HEADS, COMPLEXITY_HEAD_DIM, device)
+    if data.complexity_table.cached(*table) is not None:
+        return True
     bar = st.progress(0.0, text=t("variants.measuring"))
     try:
-        cost_cells(lengths, device, lambda done: bar.progress(done, text=t("variants.measuring")))
+        for done, (name, n, repeats) in enumerate(cells, start=1):
+            data.complexity_cell(name, n, COMPLEXITY_HEADS, COMPLEXITY_HEAD_DIM, repeats, device)
+            bar.progress(done / len(cells), text=t("variants.measuring"))
+        data.complexity_table(*table)
     except ValueError as err:
         bar.empty()
         refusals.show_error(err)

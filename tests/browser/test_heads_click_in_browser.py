@@ -13,6 +13,7 @@ import pytest
 
 from attention_core.pretrained import smollm2_available
 from bench.browser import wait_idle
+from dashboard.i18n import t_in
 from tests.browser.helpers import VEGA_SCAN_JS
 
 pytestmark = [
@@ -92,3 +93,21 @@ def test_clicking_a_grid_cell_chooses_that_head(server, page, screenshot_dir, la
     assert values == ["16", "0"], values
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(screenshot_dir / f"heads_click_{lang}.png"), full_page=False)
+
+
+def test_a_lesson_steps_fold_draws_its_section_once_opened(server, page):
+    """In "Inside a real model"'s census step, the sections below the lesson's are folds
+    with nothing drawn in them; a click on one draws its section (its title and its map)."""
+    page.goto(f"{server.url}/heads?lang=en&lesson=inside-a-real-model&lesson.step=3")
+    page.wait_for_selector(f"{GRID} canvas, {GRID} svg", timeout=PAGE_MS)
+    wait_idle(page, timeout_ms=PAGE_MS)
+    title = t_in("en", "qk_map.title")
+    fold = page.locator('[data-testid="stExpander"]').filter(has_text=title)
+    assert fold.count() == 1
+    assert fold.locator("h2").count() == 0 and fold.locator("canvas").count() == 0
+    fold.locator("summary").click()
+    fold.locator("h2", has_text=title).wait_for(timeout=PAGE_MS)
+    fold.locator("canvas").first.wait_for(timeout=PAGE_MS)
+    wait_idle(page, timeout_ms=PAGE_MS)
+    assert fold.locator("canvas").first.evaluate("(c) => c.width") > 0
+    assert page.locator('[data-testid="stException"]').count() == 0

@@ -161,7 +161,9 @@ def test_variants_exact_ones_match_full_chinese_causal():
     assert sparsity == [f"{(n - 1) / (2 * n):.1%}"] * 2
 
 
-def test_variants_measure_button_shows_cost():
+def test_variants_measure_button_shows_cost(monkeypatch):
+    from dashboard import data
+
     at = open_app("variants", **{"variants.variants": "scaled", "variants.max_l": "256"})
     at.button[0].click().run()
     assert_clean(at)
@@ -169,7 +171,13 @@ def test_variants_measure_button_shows_cost():
     assert len(cost) == 4 * 3  # 4 variants x L in (64, 128, 256)
     assert (cost["Time (ms)"] > 0).all()
     assert _charts(at) == 1 + 2  # the variant's weights (its pattern is all 1s) + cost
-    at.button[0].click().run()  # cached cells: the progress bar must not be replayed
+
+    def measured_again(*args):
+        raise AssertionError(f"cell {args} read again")
+
+    # a later run (a room's follower) reads the whole table: no cell, no progress bar
+    monkeypatch.setattr(data, "complexity_cell", measured_again)
+    at.button[0].click().run()
     assert_clean(at)
     assert len(at.dataframe[-1].value) == 12
 

@@ -181,6 +181,7 @@ def test_app_imports_only_light_modules_at_the_top():
         "dashboard.lesson_author",
         "dashboard.lesson_bar",
         "dashboard.lesson_figures",
+        "dashboard.lesson_focus",
         "dashboard.presentation",
         "dashboard.room_controls",
         "dashboard.rooms.push",
