@@ -4,10 +4,12 @@
 A fresh server (its pre-warm off, so that what is measured is the server's own caches after
 one walk, not a background thread racing the walk), one walk through the lesson to warm it
 (the models loaded, every step's data cached, as the server's pre-warm or an instructor's
-rehearsal leaves it), then ``--runs`` walks, each Next timed from the click to the new step
-painted: its step number in the link, the script finished, and the step's first chart drawn
-(a Vega chart with its marks, or the canvas heatmap with pixels). Prints each step's median
-and p95 and the whole walk's (goal: p95 ≤ 1 s on a warm server).
+rehearsal leaves it) and the wait until the server is quiet (the background fills that walk
+started, such as Heads at work's next moves, done), then ``--runs`` walks, each Next timed
+from the click to the new step painted: its step number and page in the link, the script
+finished, and a chart drawn (a Vega chart with its marks, or the canvas heatmap with
+pixels). Prints each step's median and p95 and the whole walk's (goal: p95 ≤ 1 s on a warm
+server).
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ import statistics
 import time
 
 from bench.browser import CHART_SELECTOR, launch_chromium, streamlit_server, wait_idle
+from bench.replicas import wait_until_quiet
 from dashboard.i18n import t_in
-from dashboard.lessons.model import shipped_lessons
+from dashboard.lessons.model import Lesson, shipped_lessons
+from dashboard.views import PAGES
 
 GOAL_S = 1.0
 STEP_TIMEOUT_MS = 240_000
-PAINTED_JS = """([sel, k]) => {
+PAINTED_JS = """([sel, k, page, home]) => {
   if (new URLSearchParams(location.search).get('lesson.step') !== k) return false;
+  const shown = location.pathname.split('/').filter(Boolean).pop() || home;
+  if (shown !== page) return false;  // the step's number is in the link before its page is
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
   if (document.querySelector('[data-stale="true"]')) return false;
@@ -45,17 +51,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def walk(tab, url: str, steps: int, lang: str) -> list[float]:
+def painted_arg(lesson: Lesson, number: int) -> list[str]:
+    """:data:`PAINTED_JS`'s argument for step ``number`` of ``lesson``."""
+    return [CHART_SELECTOR, str(number), lesson.steps[number - 1].page, PAGES[0][0]]
+
+
+def walk(tab, url: str, lesson: Lesson, lang: str) -> list[float]:
     """Open the lesson's first step, then press Next through the lesson; each Next's
     seconds to the new step painted."""
     tab.goto(url)
-    tab.wait_for_function(PAINTED_JS, arg=[CHART_SELECTOR, "1"], timeout=STEP_TIMEOUT_MS)
+    tab.wait_for_function(PAINTED_JS, arg=painted_arg(lesson, 1), timeout=STEP_TIMEOUT_MS)
     times = []
-    for number in range(2, steps + 1):
+    for number in range(2, len(lesson.steps) + 1):
         started = time.perf_counter()
         tab.get_by_role("button", name=t_in(lang, "lesson.next")).click()
         tab.wait_for_function(
-            PAINTED_JS, arg=[CHART_SELECTOR, str(number)], timeout=STEP_TIMEOUT_MS, polling=20
+            PAINTED_JS, arg=painted_arg(lesson, number), timeout=STEP_TIMEOUT_MS, polling=20
         )
         times.append(time.perf_counter() - started)
         wait_idle(tab, timeout_ms=STEP_TIMEOUT_MS)
@@ -83,12 +94,18 @@ def main() -> None:
         browser = launch_chromium(playwright)
         context = browser.new_context(viewport=viewport)
         tab = context.new_page()
-        walk(tab, f"{server.url}/?{query}", len(lesson.steps), args.lang)  # the warm-up
+        walk(tab, f"{server.url}/?{query}", lesson, args.lang)  # the warm-up
+        started = time.perf_counter()
+        quiet = wait_until_quiet(server.process.pid)
+        print(
+            f"after the warm-up walk, the server's background fills "
+            f"{'ended' if quiet else 'had not ended'} in {time.perf_counter() - started:.1f} s"
+        )
         per_step: dict[int, list[float]] = {k: [] for k in range(2, len(lesson.steps) + 1)}
         for _ in range(args.runs):
             for number, seconds in zip(
                 per_step,
-                walk(tab, f"{server.url}/?{query}", len(lesson.steps), args.lang),
+                walk(tab, f"{server.url}/?{query}", lesson, args.lang),
                 strict=True,
             ):
                 per_step[number].append(seconds)

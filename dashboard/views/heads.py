@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from dashboard import controls, data, lesson_focus, refusals
+from dashboard import controls, data, lesson_focus, refusals, state
 from dashboard.i18n import t
 from dashboard.lesson_focus import SectionBox
 from dashboard.views.heads_at_work.attribution import (
@@ -159,16 +159,25 @@ def render(ctl: HeadsConfig) -> None:
             draw_e5(ctl.e5, ctl.census.text)
     section(model, boxes["qk_map"], draw_qk_map, ctl.qk_map)
     draw_links()
-    if model.smollm2:  # an own model's moves are computed when asked
-        section(model, SectionBox(st.container(), True), prefetch_moves, ctl)
+    if model.smollm2 and not state.locked(f"{PAGE}.top_k"):  # see prefetch_moves
+        section(model, SectionBox(st.container(), True), prefetch_moves, ctl, boxes["mask"].shown)
 
 
-def prefetch_moves(ctl: HeadsConfig) -> None:
+def prefetch_moves(ctl: HeadsConfig, mask_shown: bool) -> None:
     """After the page is drawn: fill, in the background, what the next slider moves need, as
     one unit in this order (the copy test one length away first: a length move redraws
-    three sections; then every top k; then the masks)."""
+    three sections; then every top k; then the masks, when their section is drawn).
+
+    Only the moves this learner can make: not for a follower, whose controls are locked
+    (the presenter's session fills the same shared caches), nor an own model's (computed
+    when asked); and not for a section folded in a lesson, whose moves draw nothing. The
+    filler computes only between runs, but a forward pass it has started shares the cores
+    with the next run: Next to Heads at work's first lesson step took 1.31 s (median) with
+    the filler still at work and 0.97 s without it (``python -m bench.lesson_next --lesson
+    inside-a-real-model``)."""
     length = data.length_job(ctl.copy.length, copy_view(ctl))
-    data.prefetch_all((length, copy_moves(ctl.copy), *mask_moves(ctl.mask)))
+    masks = mask_moves(ctl.mask) if mask_shown else ()
+    data.prefetch_all((length, copy_moves(ctl.copy), *masks))
 
 
 def copy_view(ctl: HeadsConfig) -> data.CopyView:

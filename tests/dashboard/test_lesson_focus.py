@@ -4,12 +4,14 @@ every section (:mod:`dashboard.lesson_focus`)."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from dashboard.i18n import t_in
 from dashboard.lesson_focus import FOLD_KEY, folded_after
 from dashboard.lessons.model import shipped_lessons
-from tests.dashboard.conftest import assert_clean, open_app
+from tests.dashboard.conftest import assert_clean, open_app, presenting_app
 
 LESSON = "inside-a-real-model"
 ORDER = ("census", "copy", "why", "attribution", "mask")
@@ -94,3 +96,38 @@ def test_outside_a_lesson_every_section_is_drawn(page):
     drawn = headers(at)
     for section in TITLE_KEYS:
         assert title(section) in drawn, section
+
+
+def queued_jobs(monkeypatch) -> list[tuple]:
+    """Every job name the page hands to the background filler, as it runs."""
+    from dashboard import data
+
+    names: list[tuple] = []
+
+    def record(jobs):
+        names.extend(name for name, _calls in jobs)
+        return True
+
+    monkeypatch.setattr(data, "prefetch_all", record)
+    return names
+
+
+@pytest.mark.parametrize("page", ["heads"])
+def test_the_filler_fills_only_the_moves_a_learner_can_make(page, monkeypatch):
+    """Outside a lesson the page queues the copy test's and the masks' next moves; in a
+    lesson step, whose mask section is folded, not the masks'; for a locked follower of a
+    room on the step, nothing (the presenter's session fills the same caches)."""
+    names = queued_jobs(monkeypatch)
+    assert_clean(open_app(page, lang="en"))
+    assert {name[0] for name in names} >= {"length", "mask"}
+    names.clear()
+    assert_clean(heads_step("en"))
+    kinds = {name[0] for name in names}
+    assert "length" in kinds and "mask" not in kinds
+    code = f"t-{uuid.uuid4().hex[:10]}"
+    presenting_app(page, code, lang="en", lesson=LESSON, **{"lesson.step": "3"})
+    names.clear()
+    follower = open_app(page, lang="en", room=code)
+    assert_clean(follower)
+    assert follower.slider(key="heads.top_k").disabled  # following: locked
+    assert names == []
