@@ -21,10 +21,12 @@ this package loads no checkpoint code): :mod:`~attention_core.experiments.decodi
 :mod:`~attention_core.experiments.head_ablation` (copy test, ablation, attribution),
 :mod:`~attention_core.experiments.explain` (saliency vs attention vs rollout, Spearman),
 :mod:`~attention_core.experiments.mask_effects` (the mask composer's cost per layer),
-:mod:`~attention_core.experiments.model_check` (a loaded model's one-click check) and
+:mod:`~attention_core.experiments.model_check` (a loaded model's one-click check),
 :mod:`~attention_core.experiments.score_parts` (why a head attends: a score split into the
 parts of the model that made it, on the run :mod:`~attention_core.experiments.score_run`
-records; one part removed in :mod:`~attention_core.experiments.score_without`).
+records; one part removed in :mod:`~attention_core.experiments.score_without`) and
+:mod:`~attention_core.experiments.logit_lens` (what a head writes: the logit lens, direct logit
+attribution, a head's write as tokens, OV copying scores).
 """
 
 from attention_core.experiments.complexity import (
