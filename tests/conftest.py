@@ -58,6 +58,7 @@ MODEL_MODULES = frozenset(
         "core/test_encoder_heads.py",
         "core/test_explain.py",
         "core/test_heads.py",
+        "core/test_logit_lens_smollm2.py",
         "core/test_pretrained.py",
         "core/test_probe.py",
         "core/test_gguf_file.py",

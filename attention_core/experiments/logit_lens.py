@@ -2,15 +2,15 @@
 (the logit lens), the last position's logit difference split into every part's direct
 contribution, one head's write read as tokens, and every head's OV copying score.
 
-A llama decoder's logits are W_U · N_f(h): the stream after the last layer h, its final
-RMSNorm N_f(x) = g_f ⊙ x / s(x) with s(x) = sqrt(mean(x²) + eps), and the (V, D) output
-matrix W_U (the token embedding itself when tied, as in SmolLM2; the decoder applies no other
-scaling to its logits). The stream is a sum of parts (:mod:`~attention_core.experiments.
-score_run`): the embedding, every head's write (its (E,) output times its slice
-W_O[:, h·E:(h+1)·E] of the layer's output projection; under grouped-query attention every
-query head keeps its own slice) and every MLP's write. The output projection has no bias in
-the llama, Qwen2 and Qwen3 families (Qwen2's value bias reaches the stream through the heads'
-outputs, so it is part of each head's write).
+A llama decoder's logits are W_U · N_f(h), h the stream after the last layer, N_f(x) =
+g_f ⊙ x / s(x) its final RMSNorm with s(x) = sqrt(mean(x²) + eps), and W_U the (V, D) output
+matrix (the token embedding itself when tied, as in SmolLM2; the decoder scales its logits
+no further). The stream is a sum of parts (as in
+:mod:`~attention_core.experiments.score_run`): the embedding, every head's write (its (E,)
+output times its slice W_O[:, h·E:(h+1)·E] of the layer's output projection; under
+grouped-query attention every query head keeps its own slice) and every MLP's write. The
+output projection has no bias in the llama, Qwen2 and Qwen3 families (Qwen2's value bias
+reaches the stream through the heads' outputs, so it is part of each head's write).
 
 * :func:`logit_lens`: log_softmax(W_U · N_f(h_l)) for the stream h_l after each layer l (row 0
   after the embedding), with s recomputed from h_l itself, or frozen at the last layer's
@@ -23,11 +23,10 @@ outputs, so it is part of each head's write).
 * :func:`ov_copying_scores`: Σλ / Σ|λ| over the eigenvalues of every head's OV circuit on
   tokens, from an E × E matrix (never the V × V one).
 
-The first three read the cached run of :func:`~attention_core.experiments.score_run.
-score_run` (one forward pass per input, shared with the score parts); none changes the
-decoder. With bfloat16 weights the lens is the model's own logit computation (a bfloat16
-product, as :meth:`Decoder.forward` does it), and the attribution sums to the logit
-difference only to bfloat16's rounding (the parts are projected unrounded).
+The first three read one cached forward pass on the decoder's own path (:func:`lens_run`:
+the same numbers as :meth:`Decoder.forward`); none changes the decoder. With bfloat16 weights
+the lens is the model's own logit computation (a bfloat16 product), and the attribution sums
+to the logit difference only to bfloat16's rounding (the parts are projected unrounded).
 
 Shapes: N layers, H query heads, K key/value heads, G = H / K, L tokens, D width, E head size,
 V vocabulary, P parts = 1 + N·(H + 1).
@@ -35,27 +34,33 @@ V vocabulary, P parts = 1 + N·(H + 1).
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
+from attention_core import masks
 from attention_core.experiments.heads import readonly
-from attention_core.experiments.score_parts import logit_parts
 from attention_core.experiments.score_run import (
     WEIGHT_DTYPES,
     check_decoder,
+    check_run_ids,
     parts_before,
-    score_run,
 )
 from attention_core.pretrained.llama import Decoder
-from attention_core.pretrained.llama_block import linear, rms_scale
+from attention_core.pretrained.llama_block import LayerRun, linear, rms_norm, rms_scale
+from attention_core.pretrained.rope import rope_at
 from attention_core.validation import check_bool, check_int
 
 EMBED = "embed"
 """The name of the token embedding's part in :func:`direct_logit_attribution`."""
 DEFAULT_TOP_TOKENS = 10
+RUN_CACHE_SIZE = 2
+"""Runs :func:`lens_run` keeps, least recently used first out."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,28 @@ class HeadTokens:
     bottom_values: np.ndarray
     layer: int
     head: int
+
+
+@dataclass(frozen=True)
+class LensRun:
+    """One forward pass on the decoder's own path (its blocks, no attention weights kept: the
+    same numbers as :meth:`Decoder.forward`), with the stream kept after every layer and
+    every part's write at the last position T.
+
+    Attributes:
+        input_ids: the L token ids.
+        streams: (N + 1, L, D) float32, after the embedding and after each layer.
+        final_scales: (L,) the final norm's 1/s(h_N) at every position.
+        last_writes: (P, D) float32 every part's write at T, in :func:`attribution_names`
+            order (summed, ``streams[-1, -1]``).
+        logits: (L, V) the model's next-token logits.
+    """
+
+    input_ids: tuple[int, ...]
+    streams: torch.Tensor
+    final_scales: torch.Tensor
+    last_writes: torch.Tensor
+    logits: torch.Tensor
 
 
 def attribution_names(layers: int, heads: int) -> tuple[str, ...]:
@@ -109,14 +136,105 @@ def final_norm_logits(decoder: Decoder, x: torch.Tensor, scales: torch.Tensor) -
     return linear(normed, unembedding(decoder))  # (..., D) @ (D, V) -> (..., V)
 
 
+def head_writes(decoder: Decoder, layer: int, outputs: torch.Tensor) -> torch.Tensor:
+    """Each head's write: its (E,) output times its slice W_O[:, h·E:(h+1)·E] (rounded to the
+    weights' dtype first, as :func:`linear` rounds the merged outputs).
+
+    Args:
+        outputs: (H, E) one layer's head outputs at one position.
+
+    Returns:
+        (H, D) float32; their sum over the heads is the layer's attention write.
+    """
+    cfg = decoder.config
+    out = decoder.layers[layer].out  # (D, H·E)
+    slices = out.float().view(-1, cfg.num_heads, cfg.head_dim)  # (D, H, E)
+    rounded = outputs.to(out.dtype).float()  # (H, E)
+    return torch.einsum("he,dhe->hd", rounded, slices)  # (H, D)
+
+
+def record_lens_run(decoder: Decoder, ids: torch.Tensor) -> LensRun:
+    """Run the decoder's blocks on (1, L) checked ids as :meth:`Decoder.forward` does, keeping
+    the stream after every layer and every part's write at the last position."""
+    cfg = decoder.config
+    length = ids.shape[1]
+    run = LayerRun(
+        rope_at(cfg, decoder.rope_style, 0, length),
+        decoder.variant,
+        decoder.variant_params,
+        need_weights=False,
+    )
+    causal = masks.causal_lower_right(length, length)  # (L, L)
+    mask = None if bool(causal.all()) else causal
+    with torch.inference_mode():
+        x = F.embedding(ids, decoder.embedding).float()  # (1, L, D)
+        streams, writes = [x[0]], [x[0, -1][None]]
+        for index, block in enumerate(decoder.layers):
+            steps = block.forward_intermediates(x, run, mask=mask)
+            x = steps.attended + steps.mlp_write  # (1, L, D), as the block's forward
+            streams.append(x[0])
+            writes.extend(
+                (
+                    head_writes(decoder, index, steps.head_outputs[0, :, -1]),
+                    steps.mlp_write[0, -1][None],
+                )
+            )
+        normed = rms_norm(x, decoder.final_norm, cfg.rms_eps)  # (1, L, D)
+        return LensRun(
+            input_ids=tuple(ids[0].tolist()),
+            streams=torch.stack(streams),  # (N + 1, L, D)
+            final_scales=rms_scale(x, cfg.rms_eps)[0],  # (L,)
+            last_writes=torch.cat(writes),  # (P, D)
+            logits=linear(normed, unembedding(decoder))[0],  # (L, V)
+        )
+
+
+_RUNS: OrderedDict[tuple, tuple[weakref.ref, LensRun]] = OrderedDict()
+_RUNS_LOCK = threading.Lock()
+
+
+def lens_run(decoder: Decoder, input_ids) -> LensRun:
+    """:func:`record_lens_run` behind an LRU of :data:`RUN_CACHE_SIZE` runs keyed by the
+    decoder's identity (a weak reference), its variant and RoPE style, and the ids.
+
+    Args:
+        decoder: a llama :class:`Decoder` with float32 or bfloat16 weights and exact dense
+            attention. input_ids: L token ids (a sequence, or a (1, L) tensor), at most 256.
+
+    Returns:
+        :class:`LensRun` (the same object for a repeated call).
+
+    Raises:
+        ValueError: for int4 weights, another variant, or empty, too long or
+            out-of-vocabulary ids.
+    """
+    check_decoder(decoder)
+    ids = check_run_ids(decoder, input_ids)  # (1, L)
+    key = (id(decoder), decoder.variant, decoder.rope_style, tuple(ids[0].tolist()))
+    with _RUNS_LOCK:
+        held = _RUNS.get(key)
+        if held is not None and held[0]() is decoder:
+            _RUNS.move_to_end(key)
+            return held[1]
+    run = record_lens_run(decoder, ids)
+    with _RUNS_LOCK:
+        _RUNS[key] = (weakref.ref(decoder), run)
+        _RUNS.move_to_end(key)
+        while len(_RUNS) > RUN_CACHE_SIZE:
+            _RUNS.popitem(last=False)
+    return run
+
+
 def logit_lens(decoder: Decoder, input_ids, *, frozen_scale: bool = False) -> torch.Tensor:
     """Read the residual stream after every layer as next-token log-probabilities.
 
     Row l is log_softmax(W_U · N_f(h_l)) at every position, h_0 the embedding and h_l the
     stream after layer l (0-based layer l − 1). With the final norm's scale recomputed from
-    each h_l (the default) the last row is the model's own next-token log-probabilities.
-    With ``frozen_scale=True`` every row uses the last layer's s(h_N) at its position
-    instead: the last row is unchanged, the early rows are much flatter.
+    each h_l (the default) the last row is the model's own next-token log-probabilities
+    (taken from the run's logits: one product of all the rows at once rounds differently,
+    by up to about 1e-5 of SmolLM2's logits). With ``frozen_scale=True`` every row uses the
+    last layer's s(h_N) at its position instead: the last row is unchanged, the early rows
+    are much flatter.
 
     Args:
         decoder: a llama :class:`Decoder` with float32 or bfloat16 weights and exact dense
@@ -133,15 +251,16 @@ def logit_lens(decoder: Decoder, input_ids, *, frozen_scale: bool = False) -> to
     """
     check_decoder(decoder)
     frozen_scale = check_bool("frozen_scale", frozen_scale)
-    run = score_run(decoder, input_ids)
+    run = lens_run(decoder, input_ids)
     with torch.no_grad():
-        streams = run.residual  # (N + 1, L, D)
+        streams = run.streams  # (N + 1, L, D)
         if frozen_scale:
             scales = run.final_scales[None]  # (1, L)
         else:
             scales = rms_scale(streams, decoder.config.rms_eps)  # (N + 1, L)
         logits = final_norm_logits(decoder, streams, scales)  # (N + 1, L, V)
-        return F.log_softmax(logits, dim=-1)  # (N + 1, L, V)
+        logits[-1] = run.logits  # the model's own: the product of all rows rounds otherwise
+        return logits.sub_(torch.logsumexp(logits, dim=-1, keepdim=True))  # log-softmax
 
 
 def check_token(name: str, token, vocab: int) -> int:
@@ -153,7 +272,7 @@ def check_token(name: str, token, vocab: int) -> int:
     return check_int(name, token, low=0, high=vocab - 1)
 
 
-def direct_logit_attribution(decoder: Decoder, input_ids, answer, alternative) -> dict:
+def direct_logit_attribution(decoder: Decoder, input_ids, answer, alternative) -> dict[str, float]:
     """Split the last position's logit[answer] − logit[alternative] into every part's direct
     contribution.
 
@@ -183,12 +302,14 @@ def direct_logit_attribution(decoder: Decoder, input_ids, answer, alternative) -
     alternative = check_token("alternative", alternative, vocab)
     if answer == alternative:
         raise ValueError(f"answer and alternative must differ, got {answer} twice")
-    run = score_run(decoder, input_ids)
-    parts = logit_parts(
-        decoder, input_ids, position=run.length - 1, target=answer, alternative=alternative
-    )
+    run = lens_run(decoder, input_ids)
+    with torch.no_grad():
+        output = unembedding(decoder)  # (V, D)
+        direction = output[answer].double() - output[alternative].double()  # (D,)
+        direction = direction * decoder.final_norm.double() * run.final_scales[-1].double()
+        values = run.last_writes.double() @ direction  # (P, D) @ (D,) -> (P,)
     names = attribution_names(decoder.config.num_layers, decoder.config.num_heads)
-    return dict(zip(names, parts.contributions.tolist(), strict=True))
+    return dict(zip(names, values.tolist(), strict=True))
 
 
 def head_write_tokens(decoder: Decoder, input_ids, layer, head, k=DEFAULT_TOP_TOKENS) -> HeadTokens:
@@ -215,9 +336,9 @@ def head_write_tokens(decoder: Decoder, input_ids, layer, head, k=DEFAULT_TOP_TO
     layer = check_int("layer", layer, low=0, high=cfg.num_layers - 1)
     head = check_int("head", head, low=0, high=cfg.num_heads - 1)
     k = check_int("k", k, low=1, high=cfg.vocab_size)
-    run = score_run(decoder, input_ids)
+    run = lens_run(decoder, input_ids)
     with torch.no_grad():
-        write = run.writes[parts_before(cfg, layer) + head, -1]  # (D,) the head's write at T
+        write = run.last_writes[parts_before(cfg, layer) + head]  # (D,) the head's write at T
         scale = run.final_scales[-1]  # () the whole stream's 1/s at T
         logits = final_norm_logits(decoder, write, scale).double()  # (V,)
         top = torch.topk(logits, k)  # (k,) largest first
@@ -251,16 +372,14 @@ def check_float_weights(decoder: Decoder) -> Decoder:
 
 def token_gram(decoder: Decoder) -> torch.Tensor:
     """W_Eᵀ · W_U · diag(g_f): the (D, D) product over the vocabulary that every head's OV
-    circuit on tokens shares, accumulated in float32 (the weights' own precision) and
-    returned in float64.
+    circuit on tokens shares.
 
     Returns:
-        (D, D) float64.
+        (D, D) float32.
     """
     embedding = decoder.embedding.float()  # (V, D)
     output = embedding if decoder.output is None else decoder.output.float()  # (V, D)
-    gram = embedding.T @ output  # (D, V) @ (V, D) -> (D, D)
-    return gram.double() * decoder.final_norm.double()  # (D, D), g_f on the output side
+    return (embedding.T @ output) * decoder.final_norm  # (D, V) @ (V, D) -> (D, D), g_f
 
 
 def ov_circuits(decoder: Decoder, layer: int, gram: torch.Tensor) -> torch.Tensor:
@@ -268,19 +387,19 @@ def ov_circuits(decoder: Decoder, layer: int, gram: torch.Tensor) -> torch.Tenso
 
     Args:
         decoder: a llama :class:`Decoder` with float weights. layer: 0-based.
-        gram: (D, D) float64 from :func:`token_gram`.
+        gram: (D, D) float32 from :func:`token_gram`.
 
     Returns:
-        (H, E, E) float64; head h uses key/value head h // G's rows of W_V.
+        (H, E, E) float32; head h uses key/value head h // G's rows of W_V.
     """
     cfg = decoder.config
     block = decoder.layers[layer]
     heads, size, group = cfg.num_heads, cfg.head_dim, cfg.group_size
     first_v = (heads + cfg.num_kv_heads) * size
-    values = block.qkv[first_v:].double() * block.attn_norm.double()  # (K·E, D), g_a folded in
+    values = block.qkv[first_v:].float() * block.attn_norm  # (K·E, D), g_a folded in
     read = (values @ gram).view(cfg.num_kv_heads, size, -1)  # (K·E, D) @ (D, D) -> (K, E, D)
     read = read.repeat_interleave(group, dim=0)  # (H, E, D), query head h -> K head h // G
-    out = block.out.double().view(-1, heads, size).permute(1, 0, 2)  # (D, H·E) -> (H, D, E)
+    out = block.out.float().view(-1, heads, size).permute(1, 0, 2)  # (D, H·E) -> (H, D, E)
     return read @ out  # (H, E, D) @ (H, D, E) -> (H, E, E)
 
 
@@ -303,8 +422,8 @@ def ov_copying_scores(decoder: Decoder) -> torch.Tensor:
     round), so M's are those of the (E, E) matrix
     B · A = W_V,h · diag(g_a) · (W_Eᵀ · W_U · diag(g_f)) · W_O,h plus V − E zeros, which add
     nothing to either sum. The (D, D) product in the middle is shared by every head
-    (:func:`token_gram`, float32 over the vocabulary); the rest and the eigenvalues are
-    float64. Σλ is the trace (real); a head whose circuit is zero scores NaN (0 / 0).
+    (:func:`token_gram`). The products are float32 (the weights' own precision), the
+    eigenvalues float64. Σλ is the trace (real); a head whose circuit is zero scores NaN.
 
     Args:
         decoder: a llama :class:`Decoder` with float32 or bfloat16 weights (any variant).
@@ -322,5 +441,5 @@ def ov_copying_scores(decoder: Decoder) -> torch.Tensor:
         circuits = torch.stack(
             [ov_circuits(decoder, layer, gram) for layer in range(cfg.num_layers)]
         )
-        eigenvalues = torch.linalg.eigvals(circuits)  # (N, H, E, E) -> (N, H, E) complex128
+        eigenvalues = torch.linalg.eigvals(circuits.double())  # (N, H, E) complex128
         return eigenvalues.real.sum(dim=-1) / eigenvalues.abs().sum(dim=-1)  # (N, H)
