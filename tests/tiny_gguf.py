@@ -375,47 +375,76 @@ def _rotate(x: torch.Tensor, positions: torch.Tensor, spec: TinySpec, factors) -
     return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
 
 
-def reference_forward(model: TinyModel, ids: list[int], start: int = 0):
+def file_tensors(model: TinyModel) -> dict[str, torch.Tensor]:
+    """Every tensor of the tiny file as ``gguf`` decodes it, float64, by GGUF name."""
+    return {name: torch.from_numpy(value).double() for name, value in model.tensors.items()}
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """The tiny model's float64 forward on one sequence, its parts kept apart.
+
+    Attributes:
+        logits: (L, V). attentions: one (H, L, L) tensor per layer.
+        streams: (N + 1, L, D), the stream after the embedding and after each layer.
+        parts: (P, L, D), P = 1 + N·(H + 1): the embedding, then per layer each head's write
+            (its output times its own slice of the output projection) and the MLP's write.
+    """
+
+    logits: torch.Tensor
+    attentions: list[torch.Tensor]
+    streams: torch.Tensor
+    parts: torch.Tensor
+
+
+def reference_run(model: TinyModel, ids: list[int], start: int = 0) -> ReferenceRun:
     """The tiny model's float64 forward on one sequence, from gguf's decoded values only.
 
     Args:
         model: from :func:`write_tiny_gguf`.
         ids: the token ids (L,).
         start: the first token's position.
-
-    Returns:
-        (logits (L, V), attentions: one (H, L, L) tensor per layer), float64.
     """
-    spec = model.spec
-    w = {name: torch.from_numpy(value).double() for name, value in model.tensors.items()}
+    spec, w = model.spec, file_tensors(model)
     factors = w.get("rope_freqs.weight")
-    length = len(ids)
+    length, size = len(ids), spec.head_dim
     positions = torch.arange(start, start + length)
     x = w["token_embd.weight"][torch.tensor(ids)]  # (L, D)
     causal = torch.ones(length, length, dtype=torch.bool).tril()
     group = spec.heads // spec.kv_heads
-    attentions = []
+    attentions, streams, parts = [], [x], [x]
     for index in range(spec.layers):
         p = f"blk.{index}."
         h = _rms(x, w[p + "attn_norm.weight"])
         q, k, v = (h @ w[p + f"attn_{n}.weight"].T for n in "qkv")
         if spec.architecture == "qwen2":
             q, k, v = (t + w[p + f"attn_{n}.bias"] for t, n in zip((q, k, v), "qkv", strict=True))
-        q = q.view(length, spec.heads, spec.head_dim).transpose(0, 1)  # (H, L, E)
-        k = k.view(length, spec.kv_heads, spec.head_dim).transpose(0, 1)  # (K, L, E)
-        v = v.view(length, spec.kv_heads, spec.head_dim).transpose(0, 1)  # (K, L, E)
+        q = q.view(length, spec.heads, size).transpose(0, 1)  # (H, L, E)
+        k = k.view(length, spec.kv_heads, size).transpose(0, 1)  # (K, L, E)
+        v = v.view(length, spec.kv_heads, size).transpose(0, 1)  # (K, L, E)
         if spec.architecture == "qwen3":
             q, k = _rms(q, w[p + "attn_q_norm.weight"]), _rms(k, w[p + "attn_k_norm.weight"])
         q, k = _rotate(q, positions, spec, factors), _rotate(k, positions, spec, factors)
         k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)  # (H, L, E)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(spec.head_dim)  # (H, L, L)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(size)  # (H, L, L)
         weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
         attentions.append(weights)
-        out = (weights @ v).transpose(0, 1).reshape(length, spec.heads * spec.head_dim)
-        x = x + out @ w[p + "attn_output.weight"].T
+        outputs = weights @ v  # (H, L, E)
+        w_o = w[p + "attn_output.weight"]  # (D, H·E)
+        writes = [outputs[i] @ w_o[:, i * size : (i + 1) * size].T for i in range(spec.heads)]
+        x = x + sum(writes)
         h = _rms(x, w[p + "ffn_norm.weight"])
         gate, up = h @ w[p + "ffn_gate.weight"].T, h @ w[p + "ffn_up.weight"].T
-        x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "ffn_down.weight"].T
-    x = _rms(x, w["output_norm.weight"])
+        mlp = (torch.nn.functional.silu(gate) * up) @ w[p + "ffn_down.weight"].T
+        x = x + mlp
+        streams.append(x)
+        parts.extend((*writes, mlp))
     output = w.get("output.weight", w["token_embd.weight"])
-    return x @ output.T, attentions
+    logits = _rms(x, w["output_norm.weight"]) @ output.T
+    return ReferenceRun(logits, attentions, torch.stack(streams), torch.stack(parts))
+
+
+def reference_forward(model: TinyModel, ids: list[int], start: int = 0):
+    """:func:`reference_run`'s (logits (L, V), attentions: one (H, L, L) tensor per layer)."""
+    run = reference_run(model, ids, start)
+    return run.logits, run.attentions

@@ -34,9 +34,6 @@ V vocabulary, P parts = 1 + N·(H + 1).
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,8 +44,8 @@ from attention_core import masks
 from attention_core.experiments.heads import readonly
 from attention_core.experiments.score_run import (
     WEIGHT_DTYPES,
+    DecoderRuns,
     check_decoder,
-    check_run_ids,
     parts_before,
 )
 from attention_core.pretrained.llama import Decoder
@@ -189,13 +186,11 @@ def record_lens_run(decoder: Decoder, ids: torch.Tensor) -> LensRun:
         )
 
 
-_RUNS: OrderedDict[tuple, tuple[weakref.ref, LensRun]] = OrderedDict()
-_RUNS_LOCK = threading.Lock()
+_RUNS = DecoderRuns(record_lens_run, RUN_CACHE_SIZE)
 
 
 def lens_run(decoder: Decoder, input_ids) -> LensRun:
-    """:func:`record_lens_run` behind an LRU of :data:`RUN_CACHE_SIZE` runs keyed by the
-    decoder's identity (a weak reference), its variant and RoPE style, and the ids.
+    """:func:`record_lens_run` behind a :class:`DecoderRuns` of :data:`RUN_CACHE_SIZE` runs.
 
     Args:
         decoder: a llama :class:`Decoder` with float32 or bfloat16 weights and exact dense
@@ -208,21 +203,7 @@ def lens_run(decoder: Decoder, input_ids) -> LensRun:
         ValueError: for int4 weights, another variant, or empty, too long or
             out-of-vocabulary ids.
     """
-    check_decoder(decoder)
-    ids = check_run_ids(decoder, input_ids)  # (1, L)
-    key = (id(decoder), decoder.variant, decoder.rope_style, tuple(ids[0].tolist()))
-    with _RUNS_LOCK:
-        held = _RUNS.get(key)
-        if held is not None and held[0]() is decoder:
-            _RUNS.move_to_end(key)
-            return held[1]
-    run = record_lens_run(decoder, ids)
-    with _RUNS_LOCK:
-        _RUNS[key] = (weakref.ref(decoder), run)
-        _RUNS.move_to_end(key)
-        while len(_RUNS) > RUN_CACHE_SIZE:
-            _RUNS.popitem(last=False)
-    return run
+    return _RUNS.get(decoder, input_ids)
 
 
 def logit_lens(decoder: Decoder, input_ids, *, frozen_scale: bool = False) -> torch.Tensor:

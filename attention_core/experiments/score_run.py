@@ -25,7 +25,9 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.nn import functional as F
@@ -275,15 +277,52 @@ def record_run(decoder: Decoder, input_ids, *, removed: str | None = None) -> Sc
         )
 
 
-_RUNS: OrderedDict[tuple, tuple[weakref.ref, ScoreRun]] = OrderedDict()
-_RUNS_LOCK = threading.Lock()
+class DecoderRuns:
+    """An LRU of ``size`` recorded runs keyed by the decoder's identity (a weak reference: a
+    cached run never keeps a decoder alive, and a new decoder at a reused address is not
+    mistaken for the old one), its variant and RoPE style, and the token ids (thread-safe).
+
+    Args:
+        record: ``record(decoder, ids)`` → the run, ``ids`` a checked (1, L) tensor.
+        size: the runs kept, least recently used first out.
+    """
+
+    def __init__(self, record: Callable[[Decoder, torch.Tensor], Any], size: int):
+        self._record, self._size = record, size
+        self._runs: OrderedDict[tuple, tuple[weakref.ref, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, decoder: Decoder, input_ids) -> Any:
+        """The run of ``input_ids`` on ``decoder``, recorded once (see the class).
+
+        Raises:
+            ValueError: for a decoder :func:`check_decoder` refuses, or ids
+                :func:`check_run_ids` refuses.
+        """
+        check_decoder(decoder)
+        ids = check_run_ids(decoder, input_ids)  # (1, L)
+        key = (id(decoder), decoder.variant, decoder.rope_style, tuple(ids[0].tolist()))
+        with self._lock:
+            held = self._runs.get(key)
+            if held is not None and held[0]() is decoder:
+                self._runs.move_to_end(key)
+                return held[1]
+        run = self._record(decoder, ids)
+        with self._lock:
+            self._runs[key] = (weakref.ref(decoder), run)
+            self._runs.move_to_end(key)
+            while len(self._runs) > self._size:
+                self._runs.popitem(last=False)
+        return run
+
+
+_RUNS = DecoderRuns(lambda decoder, ids: record_run(decoder, ids), RUN_CACHE_SIZE)
+"""(``record_run`` looked up at each call: the module's function, as a test replaces it.)"""
 
 
 def score_run(decoder: Decoder, input_ids) -> ScoreRun:
-    """:func:`record_run` without ablation, through an LRU of :data:`RUN_CACHE_SIZE` runs
-    keyed by the decoder's identity (a weak reference: a cached run never keeps a decoder
-    alive, and a new decoder at a reused address is not mistaken for the old one), its
-    variant and RoPE style, and the token ids.
+    """:func:`record_run` without ablation, through a :class:`DecoderRuns` of
+    :data:`RUN_CACHE_SIZE` runs.
 
     Args:
         decoder: a llama :class:`Decoder` with float32 or bfloat16 weights.
@@ -295,18 +334,4 @@ def score_run(decoder: Decoder, input_ids) -> ScoreRun:
     Raises:
         ValueError: as :func:`record_run`.
     """
-    check_decoder(decoder)
-    ids = check_run_ids(decoder, input_ids)  # (1, L)
-    key = (id(decoder), decoder.variant, decoder.rope_style, tuple(ids[0].tolist()))
-    with _RUNS_LOCK:
-        held = _RUNS.get(key)
-        if held is not None and held[0]() is decoder:
-            _RUNS.move_to_end(key)
-            return held[1]
-    run = record_run(decoder, ids)
-    with _RUNS_LOCK:
-        _RUNS[key] = (weakref.ref(decoder), run)
-        _RUNS.move_to_end(key)
-        while len(_RUNS) > RUN_CACHE_SIZE:
-            _RUNS.popitem(last=False)
-    return run
+    return _RUNS.get(decoder, input_ids)

@@ -11,7 +11,6 @@ forward of any decoder (hooks), for SmolLM2, where no file-level reference is at
 
 from __future__ import annotations
 
-import math
 import threading
 
 import torch
@@ -19,12 +18,8 @@ from torch.nn import functional as F
 
 from attention_core.experiments.heads import as_ids
 from attention_core.pretrained import llama_block
-from tests.tiny_gguf import RMS_EPS, TinyModel, _rms, _rotate
-
-
-def file_tensors(model: TinyModel) -> dict[str, torch.Tensor]:
-    """Every tensor of the tiny file, float64, by GGUF name."""
-    return {name: torch.from_numpy(value).double() for name, value in model.tensors.items()}
+from tests.tiny_gguf import RMS_EPS, TinyModel, file_tensors
+from tests.tiny_gguf import reference_run as tiny_reference_run
 
 
 def unembedding(w: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -38,45 +33,14 @@ def norm_scale(x: torch.Tensor) -> torch.Tensor:
 
 
 def reference_run(model: TinyModel, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The float64 forward of ``tiny_gguf.reference_forward``, keeping the parts apart.
+    """The float64 forward of :func:`tests.tiny_gguf.reference_run`, its parts kept apart.
 
     Returns:
         (streams (N + 1, L, D): after the embedding and after each layer; parts (P, L, D):
         the embedding, then per layer each head's write and the MLP's write).
     """
-    spec, w = model.spec, file_tensors(model)
-    length, size, heads = len(ids), spec.head_dim, spec.heads
-    positions = torch.arange(length)
-    x = w["token_embd.weight"][torch.tensor(ids)]  # (L, D)
-    causal = torch.ones(length, length, dtype=torch.bool).tril()
-    streams, parts = [x], [x]
-    for index in range(spec.layers):
-        p = f"blk.{index}."
-        h = _rms(x, w[p + "attn_norm.weight"])
-        q, k, v = (h @ w[p + f"attn_{n}.weight"].T for n in "qkv")
-        if spec.architecture == "qwen2":
-            q, k, v = (t + w[p + f"attn_{n}.bias"] for t, n in zip((q, k, v), "qkv", strict=True))
-        q = q.view(length, heads, size).transpose(0, 1)  # (H, L, E)
-        k = k.view(length, spec.kv_heads, size).transpose(0, 1)  # (K, L, E)
-        v = v.view(length, spec.kv_heads, size).transpose(0, 1)  # (K, L, E)
-        if spec.architecture == "qwen3":
-            q, k = _rms(q, w[p + "attn_q_norm.weight"]), _rms(k, w[p + "attn_k_norm.weight"])
-        q, k = _rotate(q, positions, spec, None), _rotate(k, positions, spec, None)
-        group = heads // spec.kv_heads
-        k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)  # (H, L, E)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(size)  # (H, L, L)
-        weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
-        outputs = weights @ v  # (H, L, E)
-        w_o = w[p + "attn_output.weight"]  # (D, H·E)
-        writes = [outputs[h] @ w_o[:, h * size : (h + 1) * size].T for h in range(heads)]
-        x = x + sum(writes)
-        hm = _rms(x, w[p + "ffn_norm.weight"])
-        gate, up = hm @ w[p + "ffn_gate.weight"].T, hm @ w[p + "ffn_up.weight"].T
-        mlp = (F.silu(gate) * up) @ w[p + "ffn_down.weight"].T
-        x = x + mlp
-        streams.append(x)
-        parts.extend((*writes, mlp))
-    return torch.stack(streams), torch.stack(parts)
+    run = tiny_reference_run(model, ids)
+    return run.streams, run.parts
 
 
 def reference_lens(model: TinyModel, streams: torch.Tensor, frozen: bool) -> torch.Tensor:
