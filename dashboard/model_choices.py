@@ -28,7 +28,7 @@ CUSTOM = "custom"
 """The preset choice of :func:`preset_text_controls` that opens the text box."""
 
 
-MODEL_CHOICE_PAGES = ("decoder", "heads")
+MODEL_CHOICE_PAGES = ("decoder", "heads", "writes")
 """Pages with a model choice (``<page>.model``): for one of the server's own models their
 title, explainer and notes are the model-neutral ones (``title_own``, …), since the usual
 ones quote SmolLM2's own measurements."""

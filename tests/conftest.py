@@ -31,7 +31,7 @@ from attention_core.pretrained import load_smollm2, smollm2_available
 
 TESTS = Path(__file__).resolve().parent
 LEFT_OUT_OF_FAST = ("browser", "model", "slow")
-MODEL_PAGES = frozenset({"real_model", "decoder", "heads"})
+MODEL_PAGES = frozenset({"real_model", "decoder", "heads", "writes"})
 """The pages that load a real model (e5-small, MiniLM, SmolLM2)."""
 MODEL_FIXTURES = frozenset(
     {
@@ -66,6 +66,7 @@ MODEL_MODULES = frozenset(
         "dashboard/test_decoder_bytes.py",
         "dashboard/test_decoder_claims.py",
         "dashboard/test_heads_page.py",
+        "dashboard/test_writes_page.py",
         "dashboard/test_heads_claims.py",
         "dashboard/test_heads_click.py",
         "dashboard/test_heads_e5_page.py",

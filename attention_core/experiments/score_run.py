@@ -129,8 +129,9 @@ class ScoreRun:
         return len(self.input_ids)
 
 
-def check_decoder(decoder: Decoder) -> Decoder:
-    """The decoder, if its parts can be split.
+def check_decoder(decoder: Decoder, purpose: str = "score parts") -> Decoder:
+    """The decoder, if its parts can be split (``purpose`` names what needs them in the
+    refusal: ``"score parts"``, ``"the logit lens and its attributions"``).
 
     Raises:
         ValueError: for something that is not a :class:`Decoder`, int4 weights (name the
@@ -140,7 +141,7 @@ def check_decoder(decoder: Decoder) -> Decoder:
         raise ValueError(f"decoder must be a llama Decoder, got {type(decoder).__name__}")
     if decoder.weights_dtype not in WEIGHT_DTYPES:
         raise ValueError(
-            f"score parts need float weights, got weights_dtype={decoder.weights_dtype!r}: "
+            f"{purpose} need float weights, got weights_dtype={decoder.weights_dtype!r}: "
             "load the decoder with weights_dtype='float32' or 'bfloat16'"
         )
     spec = get_variant(decoder.variant)

@@ -10,7 +10,13 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
-from dashboard.charts.base import CHOSEN_STROKE, SEQUENTIAL_SCHEME, check_rows, finish
+from dashboard.charts.base import (
+    CHOSEN_STROKE,
+    DIVERGING_SCHEME,
+    SEQUENTIAL_SCHEME,
+    check_rows,
+    finish,
+)
 
 CELL_PX = 26
 PICK = "pick"
@@ -39,6 +45,7 @@ def head_score_chart(
     value_format: str,
     chosen: tuple[int, int] | None = None,
     letter_px: int = LABEL_FONT,
+    diverging: bool = False,
 ) -> alt.LayerChart:
     """A layers × heads heatmap of a score, each cell lettered with its head's label.
 
@@ -53,6 +60,8 @@ def head_score_chart(
         value_format: d3 format of the score in tooltips.
         chosen: the (layer, head) outlined as the one shown, or None.
         letter_px: the letters' font size (``ChartLook.letter_px``: larger when presenting).
+        diverging: a signed score: red below 0, blue above, white at 0 (the domain symmetric
+            about 0), instead of the sequential scheme.
 
     Returns:
         An Altair layer chart (rects, text and the outline), layers as rows, heads as columns.
@@ -73,19 +82,25 @@ def head_score_chart(
         ],
     )
     pick = alt.selection_point(name=PICK, fields=["layer", "head"], on="click", clear=False)
+    if diverging:
+        size = float(df["score"].abs().max()) or 1.0
+        scale = alt.Scale(scheme=DIVERGING_SCHEME, domain=[-size, size])
+        lightness = alt.condition(
+            (alt.datum.score > size / 2) | (alt.datum.score < -size / 2),
+            alt.value("white"),
+            alt.value("black"),
+        )
+    else:
+        scale = alt.Scale(scheme=SEQUENTIAL_SCHEME)
+        lightness = alt.condition(
+            alt.datum.score > (df["score"].min() + df["score"].max()) / 2,
+            alt.value("white"),
+            alt.value("black"),
+        )
     rects = (
         base.mark_rect(cursor="pointer")
-        .encode(
-            color=alt.Color(
-                "score:Q", title=titles.value_title, scale=alt.Scale(scheme=SEQUENTIAL_SCHEME)
-            )
-        )
+        .encode(color=alt.Color("score:Q", title=titles.value_title, scale=scale))
         .add_params(pick)
-    )
-    lightness = alt.condition(
-        alt.datum.score > (df["score"].min() + df["score"].max()) / 2,
-        alt.value("white"),
-        alt.value("black"),
     )
     letters = base.mark_text(fontSize=letter_px).encode(text="mark:N", color=lightness)
     layers = [rects, letters]

@@ -20,6 +20,8 @@ Modules, by concern:
   :mod:`~dashboard.data.heads_prefetch` — its likely next moves filled in the background.
 * :mod:`~dashboard.data.heads_cost` — Heads at work: a long computation's time, before it starts.
 * :mod:`~dashboard.data.heads_e5` — Heads at work in e5: census, pronoun link, heads off.
+* :mod:`~dashboard.data.writes` — What a head writes: the logit lens, every part's share of
+  the answer; :mod:`~dashboard.data.writes_heads` — one head's write, the copying scores.
 * :mod:`~dashboard.data.memo` — the byte-bounded cache of the layer runs.
 * :mod:`~dashboard.data.training` — Watch it learn: training runs streamed, kept by config.
 
@@ -179,6 +181,37 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "smollm2_float_decoder",
         "top_heads",
         "weakest_heads",
+    ),
+    "writes": (
+        "ANSWER_CHOICES",
+        "Attribution",
+        "LENS_POSITIONS_DEFAULT",
+        "LENS_POSITIONS_MAX",
+        "LENS_TOP",
+        "LensGrid",
+        "NextTokens",
+        "PARTS_SHOWN",
+        "WRITES_PRESETS",
+        "attribution",
+        "early_rows",
+        "head_shares",
+        "lens_grid",
+        "lens_table",
+        "mlp_shares",
+        "next_tokens",
+        "parts_table",
+        "settled_layer",
+    ),
+    "writes_heads": (
+        "HeadWrite",
+        "WRITE_TOKENS",
+        "attention_row_table",
+        "census_labels",
+        "copying_by_label",
+        "copying_scores",
+        "head_table",
+        "head_write",
+        "write_table",
     ),
     "heads_cost": (
         "LONG_RUN_S",

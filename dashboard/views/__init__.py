@@ -17,6 +17,7 @@ PAGES = (
     ("real_model", "🧠"),
     ("decoder", "⏩"),
     ("heads", "🔌"),
+    ("writes", "✍️"),
 )
 """``(file stem, icon)`` of every page, in navigation order; the first is the default. The
 icons are emoji, drawn from the browser's own fonts: nothing is fetched for them."""
@@ -31,6 +32,7 @@ PAGE_SECTIONS = {
     "real_model": ("tokens", "grid", "pronoun"),
     "decoder": ("generation", "maps", "rope", "sink"),
     "heads": ("census", "why"),
+    "writes": ("lens", "parts", "head", "copying"),
 }
 """The sections of a page that a lesson step may name (``section = "meeting"``): each page
 draws the section's header with the anchor :func:`section_anchor` gives (or, for a chart with
@@ -39,7 +41,7 @@ step shows that section first."""
 SECTIONS = (
     ("basics", ("intuition", "playground", "step_by_step", "scaling", "multihead")),
     ("lab", ("variants", "properties", "gradients", "watch", "practice")),
-    ("real", ("real_model", "decoder", "heads")),
+    ("real", ("real_model", "decoder", "heads", "writes")),
 )
 """The sidebar's sections (``common.nav_<section>``) and their pages, in :data:`PAGES`' order:
 every page is listed in the open sidebar, the real-model pages among them (a flat list of 13

@@ -109,6 +109,19 @@ def test_the_lens_last_row_is_the_models_own_log_probs(tiny, case):
         assert float((lens[-1].double() - own).abs().max()) <= MODEL_TOLERANCE
 
 
+@pytest.mark.parametrize("frozen", [False, True])
+def test_the_last_positions_are_the_full_lens_cut(tiny, frozen):
+    """``positions=k`` reads the whole prompt and keeps the last k positions' rows."""
+    model, decoder = tiny["qwen2"]
+    ids = _ids(decoder.config.vocab_size, seed=5)
+    streams, _ = reference_run(model, ids)
+    expected = reference_lens(model, streams, frozen)  # (N + 1, L, V)
+    for kept in (1, 3, LENGTH):
+        lens = ll.logit_lens(decoder, ids, frozen_scale=frozen, positions=kept)
+        assert lens.shape == (LAYERS + 1, kept, decoder.config.vocab_size)
+        assert float((lens.double() - expected[:, -kept:]).abs().max()) <= LENS_TOLERANCE
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_the_run_is_the_models_forward_and_is_cached(tiny, case):
     """The lens's run takes the decoder's own path: its logits are the forward's, bit for
@@ -283,6 +296,9 @@ def test_bad_input_is_refused_by_name(tiny):
             ll.logit_lens(decoder, bad_ids)
     with pytest.raises(ValueError, match="frozen_scale"):
         ll.logit_lens(decoder, ids, frozen_scale="yes")
+    for positions in (0, len(ids) + 1, 1.5, True):
+        with pytest.raises(ValueError, match="positions"):
+            ll.logit_lens(decoder, ids, positions=positions)
     for layer, head, k, named in (
         (LAYERS, 0, 3, "layer"),
         (0, decoder.config.num_heads, 3, "head"),
@@ -308,10 +324,11 @@ def test_int4_weights_are_refused_by_name(tmp_path):
         lambda: ll.logit_lens(decoder, ids),
         lambda: ll.direct_logit_attribution(decoder, ids, 1, 2),
         lambda: ll.head_write_tokens(decoder, ids, 0, 0),
-        lambda: ll.ov_copying_scores(decoder),
     ):
-        with pytest.raises(ValueError, match="weights_dtype='int4'"):
+        with pytest.raises(ValueError, match="logit lens .* need float weights.*'int4'"):
             call()
+    with pytest.raises(ValueError, match="weights_dtype='int4'"):
+        ll.ov_copying_scores(decoder)
 
 
 @pytest.mark.parametrize("case", CASES)

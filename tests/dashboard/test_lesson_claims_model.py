@@ -18,6 +18,7 @@ from dashboard.lessons.model import shipped_lessons
 from dashboard.numbers import parse_plain_number
 from tests.dashboard.conftest import APP_PATH, assert_clean, canvas_heatmaps, grid_rows, metrics
 from tests.dashboard.test_presenter_day import kept_figure_is_shown
+from tests.dashboard.test_writes_page import WRITES_CLAIMS
 
 LANG = "en"
 TIMEOUT_S = 600  # a real model on a shared machine (the census runs every head)
@@ -203,6 +204,7 @@ MODEL_CLAIMS: dict[str, Callable[[AppTest], None]] = {
     "inside-a-real-model-2": each_token_a_new_query,
     "inside-a-real-model-3": induction_heads_are_bright,
     "inside-a-real-model-4": the_head_needs_an_earlier_head,
+    **WRITES_CLAIMS,  # "What a head writes", checked in its page's test module
 }
 
 

@@ -146,6 +146,7 @@ def grid_chart(
     *,
     label_set: Sequence[str],
     chosen: tuple[int, int] | None = None,
+    diverging: bool = False,
 ):
     """A layers × heads grid, each head lettered with its label (``chosen`` outlined).
 
@@ -156,6 +157,7 @@ def grid_chart(
         label_set: every label the model's census gives (``data.HEADS_LABELS``,
             ``data.E5_LABELS``).
         chosen: the ``(layer, head)`` outlined, if any.
+        diverging: a signed score (red below 0, blue above).
     """
     labels = {name: label_name(name) for name in label_set}
     shown = table.assign(label=table["label"].map(labels))
@@ -166,7 +168,13 @@ def grid_chart(
     }
     letter_px = presentation.chart_look().letter_px
     return head_score_chart(
-        shown, titles, marks=marks, value_format=fmt, chosen=chosen, letter_px=letter_px
+        shown,
+        titles,
+        marks=marks,
+        value_format=fmt,
+        chosen=chosen,
+        letter_px=letter_px,
+        diverging=diverging,
     )
 
 
