@@ -2,13 +2,14 @@
 one head's write read as tokens and every head's OV copying score, on SmolLM2.
 
 Usage: ``python -m bench.logit_lens [--repeats 5] [--threads N] [--dtype bfloat16|float32]
-[--copy-length 20]``
+[--copy-length 20] [--positions 8]``
 
 SmolLM2 is loaded with exact attention on the copy test's sequence (BOS, ``--copy-length``
 random tokens, the same tokens again). The run the first three read is recorded once
 (:func:`attention_core.experiments.logit_lens.lens_run`, cached, timed apart); then,
-round-robin after a warm-up (medians of wall clock): the lens grid (every layer × every
-position × the vocabulary), the attribution of the last position's logit difference to every
+round-robin after a warm-up (medians of wall clock): the lens grid as What a head writes
+draws it (every layer × the last ``--positions`` positions, the page's default, × the
+vocabulary), the whole prompt's lens, the attribution of the last position's logit difference to every
 part, one head's write as its top and bottom 10 tokens (the induction head 18.6), and the
 copying scores of all 270 heads (from the weights alone). Goals: lens ≤ 0.3 s, attribution
 ≤ 0.1 s, one head ≤ 0.2 s, copying grid ≤ 1 s. The machine is shared: the CPU, the core count
@@ -36,10 +37,17 @@ from attention_core.experiments.logit_lens import (
 from attention_core.pretrained import load_smollm2
 from bench import process
 from bench.decoder import round_robin
+from dashboard.data.writes import LENS_POSITIONS_DEFAULT
 
 SEED = 0
 LAYER, HEAD = 18, 6  # SmolLM2's strongest induction head (the census's, tests/dashboard)
-GOALS_S = {"logit_lens": 0.3, "attribution": 0.1, "head_tokens": 0.2, "copying": 1.0}
+GOALS_S = {
+    "lens_grid": 0.3,
+    "logit_lens_all": 0.3,
+    "attribution": 0.1,
+    "head_tokens": 0.2,
+    "copying": 1.0,
+}
 MS = 1000.0
 
 
@@ -60,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     parser.add_argument("--copy-length", type=int, default=20)
+    parser.add_argument("--positions", type=int, default=LENS_POSITIONS_DEFAULT)
     args = parser.parse_args(argv)
     process.set_torch_threads(args.threads)
     decoder = load_smollm2(weights_dtype=args.dtype)
@@ -69,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     recorded = round_robin({"record": lambda: record_lens_run(decoder, batch)}, 1)["record"]
     lens_run(decoder, ids)  # the cached run the first three calls read
     calls = {
-        "logit_lens": lambda: logit_lens(decoder, ids),
+        "lens_grid": lambda: logit_lens(decoder, ids, positions=args.positions),
+        "logit_lens_all": lambda: logit_lens(decoder, ids),
         "attribution": lambda: direct_logit_attribution(decoder, ids, answer, alternative),
         "head_tokens": lambda: head_write_tokens(decoder, ids, LAYER, HEAD),
         "copying": lambda: ov_copying_scores(decoder),
@@ -77,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     times = round_robin(calls, args.repeats)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, os.cpu_count() "
-        f"{os.cpu_count()}, CPU {cpu_model()}; {args.dtype} weights, {len(ids)} tokens; "
+        f"{os.cpu_count()}, CPU {cpu_model()}; {args.dtype} weights, {len(ids)} tokens "
+        f"(the grid: the last {args.positions}); "
         f"load average {os.getloadavg()[0]:.2f}"
     )
     print(f"{'recording the run (once, cached)':<36} {recorded.wall * MS:8.1f} ms")

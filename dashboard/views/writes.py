@@ -323,7 +323,13 @@ def draw_copying(ctl: WritesConfig, copying, labels) -> None:
                 "copying": t("writes.col_share"),
             }
         )
-        st.dataframe(shown, hide_index=True, width="stretch")
+        two_places = st.column_config.NumberColumn(format="%.2f")
+        st.dataframe(
+            shown,
+            hide_index=True,
+            width="stretch",
+            column_config={t("writes.col_mean"): two_places, t("writes.col_share"): two_places},
+        )
     presentation.explain(t("writes.copying_intro"))
 
 
