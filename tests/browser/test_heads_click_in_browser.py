@@ -111,3 +111,27 @@ def test_a_lesson_steps_fold_draws_its_section_once_opened(server, page):
     wait_idle(page, timeout_ms=PAGE_MS)
     assert fold.locator("canvas").first.evaluate("(c) => c.width") > 0
     assert page.locator('[data-testid="stException"]').count() == 0
+
+
+WRITES_GRID = '[class*="st-key-writes-parts-"]'
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_click_on_a_heads_share_reads_that_heads_write(server, page, lang):
+    """On What a head writes, a click on a cell of the shares grid chooses that head: the
+    head section's title, its attention row and its write follow, and the link names it."""
+    page.goto(f"{server.url}/writes?lang={lang}")
+    page.wait_for_selector(f"{WRITES_GRID} canvas, {WRITES_GRID} svg", timeout=PAGE_MS)
+    wait_idle(page, timeout_ms=PAGE_MS)
+    opening = t_in(lang, "writes.head_title", layer=18, head=6)
+    assert page.locator("h2", has_text=opening).count() == 1
+    page.locator(WRITES_GRID).scroll_into_view_if_needed()
+    point = page.evaluate(CELL_JS, [WRITES_GRID, *TARGET])
+    assert point, "no Vega view found for the shares grid"
+    page.mouse.click(point["x"], point["y"])
+    chosen = t_in(lang, "writes.head_title", layer=TARGET[0], head=TARGET[1])
+    page.locator("h2", has_text=chosen).wait_for(timeout=PAGE_MS)
+    wait_idle(page, timeout_ms=PAGE_MS)
+    query = parse_qs(urlparse(page.url).query)
+    assert (query["writes.layer"], query["writes.head"]) == (["16"], ["0"])
+    assert page.locator('[data-testid="stException"]').count() == 0
