@@ -2,17 +2,17 @@
 one head's write read as tokens and every head's OV copying score, on SmolLM2.
 
 Usage: ``python -m bench.logit_lens [--repeats 5] [--threads N] [--dtype bfloat16|float32]
-[--copy-length 20] [--positions 8]``
+[--copy-length 20] [--positions 6]``
 
 SmolLM2 is loaded with exact attention on the copy test's sequence (BOS, ``--copy-length``
 random tokens, the same tokens again). The run the first three read is recorded once
 (:func:`attention_core.experiments.logit_lens.lens_run`, cached, timed apart); then,
-round-robin after a warm-up (medians of wall clock): the lens grid as What a head writes
-draws it (every layer × the last ``--positions`` positions, the page's default, × the
-vocabulary), the whole prompt's lens, the attribution of the last position's logit difference to every
+round-robin after a warm-up (medians of wall clock): the lens grid as What a head writes draws
+it (every layer × the last ``--positions`` positions, the page's default, × the vocabulary),
+the whole prompt's lens, the attribution of the last position's logit difference to every
 part, one head's write as its top and bottom 10 tokens (the induction head 18.6), and the
-copying scores of all 270 heads (from the weights alone). Goals: lens ≤ 0.3 s, attribution
-≤ 0.1 s, one head ≤ 0.2 s, copying grid ≤ 1 s. The machine is shared: the CPU, the core count
+copying scores of all 270 heads (from the weights alone). Goals: lens ≤ 0.3 s, attribution ≤
+0.1 s, one head ≤ 0.2 s, copying grid ≤ 1 s. The machine is shared: the CPU, the core count
 and the load average are printed with the numbers.
 """
 
