@@ -79,8 +79,8 @@ MODEL_MODULES = frozenset(
     }
 )
 """Modules about real models as a whole, relative to ``tests/``."""
-SLOW_MODULES = frozenset({"dashboard/test_induction_lesson.py"})
-"""Modules whose every test trains or measures for seconds."""
+SLOW_MODULES = frozenset({"dashboard/test_induction_lesson.py", "core/test_hf_model.py"})
+"""Modules whose every test trains, measures, or builds reference models for seconds."""
 CORES_KEY = pytest.StashKey[tuple[list[int], list[int]]]()
 """Under pytest-xdist: (every core this run may use, this worker's share)."""
 LIVE_MODULES_KEY = pytest.StashKey[frozenset[Path]]()

@@ -41,7 +41,6 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from attention_core import masks
 from attention_core.experiments.heads import readonly
 from attention_core.experiments.score_run import (
     WEIGHT_DTYPES,
@@ -190,7 +189,7 @@ def record_lens_run(decoder: Decoder, ids: torch.Tensor) -> LensRun:
         decoder.variant_params,
         need_weights=False,
     )
-    causal = masks.causal_lower_right(length, length)  # (L, L)
+    causal = decoder.causal_mask(length, length)  # (L, L), within a sliding window
     mask = None if bool(causal.all()) else causal
     with torch.inference_mode():
         x = F.embedding(ids, decoder.embedding).float()  # (1, L, D)

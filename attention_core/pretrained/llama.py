@@ -77,6 +77,13 @@ def _reorder_layer(layer: nn.Module, convert, rows: tuple[int, int], cfg: LlamaC
         layer.k_norm = nn.Parameter(reorder(layer.k_norm, 1), requires_grad=False)
 
 
+def _window(length: int, total: int, window: int) -> torch.Tensor:
+    """(L, S) bool: query i (at key position i + S − L) may see key j when j > i + S − L − W,
+    the last W keys up to itself (transformers' sliding window)."""
+    query = torch.arange(total - length, total)[:, None]  # (L, 1)
+    return torch.arange(total)[None, :] > query - window  # (L, S)
+
+
 @dataclass(frozen=True)
 class DecoderCache:
     """Keys and values of every layer for the tokens seen so far.
@@ -297,18 +304,31 @@ class Decoder(nn.Module):
                     f"{input_ids.shape[0]}"
                 )
 
+    def causal_mask(self, length: int, total: int) -> torch.Tensor:
+        """Which keys each new query may see: causal (lower right: the L queries are the last
+        of S positions), within the config's sliding window when it has one (Mistral).
+
+        Returns:
+            (L, S) bool.
+        """
+        causal = masks.causal_lower_right(length, total)  # (L, S)
+        if self.config.sliding_window:
+            causal = causal & _window(length, total, self.config.sliding_window)  # (L, S)
+        return causal
+
     def _attention_masks(
         self, length: int, total: int, cached: bool, mask: torch.Tensor | None
     ) -> list[torch.Tensor | None]:
-        """Each layer's (L, S) mask: causal (lower right) AND the caller's mask (one for all
-        layers, or one per layer); ``None`` where every entry is True."""
+        """Each layer's (L, S) mask: causal (lower right, within the config's sliding window)
+        AND the caller's mask (one for all layers, or one per layer); ``None`` where every
+        entry is True."""
         spec = get_variant(self.variant)
         if cached and spec.pattern is not None:
             raise ValueError(
                 f"variant {self.variant!r} builds its pattern from query index 0, so it cannot "
                 "continue from a cache; run the whole sequence without a cache"
             )
-        causal = masks.causal_lower_right(length, total)  # (L, S)
+        causal = self.causal_mask(length, total)  # (L, S)
         count = len(self.layers)
         if mask is None:
             return [None if bool(causal.all()) else causal] * count

@@ -55,7 +55,10 @@ class LlamaConfig:
         rope_linear: linear RoPE scaling: positions are divided by this factor (1: none).
         rope_factors: Llama 3's per-frequency RoPE factors (E/2 of them: frequency i is
             divided by factor i), or ``()`` for none.
-        architecture: the family, for display (``"llama"``, ``"qwen2"``, ``"qwen3"``).
+        architecture: the family, for display (``"llama"``, ``"qwen2"``, ``"qwen3"``,
+            ``"mistral"``).
+        sliding_window: W, the keys each query sees (itself and the W − 1 before it; Mistral),
+            or 0 for all earlier keys.
     """
 
     vocab_size: int
@@ -73,6 +76,7 @@ class LlamaConfig:
     rope_linear: float = 1.0
     rope_factors: tuple[float, ...] = ()
     architecture: str = "llama"
+    sliding_window: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -86,6 +90,7 @@ class LlamaConfig:
         ):
             check_int(name, getattr(self, name), low=1)
         check_int("key_length", self.key_length, low=0)
+        check_int("sliding_window", self.sliding_window, low=0)
         if not self.key_length and self.hidden_size % self.num_heads:
             raise ValueError(
                 f"hidden_size {self.hidden_size} must split into {self.num_heads} heads "
