@@ -33,7 +33,6 @@ DEFAULT_PRESET = "repeat"
 DEFAULT_LAYER, DEFAULT_HEAD = 18, 6  # SmolLM2's top induction head (clamped for a smaller model)
 SHARE_FORMAT = ".3f"
 INDUCTION = "induction"  # the census label whose mean copying score the page shows
-EXACT_DIGITS = 3
 
 
 @dataclass(frozen=True)
