@@ -79,7 +79,9 @@ MODEL_MODULES = frozenset(
     }
 )
 """Modules about real models as a whole, relative to ``tests/``."""
-SLOW_MODULES = frozenset({"dashboard/test_induction_lesson.py", "core/test_hf_model.py"})
+SLOW_MODULES = frozenset(
+    {"dashboard/test_induction_lesson.py", "core/test_hf_model.py", "core/test_hf_hub.py"}
+)
 """Modules whose every test trains, measures, or builds reference models for seconds."""
 CORES_KEY = pytest.StashKey[tuple[list[int], list[int]]]()
 """Under pytest-xdist: (every core this run may use, this worker's share)."""

@@ -23,8 +23,9 @@ first, EOS last, each when its token is named), as llama.cpp's converter reads t
 GGUF file, whose loader adds BOS the same way: a folder and its GGUF file tokenise alike.
 (transformers 5 follows ``tokenizer.json`` alone; in real folders the two files agree.)
 
-Hub ids are not fetched yet: ``path`` must be an existing folder (``revision`` is kept for
-that later step and must be None).
+A Hub id (``owner/name``) is fetched into the Hub cache first
+(:mod:`~attention_core.pretrained.hf_hub`: only the files read here, a pinned commit read from
+the cache without a request).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from attention_core.pretrained.hf_config import (
     hf_config,
     is_tied,
 )
+from attention_core.pretrained.hf_hub import Progress, fetch_hub_model, is_hub_id
 from attention_core.pretrained.llama import Decoder
 from attention_core.pretrained.llama_block import LlamaConfig
 from attention_core.pretrained.safetensors_file import read_safetensors
@@ -294,15 +296,18 @@ def load_hf_tokenizer(folder: Path, max_length: int) -> tuple[tokenizers.Tokeniz
     return tokenizer, token_spelling(raw)
 
 
-def _folder(path: str | Path, revision: str | None) -> Path:
-    """The local folder ``path`` names (hub ids come later)."""
-    if revision is not None:
-        raise ValueError(f"revision is for hub ids, which are not fetched yet; got {revision!r}")
+def _folder(path: str | Path, revision: str | None, progress: Progress | None) -> Path:
+    """The local folder ``path`` names, or the Hub cache's copy of the Hub id it names
+    (:func:`~attention_core.pretrained.hf_hub.fetch_hub_model`)."""
     if not isinstance(path, str | Path):
-        raise ValueError(f"path must be a folder path, got {type(path).__name__}")
+        raise ValueError(f"path must be a folder path or a Hub id, got {type(path).__name__}")
+    if is_hub_id(path):
+        return fetch_hub_model(path, revision, progress)
+    if revision is not None:
+        raise ValueError(f"revision is for Hub ids; {path} is a folder (got {revision!r})")
     folder = Path(path)
     if not folder.is_dir():
-        raise FileNotFoundError(f"no Hugging Face model folder at {path} (hub ids: not yet)")
+        raise FileNotFoundError(f"no Hugging Face model folder at {path}, and not a Hub id")
     return folder
 
 
@@ -310,18 +315,22 @@ def load_hf(
     path: str | Path,
     *,
     revision: str | None = None,
+    progress: Progress | None = None,
     weights_dtype: str = "auto",
     memory_budget: int | None = None,
     variant: str = "scaled",
     after_layer: Callable[[], object] | None = None,
     **variant_params,
 ) -> Decoder:
-    """Load a local Hugging Face llama, Qwen2, Qwen3 or Mistral folder as a :class:`Decoder`.
+    """Load a Hugging Face llama, Qwen2, Qwen3 or Mistral model, from a local folder or a
+    Hub id, as a :class:`Decoder`.
 
     Args:
         path: the folder (``config.json``, ``model.safetensors`` or its index and shards,
-            ``tokenizer.json``, ``tokenizer_config.json``).
-        revision: for hub ids, a later step; must be None.
+            ``tokenizer.json``, ``tokenizer_config.json``), or a Hub id ``owner/name``
+            (:mod:`~attention_core.pretrained.hf_hub`; an existing folder of that name wins).
+        revision: a Hub id's commit hash, branch or tag (None: ``"main"``); None for a folder.
+        progress: called with (bytes so far, bytes in all) while a Hub id's files download.
         weights_dtype: one of :data:`HF_LOAD_DTYPES` (module docstring); default ``"auto"``.
         memory_budget: bytes the weights may take, as for
             :func:`~attention_core.pretrained.gguf_model.load_gguf`; None: half the memory
@@ -341,9 +350,10 @@ def load_hf(
         ValueError: one line naming the key and its value for an unsupported model
             (:func:`~attention_core.pretrained.hf_config.hf_config`); naming the tensor for
             a missing, unknown or mis-shaped one or another dtype; an unknown
-            ``weights_dtype``, a ``revision``, or a bad variant.
+            ``weights_dtype``, a ``revision`` for a folder, or a bad variant; for a Hub id,
+            each refusal of :func:`~attention_core.pretrained.hf_hub.fetch_hub_model`.
     """
-    folder = _folder(path, revision)
+    folder = _folder(path, revision, progress)
     weights_dtype = check_choice("weights_dtype", weights_dtype, HF_LOAD_DTYPES)
     settings = _read_json(folder / CONFIG_FILE)
     config, tied = hf_config(settings), is_tied(settings)
