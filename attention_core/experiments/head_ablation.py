@@ -59,7 +59,8 @@ def _check_decoder(model, what: str) -> Decoder:
 
 
 def repeated_tokens(model, length: int, seed: int) -> np.ndarray:
-    """BOS, then ``length`` random distinct tokens, then the same tokens again.
+    """A start token (:func:`start_token`), then ``length`` random distinct tokens, then the
+    same tokens again.
 
     The tokens are drawn without replacement from the vocabulary minus the control tokens
     (``<|endoftext|>``, ``<|im_start|>`` and the other added tokens), with NumPy's seeded
@@ -80,8 +81,21 @@ def repeated_tokens(model, length: int, seed: int) -> np.ndarray:
     special = set(model.tokenizer.get_added_tokens_decoder())
     allowed = np.setdiff1d(np.arange(model.config.vocab_size), sorted(special))  # (V',)
     draw = rng.choice(allowed, size=length, replace=False)  # (length,)
-    bos = model.tokenizer.token_to_id(BOS_TOKEN)
-    return readonly(np.concatenate([[bos], draw, draw]).astype(np.int64))
+    return readonly(np.concatenate([[start_token(model)], draw, draw]).astype(np.int64))
+
+
+def start_token(model: Decoder) -> int:
+    """The id a repeated sequence starts with: :data:`BOS_TOKEN` where the vocabulary has
+    it (SmolLM2, Qwen), else the BOS the tokenizer itself puts before a text (Llama's), else
+    the first control token, else id 0."""
+    tokenizer = model.tokenizer
+    named = tokenizer.token_to_id(BOS_TOKEN)
+    if named is not None:
+        return named
+    own = tokenizer.encode("").ids
+    if own:
+        return own[0]
+    return min(tokenizer.get_added_tokens_decoder(), default=0)
 
 
 def token_losses(model, input_ids, *, ablate=(), ablation: str = "zero") -> np.ndarray:

@@ -36,7 +36,7 @@ from attention_core.pretrained.gguf_model import (
     weights_bytes,
 )
 from attention_core.pretrained.hf_config import HF_ARCHITECTURES
-from attention_core.pretrained.hf_model import HF_LOAD_DTYPES, load_hf
+from attention_core.pretrained.hf_model import HF_LOAD_DTYPES, load_hf, read_hf_card
 from attention_core.pretrained.installed import ModelNotInstalledError
 from attention_core.pretrained.llama import Decoder, DecoderCache, DecoderOutput, LlamaConfig
 from attention_core.pretrained.minilm import (
@@ -133,6 +133,7 @@ __all__ = [
     "HF_ARCHITECTURES",
     "HF_LOAD_DTYPES",
     "read_gguf_card",
+    "read_hf_card",
     "weights_bytes",
     "LOAD_DTYPES",
     "DEFAULT_BUDGET_SHARE",

@@ -31,6 +31,7 @@ the cache without a request).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ import torch
 from tokenizers import processors
 
 from attention_core.pretrained.checks import map_verified, release_pages
+from attention_core.pretrained.gguf_config import GGUFCard
 from attention_core.pretrained.gguf_model import check_weights_budget
 from attention_core.pretrained.hf_config import (
     EMBEDDING,
@@ -77,6 +79,8 @@ LAYER_SOURCES = {
 }
 """The decoder's name of each block tensor -> the checkpoint tensors (under
 ``model.layers.{i}.``) stacked into it, by rows."""
+UNUSED_TOKEN = "<|unused_{}|>"
+"""The name of an embedding row past the tokenizer's last id."""
 SPELLING_MARKS = {"ByteLevel": "byte_level", "Metaspace": "sentencepiece", "▁": "sentencepiece"}
 
 
@@ -268,12 +272,18 @@ def token_spelling(raw: dict) -> str:
     )
 
 
-def load_hf_tokenizer(folder: Path, max_length: int) -> tuple[tokenizers.Tokenizer, str]:
+def load_hf_tokenizer(
+    folder: Path, max_length: int, vocab_size: int = 0
+) -> tuple[tokenizers.Tokenizer, str]:
     """The folder's tokenizer, as the decoder's ``tokenize`` uses it.
 
     Args:
         folder: holds ``tokenizer.json`` (and ``tokenizer_config.json``, optional).
         max_length: texts are cut at this many tokens, BOS/EOS included.
+        vocab_size: the model's embedding rows. Rows past the tokenizer's last id (Qwen pads
+            its 151,665 tokens to 151,936 rows) get special tokens named
+            :data:`UNUSED_TOKEN` (``<|unused_151665|>``, …), so that every id the model can
+            score has a name; they match no ordinary text.
 
     Returns:
         (the ``tokenizers.Tokenizer``, with no padding; its spelling).
@@ -291,6 +301,9 @@ def load_hf_tokenizer(folder: Path, max_length: int) -> tuple[tokenizers.Tokeniz
     settings = _read_json(config_path) if config_path.is_file() else {}
     if "add_bos_token" in settings or "add_eos_token" in settings:
         tokenizer.post_processor = _bos_eos(tokenizer, settings)
+    first_unused = tokenizer.get_vocab_size(with_added_tokens=True)
+    unused = [UNUSED_TOKEN.format(i) for i in range(first_unused, vocab_size)]
+    tokenizer.add_special_tokens(unused)
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
     return tokenizer, token_spelling(raw)
@@ -361,7 +374,7 @@ def load_hf(
     check_tensors(tensors, config, tied=tied)
     plan = plan_weights(tensors, config, tied=tied, dtype=FORMS[weights_dtype])
     check_weights_budget(plan, memory_budget, str(folder))
-    tokenizer, spelling = load_hf_tokenizer(folder, config.context_length)
+    tokenizer, spelling = load_hf_tokenizer(folder, config.context_length, config.vocab_size)
 
     def copied(stack: Stack | None) -> torch.Tensor | None:
         return None if stack is None else stack.materialise()
@@ -390,4 +403,44 @@ def load_hf(
         token_spelling=spelling,
         variant=variant,
         **variant_params,
+    )
+
+
+STORAGE_NAMES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+"""The safetensors names of the dtypes a folder may store."""
+
+
+def read_hf_card(path: str | Path) -> GGUFCard:
+    """The card of a local Hugging Face folder (architecture, sizes, storage types,
+    parameters, bytes of the weight files), read from ``config.json`` and the safetensors
+    headers alone: the same :class:`~attention_core.pretrained.gguf_config.GGUFCard` a GGUF
+    file gives, ``name`` from the config's ``_name_or_path`` or the folder's name.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`load_hf` for the same folder.
+    """
+    folder = _folder(path, None, None)
+    settings = _read_json(folder / CONFIG_FILE)
+    config, tied = hf_config(settings), is_tied(settings)
+    files = weight_files(folder)
+    tensors, maps = read_tensors(files)
+    check_tensors(tensors, config, tied=tied)
+    counts = Counter(STORAGE_NAMES[tensor.dtype] for tensor in tensors.values())
+    for mapped in maps:
+        release_pages(mapped)
+    named = settings.get("_name_or_path")
+    return GGUFCard(
+        name=named if isinstance(named, str) and named else folder.name,
+        architecture=config.architecture,
+        layers=config.num_layers,
+        heads=config.num_heads,
+        kv_heads=config.num_kv_heads,
+        head_dim=config.head_dim,
+        context_length=config.context_length,
+        vocab_size=config.vocab_size,
+        storage_types=tuple(counts.most_common()),
+        parameters=sum(tensor.numel() for tensor in tensors.values()),
+        file_bytes=sum(file.stat().st_size for file in files),
+        tied=tied,
+        rope_style="half",
     )

@@ -1,6 +1,8 @@
-"""Finding local GGUF model files in folders a server's owner configured (pure path logic).
+"""Finding local GGUF model files and Hugging Face folders in folders a server's owner
+configured (pure path logic).
 
-Two layouts are understood:
+Two layouts are understood, and Hugging Face folders in a plain one
+(:mod:`~attention_core.pretrained.hf_folders`):
 
 * a plain folder (llama.cpp's, LM Studio's, a Hugging Face download): every ``*.gguf`` file
   under it, at most :data:`MAX_DEPTH` folders down, named by its path relative to the folder
@@ -42,6 +44,7 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 
+from attention_core.pretrained import hf_folders
 from attention_core.pretrained.gguf_config import ARCHITECTURE_KEY, ARCHITECTURES
 from attention_core.pretrained.gguf_file import header_value
 
@@ -67,9 +70,12 @@ LEFT_OUT_REASONS = (
     "not_a_file",  # a folder, a device or a pipe
     "unreadable",  # the system refuses to open it (no permission, an I/O error)
     "bad_manifest",  # an Ollama manifest that is not JSON naming a model layer
+    "bad_config",  # a Hugging Face folder whose config.json is not JSON naming a model_type
+    "no_safetensors",  # a Hugging Face folder without model.safetensors or its index
+    "no_tokenizer",  # a Hugging Face folder without tokenizer.json
 )
 """Why a file is left out of the list (:class:`LeftOut`)."""
-KINDS = ("gguf", "ollama")
+KINDS = ("gguf", "ollama", "hf")
 OLLAMA_MANIFESTS, OLLAMA_BLOBS = "manifests", "blobs"
 OLLAMA_MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
 OLLAMA_DEFAULT_HOST = "registry.ollama.ai"
@@ -88,8 +94,10 @@ class ModelFile:
         name: the name users see and links carry (unique in one :func:`find_models` list).
         path: the file's resolved path (symlinks followed), inside a configured folder.
         size: its size in bytes.
-        kind: ``"gguf"`` (a ``*.gguf`` file of a plain folder) or ``"ollama"`` (a blob named
-            by an Ollama manifest).
+        kind: ``"gguf"`` (a ``*.gguf`` file of a plain folder), ``"ollama"`` (a blob named
+            by an Ollama manifest) or ``"hf"`` (a Hugging Face folder,
+            :mod:`~attention_core.pretrained.hf_folders`; ``path`` is the folder, ``size``
+            its safetensors' bytes).
     """
 
     name: str
@@ -237,6 +245,28 @@ def _plain_entries(root: Path, roots: tuple[Path, ...]) -> Iterator[ModelFile | 
         yield _entry(path.relative_to(root).as_posix(), path, roots, "gguf")
 
 
+def _hf_entries(root: Path, roots: tuple[Path, ...]) -> Iterator[ModelFile | LeftOut]:
+    """Every Hugging Face model folder of a plain folder (:mod:`hf_folders`)."""
+    for name, path in hf_folders.candidates(root, MAX_DEPTH):
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError) as err:
+            yield LeftOut(name, "unreadable", (("error", type(err).__name__),))
+            continue
+        if not _inside(real, roots):
+            yield LeftOut(name, "outside")
+        elif (why := hf_folders.refusal(real)) is not None:
+            yield LeftOut(name, why[0], tuple(why[1].items()))
+        else:
+            yield ModelFile(name, real, hf_folders.weights_size(real), "hf")
+
+
+def _folder_entries(root: Path, roots: tuple[Path, ...]) -> list[ModelFile | LeftOut]:
+    """A plain folder's GGUF files and Hugging Face folders, by name."""
+    found = [*_plain_entries(root, roots), *_hf_entries(root, roots)]
+    return sorted(found, key=lambda entry: entry.name)
+
+
 def is_ollama_folder(folder: str | os.PathLike) -> bool:
     """Whether ``folder`` has Ollama's layout (a ``manifests/`` and a ``blobs/`` folder).
 
@@ -369,7 +399,7 @@ def scan_models(folders: Iterable[str | os.PathLike]) -> ModelScan:
     per_folder = [
         list(islice(_ollama_entries(root, inside), MAX_MODELS))
         if is_ollama_folder(root)
-        else list(islice(_plain_entries(root, inside), MAX_MODELS))
+        else _folder_entries(root, inside)[:MAX_MODELS]
         for root in roots
     ]
     counts = Counter(entry.name for entries in per_folder for entry in entries)

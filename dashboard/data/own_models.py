@@ -1,4 +1,5 @@
-"""Which decoder the Decoder page runs: SmolLM2 as shipped, or a GGUF file of the server's own.
+"""Which decoder the Decoder page runs: SmolLM2 as shipped, or a GGUF file or Hugging Face
+folder of the server's own.
 
 The server's owner names folders of model files in the environment variable
 :data:`MODELS_DIR_ENV` (several separated by ``os.pathsep``) or in Streamlit's secrets as
@@ -40,6 +41,7 @@ MODEL_LIST_TTL_S = 15
 SMOLLM2_CHOICE = SMOLLM2_MODEL_NAME
 """The listed name of the shipped model (no file name ends like it: files end in ``.gguf``,
 Ollama's names hold a colon)."""
+HF_KIND = "hf"  # model_files' kind of a Hugging Face folder
 SMOLLM2_WEIGHTS_DTYPE = "int4"  # the file's 4-bit codes: 123 MiB of weights, not 513 MiB
 OWN_WEIGHTS_DTYPE = "auto"
 """Own files keep 4-bit matrices as codes, everything else in bfloat16 (``load_gguf``)."""
@@ -83,6 +85,8 @@ class ModelCard:
         name: the listed name. card: the file's :class:`~attention_core.pretrained.GGUFCard`.
         weights_dtype: how the page holds the weights (``"int4"``, ``"bfloat16"``, …).
         weights_bytes: bytes of the loaded tensors. load_seconds: the load's wall time.
+        source: where it comes from: ``"shipped"`` (SmolLM2's package), or the listed kind
+            (``"gguf"``, ``"ollama"``, ``"hf"``: a Hugging Face folder).
     """
 
     name: str
@@ -90,6 +94,7 @@ class ModelCard:
     weights_dtype: str
     weights_bytes: int
     load_seconds: float
+    source: str
 
 
 @dataclass(frozen=True)
@@ -217,13 +222,12 @@ def _reading(name: str, read):
 
 
 def _load_own(name: str, weights_dtype: str) -> pretrained.Decoder:
-    """The one call that loads an own file (see :func:`_reading` for its errors)."""
-    path = _own_file(name).path
+    """The one call that loads an own file or Hugging Face folder (see :func:`_reading` for
+    its errors)."""
+    listed = _own_file(name)
+    load = pretrained.load_hf if listed.kind == HF_KIND else pretrained.load_gguf
     return _reading(
-        name,
-        lambda: pretrained.load_gguf(
-            path, weights_dtype=weights_dtype, after_layer=memory.trim_heap
-        ),
+        name, lambda: load(listed.path, weights_dtype=weights_dtype, after_layer=memory.trim_heap)
     )
 
 
@@ -263,13 +267,6 @@ def decoder_shape(name: str) -> DecoderShape:
     )
 
 
-def _model_path(name: str):
-    """The file of the model called ``name``."""
-    if name == SMOLLM2_CHOICE:
-        return pretrained.default_gguf_path()
-    return _own_file(name).path
-
-
 @st.cache_resource(max_entries=CHECKS_KEPT, show_spinner=False)
 def model_card(name: str) -> ModelCard:
     """The card of the model called ``name``: the file's header, how the page holds the
@@ -279,13 +276,14 @@ def model_card(name: str) -> ModelCard:
         ValueError, MemoryBudgetError, ModelNotInstalledError: as :func:`loaded_model`.
     """
     loaded = loaded_model(name)
-    path = _model_path(name)
-    if name == SMOLLM2_CHOICE:
-        card = pretrained.read_gguf_card(path)
-    else:
-        card = _reading(name, lambda: pretrained.read_gguf_card(path))
     dtype = loaded.decoder.weights_dtype
-    return ModelCard(name, card, dtype, loaded.weights_bytes, loaded.load_seconds)
+    if name == SMOLLM2_CHOICE:
+        card = pretrained.read_gguf_card(pretrained.default_gguf_path())
+        return ModelCard(name, card, dtype, loaded.weights_bytes, loaded.load_seconds, "shipped")
+    listed = _own_file(name)
+    read = pretrained.read_hf_card if listed.kind == HF_KIND else pretrained.read_gguf_card
+    card = _reading(name, lambda: read(listed.path))
+    return ModelCard(name, card, dtype, loaded.weights_bytes, loaded.load_seconds, listed.kind)
 
 
 def _float32_reference(name: str) -> pretrained.Decoder:

@@ -453,3 +453,16 @@ def test_smollm2_converted_by_transformers_equals_the_gguf_load(tmp_path):
         gap = float((got - want).abs().max()) / float(want.abs().max())
         print(f"SmolLM2 folder against file, {text!r}: logits {gap:.2e} relative")
         assert gap <= LOGIT_TOLERANCE
+
+
+def test_every_embedding_row_has_a_token_name(folders):
+    """Qwen pads its embedding past the tokenizer: those rows are named, the rest are
+    transformers' own token strings."""
+    folder = folders["qwen2-untied", False]
+    decoder = load_hf(folder)
+    _, tokenizer = reference(folder)
+    known, rows = len(tokenizer), decoder.config.vocab_size
+    assert rows > known
+    names = [decoder.tokenizer.id_to_token(i) for i in range(rows)]
+    assert names[:known] == tokenizer.convert_ids_to_tokens(list(range(known)))
+    assert names[known:] == [f"<|unused_{i}|>" for i in range(known, rows)]

@@ -87,7 +87,9 @@ def card_lines(card: data.ModelCard) -> list[str]:
         ("card_load", data.describe_seconds(card.load_seconds)),
     ]
     name = literal(file.name or "—", model_choices.MODEL_NAME_MAX_LEN)
-    lines = [f"- **{t('decoder.card_name')}:** {name}"]
+    name_key = "decoder.card_name_hf" if card.source == "hf" else "decoder.card_name"
+    lines = [f"- **{t('decoder.card_source')}:** {t(f'decoder.source_{card.source}')}"]
+    lines.append(f"- **{t(name_key)}:** {name}")
     lines += [f"- **{t(f'decoder.{key}')}:** {value}" for key, value in rows]
     weights = t("decoder.card_weights", dtype=card.weights_dtype)
     lines.append(f"- **{weights}:** {data.describe_bytes(card.weights_bytes)}")
