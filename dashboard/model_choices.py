@@ -51,10 +51,57 @@ def runs_own_model(namespace: str) -> bool:
         return False
     key = f"{namespace}.model"
     name = st.session_state.get(key, st.query_params.get(key))
+    threads.import_torch()  # the model list's module imports the library
+    if _typed_hub_name(namespace) is not None:
+        return True
     if not isinstance(name, str) or not name:
         return False
-    threads.import_torch()  # the model list's module imports the library
     return name != data.SMOLLM2_CHOICE and name in data.decoder_choices()
+
+
+HUB_ID_MAX_CHARS = 200
+
+
+def _typed_hub_name(namespace: str) -> str | None:
+    """The Hub model a learner typed on page ``namespace`` (the box's value from the last
+    run, else the link's), or None: none typed, not an id, or Hub ids off on this server."""
+    key = f"{namespace}.hub_id"
+    typed = st.session_state.get(key, st.query_params.get(key))
+    if not isinstance(typed, str) or not typed.strip() or not data.hub_ids_allowed():
+        return None
+    try:
+        return data.hub_name(typed[:HUB_ID_MAX_CHARS])
+    except ValueError:
+        return None
+
+
+def _hub_choice(page: str) -> str | None:
+    """The Hub id box (where the server allows it): the typed model fetched into the Hub
+    cache with its bytes shown as a progress bar on the page, its name returned; None when
+    nothing is typed, and after a refusal, which is one line naming the id and why."""
+    if not data.hub_ids_allowed():
+        return None
+    typed = state.text(
+        page, "hub_id", t("common.hub_id_label"), "", HUB_ID_MAX_CHARS, help=t("common.hub_id_help")
+    )
+    if not typed.strip():
+        return None
+    bar = st.empty()
+
+    def shown(done: int, total: int) -> None:
+        sizes = {"done": data.describe_bytes(done), "total": data.describe_bytes(total)}
+        words = t("common.hub_download", repo=literal(typed.strip(), MODEL_NAME_MAX_LEN), **sizes)
+        bar.progress(done / total if total else 1.0, text=words)
+
+    try:
+        name = data.hub_name(typed)
+        data.fetch_hub(name, shown)
+    except ValueError as err:
+        st.warning(t("common.hub_id_refused", why=literal(str(err), DETAIL_MAX_LEN)))
+        return None
+    finally:
+        bar.empty()
+    return name
 
 
 MODEL_NAME_MAX_LEN = 80
@@ -106,7 +153,7 @@ def model_select(page: str, *, header_key: str, label_key: str) -> str:
     if len(left_out) > LEFT_OUT_SHOWN:
         more = t("common.own_left_out_more", count=len(left_out) - LEFT_OUT_SHOWN)
         state.controls_box().caption(more)
-    return name
+    return _hub_choice(page) or name
 
 
 def left_out_reason(entry) -> str:

@@ -201,3 +201,16 @@ class LocalHub:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+
+
+def point_hub_at(monkeypatch, url: str, cache: Path) -> None:
+    """Point an already imported ``huggingface_hub`` at ``url`` with ``cache`` as its Hub
+    cache, for one test (a process that imports it afterwards reads ``HF_ENDPOINT`` and
+    ``HF_HUB_CACHE`` itself): its module constants are what those variables set."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    template = url + "/{repo_id}/resolve/{revision}/{filename}"
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)

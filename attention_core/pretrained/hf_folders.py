@@ -41,16 +41,22 @@ def is_candidate(folder: Path, files: list[str]) -> bool:
     )
 
 
+def hub_cache_name(path: str) -> str | None:
+    """``<owner>/<name>@<commit, 7 digits>`` for a posix path ending in a Hub cache snapshot
+    (``…models--<owner>--<name>/snapshots/<commit>``), else None."""
+    cached = HUB_CACHE_FOLDER.search(path)
+    if cached is None:
+        return None
+    owner, name, commit = cached.groups()
+    return f"{owner}/{name}@{commit[:HUB_COMMIT_SHOWN]}"
+
+
 def folder_name(relative: str, root: Path) -> str:
     """The name a candidate at ``relative`` (posix, from the configured ``root``) is listed
     under (see the module docstring)."""
     if relative in ("", "."):
         return root.name
-    cached = HUB_CACHE_FOLDER.search(relative)
-    if cached:
-        owner, name, commit = cached.groups()
-        return f"{owner}/{name}@{commit[:HUB_COMMIT_SHOWN]}"
-    return relative
+    return hub_cache_name(relative) or relative
 
 
 def candidates(root: Path, max_depth: int) -> Iterator[tuple[str, Path]]:

@@ -51,6 +51,7 @@ from attention_core.pretrained.hf_config import (
     hf_config,
     is_tied,
 )
+from attention_core.pretrained.hf_folders import hub_cache_name
 from attention_core.pretrained.hf_hub import Progress, fetch_hub_model, is_hub_id
 from attention_core.pretrained.llama import Decoder
 from attention_core.pretrained.llama_block import LlamaConfig
@@ -414,7 +415,8 @@ def read_hf_card(path: str | Path) -> GGUFCard:
     """The card of a local Hugging Face folder (architecture, sizes, storage types,
     parameters, bytes of the weight files), read from ``config.json`` and the safetensors
     headers alone: the same :class:`~attention_core.pretrained.gguf_config.GGUFCard` a GGUF
-    file gives, ``name`` from the config's ``_name_or_path`` or the folder's name.
+    file gives, ``name`` from the config's ``_name_or_path``, else ``owner/name@commit`` for
+    a Hub cache snapshot, else the folder's name.
 
     Raises:
         FileNotFoundError, ValueError: as :func:`load_hf` for the same folder.
@@ -429,8 +431,9 @@ def read_hf_card(path: str | Path) -> GGUFCard:
     for mapped in maps:
         release_pages(mapped)
     named = settings.get("_name_or_path")
+    named = named if isinstance(named, str) else ""
     return GGUFCard(
-        name=named if isinstance(named, str) and named else folder.name,
+        name=named or hub_cache_name(folder.as_posix()) or folder.name,
         architecture=config.architecture,
         layers=config.num_layers,
         heads=config.num_heads,

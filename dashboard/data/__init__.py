@@ -127,6 +127,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "own_models": (
         "CheckOutcome",
         "DecoderShape",
+        "HUB_IDS_ENV",
+        "HUB_PREFIX",
         "LoadedModel",
         "MODELS_DIR_ENV",
         "MODELS_DIR_SECRET",
@@ -136,6 +138,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "configured_folders",
         "decoder_choices",
         "decoder_shape",
+        "fetch_hub",
+        "hub_ids_allowed",
+        "hub_name",
         "left_out",
         "left_out_files",
         "loaded_model",

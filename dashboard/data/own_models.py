@@ -24,18 +24,24 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
 from attention_core import pretrained
 from attention_core.device import MemoryBudgetError
 from attention_core.experiments import model_check
-from attention_core.pretrained import model_files
+from attention_core.pretrained import hf_hub, model_files
 from attention_core.pretrained.smollm2 import SMOLLM2_MODEL_NAME
 from dashboard.runtime import memory
 
 MODELS_DIR_ENV = "ATTENTION_LAB_MODELS_DIR"
 MODELS_DIR_SECRET = "models_dir"
+HUB_IDS_ENV = "ATTENTION_LAB_HUB_IDS"
+HUB_IDS_SECRET = "hub_ids"
+HUB_PREFIX = "hub:"
+"""A Hub model's name: ``hub:<owner>/<name>@<revision>`` (never a file's: those end in
+``.gguf``, Ollama's hold a colon after the model, folders have no ``hub:`` prefix)."""
 MODEL_LIST_TTL_S = 15
 """Seconds a listing of the folders is kept: a file copied in shows up within this time."""
 SMOLLM2_CHOICE = SMOLLM2_MODEL_NAME
@@ -85,8 +91,10 @@ class ModelCard:
         name: the listed name. card: the file's :class:`~attention_core.pretrained.GGUFCard`.
         weights_dtype: how the page holds the weights (``"int4"``, ``"bfloat16"``, …).
         weights_bytes: bytes of the loaded tensors. load_seconds: the load's wall time.
-        source: where it comes from: ``"shipped"`` (SmolLM2's package), or the listed kind
-            (``"gguf"``, ``"ollama"``, ``"hf"``: a Hugging Face folder).
+        source: where it comes from: ``"shipped"`` (SmolLM2's package), the listed kind
+            (``"gguf"``, ``"ollama"``, ``"hf"``: a Hugging Face folder), or ``"hub"``.
+        source_detail: the values its source names, as ``(name, value)`` pairs: a Hub
+            model's ``repo``, ``revision`` and ``commit``.
     """
 
     name: str
@@ -95,6 +103,7 @@ class ModelCard:
     weights_bytes: int
     load_seconds: float
     source: str
+    source_detail: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,53 @@ def left_out(name: object) -> model_files.LeftOut | None:
     return model_files.left_out_reason(name, left_out_files())
 
 
+def _switched_on(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("1", "true"))
+
+
+@st.cache_resource(show_spinner=False)
+def hub_ids_allowed() -> bool:
+    """Whether learners may type a Hub id (off unless the server's owner sets
+    :data:`HUB_IDS_ENV` to ``1`` or the secret :data:`HUB_IDS_SECRET` to true: a typed id
+    downloads onto the server's disk and into its memory). Read once per server."""
+    if _switched_on(os.environ.get(HUB_IDS_ENV, "")):
+        return True
+    try:
+        return _switched_on(st.secrets[HUB_IDS_SECRET])
+    except (KeyError, FileNotFoundError):
+        return False
+
+
+def hub_name(typed: str) -> str:
+    """The model name of a typed Hub id, ``owner/name`` or ``owner/name@revision``.
+
+    Raises:
+        ValueError: naming the text, when it is not an id (the Hub's own rule).
+    """
+    repo, _, revision = typed.strip().partition("@")
+    if not hf_hub.REPO_ID.match(repo) or (revision and not revision.strip()):
+        raise ValueError(f"{typed.strip()!r} is not a Hub id (owner/name or owner/name@revision)")
+    return f"{HUB_PREFIX}{repo}@{revision or 'main'}"
+
+
+def _hub_parts(name: str) -> tuple[str, str]:
+    repo, _, revision = name.removeprefix(HUB_PREFIX).partition("@")
+    return repo, revision
+
+
+def fetch_hub(name: str, progress: hf_hub.Progress | None = None) -> Path:
+    """The Hub model called ``name`` fetched into the Hub cache (nothing is fetched again;
+    a pinned commit there asks the Hub nothing), ``progress(bytes so far, in all)``.
+
+    Raises:
+        ValueError: the Hub's refusal in one line, or Hub ids switched off here.
+    """
+    if not hub_ids_allowed():
+        raise ValueError(f"this server does not fetch Hub models ({HUB_IDS_ENV} is off)")
+    repo, revision = _hub_parts(name)
+    return hf_hub.fetch_hub_model(repo, revision, progress)
+
+
 def decoder_choices() -> tuple[str, ...]:
     """The page's model choice: :data:`SMOLLM2_CHOICE`, then every own file by listed name."""
     names = (m.name for m in own_model_files() if m.name != SMOLLM2_CHOICE)
@@ -224,10 +280,14 @@ def _reading(name: str, read):
 def _load_own(name: str, weights_dtype: str) -> pretrained.Decoder:
     """The one call that loads an own file or Hugging Face folder (see :func:`_reading` for
     its errors)."""
-    listed = _own_file(name)
-    load = pretrained.load_hf if listed.kind == HF_KIND else pretrained.load_gguf
+    if name.startswith(HUB_PREFIX):
+        folder, load = fetch_hub(name), pretrained.load_hf
+    else:
+        listed = _own_file(name)
+        folder = listed.path
+        load = pretrained.load_hf if listed.kind == HF_KIND else pretrained.load_gguf
     return _reading(
-        name, lambda: load(listed.path, weights_dtype=weights_dtype, after_layer=memory.trim_heap)
+        name, lambda: load(folder, weights_dtype=weights_dtype, after_layer=memory.trim_heap)
     )
 
 
@@ -280,6 +340,12 @@ def model_card(name: str) -> ModelCard:
     if name == SMOLLM2_CHOICE:
         card = pretrained.read_gguf_card(pretrained.default_gguf_path())
         return ModelCard(name, card, dtype, loaded.weights_bytes, loaded.load_seconds, "shipped")
+    if name.startswith(HUB_PREFIX):
+        folder = fetch_hub(name)  # in the cache since the load
+        card = _reading(name, lambda: pretrained.read_hf_card(folder))
+        repo, revision = _hub_parts(name)
+        source = ("hub", (("repo", repo), ("revision", revision), ("commit", folder.name)))
+        return ModelCard(name, card, dtype, loaded.weights_bytes, loaded.load_seconds, *source)
     listed = _own_file(name)
     read = pretrained.read_hf_card if listed.kind == HF_KIND else pretrained.read_gguf_card
     card = _reading(name, lambda: read(listed.path))

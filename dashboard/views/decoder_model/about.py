@@ -15,7 +15,7 @@ import streamlit as st
 
 from dashboard import data, model_choices, refusals, state
 from dashboard.i18n import t
-from dashboard.literal import literal
+from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.numbers import plain_number
 
 PAGE = "decoder"
@@ -87,8 +87,10 @@ def card_lines(card: data.ModelCard) -> list[str]:
         ("card_load", data.describe_seconds(card.load_seconds)),
     ]
     name = literal(file.name or "—", model_choices.MODEL_NAME_MAX_LEN)
-    name_key = "decoder.card_name_hf" if card.source == "hf" else "decoder.card_name"
-    lines = [f"- **{t('decoder.card_source')}:** {t(f'decoder.source_{card.source}')}"]
+    name_key = "decoder.card_name_hf" if card.source in ("hf", "hub") else "decoder.card_name"
+    detail = {key: literal(value, DETAIL_MAX_LEN) for key, value in card.source_detail}
+    source = t(f"decoder.source_{card.source}", **detail)
+    lines = [f"- **{t('decoder.card_source')}:** {source}"]
     lines.append(f"- **{t(name_key)}:** {name}")
     lines += [f"- **{t(f'decoder.{key}')}:** {value}" for key, value in rows]
     weights = t("decoder.card_weights", dtype=card.weights_dtype)

