@@ -152,7 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with path.open("rb") as handle:
             handle.seek(start)
-            while chunk := handle.read(CHUNK):
+            while chunk := handle.read(self.hub.chunk_bytes):
                 self.wfile.write(chunk)
                 if self.hub.chunk_delay_s:
                     threading.Event().wait(self.hub.chunk_delay_s)
@@ -177,13 +177,14 @@ class LocalHub:
     Attributes:
         root: the folder of repositories (``root/<owner>/<name>/``).
         requests: ``"METHOD /path"`` of every request, in order.
-        chunk_delay_s: a pause after each MiB sent (a slow link, to watch a download).
+        chunk_delay_s: a pause after each ``chunk_bytes`` sent (a slow link, to watch a
+            download).
     """
 
-    def __init__(self, root: Path, chunk_delay_s: float = 0.0) -> None:
+    def __init__(self, root: Path, chunk_delay_s: float = 0.0, chunk_bytes: int = CHUNK) -> None:
         self.root = Path(root)
         self.requests: list[str] = []
-        self.chunk_delay_s = chunk_delay_s
+        self.chunk_delay_s, self.chunk_bytes = chunk_delay_s, chunk_bytes
         handler = type("Handler", (_Handler,), {"hub": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
