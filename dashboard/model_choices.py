@@ -153,7 +153,26 @@ def model_select(page: str, *, header_key: str, label_key: str) -> str:
     if len(left_out) > LEFT_OUT_SHOWN:
         more = t("common.own_left_out_more", count=len(left_out) - LEFT_OUT_SHOWN)
         state.controls_box().caption(more)
-    return _hub_choice(page) or name
+    chosen = _hub_choice(page) or name
+    if chosen == smollm2 and not data.decoder_installed():
+        _smollm2_from_hub()
+    return chosen
+
+
+def _smollm2_from_hub() -> None:
+    """SmolLM2's file from the Hub, once per server (its package is not installed, as on
+    Community Cloud), its bytes shown as a progress bar on the page; a failure leaves the
+    page's pip line to say what to do."""
+    bar = st.empty()
+
+    def shown(done: int, total: int) -> None:
+        sizes = {"done": data.describe_bytes(done), "total": data.describe_bytes(total)}
+        bar.progress(done / total if total else 1.0, text=t("common.smollm2_download", **sizes))
+
+    try:
+        data.fetch_smollm2(shown)
+    finally:
+        bar.empty()
 
 
 def left_out_reason(entry) -> str:

@@ -9,7 +9,8 @@ requests ``huggingface_hub`` makes to fetch a snapshot, as the Hub answers them:
 * ``HEAD`` and ``GET /<owner>/<name>/resolve/<rev>/<path>``: the file, with ``X-Repo-Commit``,
   its ``ETag`` and ``Content-Length`` (a ``Range`` request gets the rest of a file).
 
-A repository's one commit is the SHA-1 of its files' names and bytes; ``main`` names it. An
+A repository's one commit is the SHA-1 of its files' names and bytes, or the one given for it
+(a real repository's pinned commit); ``main`` names it. An
 unknown repository or revision gets the Hub's 404 with its ``X-Error-Code``; a repository
 holding a file named :data:`GATED_MARK` answers 403 ``GatedRepo``. Every request is kept in
 :attr:`LocalHub.requests`, so a test can tell whether a load touched the network.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -79,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
         if (repo / GATED_MARK).exists():
             self._error(403, "GatedRepo", f"Access to {owner}/{name} is restricted")
             return None
-        commit = repo_commit(repo)
+        commit = self.hub.commits.get(f"{owner}/{name}") or repo_commit(repo)
         if unquote(rev) not in ("main", commit):
             self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
             return None
@@ -127,8 +129,8 @@ class _Handler(BaseHTTPRequestHandler):
         if found is None:
             return
         repo, commit = found
-        path = repo.joinpath(*parts[4:])
-        if not path.is_file() or repo not in path.resolve().parents:
+        path = Path(os.path.normpath(repo.joinpath(*parts[4:])))  # a link inside may lead out
+        if not path.is_file() or repo not in path.parents:
             self._error(404, "EntryNotFound", f"{'/'.join(parts[4:])} not found")
             return
         data_size = path.stat().st_size
@@ -179,10 +181,19 @@ class LocalHub:
         requests: ``"METHOD /path"`` of every request, in order.
         chunk_delay_s: a pause after each ``chunk_bytes`` sent (a slow link, to watch a
             download).
+        commits: a repository's commit where it must be a given one (``owner/name`` -> 40
+            hex digits: the commit a real repository pins), instead of :func:`repo_commit`.
     """
 
-    def __init__(self, root: Path, chunk_delay_s: float = 0.0, chunk_bytes: int = CHUNK) -> None:
+    def __init__(
+        self,
+        root: Path,
+        chunk_delay_s: float = 0.0,
+        chunk_bytes: int = CHUNK,
+        commits: dict[str, str] | None = None,
+    ) -> None:
         self.root = Path(root)
+        self.commits = dict(commits or {})
         self.requests: list[str] = []
         self.chunk_delay_s, self.chunk_bytes = chunk_delay_s, chunk_bytes
         handler = type("Handler", (_Handler,), {"hub": self})

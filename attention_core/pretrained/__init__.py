@@ -72,6 +72,7 @@ from attention_core.pretrained.smollm2 import (
     SMOLLM2_PACKAGE_PIN,
     SMOLLM2_SHA256,
     default_gguf_path,
+    fetch_smollm2,
     load_smollm2,
     smollm2_available,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "apply_rope",
     "cosine_similarity",
     "default_gguf_path",
+    "fetch_smollm2",
     "default_model_folder",
     "group_by_character",
     "load_bert",

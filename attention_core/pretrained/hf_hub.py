@@ -63,15 +63,15 @@ def _cached(repo_id: str, revision: str) -> Path | None:
         return None
 
 
-def _progress_bar(report: Callable[[int], object]) -> type:
+def _progress_bar(report: Callable[[int, int | None], object]) -> type:
     """A class ``hf_hub_download`` accepts as ``tqdm_class`` (it is built with the keyword
     arguments ``total``, ``initial``, ``desc``, … and entered as a context) that hands each
-    file's running byte count to ``report``."""
+    file's running byte count and its total (None when unknown) to ``report``."""
 
     class _Bytes:
-        def __init__(self, *_args, initial: int = 0, **_kwargs) -> None:
-            self.n = initial or 0
-            report(self.n)
+        def __init__(self, *_args, initial: int = 0, total: int | None = None, **_kwargs):
+            self.n, self.total = initial or 0, total
+            report(self.n, self.total)
 
         def __enter__(self) -> _Bytes:
             return self
@@ -81,12 +81,56 @@ def _progress_bar(report: Callable[[int], object]) -> type:
 
         def update(self, n: int | float | None = 1) -> None:
             self.n += int(n or 0)
-            report(self.n)
+            report(self.n, self.total)
 
         def close(self) -> None:
             return None
 
     return _Bytes
+
+
+def cached_hub_file(repo_id: str, filename: str, revision: str) -> Path | None:
+    """``filename`` of ``repo_id`` at ``revision`` when the Hub cache holds it, else None;
+    never a request (``huggingface_hub.try_to_load_from_cache``)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo_id, filename, revision=revision)
+    return Path(found) if isinstance(found, str) else None
+
+
+def fetch_hub_file(
+    repo_id: str, filename: str, revision: str, progress: Progress | None = None
+) -> Path:
+    """One file of a Hub repository at a pinned ``revision`` (a commit hash): the cached copy
+    with no request, else downloaded into the Hub cache, ``progress(bytes so far, in all)``.
+
+    Raises:
+        ValueError: the Hub's refusal in one line, or no cached copy while the Hub cannot be
+            reached (``HF_HUB_OFFLINE``, no connection).
+    """
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    found = cached_hub_file(repo_id, filename, revision)
+    if found is not None:
+        return found
+    bar = None
+    if progress is not None:
+        bar = _progress_bar(lambda n, total: progress(n, total if total else n))
+    try:
+        return Path(hf_hub_download(repo_id, filename, revision=revision, tqdm_class=bar))
+    except (RepositoryNotFoundError, RevisionNotFoundError) as err:
+        raise _hub_error(repo_id, revision, err) from err
+    except (HfHubHTTPError, LocalEntryNotFoundError) as err:
+        raise ValueError(
+            f"{repo_id}/{filename} at {revision} is not in the Hub cache and the Hub cannot be"
+            f" reached ({type(err).__name__})"
+        ) from err
 
 
 def _hub_error(repo_id: str, revision: str | None, err: Exception) -> ValueError:
@@ -174,7 +218,9 @@ def fetch_hub_model(
         bar = None
         if progress is not None:
             before = done
-            bar = _progress_bar(lambda n, before=before: progress(min(before + n, total), total))
+            bar = _progress_bar(
+                lambda n, _total, before=before: progress(min(before + n, total), total)
+            )
         try:
             hf_hub_download(repo_id, entry.filename, revision=commit, tqdm_class=bar)
         except (HfHubHTTPError, LocalEntryNotFoundError) as err:

