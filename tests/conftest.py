@@ -95,6 +95,8 @@ TEST_COST_S = {"browser": 10.0, "slow": 4.0, "model": 2.0}
 """A rough cost of one test of each tier, in seconds (from ``--durations``): the order in
 which whole files are handed to workers (:func:`_longest_files_first`)."""
 OTHER_TEST_COST_S = 0.07
+FILE_COST_S = {"browser/test_cloud_memory.py": 300.0}
+"""Files whose one test walks the whole lab: their measured cost, so that they start early."""
 
 
 def pytest_xdist_auto_num_workers(config):
@@ -122,6 +124,9 @@ def _file_cost_s(items) -> dict[Path, float]:
         tiers = [TEST_COST_S[m] for m in TEST_COST_S if m in item.keywords]
         path = Path(str(item.path))
         cost[path] = cost.get(path, 0.0) + max(tiers, default=OTHER_TEST_COST_S)
+    for path in cost:
+        relative = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else ""
+        cost[path] = FILE_COST_S.get(relative, cost[path])
     return cost
 
 
