@@ -31,9 +31,9 @@ from attention_core.experiments.logit_lens import (
     head_write_tokens,
     lens_run,
     logit_lens,
-    ov_copying_scores,
     record_lens_run,
 )
+from attention_core.experiments.ov_copying import ov_copying_scores
 from attention_core.pretrained import load_smollm2
 from bench import process
 from bench.decoder import round_robin

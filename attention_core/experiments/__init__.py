@@ -26,7 +26,8 @@ this package loads no checkpoint code): :mod:`~attention_core.experiments.decodi
 parts of the model that made it, on the run :mod:`~attention_core.experiments.score_run`
 records; one part removed in :mod:`~attention_core.experiments.score_without`) and
 :mod:`~attention_core.experiments.logit_lens` (what a head writes: the logit lens, direct logit
-attribution, a head's write as tokens, OV copying scores).
+attribution, a head's write as tokens) with :mod:`~attention_core.experiments.ov_copying` (OV
+copying scores).
 """
 
 from attention_core.experiments.complexity import (

@@ -125,10 +125,13 @@ class Stack:
 
 @dataclass(frozen=True)
 class WeightsPlan:
-    """Every tensor the decoder will hold, decided before anything is decoded.
+    """Every tensor the decoder will hold, decided before anything is decoded or copied: a
+    GGUF file's (its stacks are :class:`Stack`) or a Hugging Face folder's
+    (:class:`~attention_core.pretrained.hf_model.Stack`); each stack has ``nbytes`` and
+    ``transient_bytes``.
 
     Attributes:
-        layers: per layer, decoder name -> :class:`Stack`.
+        layers: per layer, decoder name -> stack.
         embedding: the (V, D) token embedding (bfloat16 unless float32 was asked for).
         output: the separate (V, D) output matrix, or None when tied.
         final_norm: the (D,) final norm.

@@ -42,7 +42,7 @@ from tokenizers import processors
 
 from attention_core.pretrained.checks import map_verified, release_pages
 from attention_core.pretrained.gguf_config import GGUFCard
-from attention_core.pretrained.gguf_model import check_weights_budget
+from attention_core.pretrained.gguf_model import WeightsPlan, check_weights_budget
 from attention_core.pretrained.hf_config import (
     EMBEDDING,
     FINAL_NORM,
@@ -97,6 +97,11 @@ class Stack:
         """Bytes it will hold once copied."""
         return sum(part.numel() for part in self.parts) * self.dtype.itemsize
 
+    @property
+    def transient_bytes(self) -> int:
+        """The mapped file pages of its parts, resident while it is copied."""
+        return sum(part.numel() * part.element_size() for part in self.parts)
+
     def materialise(self) -> torch.Tensor:
         """The parts copied by rows into one new tensor of :attr:`dtype` (no other copy)."""
         rows = sum(part.shape[0] for part in self.parts)
@@ -106,37 +111,6 @@ class Stack:
             target[first : first + part.shape[0]].copy_(part)  # converts the dtype
             first += part.shape[0]
         return target
-
-
-@dataclass(frozen=True)
-class HFPlan:
-    """Every tensor the decoder will hold, decided before anything is copied.
-
-    Attributes:
-        layers: per layer, decoder name -> :class:`Stack`. embedding, final_norm: stacks.
-        output: the untied output matrix, or None when tied.
-    """
-
-    layers: tuple[dict[str, Stack], ...]
-    embedding: Stack
-    final_norm: Stack
-    output: Stack | None
-
-    def stacks(self) -> list[Stack]:
-        """Every stack of the plan."""
-        rest = [self.embedding, self.final_norm, *([self.output] if self.output else [])]
-        return [stack for layer in self.layers for stack in layer.values()] + rest
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the weights once loaded."""
-        return sum(stack.nbytes for stack in self.stacks())
-
-    @property
-    def peak_bytes(self) -> int:
-        """The weights plus the largest stack's mapped file pages, resident while copied."""
-        stored = (sum(p.numel() * p.element_size() for p in s.parts) for s in self.stacks())
-        return self.nbytes + max(stored)
 
 
 def _read_json(path: Path) -> dict:
@@ -198,7 +172,9 @@ def read_tensors(files: list[Path]) -> tuple[dict[str, torch.Tensor], list]:
     return tensors, maps
 
 
-def plan_weights(tensors: dict, config: LlamaConfig, *, tied: bool, dtype: torch.dtype) -> HFPlan:
+def plan_weights(
+    tensors: dict, config: LlamaConfig, *, tied: bool, dtype: torch.dtype
+) -> WeightsPlan:
     """How every tensor will be held: matrices in ``dtype``, vectors in float32."""
 
     def stack(*names: str) -> Stack:
@@ -216,7 +192,7 @@ def plan_weights(tensors: dict, config: LlamaConfig, *, tied: bool, dtype: torch
             }
         )
     output = None if tied else stack(OUTPUT)
-    return HFPlan(tuple(layers), stack(EMBEDDING), stack(FINAL_NORM), output)
+    return WeightsPlan(tuple(layers), stack(EMBEDDING), output, stack(FINAL_NORM))
 
 
 def _token_text(value: object) -> str | None:

@@ -16,6 +16,7 @@ import streamlit as st
 import torch
 
 from attention_core.experiments import logit_lens as lens
+from attention_core.experiments import ov_copying
 from dashboard.data.decoder import SMOLLM2, token_labels
 from dashboard.data.heads import HEADS_COPY_DEFAULT, _one_key, copy_census
 from dashboard.data.tables import readonly
@@ -106,12 +107,12 @@ def attention_row_table(written: HeadWrite) -> pd.DataFrame:
 @st.cache_resource(max_entries=4, show_spinner=False)
 def copying_scores(model: str = SMOLLM2) -> np.ndarray:
     """(N, H) float64 every head's OV copying score
-    (:func:`attention_core.experiments.logit_lens.ov_copying_scores`), once per model.
+    (:func:`attention_core.experiments.ov_copying.ov_copying_scores`), once per model.
 
     Raises:
         ValueError: for a model not listed, not loadable or with 4-bit weights.
     """
-    return readonly(lens.ov_copying_scores(_float_decoder(model)).numpy())
+    return readonly(ov_copying.ov_copying_scores(_float_decoder(model)).numpy())
 
 
 def census_labels(model: str = SMOLLM2) -> np.ndarray:

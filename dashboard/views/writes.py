@@ -5,13 +5,11 @@ at work's census, on SmolLM2 or a float GGUF model of the server's own."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import streamlit as st
 
 from dashboard import controls, data, model_choices, presentation, refusals, state
-from dashboard.charts.head_grid import PICK, picked_head
 from dashboard.charts.writes import LensTitles, lens_chart, signed_bar_chart
 from dashboard.i18n import t
 from dashboard.lesson_figures import headline_metric
@@ -19,6 +17,7 @@ from dashboard.views import section_anchor
 from dashboard.views.heads_at_work.common import (
     ModelChoice,
     grid_chart,
+    grid_pick_controls,
     grid_titles,
     group_header,
     label_name,
@@ -122,15 +121,6 @@ def writes_controls(page: str) -> WritesConfig:
     return WritesConfig(True, model, text, frozen, positions, answer, alternative, layer, head)
 
 
-def pick_head(key: str, layers: int, heads: int) -> None:
-    """A grid's click callback (before the rerun): the clicked head becomes the layer and
-    head controls' value, so the head section and the URL follow."""
-    event = st.session_state.get(key)
-    pair = picked_head(event.selection.get(PICK) if event is not None else None, layers, heads)
-    if pair is not None:
-        st.session_state[f"{PAGE}.layer"], st.session_state[f"{PAGE}.head"] = pair
-
-
 def head_grid(ctl: WritesConfig, grid: str, values, labels, title: str, **look) -> None:
     """A layers × heads grid of ``values`` lettered with the census ``labels``; a click on a
     cell chooses that head (none while the head is locked to a presenter's)."""
@@ -144,18 +134,7 @@ def head_grid(ctl: WritesConfig, grid: str, values, labels, title: str, **look) 
         chosen=chosen,
         **look,
     )
-    key = f"{PAGE}.{grid}.{chosen[0]}.{chosen[1]}"  # a fresh selection after every change
-    locked = state.locked(f"{PAGE}.layer")
-    presentation.show_chart(
-        st,
-        chart,
-        theme=None,
-        key=key,
-        on_select="ignore"
-        if locked
-        else functools.partial(pick_head, key, ctl.model.layers, ctl.model.heads),
-        selection_mode=PICK,
-    )
+    grid_pick_controls(chart, chosen, (ctl.model.layers, ctl.model.heads), page=PAGE, grid=grid)
 
 
 def row_names(layers: int, echo) -> list[str]:

@@ -19,6 +19,7 @@ import torch
 
 from attention_core.experiments import logit_lens as ll
 from attention_core.experiments.heads import as_ids
+from attention_core.experiments.ov_copying import ov_copying_scores
 from attention_core.pretrained import load_gguf
 from attention_core.pretrained.int4 import int4_available
 from tests.core.logit_lens_reference import (
@@ -176,7 +177,7 @@ def test_the_copying_scores_of_bfloat16_weights_are_those_of_their_values(tiny):
     model, _ = tiny["qwen2"]
     decoder = load_gguf(model.path, weights_dtype="bfloat16")
     expected = reference_copying(model, decoder_tensors(decoder))
-    assert float((ll.ov_copying_scores(decoder) - expected).abs().max()) <= COPY_TOLERANCE
+    assert float((ov_copying_scores(decoder) - expected).abs().max()) <= COPY_TOLERANCE
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -229,7 +230,7 @@ def test_a_heads_write_tokens_match_the_reference(tiny, case):
 @pytest.mark.parametrize("case", CASES)
 def test_the_copying_scores_are_the_full_circuits_eigenvalue_ratio(tiny, case):
     model, decoder = tiny[case]
-    scores = ll.ov_copying_scores(decoder)
+    scores = ov_copying_scores(decoder)
     assert scores.shape == (LAYERS, decoder.config.num_heads)
     assert scores.dtype == torch.float64
     expected = reference_copying(model)
@@ -257,7 +258,7 @@ def test_a_head_that_writes_back_its_token_scores_one(tiny):
     block.qkv = torch.nn.Parameter(qkv, requires_grad=False)
     block.out = torch.nn.Parameter(out, requires_grad=False)
     twin.final_norm = torch.nn.Parameter(torch.ones_like(decoder.final_norm), requires_grad=False)
-    scores = ll.ov_copying_scores(twin)
+    scores = ov_copying_scores(twin)
     assert abs(float(scores[0, 0]) - 1) <= 1e-6
     assert abs(float(scores[0, 1]) + 1) <= 1e-6
 
@@ -270,7 +271,7 @@ def test_nothing_changes_the_decoder(tiny):
     ll.logit_lens(decoder, ids, frozen_scale=True)
     ll.direct_logit_attribution(decoder, ids, 1, 2)
     ll.head_write_tokens(decoder, ids, 1, 1)
-    ll.ov_copying_scores(decoder)
+    ov_copying_scores(decoder)
     after = decoder.state_dict()
     assert before.keys() == after.keys()
     assert all(torch.equal(before[name], after[name]) for name in before)
@@ -309,7 +310,7 @@ def test_bad_input_is_refused_by_name(tiny):
             ll.head_write_tokens(decoder, ids, layer, head, k=k)
     with pytest.raises(ValueError, match="variant 'local'"):
         ll.logit_lens(decoder.with_variant("local", window_size=2), ids)
-    for function in (ll.ov_copying_scores, lambda d: ll.logit_lens(d, ids)):
+    for function in (ov_copying_scores, lambda d: ll.logit_lens(d, ids)):
         with pytest.raises(ValueError, match="decoder"):
             function("tiny")
 
@@ -328,7 +329,7 @@ def test_int4_weights_are_refused_by_name(tmp_path):
         with pytest.raises(ValueError, match="logit lens .* need float weights.*'int4'"):
             call()
     with pytest.raises(ValueError, match="weights_dtype='int4'"):
-        ll.ov_copying_scores(decoder)
+        ov_copying_scores(decoder)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -13,6 +13,7 @@ from torch.nn import functional as F
 from attention_core.experiments import logit_lens as ll
 from attention_core.experiments.head_ablation import repeated_tokens
 from attention_core.experiments.heads import as_ids
+from attention_core.experiments.ov_copying import ov_copying_scores
 from tests.core.logit_lens_reference import (
     captured_parts,
     captured_run,
@@ -97,7 +98,7 @@ def test_smollm2_copying_scores_match_the_small_circuit_taken_the_other_way(deco
     """The E × E matrix B·A formed here through the vocabulary in float64,
     (W_V,h · diag(g_a) · W_Eᵀ) · (W_U · diag(g_f) · W_O,h), instead of the library's shared
     (D, D) product: the same copying scores for a few heads, and all scores within [−1, 1]."""
-    scores = ll.ov_copying_scores(decoder32)
+    scores = ov_copying_scores(decoder32)
     cfg = decoder32.config
     assert scores.shape == (cfg.num_layers, cfg.num_heads)
     assert bool((scores.abs() <= 1).all())

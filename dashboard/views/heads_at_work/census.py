@@ -4,7 +4,6 @@ head's map."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import streamlit as st
@@ -12,7 +11,6 @@ from streamlit.delta_generator import DeltaGenerator
 
 from dashboard import charts, data, model_choices, presentation, refusals, state
 from dashboard.charts import canvas
-from dashboard.charts.head_grid import PICK, picked_head
 from dashboard.i18n import t
 from dashboard.views import section_anchor
 from dashboard.views.heads_at_work.common import (
@@ -20,6 +18,7 @@ from dashboard.views.heads_at_work.common import (
     SCORE_FORMATS,
     ModelChoice,
     grid_chart,
+    grid_pick_controls,
     grid_titles,
     group_header,
     label_name,
@@ -86,34 +85,6 @@ def census_controls(page: str, model: ModelChoice) -> CensusConfig:
     return CensusConfig(text, score, layer, head, model.name, model.layers, model.heads)
 
 
-def pick_head(key: str, layers: int, heads: int) -> None:
-    """The grid's click callback (before the rerun): the clicked head (of ``layers`` ×
-    ``heads``) becomes the layer and head controls' value, so the sliders, the map and the
-    URL follow."""
-    event = st.session_state.get(key)
-    points = event.selection.get(PICK) if event is not None else None
-    pair = picked_head(points, layers, heads)
-    if pair is not None:
-        st.session_state[f"{PAGE}.layer"], st.session_state[f"{PAGE}.head"] = pair
-
-
-def grid_pick_controls(chart, chosen: tuple[int, int], shape: tuple[int, int]) -> None:
-    """The census grid as a control: a click on a cell chooses that head (of ``shape``,
-    layers × heads). The key names the chosen head, so the grid starts with no selection
-    after every change of head (a click on the same cell again still counts)."""
-    key = f"{PAGE}.grid.{chosen[0]}.{chosen[1]}"
-    presentation.show_chart(
-        st,
-        chart,
-        theme=None,
-        key=key,
-        on_select="ignore"
-        if state.locked(f"{PAGE}.layer")
-        else functools.partial(pick_head, key, *shape),
-        selection_mode=PICK,
-    )
-
-
 def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
     """Section 1's title and its grid of one score with every head's label. The grid is a
     control (a click chooses the head), so it is drawn here, before the rest of the page.
@@ -151,6 +122,7 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
                 grid_chart(table, titles, fmt, label_set=data.HEADS_LABELS, chosen=chosen),
                 chosen,
                 (ctl.layers, ctl.heads),
+                page=PAGE,
             )
         st.caption(t("heads.label_rule"))
     presentation.explain(t("heads.census_intro", maps=ctl.layers * ctl.heads))

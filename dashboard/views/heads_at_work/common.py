@@ -5,6 +5,7 @@ session's language, the layers × heads grid, the heads-off picker and the insta
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -13,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, model_choices, presentation, refusals, state
-from dashboard.charts.head_grid import HeadGridTitles, head_score_chart
+from dashboard.charts.head_grid import PICK, HeadGridTitles, head_score_chart, picked_head
 from dashboard.i18n import t
 from dashboard.progress import duration
 from dashboard.runtime import threads
@@ -224,3 +225,33 @@ def section_intro(title: str, intro: str, anchor: str | None = None) -> None:
 def draw_grid(chart, key: str) -> None:
     """Draw a grid chart from :func:`grid_chart` under the page's key ``heads.<key>``."""
     presentation.show_chart(st, chart, theme=None, key=f"{PAGE}.{key}")
+
+
+def pick_head(page: str, key: str, layers: int, heads: int) -> None:
+    """A head grid's click callback (before the rerun): the clicked head (of ``layers`` ×
+    ``heads``) becomes page ``page``'s layer and head controls' value, so its sliders, its
+    pictures and the URL follow."""
+    event = st.session_state.get(key)
+    pair = picked_head(event.selection.get(PICK) if event is not None else None, layers, heads)
+    if pair is not None:
+        st.session_state[f"{page}.layer"], st.session_state[f"{page}.head"] = pair
+
+
+def grid_pick_controls(
+    chart, chosen: tuple[int, int], shape: tuple[int, int], *, page: str, grid: str = "grid"
+) -> None:
+    """A layers × heads grid as a control on page ``page``: a click on a cell chooses that
+    head (of ``shape``), none while the head is locked to a presenter's. The key names the
+    grid and the chosen head, so the grid starts with no selection after every change of
+    head (a click on the same cell again still counts)."""
+    key = f"{page}.{grid}.{chosen[0]}.{chosen[1]}"
+    presentation.show_chart(
+        st,
+        chart,
+        theme=None,
+        key=key,
+        on_select="ignore"
+        if state.locked(f"{page}.layer")
+        else functools.partial(pick_head, page, key, *shape),
+        selection_mode=PICK,
+    )
