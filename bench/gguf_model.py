@@ -343,9 +343,15 @@ def _status_kib(field: str) -> int:
     raise ValueError(f"{PROC_STATUS} has no {field}")
 
 
-def _child_rss(path: Path, threads: int | None) -> None:
-    """In a fresh process: load the file once, print baseline, peak and after-load RSS (MiB)."""
-    process.set_torch_threads(threads)
+def measured_load(load):
+    """``load()`` in this process (a fresh one: nothing else loaded yet), with its time and
+    this process's RSS in MiB before it, at its peak and after it.
+
+    Returns:
+        (what ``load`` returned, {"baseline", "peak", "after", "load_s", "reset"}); ``reset``
+        says whether the peak could be reset first (``/proc/self/clear_refs``), else the peak
+        includes the imports.
+    """
     gc.collect()
     try:
         CLEAR_REFS.write_text(RESET_PEAK)
@@ -354,7 +360,7 @@ def _child_rss(path: Path, threads: int | None) -> None:
         reset = False
     baseline = _status_kib("VmRSS")
     start = time.perf_counter()
-    decoder = load_gguf(path)
+    loaded = load()
     seconds = time.perf_counter() - start
     peak = _status_kib("VmHWM")
     gc.collect()
@@ -363,8 +369,14 @@ def _child_rss(path: Path, threads: int | None) -> None:
         key: kib / KIB_PER_MIB
         for key, kib in (("baseline", baseline), ("peak", peak), ("after", after))
     }
-    figures |= {"reset": reset, "load_s": seconds, "layers": len(decoder.layers)}
-    print(json.dumps(figures))
+    return loaded, figures | {"reset": reset, "load_s": seconds}
+
+
+def _child_rss(path: Path, threads: int | None) -> None:
+    """In a fresh process: load the file once, print baseline, peak and after-load RSS (MiB)."""
+    process.set_torch_threads(threads)
+    decoder, figures = measured_load(lambda: load_gguf(path))
+    print(json.dumps(figures | {"layers": len(decoder.layers)}))
 
 
 def child_load(path: Path, threads: int | None) -> dict:

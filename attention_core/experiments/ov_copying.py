@@ -10,25 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from attention_core.experiments.score_run import WEIGHT_DTYPES
+from attention_core.experiments.score_run import check_float_weights
 from attention_core.pretrained.llama import Decoder
-
-
-def check_float_weights(decoder: Decoder) -> Decoder:
-    """The decoder, if its weight matrices are float (the copying scores read them as
-    matrices; the attention variant does not matter).
-
-    Raises:
-        ValueError: for something that is not a :class:`Decoder`, or int4 weights.
-    """
-    if not isinstance(decoder, Decoder):
-        raise ValueError(f"decoder must be a llama Decoder, got {type(decoder).__name__}")
-    if decoder.weights_dtype not in WEIGHT_DTYPES:
-        raise ValueError(
-            f"the OV circuits need float weights, got weights_dtype={decoder.weights_dtype!r}: "
-            "load the decoder with weights_dtype='float32' or 'bfloat16'"
-        )
-    return decoder
 
 
 def token_gram(decoder: Decoder) -> torch.Tensor:
@@ -95,7 +78,7 @@ def ov_copying_scores(decoder: Decoder) -> torch.Tensor:
     Raises:
         ValueError: for something that is not a :class:`Decoder`, or int4 weights.
     """
-    check_float_weights(decoder)
+    check_float_weights(decoder, "the OV circuits")
     cfg = decoder.config
     with torch.no_grad():
         gram = token_gram(decoder)  # (D, D)

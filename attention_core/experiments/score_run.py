@@ -128,13 +128,13 @@ class ScoreRun:
         return len(self.input_ids)
 
 
-def check_decoder(decoder: Decoder, purpose: str = "score parts") -> Decoder:
-    """The decoder, if its parts can be split (``purpose`` names what needs them in the
-    refusal: ``"score parts"``, ``"the logit lens and its attributions"``).
+def check_float_weights(decoder: Decoder, purpose: str) -> Decoder:
+    """The decoder, if it is a llama :class:`Decoder` whose weight matrices are float
+    (``purpose`` names what reads them as matrices, in the refusal).
 
     Raises:
-        ValueError: for something that is not a :class:`Decoder`, int4 weights (name the
-            ``weights_dtype``) or an attention variant other than dense exact attention.
+        ValueError: for something that is not a :class:`Decoder`, or int4 weights (naming
+            the ``weights_dtype``).
     """
     if not isinstance(decoder, Decoder):
         raise ValueError(f"decoder must be a llama Decoder, got {type(decoder).__name__}")
@@ -143,6 +143,18 @@ def check_decoder(decoder: Decoder, purpose: str = "score parts") -> Decoder:
             f"{purpose} need float weights, got weights_dtype={decoder.weights_dtype!r}: "
             "load the decoder with weights_dtype='float32' or 'bfloat16'"
         )
+    return decoder
+
+
+def check_decoder(decoder: Decoder, purpose: str = "score parts") -> Decoder:
+    """The decoder, if its parts can be split (``purpose`` names what needs them in the
+    refusal: ``"score parts"``, ``"the logit lens and its attributions"``).
+
+    Raises:
+        ValueError: for something that is not a :class:`Decoder`, int4 weights (name the
+            ``weights_dtype``) or an attention variant other than dense exact attention.
+    """
+    check_float_weights(decoder, purpose)
     spec = get_variant(decoder.variant)
     if not spec.exact or spec.pattern is not None:
         raise ValueError(

@@ -292,12 +292,41 @@ def gguf_card(gguf: GGUFFile, config: LlamaConfig, *, tied: bool) -> GGUFCard:
     Returns:
         The card.
     """
-    counts: dict[str, int] = {}
-    for info in gguf.tensors.values():
-        counts[info.type_name] = counts.get(info.type_name, 0) + 1
     name = gguf.metadata.get("general.name", "")
+    return model_card(
+        name if isinstance(name, str) else "",
+        config,
+        [info.type_name for info in gguf.tensors.values()],
+        sum(info.numel for info in gguf.tensors.values()),
+        len(gguf.data),
+        tied=tied,
+        rope_style=ROPE_STYLE_OF[config.architecture],
+    )
+
+
+def model_card(
+    name: str,
+    config: LlamaConfig,
+    storage: list[str],
+    parameters: int,
+    file_bytes: int,
+    *,
+    tied: bool,
+    rope_style: str,
+) -> GGUFCard:
+    """A :class:`GGUFCard` from a model's config and its stored tensors, whatever the files
+    (a GGUF file's, a Hugging Face folder's).
+
+    Args:
+        name: the model's own name. config: its config. storage: every tensor's storage type
+            name (``"Q4_K"``, ``"BF16"``). parameters: every weight's value count.
+        file_bytes: the files' size. tied, rope_style: as :class:`GGUFCard`'s.
+    """
+    counts: dict[str, int] = {}
+    for kind in storage:
+        counts[kind] = counts.get(kind, 0) + 1
     return GGUFCard(
-        name=name if isinstance(name, str) else "",
+        name=name,
         architecture=config.architecture,
         layers=config.num_layers,
         heads=config.num_heads,
@@ -306,8 +335,8 @@ def gguf_card(gguf: GGUFFile, config: LlamaConfig, *, tied: bool) -> GGUFCard:
         context_length=config.context_length,
         vocab_size=config.vocab_size,
         storage_types=tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0]))),
-        parameters=sum(info.numel for info in gguf.tensors.values()),
-        file_bytes=len(gguf.data),
+        parameters=parameters,
+        file_bytes=file_bytes,
         tied=tied,
-        rope_style=ROPE_STYLE_OF[config.architecture],
+        rope_style=rope_style,
     )

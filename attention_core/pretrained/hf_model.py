@@ -31,7 +31,6 @@ the cache without a request).
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ import torch
 from tokenizers import processors
 
 from attention_core.pretrained.checks import map_verified, release_pages
-from attention_core.pretrained.gguf_config import GGUFCard
+from attention_core.pretrained.gguf_config import GGUFCard, model_card
 from attention_core.pretrained.gguf_model import WeightsPlan, check_weights_budget
 from attention_core.pretrained.hf_config import (
     EMBEDDING,
@@ -403,23 +402,16 @@ def read_hf_card(path: str | Path) -> GGUFCard:
     files = weight_files(folder)
     tensors, maps = read_tensors(files)
     check_tensors(tensors, config, tied=tied)
-    counts = Counter(STORAGE_NAMES[tensor.dtype] for tensor in tensors.values())
     for mapped in maps:
         release_pages(mapped)
     named = settings.get("_name_or_path")
     named = named if isinstance(named, str) else ""
-    return GGUFCard(
-        name=named or hub_cache_name(folder.as_posix()) or folder.name,
-        architecture=config.architecture,
-        layers=config.num_layers,
-        heads=config.num_heads,
-        kv_heads=config.num_kv_heads,
-        head_dim=config.head_dim,
-        context_length=config.context_length,
-        vocab_size=config.vocab_size,
-        storage_types=tuple(counts.most_common()),
-        parameters=sum(tensor.numel() for tensor in tensors.values()),
-        file_bytes=sum(file.stat().st_size for file in files),
+    return model_card(
+        named or hub_cache_name(folder.as_posix()) or folder.name,
+        config,
+        [STORAGE_NAMES[tensor.dtype] for tensor in tensors.values()],
+        sum(tensor.numel() for tensor in tensors.values()),
+        sum(file.stat().st_size for file in files),
         tied=tied,
         rope_style="half",
     )

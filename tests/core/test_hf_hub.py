@@ -14,11 +14,7 @@ with no request at all, and ``main`` offline from the cache; every refusal is on
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +23,7 @@ import torch
 from attention_core.pretrained import load_hf
 from attention_core.pretrained.hf_hub import is_hub_id
 from tests.core.hf_tiny import TinySpec, write_tiny_hf
-from tests.local_hub import GATED_MARK, LocalHub, repo_commit
+from tests.local_hub import GATED_MARK, LocalHub, repo_commit, run_against
 
 pytest.importorskip("transformers")
 pytest.importorskip("huggingface_hub")
@@ -79,24 +75,8 @@ def load(hub: LocalHub, home: Path, source: str, revision: str = "", offline: bo
     """Load ``source`` in a fresh process against ``hub`` with ``home`` as ``HF_HOME``: its
     JSON report and the logits it saved (None after a refusal)."""
     out = home / "logits.pt"
-    env = {
-        **os.environ,
-        "HF_ENDPOINT": hub.url,
-        "HF_HOME": str(home),
-        "HF_HUB_OFFLINE": "1" if offline else "0",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-    }
-    env.pop("HF_TOKEN", None)
-    done = subprocess.run(
-        [sys.executable, "-c", LOAD_SCRIPT, source, revision, str(out), PROMPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    args = [source, revision, str(out), PROMPT]
+    report = run_against(hub.url, home, LOAD_SCRIPT, args, offline=offline)
     logits = torch.load(out) if "error" not in report else None
     out.unlink(missing_ok=True)
     return report, logits

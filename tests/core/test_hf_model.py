@@ -28,6 +28,7 @@ import torch
 from attention_core.device import MemoryBudgetError
 from attention_core.pretrained import hf_model, load_gguf, load_hf
 from attention_core.pretrained.hf_config import hf_config, llama3_factors
+from bench.hf_model import save_dequantised
 from tests.core.hf_tiny import TinySpec, hf_settings, reference, write_tiny_hf
 
 pytest.importorskip("transformers")
@@ -406,21 +407,6 @@ def test_attention_core_never_imports_transformers(folders):
     subprocess.run([sys.executable, "-c", script], check=True, cwd=sources.parent)
 
 
-def _save_dequantised(model, folder: Path) -> None:
-    """What ``save_pretrained`` would write, had transformers not refused to serialise a
-    model it read from GGUF: its float32 tensors (the tied output left out) and its config
-    (without the GGUF quantisation note)."""
-    from safetensors.torch import save_file
-
-    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
-    if model.config.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
-    settings = json.loads(model.config.to_json_string())
-    settings.pop("quantization_config", None)
-    (folder / "config.json").write_text(json.dumps(settings), encoding="utf-8")
-
-
 @pytest.mark.slow
 @pytest.mark.model
 def test_smollm2_converted_by_transformers_equals_the_gguf_load(tmp_path):
@@ -441,7 +427,7 @@ def test_smollm2_converted_by_transformers_equals_the_gguf_load(tmp_path):
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     except (ImportError, ValueError, OSError, RuntimeError) as err:
         pytest.skip(f"transformers cannot convert the GGUF file here: {err}")
-    _save_dequantised(model, tmp_path)
+    save_dequantised(model, tmp_path)
     tokenizer.save_pretrained(tmp_path)
     folder_model = load_hf(tmp_path, weights_dtype="float32")
     file_model = load_gguf(path, weights_dtype="float32")

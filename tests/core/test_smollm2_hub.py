@@ -13,10 +13,6 @@ the pip line."""
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,7 +26,7 @@ from attention_core.pretrained.smollm2 import (
     SMOLLM2_SHA256,
     installed_gguf_path,
 )
-from tests.local_hub import LocalHub
+from tests.local_hub import LocalHub, run_against
 
 pytest.importorskip("huggingface_hub")
 pytestmark = pytest.mark.model
@@ -77,18 +73,7 @@ def hub(installed, tmp_path_factory):
 
 def run(hub: LocalHub, home: Path, offline: bool = False) -> tuple[dict, torch.Tensor | None]:
     out = home / "logits.pt"
-    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(home)}
-    env["HF_HUB_OFFLINE"] = "1" if offline else "0"
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(out), PROMPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = run_against(hub.url, home, SCRIPT, [str(out), PROMPT], offline=offline)
     return report, (torch.load(out) if out.exists() else None)
 
 
