@@ -27,7 +27,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_core.pretrained import load_smollm2, smollm2_available
+# No test reaches the real Hugging Face Hub: huggingface_hub (read as it is imported) starts
+# offline in every test process and the servers they start; the tests of Hub ids serve a Hub
+# on 127.0.0.1 and switch it on for that Hub alone (tests/local_hub.py).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from attention_core.pretrained import load_smollm2, smollm2_available  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 LEFT_OUT_OF_FAST = ("browser", "model", "slow")
