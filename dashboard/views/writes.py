@@ -5,11 +5,13 @@ at work's census, on SmolLM2 or a float GGUF model of the server's own."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import streamlit as st
 
 from dashboard import controls, data, model_choices, presentation, refusals, state
+from dashboard.charts.head_grid import PICK
 from dashboard.charts.writes import LensTitles, lens_chart, signed_bar_chart
 from dashboard.i18n import t
 from dashboard.lesson_figures import headline_metric
@@ -17,12 +19,12 @@ from dashboard.views import section_anchor
 from dashboard.views.heads_at_work.common import (
     ModelChoice,
     grid_chart,
-    grid_pick_controls,
     grid_titles,
     group_header,
     label_name,
     model_choice,
     own_models,
+    pick_head,
     show_install_hint,
     shown_name,
 )
@@ -134,7 +136,18 @@ def head_grid(ctl: WritesConfig, grid: str, values, labels, title: str, **look) 
         chosen=chosen,
         **look,
     )
-    grid_pick_controls(chart, chosen, (ctl.model.layers, ctl.model.heads), page=PAGE, grid=grid)
+    key = f"{PAGE}.{grid}.{chosen[0]}.{chosen[1]}"  # a fresh selection after every change
+    shape = (ctl.model.layers, ctl.model.heads)
+    presentation.show_chart(
+        st,
+        chart,
+        theme=None,
+        key=key,
+        on_select="ignore"
+        if state.locked(f"{PAGE}.layer")
+        else functools.partial(pick_head, PAGE, key, *shape),
+        selection_mode=PICK,
+    )
 
 
 def row_names(layers: int, echo) -> list[str]:

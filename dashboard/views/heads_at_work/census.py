@@ -4,6 +4,7 @@ head's map."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import streamlit as st
@@ -11,6 +12,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from dashboard import charts, data, model_choices, presentation, refusals, state
 from dashboard.charts import canvas
+from dashboard.charts.head_grid import PICK
 from dashboard.i18n import t
 from dashboard.views import section_anchor
 from dashboard.views.heads_at_work.common import (
@@ -18,11 +20,11 @@ from dashboard.views.heads_at_work.common import (
     SCORE_FORMATS,
     ModelChoice,
     grid_chart,
-    grid_pick_controls,
     grid_titles,
     group_header,
     label_name,
     loading_text,
+    pick_head,
     score_name,
     score_text,
     show_install_hint,
@@ -85,6 +87,23 @@ def census_controls(page: str, model: ModelChoice) -> CensusConfig:
     return CensusConfig(text, score, layer, head, model.name, model.layers, model.heads)
 
 
+def grid_pick_controls(chart, chosen: tuple[int, int], shape: tuple[int, int]) -> None:
+    """The census grid as a control: a click on a cell chooses that head (of ``shape``,
+    layers × heads). The key names the chosen head, so the grid starts with no selection
+    after every change of head (a click on the same cell again still counts)."""
+    key = f"{PAGE}.grid.{chosen[0]}.{chosen[1]}"
+    presentation.show_chart(
+        st,
+        chart,
+        theme=None,
+        key=key,
+        on_select="ignore"
+        if state.locked(f"{PAGE}.layer")
+        else functools.partial(pick_head, PAGE, key, *shape),
+        selection_mode=PICK,
+    )
+
+
 def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
     """Section 1's title and its grid of one score with every head's label. The grid is a
     control (a click chooses the head), so it is drawn here, before the rest of the page.
@@ -122,7 +141,6 @@ def census_grid_controls(ctl: CensusConfig) -> CensusView | None:
                 grid_chart(table, titles, fmt, label_set=data.HEADS_LABELS, chosen=chosen),
                 chosen,
                 (ctl.layers, ctl.heads),
-                page=PAGE,
             )
         st.caption(t("heads.label_rule"))
     presentation.explain(t("heads.census_intro", maps=ctl.layers * ctl.heads))

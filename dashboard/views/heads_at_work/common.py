@@ -5,7 +5,6 @@ session's language, the layers × heads grid, the heads-off picker and the insta
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -235,23 +234,3 @@ def pick_head(page: str, key: str, layers: int, heads: int) -> None:
     pair = picked_head(event.selection.get(PICK) if event is not None else None, layers, heads)
     if pair is not None:
         st.session_state[f"{page}.layer"], st.session_state[f"{page}.head"] = pair
-
-
-def grid_pick_controls(
-    chart, chosen: tuple[int, int], shape: tuple[int, int], *, page: str, grid: str = "grid"
-) -> None:
-    """A layers × heads grid as a control on page ``page``: a click on a cell chooses that
-    head (of ``shape``), none while the head is locked to a presenter's. The key names the
-    grid and the chosen head, so the grid starts with no selection after every change of
-    head (a click on the same cell again still counts)."""
-    key = f"{page}.{grid}.{chosen[0]}.{chosen[1]}"
-    presentation.show_chart(
-        st,
-        chart,
-        theme=None,
-        key=key,
-        on_select="ignore"
-        if state.locked(f"{page}.layer")
-        else functools.partial(pick_head, page, key, *shape),
-        selection_mode=PICK,
-    )
