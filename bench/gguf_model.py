@@ -408,12 +408,12 @@ def print_memory(path: Path, threads: int | None, runs: int) -> None:
     print(f"   median growth after the load / weights: {after / weights:.2f}×")
 
 
-def matmul_rates() -> dict[tuple[str, str], float]:
+def matmul_rates(shape: tuple[int, int, int] = MATMUL_SHAPE) -> dict[tuple[str, str], float]:
     """GFLOP/s of x (M, K) · W (K, N) by ``torch.matmul`` in float32 and bfloat16, W stored
     (K, N) and stored (N, K) as the decoder holds it (its transpose taken), and of torch's
-    int4 kernel on the same shape (codes packed by the library); medians. Keys: (dtype,
-    layout)."""
-    m, k, n = MATMUL_SHAPE
+    int4 kernel on the same shape (codes packed by the library); medians. ``shape``: (M, K,
+    N). Keys: (dtype, layout)."""
+    m, k, n = shape
     generator = torch.Generator().manual_seed(SEED)
     x = torch.randn(m, k, generator=generator)  # (M, K)
     w = torch.randn(k, n, generator=generator) * PROBE_STD  # (K, N)

@@ -14,6 +14,12 @@ Usage: ``python -m bench.hf_model [--folder PATH] [--runs 3] [--threads N]``
    and the library imported, the peak reset through ``/proc/self/clear_refs``) against the
    decoder's own weight bytes. The medians are printed with the folder's ratios to the GGUF
    loads.
+3. A 64-token forward with every attention map, ``decoder(ids, need_weights=True)``, of the
+   three decoders in this process, round-robin (medians), against the matmul bound: 2 ·
+   (every weight matrix's size, the tied embedding once as the output matrix) · 64 FLOPs at
+   the faster bfloat16 rate of ``torch.matmul`` on SmolLM2's own shape, x (64, 576) · W
+   (576, 1536) (every decoder multiplies in bfloat16: int4 codes and bfloat16 matrices both
+   take bfloat16 inputs). Goal: the folder's forward ≤ 2× the bound (the 1B GGUF bench's).
 
 The machine is shared: its CPU, torch's threads and the load average are printed first.
 """
@@ -33,10 +39,14 @@ import torch
 
 from attention_core.pretrained import default_gguf_path, load_gguf, load_hf
 from bench import process
-from bench.gguf_model import machine_line, measured_load
+from bench.decoder import round_robin
+from bench.gguf_model import FORWARD_GOAL, best_rate, machine_line, matmul_rates, measured_load
 
 CHILD_FLAG = "--child"
 MIB = 1 << 20
+TOKENS = 64
+FORWARD_REPEATS = 5
+SMOLLM2_MATMUL = (TOKENS, 576, 1536)  # (M, K, N): x (64, width) · W (width, MLP width)
 KINDS = {
     "GGUF, int4 codes (the pages')": ("gguf", "int4"),
     "GGUF, bfloat16": ("gguf", "bfloat16"),
@@ -87,12 +97,7 @@ def _weights_bytes(decoder) -> int:
 def _child(kind: str, dtype: str, folder: Path, threads: int | None) -> None:
     """In a fresh process: one load, its time and RSS figures as JSON."""
     process.set_torch_threads(threads)
-    if kind == "hf":
-        decoder, measured = measured_load(lambda: load_hf(folder, weights_dtype=dtype))
-    else:
-        decoder, measured = measured_load(
-            lambda: load_gguf(default_gguf_path(), weights_dtype=dtype)
-        )
+    decoder, measured = measured_load(lambda: _load(kind, dtype, folder))
     figures = {
         "load_s": measured["load_s"],
         "peak_mib": measured["peak"] - measured["baseline"],
@@ -149,6 +154,54 @@ def main(argv: list[str] | None = None) -> None:
         )
     if not all(r["reset"] for results in runs.values() for r in results):
         print("   (the peak could not be reset: it includes the imports)")
+    print_forward(folder)
+
+
+def matrix_parameters(decoder) -> int:
+    """Weights that take part in a matmul: every 2-D weight tensor, each storage once (the
+    tied embedding once, as the output matrix; its lookup costs no FLOP)."""
+    seen = {}
+    for tensor in (*decoder.parameters(), *decoder.buffers()):
+        if tensor.dim() == 2:
+            seen[tensor.untyped_storage().data_ptr()] = tensor.numel()
+    return sum(seen.values())
+
+
+def print_forward(folder: Path) -> None:
+    """Step 3: each decoder's 64-token forward with every map against the matmul bound."""
+    decoders = {label: _load(kind, dtype, folder) for label, (kind, dtype) in KINDS.items()}
+    rates = matmul_rates(SMOLLM2_MATMUL)
+    m, k, n = SMOLLM2_MATMUL
+    print(f"\nforward of {TOKENS} tokens with every attention map (median of {FORWARD_REPEATS}):")
+    for (name, layout), rate in rates.items():
+        print(f"   matmul x ({m}, {k}) · W ({k}, {n}) {name:<12} {layout:<14} {rate:6.0f} GFLOP/s")
+    parameters = matrix_parameters(decoders["folder, bfloat16"])
+    flops = 2 * parameters * TOKENS
+    bound = flops / (best_rate(rates, "bfloat16") * 1e9)
+    print(
+        f"   {parameters / 1e6:.1f} M matrix weights: {flops / 1e9:.1f} GFLOP; the bound at "
+        f"bfloat16's faster rate {bound * 1e3:.1f} ms"
+    )
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 49152, (1, TOKENS), generator=generator)  # (1, 64)
+    calls = {label: lambda d=d: d(ids, need_weights=True) for label, d in decoders.items()}
+    with torch.no_grad():
+        times = round_robin(calls, FORWARD_REPEATS)
+    for label, timing in times.items():
+        print(
+            f"   {label:32} {timing.wall * 1e3:6.1f} ms (cpu {timing.cpu * 1e3:.0f}), "
+            f"{timing.wall / bound:.2f}× the bound"
+        )
+    ratio = times["folder, bfloat16"].wall / bound
+    verdict = "PASS" if ratio <= FORWARD_GOAL else "MISS"
+    print(f"   folder forward / bound: {ratio:.2f}× (goal ≤ {FORWARD_GOAL:.0f}×) {verdict}")
+
+
+def _load(kind: str, dtype: str, folder: Path):
+    """SmolLM2 from the folder (``kind`` "hf") or the shipped GGUF file, weights in ``dtype``."""
+    if kind == "hf":
+        return load_hf(folder, weights_dtype=dtype)
+    return load_gguf(default_gguf_path(), weights_dtype=dtype)
 
 
 if __name__ == "__main__":
