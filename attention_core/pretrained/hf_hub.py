@@ -159,6 +159,73 @@ def _hub_error(repo_id: str, revision: str | None, err: Exception) -> ValueError
     return ValueError(f"cannot fetch {repo_id} from the Hub: {err}")
 
 
+def _check_id(repo_id: str, revision: str | None) -> None:
+    """A ``ValueError`` for a malformed id (ours and the Hub's own rule) or revision."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if not isinstance(repo_id, str) or not REPO_ID.match(repo_id):
+        raise ValueError(f"a Hub id is owner/name, got {repo_id!r}")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        raise ValueError(f"not a Hub id: {repo_id!r} ({err})") from err
+    if revision is not None and (not isinstance(revision, str) or not revision.strip()):
+        raise ValueError(f"revision must be a commit hash, branch or tag, got {revision!r}")
+
+
+def _hub_plan(repo_id: str, revision: str | None, files: Sequence[str]) -> list | Path:
+    """What the Hub would send of ``files`` (``snapshot_download``'s dry run: each file's
+    commit, size and whether it is missing here), or the cached folder when the Hub cannot
+    be reached and a copy is here.
+
+    Raises:
+        ValueError: an id or revision the Hub does not have; no ``.safetensors`` weights;
+            the Hub out of reach with no cached copy.
+    """
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (
+        DryRunError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        plan = snapshot_download(
+            repo_id, revision=revision, allow_patterns=list(files), dry_run=True
+        )
+    except (DryRunError, HfHubHTTPError) as err:
+        cause = err.__cause__ if isinstance(err, DryRunError) else err  # what the Hub answered
+        if isinstance(cause, RepositoryNotFoundError | RevisionNotFoundError):
+            raise _hub_error(repo_id, revision, cause) from err
+        found = _cached(repo_id, revision or "main", files)
+        if found is not None:
+            return found
+        raise ValueError(
+            f"{repo_id} at {revision or 'main'} is not in the Hub cache and the Hub cannot be"
+            f" reached ({type(cause or err).__name__})"
+        ) from err
+    if not any(f.filename.endswith(".safetensors") for f in plan):
+        raise ValueError(f"{repo_id} has no .safetensors weights (the lab reads those only)")
+    return plan
+
+
+def resolve_commit(repo_id: str, revision: str | None = None) -> str:
+    """The commit ``revision`` of ``repo_id`` names: a commit hash as it is (no request), a
+    branch or tag (None: ``"main"``) as the Hub answers, or, the Hub out of reach, as the
+    cache last saw it.
+
+    Raises:
+        ValueError: as :func:`fetch_hub_model`.
+    """
+    _check_id(repo_id, revision)
+    if revision is not None and COMMIT.match(revision):
+        return revision
+    plan = _hub_plan(repo_id, revision, HUB_FILES)
+    return plan.name if isinstance(plan, Path) else plan[0].commit_hash
+
+
 def fetch_hub_model(
     repo_id: str,
     revision: str | None = None,
@@ -185,47 +252,18 @@ def fetch_hub_model(
             unreachable) with no cached copy.
     """
     from huggingface_hub import hf_hub_download, snapshot_download
-    from huggingface_hub.errors import (
-        DryRunError,
-        HfHubHTTPError,
-        HFValidationError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
-    from huggingface_hub.utils import validate_repo_id
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
-    if not isinstance(repo_id, str) or not REPO_ID.match(repo_id):
-        raise ValueError(f"a Hub id is owner/name, got {repo_id!r}")
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError as err:
-        raise ValueError(f"not a Hub id: {repo_id!r} ({err})") from err
-    if revision is not None and (not isinstance(revision, str) or not revision.strip()):
-        raise ValueError(f"revision must be a commit hash, branch or tag, got {revision!r}")
+    _check_id(repo_id, revision)
     if (
         revision is not None
         and COMMIT.match(revision)
         and (found := _cached(repo_id, revision, files))
     ):
         return found
-    try:
-        plan = snapshot_download(
-            repo_id, revision=revision, allow_patterns=list(files), dry_run=True
-        )
-    except (DryRunError, HfHubHTTPError) as err:
-        cause = err.__cause__ if isinstance(err, DryRunError) else err  # what the Hub answered
-        if isinstance(cause, RepositoryNotFoundError | RevisionNotFoundError):
-            raise _hub_error(repo_id, revision, cause) from err
-        found = _cached(repo_id, revision or "main", files)
-        if found is not None:  # offline, or the Hub unreachable: the copy already here
-            return found
-        raise ValueError(
-            f"{repo_id} at {revision or 'main'} is not in the Hub cache and the Hub cannot be"
-            f" reached ({type(cause or err).__name__})"
-        ) from err
-    if not any(f.filename.endswith(".safetensors") for f in plan):
-        raise ValueError(f"{repo_id} has no .safetensors weights (the lab reads those only)")
+    plan = _hub_plan(repo_id, revision, files)
+    if isinstance(plan, Path):  # offline, or the Hub unreachable: the copy already here
+        return plan
     commit = plan[0].commit_hash
     wanted = [f for f in plan if f.will_download]
     total = sum(f.file_size or 0 for f in wanted)

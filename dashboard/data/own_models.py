@@ -215,8 +215,24 @@ def fetch_hub(name: str, progress: hf_hub.Progress | None = None) -> Path:
     """
     if not hub_ids_allowed():
         raise ValueError(f"this server does not fetch Hub models ({HUB_IDS_ENV} is off)")
+    repo, _revision = _hub_parts(name)
+    return hf_hub.fetch_hub_model(repo, hub_commit(name), progress)
+
+
+HUB_COMMITS_KEPT = 32
+
+
+@st.cache_resource(max_entries=HUB_COMMITS_KEPT, show_spinner=False)
+def hub_commit(name: str) -> str:
+    """The commit a Hub model's revision names, asked of the Hub once per model and server
+    process (a branch is not asked again on every rerun of every page that shows it; with
+    the commit, the cached files are read with no request). A refusal is not kept.
+
+    Raises:
+        ValueError: as :func:`~attention_core.pretrained.hf_hub.resolve_commit`.
+    """
     repo, revision = _hub_parts(name)
-    return hf_hub.fetch_hub_model(repo, revision, progress)
+    return hf_hub.resolve_commit(repo, revision)
 
 
 def decoder_choices() -> tuple[str, ...]:

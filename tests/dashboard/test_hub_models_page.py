@@ -55,8 +55,10 @@ def hub_ids(hub, tmp_path, monkeypatch, no_smollm2):
     monkeypatch.setenv(own_models.HUB_IDS_ENV, "1")
     point_hub_at(monkeypatch, hub.url, tmp_path / "hub-cache")
     own_models.hub_ids_allowed.clear()
+    own_models.hub_commit.clear()
     yield hub
     own_models.hub_ids_allowed.clear()
+    own_models.hub_commit.clear()
 
 
 def open_with(lang: str, typed: str) -> AppTest:
@@ -83,6 +85,10 @@ def test_a_typed_hub_id_is_fetched_drawn_and_named_on_the_card(hub_ids, lang):
     assert f"**{t_in(lang, 'decoder.card_layers')}:** {LAYERS}" in card
     named = literal(f"{REPO_ID}@{commit[:7]}")
     assert f"**{t_in(lang, 'decoder.card_name_hf')}:** {named}" in card
+    since = len(hub_ids.requests)
+    at.run()  # a rerun (a slider moved): the branch's commit is not asked of the Hub again
+    assert_clean(at)
+    assert hub_ids.requests[since:] == []
 
 
 @pytest.mark.parametrize(
