@@ -217,6 +217,37 @@ class LocalHub:
         self._thread.join(timeout=10)
 
 
+def shipped_models_hub(root: Path) -> LocalHub | None:
+    """A Hub (not yet started) in ``root`` whose repositories are the lab's pinned Hub copies
+    of SmolLM2 (its GGUF file) and MiniLM (the package's whole model folder, as the real
+    repository holds more than the three files the lab reads), linking the installed
+    packages' own files; None when either package is not installed here."""
+    from attention_core.pretrained import minilm, smollm2
+
+    gguf, folder = smollm2.installed_gguf_path(), minilm.installed_model_folder()
+    if gguf is None or folder is None:
+        return None
+    (root / smollm2.SMOLLM2_HUB_REPO).mkdir(parents=True)
+    (root / smollm2.SMOLLM2_HUB_REPO / smollm2.SMOLLM2_HUB_FILE).symlink_to(gguf)
+    (root / minilm.MINILM_HUB_REPO).mkdir(parents=True)
+    for path in folder.iterdir():
+        link = root / minilm.MINILM_HUB_REPO / path.name
+        link.symlink_to(path, target_is_directory=path.is_dir())
+    commits = {
+        smollm2.SMOLLM2_HUB_REPO: smollm2.SMOLLM2_HUB_REVISION,
+        minilm.MINILM_HUB_REPO: minilm.MINILM_HUB_REVISION,
+    }
+    return LocalHub(root, commits=commits)
+
+
+def unreachable_hub(folder: Path) -> str:
+    """The address of a Hub that refuses every connection (a port bound, then closed)."""
+    down = LocalHub(folder)
+    url = down.url
+    down._server.server_close()
+    return url
+
+
 def point_hub_at(monkeypatch, url: str, cache: Path) -> None:
     """Point an already imported ``huggingface_hub`` at ``url`` with ``cache`` as its Hub
     cache, for one test (a process that imports it afterwards reads ``HF_ENDPOINT`` and

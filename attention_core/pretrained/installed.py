@@ -94,3 +94,21 @@ def installed_path(
     if found is None:
         raise ModelNotInstalledError(model, install_line)
     return found
+
+
+def found_or_fetched(
+    found: Path | None, fetch: Callable[[], Path], *, model: str, install_line: str
+) -> Path:
+    """A shipped model's checkpoint: ``found`` (installed or cached) when there, else
+    ``fetch()`` (a download from the Hub).
+
+    Raises:
+        ModelNotInstalledError: ``fetch`` refused (a ``ValueError``: the Hub refused or cannot
+            be reached); the message gives ``install_line``, the Hub's words are its cause.
+    """
+    if found is not None:
+        return found
+    try:
+        return fetch()
+    except ValueError as err:
+        raise ModelNotInstalledError(model, install_line) from err

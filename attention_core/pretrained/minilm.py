@@ -20,7 +20,7 @@ import torch
 
 from attention_core.pretrained.bert import BertConfig, Encoder
 from attention_core.pretrained.checks import map_verified
-from attention_core.pretrained.installed import ModelNotInstalledError, package_resource
+from attention_core.pretrained.installed import found_or_fetched, package_resource
 from attention_core.pretrained.safetensors_file import read_safetensors
 from attention_core.pretrained.tokenizer import load_tokenizer
 
@@ -81,15 +81,14 @@ def fetch_minilm(progress: Callable[[int, int], object] | None = None) -> Path:
         ModelNotInstalledError: neither installed nor cached, and the Hub refused or cannot
             be reached (the message gives the pip command; the Hub's words are its cause).
     """
-    found = default_model_folder()
-    if found is not None:
-        return found
     from attention_core.pretrained.hf_hub import fetch_hub_model
 
-    try:
-        return fetch_hub_model(MINILM_HUB_REPO, MINILM_HUB_REVISION, progress, MINILM_HUB_FILES)
-    except ValueError as err:
-        raise ModelNotInstalledError(MODEL_NAME, INSTALL_HINT) from err
+    return found_or_fetched(
+        default_model_folder(),
+        lambda: fetch_hub_model(MINILM_HUB_REPO, MINILM_HUB_REVISION, progress, MINILM_HUB_FILES),
+        model=MODEL_NAME,
+        install_line=INSTALL_HINT,
+    )
 
 
 def _bert_state_dict(weights: dict[str, torch.Tensor], config: BertConfig) -> dict:

@@ -28,7 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from attention_core.pretrained.gguf_model import load_gguf
-from attention_core.pretrained.installed import ModelNotInstalledError, distribution_file
+from attention_core.pretrained.installed import (
+    distribution_file,
+    found_or_fetched,
+)
 from attention_core.pretrained.llama import Decoder
 from attention_core.validation import check_choice
 
@@ -90,15 +93,14 @@ def fetch_smollm2(progress: Callable[[int, int], object] | None = None) -> Path:
         ModelNotInstalledError: neither installed nor cached, and the Hub refused or cannot
             be reached (the message gives the pip command; the Hub's words are its cause).
     """
-    found = default_gguf_path()
-    if found is not None:
-        return found
     from attention_core.pretrained.hf_hub import fetch_hub_file
 
-    try:
-        return fetch_hub_file(SMOLLM2_HUB_REPO, SMOLLM2_HUB_FILE, SMOLLM2_HUB_REVISION, progress)
-    except ValueError as err:
-        raise ModelNotInstalledError(SMOLLM2_MODEL_NAME, SMOLLM2_INSTALL_HINT) from err
+    return found_or_fetched(
+        default_gguf_path(),
+        lambda: fetch_hub_file(SMOLLM2_HUB_REPO, SMOLLM2_HUB_FILE, SMOLLM2_HUB_REVISION, progress),
+        model=SMOLLM2_MODEL_NAME,
+        install_line=SMOLLM2_INSTALL_HINT,
+    )
 
 
 def load_smollm2(

