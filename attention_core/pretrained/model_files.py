@@ -7,12 +7,8 @@ Two layouts are understood, and Hugging Face folders in a plain one
 * a plain folder (llama.cpp's, LM Studio's, a Hugging Face download): every ``*.gguf`` file
   under it, at most :data:`MAX_DEPTH` folders down, named by its path relative to the folder
   (``bartowski/Llama-3.2-1B-Q4_K_M.gguf``);
-* an Ollama models folder (it holds ``manifests/`` and ``blobs/``): each manifest
-  ``manifests/<host>/<namespace>/<model>/<tag>`` is JSON whose layer with media type
-  :data:`OLLAMA_MODEL_MEDIA_TYPE` names the GGUF blob by digest ``sha256:<hex>``, stored as
-  ``blobs/sha256-<hex>``; the model is named ``<model>:<tag>`` as Ollama names it, with the
-  host ``registry.ollama.ai`` and the namespace ``library`` left out (``llama3.2:1b``,
-  ``someone/model:tag``, ``hf.co/org/repo:Q4_K_M``).
+* an Ollama models folder (it holds ``manifests/`` and ``blobs/``): each model its manifests
+  name, as Ollama names it (``llama3.2:1b``; :mod:`~attention_core.pretrained.ollama_files`).
 
 A file is listed only when it is a regular, non-empty file that starts with GGUF's magic
 (``GGUF``), whose header does not name an architecture other than
@@ -34,9 +30,7 @@ name from a link (a path, ``..``, an absolute path, a NUL) is never looked up on
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -44,7 +38,7 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 
-from attention_core.pretrained import hf_folders
+from attention_core.pretrained import hf_folders, ollama_files
 from attention_core.pretrained.gguf_config import ARCHITECTURE_KEY, ARCHITECTURES
 from attention_core.pretrained.gguf_file import header_value
 
@@ -58,8 +52,6 @@ MAX_MODELS = 1000
 disk stays a bounded walk."""
 HEAD_BYTES = 64 * 1024
 """Bytes of a file read to find its magic and architecture (the first metadata entries)."""
-BLOB_SHOWN_HEX = 12
-"""Hex digits of a missing blob's digest that its reason shows."""
 LEFT_OUT_REASONS = (
     "empty",  # a file of 0 bytes
     "outside",  # a link whose target lies outside every configured folder
@@ -76,14 +68,6 @@ LEFT_OUT_REASONS = (
 )
 """Why a file is left out of the list (:class:`LeftOut`)."""
 KINDS = ("gguf", "ollama", "hf")
-OLLAMA_MANIFESTS, OLLAMA_BLOBS = "manifests", "blobs"
-OLLAMA_MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
-OLLAMA_DEFAULT_HOST = "registry.ollama.ai"
-OLLAMA_DEFAULT_NAMESPACE = "library"
-OLLAMA_MANIFEST_DEPTH = 4  # host / namespace / model / tag
-MAX_MANIFEST_BYTES = 1 << 20
-"""A manifest is a few hundred bytes; a larger file is not one and is skipped unread."""
-_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 
 
 @dataclass(frozen=True)
@@ -267,103 +251,14 @@ def _folder_entries(root: Path, roots: tuple[Path, ...]) -> list[ModelFile | Lef
     return sorted(found, key=lambda entry: entry.name)
 
 
-def is_ollama_folder(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` has Ollama's layout (a ``manifests/`` and a ``blobs/`` folder).
-
-    Args:
-        folder: a folder path.
-
-    Returns:
-        True for an Ollama models folder; False otherwise, and for an unreadable path.
-    """
-    try:
-        base = Path(folder)
-        return (base / OLLAMA_MANIFESTS).is_dir() and (base / OLLAMA_BLOBS).is_dir()
-    except (OSError, ValueError):
-        return False
-
-
-def ollama_name(parts: tuple[str, ...]) -> str:
-    """The name Ollama shows for a manifest at ``manifests/<host>/<namespace>/<model>/<tag>``.
-
-    Args:
-        parts: ``(host, namespace, model, tag)``.
-
-    Returns:
-        ``"<model>:<tag>"`` for the default host and namespace, ``"<namespace>/<model>:<tag>"``
-        for another namespace, ``"<host>/<namespace>/<model>:<tag>"`` for another host.
-
-    Raises:
-        ValueError: unless ``parts`` has exactly four non-empty parts.
-    """
-    if len(parts) != OLLAMA_MANIFEST_DEPTH or not all(parts):
-        raise ValueError(f"an Ollama manifest path has host/namespace/model/tag, got {parts!r}")
-    host, namespace, model, tag = parts
-    prefix = [] if host == OLLAMA_DEFAULT_HOST else [host]
-    if prefix or namespace != OLLAMA_DEFAULT_NAMESPACE:
-        prefix.append(namespace)
-    return "/".join([*prefix, model]) + ":" + tag
-
-
-def model_digest(manifest: object) -> str | None:
-    """The hex SHA-256 of the model layer an Ollama manifest names.
-
-    Args:
-        manifest: the manifest's parsed JSON.
-
-    Returns:
-        The 64 lower-case hex digits of the first layer whose ``mediaType`` is
-        :data:`OLLAMA_MODEL_MEDIA_TYPE`, or None when there is none or its digest is not
-        ``sha256:`` and 64 hex digits (so a digest can never name a path).
-    """
-    layers = manifest.get("layers") if isinstance(manifest, dict) else None
-    for layer in layers if isinstance(layers, list) else ():
-        if isinstance(layer, dict) and layer.get("mediaType") == OLLAMA_MODEL_MEDIA_TYPE:
-            digest = layer.get("digest")
-            match = _DIGEST.fullmatch(digest) if isinstance(digest, str) else None
-            return match.group(1) if match else None
-    return None
-
-
-def _read_manifest(path: Path, roots: tuple[Path, ...]) -> object | None:
-    """A manifest's JSON, or None when it is not a small regular readable JSON file inside
-    ``roots``."""
-    try:
-        real = path.resolve(strict=True)
-        info = real.stat()
-        if not _inside(real, roots) or not stat.S_ISREG(info.st_mode):
-            return None
-        if info.st_size > MAX_MANIFEST_BYTES:
-            return None
-        return json.loads(real.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return None
-
-
-def _manifests(base: Path) -> Iterator[tuple[tuple[str, ...], Path]]:
-    """``(host, namespace, model, tag)`` and path of every manifest, sorted by path."""
-    found = []
-    for folder, subfolders, files in os.walk(base, onerror=lambda _err: None):
-        parts = Path(folder).relative_to(base).parts  # (host, namespace, model) at the tags
-        if len(parts) >= OLLAMA_MANIFEST_DEPTH - 1:
-            subfolders.clear()
-            found += [((*parts, tag), Path(folder) / tag) for tag in files]
-    return iter(sorted(found))
-
-
 def _ollama_entries(root: Path, roots: tuple[Path, ...]) -> Iterator[ModelFile | LeftOut]:
-    """Every model an Ollama folder's manifests name, as ``model:tag``."""
-    for parts, path in _manifests(root / OLLAMA_MANIFESTS):
-        name = ollama_name(parts)
-        digest = model_digest(_read_manifest(path, roots))
-        if digest is None:
-            yield LeftOut(name, "bad_manifest")
-            continue
-        blob = root / OLLAMA_BLOBS / f"sha256-{digest}"
-        if os.path.lexists(blob):
-            yield _entry(name, blob, roots, "ollama")
+    """Every model an Ollama folder's manifests name, as ``model:tag``
+    (:func:`~attention_core.pretrained.ollama_files.ollama_models`)."""
+    for model in ollama_files.ollama_models(root, lambda path: _inside(path, roots)):
+        if model.blob is None:
+            yield LeftOut(model.name, model.reason, model.detail)
         else:
-            yield LeftOut(name, "missing_blob", (("blob", f"sha256-{digest[:BLOB_SHOWN_HEX]}…"),))
+            yield _entry(model.name, model.blob, roots, "ollama")
 
 
 def _folder_labels(roots: list[Path]) -> list[str]:
@@ -398,7 +293,7 @@ def scan_models(folders: Iterable[str | os.PathLike]) -> ModelScan:
     inside = tuple(roots)
     per_folder = [
         list(islice(_ollama_entries(root, inside), MAX_MODELS))
-        if is_ollama_folder(root)
+        if ollama_files.is_ollama_folder(root)
         else _folder_entries(root, inside)[:MAX_MODELS]
         for root in roots
     ]

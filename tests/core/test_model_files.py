@@ -12,14 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from attention_core.pretrained import model_files
-from attention_core.pretrained.model_files import (
-    ModelFile,
-    find_models,
-    model_digest,
-    ollama_name,
-    resolve_model,
-)
+from attention_core.pretrained import model_files, ollama_files
+from attention_core.pretrained.model_files import ModelFile, find_models, resolve_model
+from attention_core.pretrained.ollama_files import model_digest, ollama_name
 from tests.hostile import refuse_opening
 
 BODY = b"GGUF" + bytes(60)  # the magic is all the finder reads
@@ -121,9 +116,9 @@ def test_an_ollama_folder_skips_bad_manifests_and_missing_or_foreign_blobs(tmp_p
     _write(manifests / "broken" / "1b", b"{not json")
     _write(manifests / "nolayer" / "1b", json.dumps({"layers": []}).encode())
     _write(manifests / "list" / "1b", b"[1, 2, 3]")
-    escape = {"mediaType": model_files.OLLAMA_MODEL_MEDIA_TYPE, "digest": "sha256:../../x"}
+    escape = {"mediaType": ollama_files.OLLAMA_MODEL_MEDIA_TYPE, "digest": "sha256:../../x"}
     _write(manifests / "escape" / "1b", json.dumps({"layers": [escape]}).encode())
-    missing = {"mediaType": model_files.OLLAMA_MODEL_MEDIA_TYPE, "digest": f"sha256:{'a' * 64}"}
+    missing = {"mediaType": ollama_files.OLLAMA_MODEL_MEDIA_TYPE, "digest": f"sha256:{'a' * 64}"}
     _write(manifests / "missing" / "1b", json.dumps({"layers": [missing]}).encode())
     not_gguf = _ollama_model(root, ("registry.ollama.ai", "library", "notgguf", "1b"), b"ZIP!")
     assert not_gguf.exists()
@@ -132,7 +127,7 @@ def test_an_ollama_folder_skips_bad_manifests_and_missing_or_foreign_blobs(tmp_p
 
 
 def test_the_digest_must_be_sha256_hex_and_names_follow_ollama():
-    layer = {"mediaType": model_files.OLLAMA_MODEL_MEDIA_TYPE, "digest": "sha256:" + "ab" * 32}
+    layer = {"mediaType": ollama_files.OLLAMA_MODEL_MEDIA_TYPE, "digest": "sha256:" + "ab" * 32}
     assert model_digest({"layers": [layer]}) == "ab" * 32
     for digest in ("sha256:" + "AB" * 32, "sha256:abc", "md5:" + "ab" * 32, None, 7):
         assert model_digest({"layers": [{**layer, "digest": digest}]}) is None

@@ -1,4 +1,4 @@
-"""Files a models folder holds that are not listed say why (issue 48, point 6): an empty file,
+"""Files a models folder holds that are not listed say why: an empty file,
 a link that leaves the folder, a blob an Ollama manifest names but the folder lacks, an
 architecture not supported; and a listed file that cannot be read names what it claims and
 what it has, in human sizes (``TruncatedFileError``, a ``ValueError``)."""
@@ -17,13 +17,13 @@ from attention_core.pretrained.binary import TruncatedFileError, size_pair
 from attention_core.pretrained.gguf_file import header_value
 from attention_core.pretrained.model_files import (
     MAX_MODELS,
-    OLLAMA_MODEL_MEDIA_TYPE,
     LeftOut,
     ModelFileError,
     find_models,
     left_out_reason,
     scan_models,
 )
+from attention_core.pretrained.ollama_files import OLLAMA_MODEL_MEDIA_TYPE
 from tests.hostile import gguf_claiming, refuse_opening
 from tests.tiny_gguf import write_tiny_gguf
 

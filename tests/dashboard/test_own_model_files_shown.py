@@ -1,4 +1,4 @@
-"""What the Decoder page says about the files of a models folder (issue 48, point 6): each file
+"""What the Decoder page says about the files of a models folder: each file
 left out of the model choice is named under it with its reason (empty, a link out of the
 folder, a blob the manifest names but the folder lacks, an architecture not supported), a
 link naming one says why instead of "not one of the choices", and a listed file that cannot
@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.pretrained import ARCHITECTURES, ModelNotInstalledError, parse_gguf
 from attention_core.pretrained.binary import TruncatedFileError, size_pair
-from attention_core.pretrained.model_files import OLLAMA_MODEL_MEDIA_TYPE
+from attention_core.pretrained.ollama_files import OLLAMA_MODEL_MEDIA_TYPE
 from dashboard.data import own_models
 from dashboard.i18n import t_in
 from dashboard.literal import DETAIL_MAX_LEN, literal
