@@ -86,13 +86,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "fetch_smollm2",
         "prompt_maps",
         "rope_versions",
-        "shown_text",
-        "shown_token",
         "sink_head_shares",
         "sink_table",
         "smollm2_decoder",
-        "token_labels",
         "window_table",
+    ),
+    "token_text": (
+        "shown_text",
+        "shown_token",
+        "token_labels",
     ),
     "qk_map": (
         "OWN_MAX_CHARS",

@@ -25,9 +25,10 @@ from attention_core.experiments import head_ablation
 from attention_core.experiments.score_parts import BIAS, key_contrast, score_parts
 from attention_core.experiments.score_run import score_run
 from attention_core.experiments.score_without import AttentionWithout, predicted_attention_without
-from dashboard.data.decoder import SMOLLM2, shown_token
+from dashboard.data.decoder import SMOLLM2
 from dashboard.data.heads import _float_decoder, _one_key, copy_census
 from dashboard.data.tables import readonly
+from dashboard.data.token_text import shown_token
 
 WHY_TOP_TERMS = 8
 """Query part × key part terms the section lists, largest |value| first."""

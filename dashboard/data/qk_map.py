@@ -1,4 +1,4 @@
-"""Cached calls behind Heads at work's query–key map (issue 32): one head's queries and keys
+"""Cached calls behind Heads at work's query–key map: one head's queries and keys
 of the preset sentences (English and Chinese on e5, English on SmolLM2) plus the learner's
 own, normalised as AttentionViz does, projected with PCA (live) or t-SNE (on request), the
 trust figure of each picture, and on e5 the translation pairs' distances
@@ -89,7 +89,7 @@ def qk_sentences(model: str, own: str = "") -> tuple[str, ...]:
 def _shown_tokens(model: str, tokens: tuple[str, ...]) -> tuple[str, ...]:
     if model == "e5":
         return tuple(tok.replace("▁", " ").strip() or tok for tok in tokens)
-    from dashboard.data.decoder import token_labels
+    from dashboard.data.token_text import token_labels
 
     return tuple(token_labels(tokens))
 

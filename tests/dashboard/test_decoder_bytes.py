@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.pretrained import smollm2_available, token_bytes
 from attention_core.pretrained.bpe import byte_alphabet
-from dashboard.data.decoder import shown_text, shown_token, token_labels
+from dashboard.data.token_text import shown_text, shown_token, token_labels
 from tests.dashboard.conftest import APP_PATH, assert_clean, canvas_heatmaps, link_params, url_value
 
 # 那 = E9 82 A3, 只 = E5 8F AA, 猫 = E7 8C AB, 坐 = E5 9D 90

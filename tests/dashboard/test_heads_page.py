@@ -15,8 +15,9 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.experiments import head_ablation, heads
 from attention_core.pretrained import load_smollm2, smollm2_available
-from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE, token_labels
+from dashboard.data.decoder import DECODER_WEIGHTS_DTYPE
 from dashboard.data.heads import HEADS_PRESETS
+from dashboard.data.token_text import token_labels
 from tests.dashboard.conftest import (
     APP_PATH,
     assert_clean,
@@ -133,7 +134,7 @@ def test_an_empty_or_overlong_prompt_gets_a_notice(lang):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_one_token_prompt_shows_dashes_and_why_never_nan(lang, model):
-    """Issue 33 D2: a one-token prompt printed "nan" six times and "-0.00" under the head map,
+    """Regression: a one-token prompt printed "nan" six times and "-0.00" under the head map,
     and attribution showed a red error for a prompt the sidebar allows."""
     at = open_page(lang, preset="custom", text="a", source="prompt", measure="true")
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -165,7 +166,7 @@ def test_score_text_never_shows_nan_or_a_negative_zero():
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_mask_that_cuts_nothing_is_said_in_one_line_and_not_measured(lang, model):
-    """Issue 33 D3: with every part off the composer ran 30 passes, drew an empty bar chart
+    """Regression: with every part off the composer ran 30 passes, drew an empty bar chart
     and named layer 0 as the one that loses most."""
     at = open_page(lang, window="0", sinks="0", prefix="0", stride="0", per_layer="true")
     assert not at.exception and not at.error
@@ -184,7 +185,7 @@ def test_a_mask_that_cuts_nothing_is_said_in_one_line_and_not_measured(lang, mod
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_copy_tests_control_matches_the_heads_off_in_number(lang, model):
-    """Issue 33 D5: with all of layer 18 off, the page compared 12 heads off with 6 control
+    """Regression: with all of layer 18 off, the page compared 12 heads off with 6 control
     heads; the control now takes the rest from the nearest layers, and says so."""
     layer_18 = ",".join(f"18.{head}" for head in range(9))
     at = open_page(lang, off=layer_18)
@@ -206,7 +207,7 @@ def common_texts(lang: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_long_run_says_its_cost_and_waits_for_its_button(lang, model, monkeypatch):
-    """Issue 33 D4: the per-layer mask (32 passes) ran behind a spinner with no estimate.
+    """Regression: the per-layer mask (32 passes) ran behind a spinner with no estimate.
     With every run counted long here, the page states the passes and the time measured on
     this server before anything runs, and runs only when the button is pressed; after that
     the result is known as done and opens without a button."""
@@ -241,7 +242,7 @@ def mask_effects_calls(model) -> int:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_true_effects_switch_says_their_cost_before_they_run(lang, model):
-    """Issue 33 D4: with "Measure the true effects" off, the page says how many forward
+    """With "Measure the true effects" off, the page says how many forward
     calls the heads it would measure take (the library's count) and how long here."""
     at = open_page(lang)
     assert not at.exception and not at.error
@@ -256,7 +257,7 @@ def test_the_true_effects_switch_says_their_cost_before_they_run(lang, model):
 
 
 def test_a_copy_length_move_after_the_prefetch_computes_nothing(model, monkeypatch):
-    """Issue 30: on a busy server a move of the copy test's length took 2 s (the copy test,
+    """Regression: on a busy server a move of the copy test's length took 2 s (the copy test,
     attribution's backward pass, the "why" cell and a timing of the true effects' call,
     all at the new length). After the page's background prefetch, a move one length away
     runs no forward pass and times nothing; a move two lengths away is not prefetched, and
