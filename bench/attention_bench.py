@@ -55,7 +55,7 @@ half of the same inputs, timed in the same rounds, for the time(L)/time(L/2) goa
 except ``local`` window_size=128, ``block`` block_size=64 and ``strided`` stride=8;
 ``scaled+w`` is ``scaled`` with ``need_weights=True`` (the dashboard's path: the PyTorch
 formula ``dense_attention``, at L=256 and L=1024), whose cost against SDPA is stated below
-the goals, not a goal (issue 21). Goals are printed with PASS or MISS; a MISS is reported,
+the goals, not a goal. Goals are printed with PASS or MISS; a MISS is reported,
 never hidden.
 
 The modules: :mod:`bench.attention_cases` (sizes and what each row runs),

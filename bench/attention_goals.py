@@ -146,8 +146,8 @@ GOAL_RULES = (
         unit="",
     ),
 )
-"""Every ratio goal of ``python -m bench`` (issue 13's table), in print order after the RSS
-goal. The dense path's cost is not a goal (issue 21): see :func:`dense_cost`."""
+"""Every ratio goal of ``python -m bench``, in print order after the RSS
+goal. The dense path's cost is not a goal: see :func:`dense_cost`."""
 CHUNKED_RSS_GOAL_MIB = 70.0
 
 

@@ -1,4 +1,4 @@
-"""multilingual e5-small: load time, forward time, unknown pieces, resident memory (issue 11).
+"""multilingual e5-small: load time, forward time, unknown pieces, resident memory.
 
 Usage: ``python -m bench.e5 [--repeats 30] [--threads 1] [--text-file PATH] [--app]``
 
@@ -12,7 +12,7 @@ forwards (each read after ``malloc_trim``); then the heads that send 它 to 猫 
 
 ``--app`` also starts the dashboard and reads its resident memory after opening the
 Playground, the real-model page with MiniLM, then with e5, then the Intuition page (the
-issue's goal is for the app with both models loaded).
+goal is for the app with both models loaded).
 
 ``--threads`` sets torch's (and the engine's) thread count; the default 1 measures a call's
 own cost on a shared CPU, where OpenMP threads spinning against other processes can slow a
@@ -37,7 +37,7 @@ LOAD_GOAL_S = 1.0
 FORWARD_GOAL_MS = 40.0
 FORWARD_TOKENS = 32
 APP_RSS_GOAL_MIB = 750.0
-APP_MINILM_RSS_MIB = 515.0  # the app with MiniLM loaded (mapped word table), issue 14
+APP_MINILM_RSS_MIB = 515.0  # the app with MiniLM loaded (mapped word table)
 TOP_HEADS = 6
 MOVED = 0.05
 TUTORIAL = "那只猫坐在垫子上，它看起来很舒服。"
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"e5's increment: {rss['+ e5'] - rss['+ MiniLM, run']:.0f} MiB loaded, {increment:.0f} "
         f"MiB after its forwards; app estimate = {APP_MINILM_RSS_MIB:.0f} MiB (the app with "
-        "MiniLM, issue 11) + that"
+        "MiniLM) + that"
     )
     goals = [
         ("load (wall)", load_wall, LOAD_GOAL_S, "s"),

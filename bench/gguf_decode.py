@@ -1,4 +1,4 @@
-"""GGUF tensor decoding (issue 31): our torch decoders against ``gguf.quants.dequantize``
+"""GGUF tensor decoding: our torch decoders against ``gguf.quants.dequantize``
 (llama.cpp's numpy reference) on the same bytes, in one run.
 
 Usage: ``python -m bench.gguf_decode [--megabytes 64] [--repeats 3] [--threads N]
@@ -11,7 +11,7 @@ gguf's numpy, ours into a new tensor (as gguf returns one), and ours into a tens
 once (the loader's case, without the cost of the first touch of fresh pages). Printed: MiB/s
 of file for each, our speed-up, and whether both gave the same bits.
 Last, reading the same number of bytes from a file in the page cache is timed, and a file of
-the first type is estimated to load in (read + decode) / read of its reading time (the issue's
+the first type is estimated to load in (read + decode) / read of its reading time (the
 goal for a Q4_K_M file: ≤ 3×), with the fastest disk at which it would still meet it (2× its
 reading time left for decoding). The machine is shared: the load average is printed.
 """

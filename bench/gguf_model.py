@@ -1,10 +1,10 @@
-"""A 1B-shaped GGUF model (issue 31): load time against reading the file, resident memory
+"""A 1B-shaped GGUF model: load time against reading the file, resident memory
 against the weights' own size, and a 64-token forward with every map against the matmul bound.
 
 Usage: ``python -m bench.gguf_model [--file PATH] [--vocab 128256] [--repeats 3]
 [--forward-repeats 5] [--rss-runs 3] [--threads N]``
 
-The issue's four goals, measured side by side in one run (2 to 4 printed with PASS or MISS):
+Four goals, measured side by side in one run (2 to 4 printed with PASS or MISS):
 
 1. The file, written once with ``gguf.GGUFWriter`` (llama.cpp's own writer), one tensor in
    memory at a time: Llama 3.2 1B's shape (16 layers, width 2048, 32 query and 8 KV heads of

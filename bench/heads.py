@@ -1,4 +1,4 @@
-"""Heads at work (issue 23): the census, an ablated forward and attribution against the
+"""Heads at work: the census, an ablated forward and attribution against the
 forward passes they build on, side by side in one run.
 
 Usage: ``python -m bench.heads [--repeats 5] [--threads N]``

@@ -1,4 +1,4 @@
-"""Heads at work (issue 23): control -> repainted page, timed as an AppTest rerun.
+"""Heads at work: control -> repainted page, timed as an AppTest rerun.
 
 Usage: ``python -m bench.heads_page [--repeats 3]``
 

@@ -1,4 +1,4 @@
-"""SmolLM2-135M from a Hugging Face folder beside the shipped GGUF file (issue 54): load time
+"""SmolLM2-135M from a Hugging Face folder beside the shipped GGUF file: load time
 and peak memory side by side, each load in a fresh process.
 
 Usage: ``python -m bench.hf_model [--folder PATH] [--runs 3] [--threads N]``

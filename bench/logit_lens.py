@@ -1,4 +1,4 @@
-"""What a head writes (issue 55): the logit lens grid, every part's direct logit attribution,
+"""What a head writes: the logit lens grid, every part's direct logit attribution,
 one head's write read as tokens and every head's OV copying score, on SmolLM2.
 
 Usage: ``python -m bench.logit_lens [--repeats 5] [--threads N] [--dtype bfloat16|float32]

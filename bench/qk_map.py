@@ -1,4 +1,4 @@
-"""The query–key map (issue 32): PCA of a few sentences' points and t-SNE of 1,000 points, timed
+"""The query–key map: PCA of a few sentences' points and t-SNE of 1,000 points, timed
 against their goals in one run.
 
 Usage: ``python -m bench.qk_map [--repeats 3] [--threads 2]``

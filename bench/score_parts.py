@@ -1,4 +1,4 @@
-"""Why a head attends (issue 32): one cell's score parts and the whole key-side ranking after
+"""Why a head attends: one cell's score parts and the whole key-side ranking after
 the cached run, against one forward pass of the same decoder, side by side in one run.
 
 Usage: ``python -m bench.score_parts [--repeats 7] [--threads N] [--dtype bfloat16|float32]``

@@ -30,7 +30,7 @@ from dashboard.data.heads import (
 )
 
 LONG_RUN_S = 10.0
-"""A computation estimated over this many seconds waits for a button press (issue 33, D4)."""
+"""A computation estimated over this many seconds waits for a button press (cost shown first)."""
 PACE_TTL_S = 600
 """How long a timed forward call stands for this server's pace (the load may change)."""
 DONE_RECORD = 256

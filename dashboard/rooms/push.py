@@ -15,7 +15,7 @@ browser lists the large messages it has cached with each rerun it asks for, and 
 then sends a reference instead of any message on that list; but the browser drops a cached
 message two runs after it last used it, so the list in the session's *last* client state can
 name messages the browser no longer has. A reference to one ends the tab under Streamlit's
-"Cached ForwardMsg MISS" (issue 33 D1: a follower on Intuition sent to the decoder, whose
+"Cached ForwardMsg MISS" (seen when a follower on Intuition was sent to the decoder, whose
 canvas heatmap's code it had cached runs before). Without the list every message of a
 wake-up is sent whole: a few kilobytes more per follower, never a broken tab.
 

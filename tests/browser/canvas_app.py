@@ -72,7 +72,7 @@ TINY_SPEC = charts.HeatmapSpec(
     col_order=("a",),
     domain=(0.0, 1.0),
 )
-"""A one-token prompt's map (issue 33 D7: its legend sat over its scale and its title)."""
+"""A one-token prompt's map (its legend once sat over its scale and its title)."""
 CHINESE_SPEC = rows_by_cols_spec(
     title="权重", x_title="键词元", y_title="查询词元", value_title="权重", domain=(0.0, 1.0)
 )

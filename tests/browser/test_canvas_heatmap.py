@@ -149,7 +149,7 @@ def test_tooltip_hides_when_the_pointer_leaves_the_cells(canvas_page):
 
 
 def test_a_one_cell_maps_legend_fits_under_its_title_with_room_for_its_ticks(canvas_page):
-    """Issue 33 D7: the 1 × 1 map's legend title sat over the chart's title and its six tick
+    """Regression: the 1 × 1 map's legend title sat over the chart's title and its six tick
     labels crowded a 60-pixel bar."""
     layout = json.loads(
         canvas_page.evaluate("() => document.querySelectorAll('.attn-heatmap')[2].dataset.layout")

@@ -1,4 +1,4 @@
-"""The whole lab as Community Cloud installs and runs it (issue 54, point 5), inside Cloud's
+"""The whole lab as Community Cloud installs and runs it, inside Cloud's
 largest memory limit.
 
 **Cloud's own install.** The project's files (what Cloud clones) are copied to a fresh

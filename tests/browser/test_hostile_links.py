@@ -62,7 +62,7 @@ IMAGES_JS = "() => Array.from(document.querySelectorAll('img')).map(i => i.getAt
 
 
 def test_hostile_sentences_are_kept_as_text_and_fetch_nothing(server, page):
-    """Markup in a linked sentence is text (issue 22, D5): the box holds it as written, the
+    """Markup in a linked sentence is text: the box holds it as written, the
     page makes no link, image or request from it."""
     requested = []
     page.on("request", lambda request: requested.append(request.url))

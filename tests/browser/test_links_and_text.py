@@ -1,11 +1,11 @@
-"""The landing page's own path and the sentence box, in headless Chromium (issue 22).
+"""The landing page's own path and the sentence box, in headless Chromium.
 
-* D10: ``/intuition`` (the landing page's name) opens the Intuition page with no "Page not
+* ``/intuition`` (the landing page's name) opens the Intuition page with no "Page not
   found" box, in English and Chinese; ``/`` sends on to it; the copy-link box then hands
   out ``/intuition?…``, which opens the same page just as cleanly.
-* D4: a 300-character paragraph put into "Your sentence" is cut to its first 200 characters
+* A 300-character paragraph put into "Your sentence" is cut to its first 200 characters
   with a note saying so; the browser no longer refuses it whole.
-* D5: a sentence with ``<`` and ``{`` is kept as typed and used, with no notice.
+* A sentence with ``<`` and ``{`` is kept as typed and used, with no notice.
 """
 
 from __future__ import annotations

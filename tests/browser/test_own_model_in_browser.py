@@ -1,4 +1,4 @@
-"""Your own model in the browser (issue 31): a server whose models folder holds a tiny GGUF
+"""Your own model in the browser: a server whose models folder holds a tiny GGUF
 file (``tests/tiny_gguf.py``); the Decoder and Heads at work pages open it from a link by its
 listed name, in English and Chinese, paint their charts with no error, say which model runs
 and use the model-neutral title; a link naming a path is refused with the link notice.

@@ -1,4 +1,4 @@
-"""A room on the real stack in Chromium (issue 30): ``scripts/serve.py --replicas 2`` runs two
+"""A room on the real stack in Chromium: ``scripts/serve.py --replicas 2`` runs two
 Streamlit replicas behind HAProxy with the rooms in a ``redis-server`` this module starts
 itself (``ATTENTION_LAB_REDIS_URL``), so that it can stop Redis and start it again on the same
 port.

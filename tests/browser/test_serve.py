@@ -1,4 +1,4 @@
-"""The real stack on one machine (issue 30): ``scripts/serve.py --replicas 2`` starts
+"""The real stack on one machine: ``scripts/serve.py --replicas 2`` starts
 ``redis-server``, two Streamlit replicas and HAProxy with ``deploy/haproxy.cfg``; the balancer
 gives each new browser a cookie naming its replica and keeps it there, passes the websocket
 upgrade through, sends a tab whose replica died to a live one; SIGTERM stops every process by

@@ -1,4 +1,4 @@
-"""The general GGUF loader (issue 31) against an independent float64 forward of the same file.
+"""The general GGUF loader against an independent float64 forward of the same file.
 
 Tiny files are written with ``gguf.GGUFWriter`` (``tests/tiny_gguf.py``): each architecture
 (llama, qwen2, qwen3), each storage type, tied and separate output, grouped-query attention,

@@ -1,4 +1,4 @@
-"""Hugging Face folders in a models folder (issue 54, point 4): listed beside GGUF files with
+"""Hugging Face folders in a models folder: listed beside GGUF files with
 kind ``"hf"``, a Hub cache snapshot named as the Hub names it, every other candidate left
 out with its reason, and the card read from the headers alone, checked against
 transformers' own config and the ``safetensors`` library's tensor sizes."""

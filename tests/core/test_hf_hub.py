@@ -1,4 +1,4 @@
-"""Hub ids in :func:`load_hf` (issue 54, point 3), through the real ``huggingface_hub`` code
+"""Hub ids in :func:`load_hf`, through the real ``huggingface_hub`` code
 against a Hub served from a local folder on 127.0.0.1 (``tests/local_hub.py``,
 ``HF_ENDPOINT``), never the internet.
 

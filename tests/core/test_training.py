@@ -256,7 +256,7 @@ def test_config_fills_variant_defaults():
 
 # --- divergence: a run that fails says where and why ---------------------------------------
 
-# the link of issue 22's D1: reverse at learning rate 0.1, d_model 64, two layers, L = 16
+# a linked run known to diverge: reverse at learning rate 0.1, d_model 64, two layers, L = 16
 D1 = dict(task="reverse", lr=0.1, d_model=64, layers=2, seq_len=16, steps=300)
 
 

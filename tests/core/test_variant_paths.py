@@ -1,4 +1,4 @@
-"""The paths added for speed and memory (issue 13) and the pre-softmax scores (issue 10).
+"""The paths added for speed and memory and the pre-softmax scores.
 
 Each path is held to an independent reference in float64: PyTorch's SDPA under the
 equivalent mask, or the explicit formula. Helpers come from ``test_variants``.

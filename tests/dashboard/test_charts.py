@@ -252,13 +252,13 @@ def _line(x_values) -> dict:
 
 
 def test_whole_number_positions_get_whole_ticks_only():
-    """Issue 33 D7: the copy chart at length 4 had ticks 1.2, 1.4, …"""
+    """Regression: the copy chart at length 4 had ticks 1.2, 1.4, …"""
     assert _line([1, 2, 3, 4]) == {"format": "d", "tickMinStep": 1}
     assert "tickMinStep" not in _line([0.5, 1.0, 1.5])
 
 
 def test_the_effect_scatter_names_only_the_largest_effects():
-    """Issue 33 D7: 30 heads' labels stacked into a blob near 0."""
+    """Regression: 30 heads' labels stacked into a blob near 0."""
     from dashboard.charts.head_grid import SCATTER_LABELS, effect_scatter_chart
 
     rng = np.random.default_rng(0)

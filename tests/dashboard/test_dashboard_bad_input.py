@@ -345,8 +345,8 @@ def test_every_echo_site_shows_hostile_values_literally(site):
 
 @pytest.mark.parametrize("site", list(TEXT_SITES.values()), ids=list(TEXT_SITES))
 def test_text_boxes_keep_hostile_text_and_never_link_it(site):
-    """A link's text with markup in it is kept in its box as written (not refused: issue 22,
-    D5), and nothing on the page turns it into a link, an image or HTML."""
+    """A link's text with markup in it is kept in its box as written (not refused),
+    and nothing on the page turns it into a link, an image or HTML."""
     page, key, value = site
     at = open_app(page, **SITE_CONTEXT[page], **{key: value})
     assert not at.exception, [e.message for e in at.exception]

@@ -17,6 +17,7 @@ code (``.py``, ``.sh``, ``.toml``, ``.txt``, ``.cfg``, ``.c``, ``.h``, ``.js``, 
 from __future__ import annotations
 
 import re
+import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -49,6 +50,8 @@ SNAKE = re.compile(r"_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*")
 HUMPS = re.compile(r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+")
 WORD = re.compile(NAME)
 LINE_COUNT = re.compile(r"\b\d+\s+lines?\b|\|\s*\d+\s*\|")
+# A numbered issue of the tracker named in the code, which its reader cannot see.
+TRACKER_REFERENCE = re.compile(r"\bissue\s+\d+", re.I)
 
 
 def without_fences(text: str) -> str:
@@ -199,6 +202,28 @@ def stale_references(text: str) -> list[str]:
     )
 
 
+def tracker_references() -> list[str]:
+    """``file:line`` of every numbered tracker issue named in a ``.py`` file git tracks under
+    the repository's packages."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", *(f"{package}/*.py" for package in PACKAGES)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = []
+    for name in sorted(filter(None, listed.split("\0"))):
+        path = REPO_ROOT / name
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for match in TRACKER_REFERENCE.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(f"{name}:{line}")
+    return found
+
+
 def map_rows(text: str) -> list[str]:
     """Every table row of the map whose first column names a module or file in backticks."""
     return [line for line in text.splitlines() if re.match(r"^\|\s*`[^`]+`\s*\|", line)]
@@ -269,3 +294,8 @@ def test_no_map_row_counts_lines():
     module_rows = [row for row in rows if not re.match(r"^\|\s*`[^`]+/`", row)]
     assert len(module_rows) > 100
     assert [row for row in module_rows if LINE_COUNT.search(row)] == []
+
+
+def test_the_code_says_why_instead_of_naming_a_tracker_issue():
+    found = tracker_references()
+    assert found == [], "name what the issue asked for, not its number: " + ", ".join(found)

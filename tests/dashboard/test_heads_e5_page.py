@@ -101,7 +101,7 @@ def test_a_prompt_without_a_pronoun_says_why_the_link_is_missing(lang):
     assert e5_grid_rows(at) is None  # the link grid needs a pronoun
     notice = words["e5_no_link_grid"].format(pronoun="it", noun="cat")
     assert notice in [i.value for i in at.info]
-    assert "a “it”" not in notice and "a “cat”" not in notice  # issue 33, D8: grammar
+    assert "a “it”" not in notice and "a “cat”" not in notice  # no “a” before a quoted word
     shown = metric_values(at)
     assert shown[words["e5_metric_link_before"]] == "—"
     assert shown[words["e5_metric_cosine"].format(n=0)] == "1.0000"

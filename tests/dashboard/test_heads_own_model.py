@@ -1,4 +1,4 @@
-"""Heads at work on a GGUF model of the server's own (issue 31, point 5): a tiny 2-layer,
+"""Heads at work on a GGUF model of the server's own: a tiny 2-layer,
 4-head llama written by ``tests/tiny_gguf.py`` into a folder named by
 ``ATTENTION_LAB_MODELS_DIR``, opened by its listed name in both languages; a 4-bit copy of it
 (no backward pass: attribution and saliency say so in one line); a truncated file (one line

@@ -1,4 +1,4 @@
-"""A Hugging Face folder of the server's own on the real-model pages (issue 54, point 4): a
+"""A Hugging Face folder of the server's own on the real-model pages: a
 tiny llama saved by transformers' ``save_pretrained`` (``tests/core/hf_tiny.py``) in the
 folder ``ATTENTION_LAB_MODELS_DIR`` names is listed beside GGUF files, opened by its listed
 name in both languages, drawn with its own shape, and its card says where it comes from; a

@@ -1,4 +1,4 @@
-"""A Hub id typed on a real-model page (issue 54, point 4): only where the server's owner
+"""A Hub id typed on a real-model page: only where the server's owner
 switched it on (``ATTENTION_LAB_HUB_IDS``); the model is fetched through the real
 ``huggingface_hub`` from a Hub served from a local folder on 127.0.0.1
 (``tests/local_hub.py``), drawn, and its card names the Hub, the id, the revision and the

@@ -260,7 +260,7 @@ def test_a_refusal_speaks_the_page_language(lang):
 
 
 def test_streamlits_own_placeholder_is_in_the_pages_language():
-    """Issue 33: a multiselect said "Choose options" on a Chinese page."""
+    """Regression: a multiselect said "Choose options" on a Chinese page."""
     from tests.dashboard.conftest import open_app
 
     for lang, words in (("en", "Choose one or more"), ("zh", "选择一项或多项")):

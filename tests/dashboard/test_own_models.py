@@ -1,4 +1,4 @@
-"""Your own model on the Decoder page (issue 31): ``ATTENTION_LAB_MODELS_DIR`` names a folder
+"""Your own model on the Decoder page: ``ATTENTION_LAB_MODELS_DIR`` names a folder
 of GGUF files, the page lists them, a link opens one by its listed name (sliders, card and
 check from that file), and a link naming anything else falls back to SmolLM2 with the link
 notice, opening nothing.

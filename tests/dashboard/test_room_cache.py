@@ -1,4 +1,4 @@
-"""Issue 33 D1: a follower's tab must never meet a reference to a message its browser has
+"""A follower's tab must never meet a reference to a message its browser has
 dropped ("Cached ForwardMsg MISS", after which only a reload helps).
 
 The followers here are websocket clients that keep the browser's message cache by the

@@ -188,7 +188,7 @@ def test_a_room_ends_after_its_time_without_activity_and_polls_do_not_keep_it(ma
 
 
 def test_one_presenter_at_a_time_the_newer_takes_over_and_the_older_cannot_keep_it(make_store):
-    """Issue 33 D6: two tabs with the key both read "You present room …"."""
+    """Regression: two tabs with the key both read "You present room …"."""
     clock = Clock()
     store = make_store(clock=clock)
     assert store.present("r", "tab-a", take_over=True).presenter == "tab-a"
@@ -414,7 +414,7 @@ def test_the_subscriber_hears_the_other_replicas_changes_not_its_own(redis_serve
 
 
 def test_a_lost_room_server_is_said_at_once_and_a_restarted_one_has_forgotten_its_rooms(tmp_path):
-    """Issue 30: Redis unreachable, hung or restarted: the store says so within a second,
+    """Redis unreachable, hung or restarted: the store says so within a second,
     and works again by itself once Redis is back, its rooms ended."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
@@ -736,7 +736,7 @@ def test_a_hostile_room_code_is_refused_with_a_notice_and_no_room(name):
 
 @pytest.mark.parametrize("raw", ["x" * 33, "房间一", "week 3"])
 def test_a_bad_room_code_is_told_the_rule_in_both_languages(raw):
-    """Issue 33, D8: the notice states what a code is, not "not a value this setting
+    """The notice states what a code is, not "not a value this setting
     accepts"."""
     rules = {"en": "1 to 32 characters, each a letter", "zh": "1 到 32 个字符"}
     for lang, rule in rules.items():
@@ -756,7 +756,7 @@ def test_a_bad_room_code_is_told_the_rule_in_both_languages(raw):
     ],
 )
 def test_a_typed_question_refused_names_the_rule_in_the_page_language(answers, english, chinese):
-    """Issue 33, D8: a typed question with one answer read "1 answers; 2 to 4" in English
+    """Regression: a typed question with one answer read "1 answers; 2 to 4" in English
     on both pages."""
     for lang, rule in (("en", english), ("zh", chinese)):
         code = new_code()
@@ -809,7 +809,7 @@ def test_a_generated_key_is_printed_when_the_first_page_opens(monkeypatch, capfd
 
 
 def test_a_second_presenter_tab_takes_over_and_the_first_is_told():
-    """Issue 33 D6, in the app: the newer tab presents; the older says so and stops
+    """One presenter at a time, in the app: the newer tab presents; the older says so and stops
     publishing; its "Present here" takes the room back. (In English: AppTest formats the
     presenter's question picker with English labels, so a Chinese presenter's second run
     cannot be driven; the Chinese strings are checked in test_i18n's key parity.)"""

@@ -35,7 +35,7 @@ def test_the_wake_up_reaches_a_session_as_push_expects():
 
 
 def test_a_wake_up_sends_no_cached_message_hashes_and_keeps_the_rest():
-    """Issue 33 D1: the last client state's hash list can name messages the browser dropped
+    """The last client state's hash list can name messages the browser dropped
     since; a rerun asked with it sends references the browser cannot resolve ("Cached
     ForwardMsg MISS"). Streamlit turns the list into the run's ``cached_message_hashes``
     (``AppSession.request_rerun``), so the wake-up's state must carry none, and the rest of
@@ -123,7 +123,7 @@ def test_the_websocket_messages_the_stream_client_speaks(name):
 def test_a_run_with_no_cached_hashes_sends_no_references():
     """``rooms/push.send_whole_messages`` empties the run context's
     ``cached_message_hashes``: ``ScriptRunContext.enqueue`` sends a reference only for a
-    cacheable message whose hash is on that list (issue 33 D1), and a rerun or page switch
+    cacheable message whose hash is on that list, and a rerun or page switch
     asked within the run passes the list on."""
     from streamlit.commands import execution_control
     from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext

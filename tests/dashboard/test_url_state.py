@@ -10,7 +10,7 @@ from dashboard.url_values import RefusedValue
 from tests.dashboard.conftest import assert_clean, link_params, open_app, url_value
 
 SCRIPT = "<script>alert(1)</script>"
-MARKUP_SENTENCES = [  # markup characters are text (issue 22, D5)
+MARKUP_SENTENCES = [  # markup characters are text
     "If x < 3 then the cat {sleeps}",
     "I <3 cats",
     "a `tick` and a \\ backslash > here",
@@ -20,7 +20,7 @@ MARKUP_SENTENCES = [  # markup characters are text (issue 22, D5)
 PARAGRAPH = (
     "The cat sat on the mat because it was warm, and the dog watched it from the door. " * 4
 )[
-    # 300 characters: more than the 200 a sentence box keeps (issue 22, D4)
+    # 300 characters: more than the 200 a sentence box keeps
     :300
 ]
 
@@ -268,7 +268,7 @@ def test_long_linked_sentence_is_cut_with_a_note_in_chinese():
         ({"playground.seed": ["1", "2"]}, "given more than once", "出现了不止一次"),
         ({"playground.variant": "flash"}, "not one of the choices", "不是此处提供的选项"),
         ({"playground.dropout": "nan"}, "not a number", "不是数字"),
-        (  # issue 33, D8: an empty list is allowed, so not "needs 1 to 4 items"
+        (  # an empty list is allowed: the notice names the limit, not "needs 1 to 4 items"
             {"variants.variants": "basic,scaled,stable,local,block"},
             "names 5 items, and at most 4 are allowed",
             "列出了 5 项，最多只允许 4 项",
@@ -351,7 +351,7 @@ def test_a_value_between_steps_snaps_to_the_nearest_the_slider_offers(
 
 
 def test_a_linked_value_between_the_sliders_steps_is_snapped_with_a_notice():
-    """Issue 33: "URL values snapped to what the widget offers" (Watch's steps go by 50)."""
+    """A URL value is snapped to what the widget offers, with a notice (Watch's steps go by 50)."""
     for lang, words in (("en", "steps of 50, so the nearest step, 350"), ("zh", "步长 50")):
         at = open_app("watch", lang=lang, **{"watch.steps": "333"})
         assert_clean(at)

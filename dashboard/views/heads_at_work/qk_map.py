@@ -1,4 +1,4 @@
-"""Heads at work: one head's queries and keys on one map (issue 32, AttentionViz's joint view)
+"""Heads at work: one head's queries and keys on one map (AttentionViz's joint view)
 of the preset sentences (English and Chinese on e5, English on SmolLM2) plus the learner's
 own: PCA live, t-SNE on request, coloured by query/key, position or language, the token on
 hover, a click showing that point's attention row; the trust figure (Spearman of 2-D
