@@ -5,6 +5,9 @@
 * :func:`launch_chromium` starts Debian's ``/usr/bin/chromium`` through Playwright with the
   flags this offline machine needs (Playwright's own browser download is never used).
 * :func:`wait_idle`, :func:`chart_signatures`, :func:`painted_fraction` read the page state.
+* :func:`patient` stretches a wait by ``ATTENTION_LAB_SLOWDOWN`` (default 1) on a slow or
+  busy machine: every browser-tier wait is a hang guard a few times the quiet figure, never
+  a speed goal, so a slower machine only needs longer guards.
 """
 
 from __future__ import annotations
@@ -35,8 +38,34 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-HEALTH_TIMEOUT_S = 90.0
-IDLE_TIMEOUT_MS = 60_000
+SLOWDOWN_ENV = "ATTENTION_LAB_SLOWDOWN"
+
+
+def slowdown() -> float:
+    """How many times longer than their quiet figures the browser tier's waits run out
+    (``ATTENTION_LAB_SLOWDOWN``, a number ≥ 1; unset or empty: 1).
+
+    Raises:
+        ValueError: naming the value, when it is not a number ≥ 1.
+    """
+    raw = os.environ.get(SLOWDOWN_ENV, "").strip() or "1"
+    try:
+        factor = float(raw)
+    except ValueError:
+        factor = float("nan")
+    if not factor >= 1 or factor == float("inf"):
+        raise ValueError(f"{SLOWDOWN_ENV} must be a number of at least 1, got {raw!r}")
+    return factor
+
+
+def patient(limit: float) -> float:
+    """``limit`` (seconds or milliseconds, an int stays an int) times :func:`slowdown`."""
+    stretched = limit * slowdown()
+    return round(stretched) if isinstance(limit, int) else stretched
+
+
+HEALTH_TIMEOUT_S = patient(90.0)
+IDLE_TIMEOUT_MS = patient(60_000)
 # Altair charts, and the canvas heatmaps of dashboard/charts/heatmap_canvas.js (first canvas:
 # the cells)
 CHART_SELECTOR = '[data-testid="stVegaLiteChart"], .attn-heatmap'
@@ -164,10 +193,18 @@ IDLE_JS = """() => {
 def wait_idle(page, timeout_ms: int = IDLE_TIMEOUT_MS, settle_ms: int = 300) -> None:
     """Wait until the Streamlit script has finished running and stays finished for
     ``settle_ms`` (a widget's first value can trigger one more run)."""
-    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_function(IDLE_JS, timeout=timeout_ms)
-    page.wait_for_timeout(settle_ms)
-    page.wait_for_function(IDLE_JS, timeout=timeout_ms)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+        page.wait_for_function(IDLE_JS, timeout=timeout_ms)
+        page.wait_for_timeout(settle_ms)
+        page.wait_for_function(IDLE_JS, timeout=timeout_ms)
+    except PlaywrightTimeout as err:
+        raise AssertionError(
+            f"the page's script run did not finish within {timeout_ms / 1000:g} s"
+            f" ({SLOWDOWN_ENV} stretches the wait): {page.url}"
+        ) from err
 
 
 CHART_SIGNATURE_JS = """(sel) => Array.from(document.querySelectorAll(sel)).map(el => {

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.browser import CHART_SELECTOR, page_names, painted_fraction, wait_idle
+from bench.browser import CHART_SELECTOR, page_names, painted_fraction, patient, wait_idle
 
 PAGES = page_names()
-PAINT_TIMEOUT_MS = 30_000
-CHART_WAIT_MS = 60_000  # a page at its extremes computes for a while before its first chart
-SLOW_PAGE_MS = 240_000  # the decoder loads its model on a first visit
+PAINT_TIMEOUT_MS = patient(30_000)
+CHART_WAIT_MS = patient(60_000)  # a page at its extremes computes a while before its chart
+SLOW_PAGE_MS = patient(240_000)  # the decoder loads its model on a first visit
 SLACK_PX = 1.5  # Vega's text bounds are estimates; a pixel of anti-aliasing is not a cut
 MIN_GAP_PX = 3.0  # between two values printed side by side in a matrix: about a space
 

@@ -40,6 +40,7 @@ from bench.browser import (
     CHART_SELECTOR,
     REPO_ROOT,
     free_port,
+    patient,
     stop_process,
     wait_healthy,
     wait_idle,
@@ -53,7 +54,7 @@ pytestmark = pytest.mark.browser
 CLOUD_LIMIT_BYTES = int(2.7 * 1024**3)
 """Community Cloud's largest limit for an app (2.7 GB, read as GiB: the looser reading)."""
 MIB = 1 << 20
-PAGE_TIMEOUT_MS = 300_000
+PAGE_TIMEOUT_MS = patient(300_000)
 INSTALL_TIMEOUT_S = 1200
 SETTLE_MS = 1500
 TORCH_CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"

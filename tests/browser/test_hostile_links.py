@@ -19,7 +19,7 @@ from urllib.parse import quote, urljoin, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from bench.browser import REPO_ROOT, streamlit_server, wait_idle
+from bench.browser import REPO_ROOT, patient, streamlit_server, wait_idle
 from dashboard.i18n import t_in
 from dashboard.lessons.library import DIR_ENV
 from dashboard.lessons.model import lesson_toml
@@ -28,7 +28,7 @@ from tests.hostile import HOSTILE, HOSTILE_HOST, HOSTILE_LESSON_TEXT, hostile_le
 
 pytestmark = pytest.mark.browser
 
-PAINT_TIMEOUT_MS = 30_000
+PAINT_TIMEOUT_MS = patient(30_000)
 SHOWN_PREFIX = 12  # a long value is cut in the notice: its start must be shown
 
 

@@ -17,13 +17,13 @@ import urllib.request
 
 import pytest
 
-from bench.browser import streamlit_server
+from bench.browser import patient, streamlit_server
 from dashboard.lessons.model import shipped_lessons
 from dashboard.serving.warm import Link, PageRun, lesson_links, open_link
 
 pytestmark = pytest.mark.browser
 
-WAIT_S = 600.0  # every shipped lesson in turn, the census among them, on a loaded machine
+WAIT_S = patient(600.0)  # every shipped lesson in turn, the census among them, on a loaded machine
 GRADIENTS_CACHE = "dashboard.data.lab.gradient_by_dk"  # only the Gradients page asks for it
 HEADS_CACHE = "dashboard.data.heads.copy_census"  # only the Heads page asks for it
 

@@ -14,7 +14,7 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from bench.browser import CHART_SELECTOR, streamlit_server, wait_idle
+from bench.browser import CHART_SELECTOR, patient, streamlit_server, wait_idle
 from dashboard.i18n import t_in
 from dashboard.lessons.model import shipped_lessons
 from dashboard.views import section_anchor
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.browser
 
 PROJECTOR = {"width": 853, "height": 480}
 LAPTOP = {"width": 1440, "height": 900}
-STEP_TIMEOUT_MS = 240_000  # a real model's first step loads it
-PICTURE_MS = 30_000  # a chart's drawing after the run, on a loaded machine
+STEP_TIMEOUT_MS = patient(240_000)  # a real model's first step loads it
+PICTURE_MS = patient(30_000)  # a chart's drawing after the run, on a loaded machine
 SETTLE_MS = 1_500  # the arrival's scroll waits for the charts above the section to settle
 KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
 KEY = "walk-test-key-51c0"

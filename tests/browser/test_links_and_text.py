@@ -15,12 +15,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from bench.browser import REPO_ROOT, wait_idle
+from bench.browser import REPO_ROOT, patient, wait_idle
 from dashboard.controls import SENTENCE_MAX_CHARS
 
 pytestmark = pytest.mark.browser
 
-PAINT_TIMEOUT_MS = 30_000
+PAINT_TIMEOUT_MS = patient(30_000)
 NOT_FOUND = "Page not found"
 LINK_BOX = '[data-testid="stSidebar"] [data-testid="stCode"]'
 SENTENCE_BOX = 'input[aria-label="Your sentence"]'

@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from bench.browser import CHART_SELECTOR, chart_signatures, wait_idle
+from bench.browser import CHART_SELECTOR, chart_signatures, patient, wait_idle
 from tests.browser.helpers import (
     MAX_TEXT_ABOVE_CHART,
     PAGES,
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.browser
 CJK = re.compile(r"[\u4e00-\u9fff]")
 MIN_PAINTED = 0.005
 SLIDER = '[data-testid="stSlider"] input[type="range"]'
-SLIDER_WAIT_MS = 20_000
+SLIDER_WAIT_MS = patient(20_000)
 MAX_SLIDERS_TRIED = 4
 
 

@@ -57,7 +57,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bench.browser import free_port, stop_process, wait_idle
+from bench.browser import free_port, patient, stop_process, wait_idle
 from bench.repaint import SLIDER
 from dashboard.i18n import t_in
 from dashboard.lessons.model import shipped_lessons
@@ -76,16 +76,16 @@ VIEWPORT = {"width": 1440, "height": 1000}
 KEY_BOX = '[data-testid="stSidebar"] input[type="password"]'
 NAV = '[data-testid="stSidebarNav"]'
 SEQ = "scaling.seq_len"
-START_S = 180.0  # serve.py starting two replicas on two shared cores
+START_S = patient(180.0)  # serve.py starting two replicas on two shared cores
 # The waits below guard against a room that never follows; they are no latency goal (that is
 # bench.lesson_next's room, whose p95 PERFORMANCE.md reports). Each is a few times what a quiet
 # 2-core machine takes (the room's timings, printed as the module runs: open 12.5 s, page change
 # 3.2 s, Redis notice 4.8 s, catch-up 5.0 s): CI's machine, with a second test file running beside
 # this one, once took 119 s to open the room.
-FOLLOW_S = 60.0  # a presenter's move reaches every follower, whichever replica it is on
-RECONNECT_S = 90.0  # a follower whose replica died shows the presenter's view again
-NOTICE_S = 60.0  # the room's line appears or goes (polls and heartbeats every 5 s)
-CATCH_UP_S = 45.0  # followers show the presenter's newest view after Redis is back
+FOLLOW_S = patient(60.0)  # a presenter's move reaches every follower, whichever replica it is on
+RECONNECT_S = patient(90.0)  # a follower whose replica died shows the presenter's view again
+NOTICE_S = patient(60.0)  # the room's line appears or goes (polls and heartbeats every 5 s)
+CATCH_UP_S = patient(45.0)  # followers show the presenter's newest view after Redis is back
 MAX_PRESSES = 40  # arrow keys pressed at most to move a slider to a value
 OPEN_TRIES = 8  # contexts opened at most to find each follower's replica
 

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from bench.browser import REPO_ROOT, free_port, streamlit_server, wait_idle
+from bench.browser import REPO_ROOT, free_port, patient, streamlit_server, wait_idle
 from bench.repaint import SLIDER
 from dashboard.i18n import t_in
 from dashboard.room_follow import POLL_ENV
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.browser
 
 KEY_ENV = "ATTENTION_LAB_PRESENTER_KEY"
 KEY = "room-test-key-7f3a9c"
-FOLLOW_TIMEOUT_S = 60.0
+FOLLOW_TIMEOUT_S = patient(60.0)
 VIEWPORT = {"width": 1440, "height": 1000}
 KEY_BOX = '[data-testid="stSidebar"] input[type="password"]'
 NAV = '[data-testid="stSidebarNav"]'

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.browser import free_port, page_names
+from bench.browser import free_port, page_names, patient
 from dashboard.serving.warm import shipped_lesson_links
 
 pytestmark = pytest.mark.browser
@@ -31,7 +31,7 @@ SERVE = REPO / "scripts" / "serve.py"
 REDIS_LINE = re.compile(r"^redis: redis://127\.0\.0\.1:\d+/0 pid \d+$")
 REPLICA_LINE = re.compile(r"^replica (\d): http://127\.0\.0\.1:(\d+) pid (\d+)$")
 # two replicas warming every page, Heads at work's census among them (47 s a core, AMD EPYC)
-START_S = 480
+START_S = patient(480)
 COOKIE = "LABREPLICA"
 
 

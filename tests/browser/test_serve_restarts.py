@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.browser import free_port, stop_process
+from bench.browser import free_port, patient, stop_process
 
 pytestmark = pytest.mark.browser
 
@@ -30,12 +30,12 @@ REPO = Path(__file__).resolve().parents[2]
 SERVE = REPO / "scripts" / "serve.py"
 REDIS_LINE = re.compile(r"^redis: redis://127\.0\.0\.1:(\d+)/0 pid (\d+)$")
 REPLICA_LINE = re.compile(r"^replica (\d): (http://127\.0\.0\.1:\d+) pid (\d+)$")
-START_S = 180
-RESTART_LINE_S = 15
-REDIS_BACK_S = 15
-REPLICA_HEALTHY_S = 90
+START_S = patient(180)
+RESTART_LINE_S = patient(15)
+REDIS_BACK_S = patient(15)
+REPLICA_HEALTHY_S = patient(90)
 FSYNC_WAIT_S = 1.2  # Redis syncs its append-only file every second (appendfsync everysec)
-STOP_S = 60
+STOP_S = patient(60)
 ROOM = "restart"
 
 
