@@ -299,3 +299,14 @@ def test_no_map_row_counts_lines():
 def test_the_code_says_why_instead_of_naming_a_tracker_issue():
     found = tracker_references()
     assert found == [], "name what the issue asked for, not its number: " + ", ".join(found)
+
+
+def test_the_licence_is_one_and_the_same_in_the_file_the_metadata_and_the_readme():
+    import tomllib
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    licence = (REPO_ROOT / "LICENSE").read_text("utf-8")
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert licence.startswith("MIT License\n") and "WITHOUT WARRANTY OF ANY KIND" in licence
+    readme = (REPO_ROOT / "README.md").read_text("utf-8")
+    assert "## Licence\n\nMIT (`LICENSE`)." in readme
