@@ -142,6 +142,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "decoder_choices",
         "decoder_shape",
         "fetch_hub",
+        "hub_commit",
         "hub_ids_allowed",
         "hub_name",
         "left_out",
