@@ -183,7 +183,8 @@ def print_forward(folder: Path) -> None:
         f"bfloat16's faster rate {bound * 1e3:.1f} ms"
     )
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, 49152, (1, TOKENS), generator=generator)  # (1, 64)
+    vocab = decoders["folder, bfloat16"].config.vocab_size
+    ids = torch.randint(0, vocab, (1, TOKENS), generator=generator)  # (1, 64)
     calls = {label: lambda d=d: d(ids, need_weights=True) for label, d in decoders.items()}
     with torch.no_grad():
         times = round_robin(calls, FORWARD_REPEATS)
